@@ -1,0 +1,108 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Elementwise kernel passes that turn BLAS products into kernel values.
+
+The Python layer (``kkmeans_cli.kernels``) computes the Gram block G = A·Bᵀ with BLAS and the
+squared row norms; the functions here apply the kernel formula in one OpenMP pass and write the
+result into a row block of the output matrix, which may be float32 or float64. For the kernels
+with an exponential only the exponent is computed here: NumPy's vectorised ``exp`` (several
+times faster than libm's scalar one) then writes K.
+
+Kernel codes (``kind``) follow scikit-learn's ``pairwise_kernels`` formulas:
+
+    0 linear    G
+    1 poly      (γ G + c₀)^degree
+    2 rbf       exp(−γ s), s = ‖a‖² + ‖b‖² − 2G, and s = 0 when it is below the
+                rounding noise 4ε(‖a‖² + ‖b‖²) of that expansion (so K_ii = 1 exactly)
+    3 sigmoid   tanh(γ G + c₀)
+    4 cosine    G / (‖a‖ ‖b‖)            (0 where a norm is 0)
+
+The L1-type kernels have no BLAS form and are computed directly:
+
+    5 laplacian exp(−γ Σ |a − b|)
+    6 chi2      exp(−γ Σ (a − b)² / (a + b))     (0/0 terms are 0)
+"""
+from cython cimport floating
+from cython.parallel cimport prange
+from libc.math cimport tanh, sqrt, pow, fabs
+from libc.float cimport DBL_EPSILON
+
+cdef enum:
+    CHUNK = 64
+
+
+def gram_to_kernel(const double[:, ::1] G, const double[::1] sq_a, const double[::1] sq_b,
+                   floating[:, ::1] out, Py_ssize_t row_start, int kind, double gamma,
+                   double coef0, double degree, int n_threads):
+    """out[row_start + r, j] = kernel(G[r, j]) for the dot-product kernels (codes 0, 1, 3, 4).
+
+    ``sq_a`` holds ‖a_r‖² for the block's rows, ``sq_b`` ‖b_j‖² for its columns; ``out`` has at
+    least ``G.shape[1]`` columns. The rbf kernel goes through :func:`rbf_exponent` instead.
+    """
+    cdef Py_ssize_t n_rows = G.shape[0], n_cols = G.shape[1]
+    cdef Py_ssize_t r, j
+    cdef double v, na
+    with nogil:
+        for r in prange(n_rows, num_threads=n_threads, schedule="static"):
+            for j in range(n_cols):
+                v = G[r, j]
+                if kind == 1:
+                    v = pow(gamma * v + coef0, degree)
+                elif kind == 3:
+                    v = tanh(gamma * v + coef0)
+                elif kind == 4:
+                    na = sq_a[r] * sq_b[j]
+                    if na > 0.0:
+                        v = v / sqrt(na)
+                    else:
+                        v = 0.0
+                out[row_start + r, j] = <floating> v
+
+
+def rbf_exponent(double[:, ::1] G, const double[::1] sq_a, const double[::1] sq_b,
+                 double gamma, int n_threads):
+    """In place: G[r, j] ← −γ·s with s = ‖a_r‖² + ‖b_j‖² − 2G[r, j], and s = 0 below the
+    rounding noise 4ε(‖a_r‖² + ‖b_j‖²) of that expansion (coinciding points, so K_ii = 1)."""
+    cdef Py_ssize_t n_rows = G.shape[0], n_cols = G.shape[1]
+    cdef Py_ssize_t r, j
+    cdef double v, na
+    with nogil:
+        for r in prange(n_rows, num_threads=n_threads, schedule="static"):
+            for j in range(n_cols):
+                na = sq_a[r] + sq_b[j]
+                v = na - 2.0 * G[r, j]
+                if v <= 4.0 * DBL_EPSILON * na:
+                    v = 0.0
+                G[r, j] = -gamma * v
+
+
+def l1_exponent(const double[:, ::1] A, const double[:, ::1] B, double[:, ::1] out,
+                int kind, double gamma, int n_threads):
+    """out[r, j] = −γ·dist(A_r, B_j): L1 distance (laplacian, kind 5) or chi-squared distance
+    Σ (a − b)²/(a + b) with 0/0 terms 0 (chi2, kind 6)."""
+    cdef Py_ssize_t n_rows = A.shape[0], n_cols = B.shape[0], d = A.shape[1]
+    cdef Py_ssize_t r, j, t
+    cdef double s, diff, tot
+    with nogil:
+        for r in prange(n_rows, num_threads=n_threads, schedule="static"):
+            for j in range(n_cols):
+                s = 0.0
+                if kind == 5:
+                    for t in range(d):
+                        s = s + fabs(A[r, t] - B[j, t])
+                else:
+                    for t in range(d):
+                        tot = A[r, t] + B[j, t]
+                        if tot != 0.0:
+                            diff = A[r, t] - B[j, t]
+                            s = s + diff * diff / tot
+                out[r, j] = -gamma * s
+
+
+def mirror_rows(floating[:, ::1] K, Py_ssize_t i0, Py_ssize_t i1, int n_threads):
+    """Copy the lower-triangle rows [i0, i1) onto the upper triangle: K[i, j] = K[j, i] for
+    j in [i0, i1) and i < j. Called right after a block is computed, while it is in cache."""
+    cdef Py_ssize_t i, j
+    with nogil:
+        for i in prange(i1 - 1, num_threads=n_threads, schedule="static"):
+            for j in range(max(i0, i + 1), i1):
+                K[i, j] = K[j, i]

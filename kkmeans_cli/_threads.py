@@ -1,0 +1,25 @@
+"""Thread counts for the OpenMP engine and BLAS, kept from oversubscribing the cores."""
+import contextlib
+import os
+
+
+def effective_n_threads(n_threads=None):
+    """The number of threads to use: ``n_threads`` if given, else every core."""
+    from . import _openmp
+
+    if not _openmp.openmp_enabled():
+        return 1
+    if n_threads is None:
+        return max(1, _openmp.max_threads() or os.cpu_count() or 1)
+    if int(n_threads) < 1:
+        raise ValueError(f"n_threads must be >= 1, got {n_threads}")
+    return int(n_threads)
+
+
+@contextlib.contextmanager
+def blas_threads(n_threads):
+    """Limit BLAS to ``n_threads`` threads inside the block (threadpoolctl)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=n_threads, user_api="blas"):
+        yield

@@ -1,0 +1,3 @@
+def main():
+    """Placeholder replaced by the CLI module."""
+

@@ -1,0 +1,42 @@
+"""The errors kkmeans raises where a problem is found; the CLI maps them to exit codes.
+
+``KKMeansError`` is the root. Data and runtime problems (exit code 1) derive from ``DataError``
+or ``ModelFileError``; usage problems (exit code 2) from ``UsageError``. Bad parameters given to
+the Python API raise ``ValueError`` subclasses, as scikit-learn does.
+"""
+
+
+class KKMeansError(Exception):
+    """Base class of every error kkmeans reports."""
+
+    exit_code = 1
+
+
+class DataError(KKMeansError, ValueError):
+    """The input data is missing, unreadable or not valid (file, row, column in the message)."""
+
+
+class ModelFileError(KKMeansError, ValueError):
+    """A model file is missing, corrupt, unsafe or of an unsupported version."""
+
+
+class MemoryPlanError(KKMeansError, MemoryError):
+    """The planned allocation exceeds the memory limit."""
+
+
+class OutputError(KKMeansError, OSError):
+    """An output file cannot be written."""
+
+
+class UsageError(KKMeansError, ValueError):
+    """An option or parameter value is not valid (exit code 2)."""
+
+    exit_code = 2
+
+
+class ConfigError(UsageError):
+    """A YAML run config is not valid YAML, has an unknown key or a value of the wrong type."""
+
+
+class NotFittedError(KKMeansError, AttributeError):
+    """The estimator is used before ``fit``."""

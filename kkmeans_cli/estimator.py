@@ -1,0 +1,394 @@
+"""``KernelKMeans``: weighted kernel k-means with a scikit-learn style API."""
+import inspect
+import numbers
+import time
+
+import numpy as np
+
+from ._threads import blas_threads, effective_n_threads
+from .errors import NotFittedError
+from .initialization import kmeans_plusplus, random_centres
+from .kernel_source import InMemoryKernel
+from .kernels import GAMMA_KERNELS, KERNELS, Kernel, resolve_gamma
+from .lloyd import lloyd
+
+INITS = ("k-means++", "random")
+ALGORITHMS = ("auto", "lloyd")
+DTYPES = {"float64": np.float64, "float32": np.float32}
+
+
+class KernelKMeans:
+    """Kernel k-means clustering (weighted, exact, Lloyd iterations on the kernel matrix).
+
+    Minimises Σ_i w_i ‖φ(x_i) − μ_{c(i)}‖² in the feature space of a kernel, with the squared
+    distance d(i, c) = K_ii − 2 F[c, i]/W_c + g_c/W_c² computed from the outer sums
+    F[c, i] = Σ_{j∈c} w_j K_ij and inner sums g_c = Σ_{i,j∈c} w_i w_j K_ij.
+
+    Parameters
+    ----------
+    n_clusters : int, default 8
+        Number of clusters k, 1 ≤ k ≤ n_samples.
+    kernel : {'rbf', 'linear', 'poly', 'sigmoid', 'laplacian', 'chi2', 'cosine', 'precomputed'}
+        Kernel function; 'precomputed' means X is the n×n kernel matrix.
+    gamma : float, 'median' or 'scale', default 'median'
+        Width of rbf/laplacian/chi2, scale of poly/sigmoid. 'median': γ·median pair distance
+        = ½ (for rbf γ = 1/(2·median ‖x−y‖²)) on a seeded sample of pairs; 'scale':
+        1/(n_features·Var(X)). The resolved value is ``gamma_``.
+    degree : int, default 3
+        Degree of the poly kernel.
+    coef0 : float, default 1.0
+        Offset of the poly and sigmoid kernels.
+    init : 'k-means++', 'random' or array of shape (n_samples,), default 'k-means++'
+        Starting centres chosen in feature space, or starting labels in 0..k−1.
+    n_init : int, default 10
+        Restarts (one when ``init`` is an array); the lowest inertia wins. The kernel matrix is
+        computed once for all of them.
+    max_iter : int, default 300
+    tol : float, default 1e-4
+        Stop when the relative change of the objective is at most tol (0: when labels stop
+        changing).
+    algorithm : {'auto', 'lloyd'}, default 'auto'
+    random_state : int, numpy Generator or None
+        Seeds every random choice (gamma sample, starts). Same seed → same result, whatever
+        ``n_threads``.
+    dtype : {numpy.float64, numpy.float32}, default float64
+        Storage of the kernel matrix; sums are always float64.
+    n_threads : int or None
+        OpenMP and BLAS threads (None: every core).
+
+    Attributes
+    ----------
+    labels_ : ndarray of intp, shape (n_samples,)
+    inertia_ : float
+        Σ_i w_i d(i, labels_i).
+    inner_sums_ : ndarray, shape (k,)
+        g_c of the centres ``labels_`` are assigned to (those of ``labels_`` once converged).
+    cluster_weights_ : ndarray, shape (k,)
+        W_c of those centres.
+    cluster_sizes_ : ndarray of int64, shape (k,)
+        Members of each cluster in ``labels_``.
+    n_iter_ : int
+    gamma_ : float or None
+        The resolved gamma.
+    kernel_ : Kernel
+        The kernel with resolved parameters.
+    fit_stats_ : dict
+        Seconds spent on the kernel matrix and iterations, the inertia of each restart.
+    """
+
+    def __init__(self, n_clusters=8, *, kernel="rbf", gamma="median", degree=3, coef0=1.0,
+                 init="k-means++", n_init=10, max_iter=300, tol=1e-4, algorithm="auto",
+                 random_state=None, dtype=np.float64, n_threads=None):
+        self.n_clusters = n_clusters
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.init = init
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.algorithm = algorithm
+        self.random_state = random_state
+        self.dtype = dtype
+        self.n_threads = n_threads
+
+    # -- scikit-learn conventions ------------------------------------------------------------
+    def get_params(self, deep=True):
+        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
+        return {name: getattr(self, name) for name in names}
+
+    def set_params(self, **params):
+        valid = self.get_params()
+        for key, value in params.items():
+            if key not in valid:
+                raise ValueError(f"invalid parameter {key!r} for KernelKMeans")
+            setattr(self, key, value)
+        return self
+
+    def __repr__(self):
+        default = type(self)().get_params()
+        changed = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items()
+                            if not _same(v, default[k]))
+        return f"KernelKMeans({changed})"
+
+    # -- fitting -----------------------------------------------------------------------------
+    def fit(self, X, y=None, sample_weight=None, *, kernel_matrix=None):
+        """Cluster X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The data, or the n×n kernel matrix for ``kernel='precomputed'``.
+        y : ignored
+        sample_weight : array-like of shape (n_samples,), optional
+            Non-negative weights (weighted kernel k-means); 1 for every point by default.
+        kernel_matrix : ndarray of shape (n_samples, n_samples), optional
+            K(X, X) for this estimator's kernel, already computed (by :meth:`kernel_matrix`),
+            e.g. shared by the fits of a sweep over k. Not copied.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        X = _check_data(X, self.kernel)
+        n = X.shape[0]
+        if self.n_clusters > n:
+            raise ValueError(f"n_clusters={self.n_clusters} is larger than the number of "
+                             f"samples ({n})")
+        weights = _check_weights(sample_weight, n, self.n_clusters)
+        init_labels = self._check_init_labels(n)
+        gamma_rng, fit_rng = _rngs(self.random_state)
+        n_threads = effective_n_threads(self.n_threads)
+        dtype = _resolve_dtype(self.dtype)
+        with blas_threads(1):  # OpenMP does the parallel work; see kernels.py for GEMMs
+            self.kernel_ = self._resolved_kernel(X, gamma_rng)
+            t0 = time.perf_counter()
+            if kernel_matrix is None:
+                K = self.kernel_.matrix(X, dtype=dtype, n_threads=n_threads)
+            else:
+                K = _check_kernel_matrix(kernel_matrix, n, dtype)
+            t1 = time.perf_counter()
+            source = InMemoryKernel(K, n_threads=n_threads)
+            best, inertias = None, []
+            n_init = 1 if init_labels is not None else self.n_init
+            for _ in range(n_init):
+                start = (init_labels if init_labels is not None
+                         else self._start(source, weights, fit_rng))
+                result = lloyd(source, weights, start, self.n_clusters, max_iter=self.max_iter,
+                               tol=self.tol, n_threads=n_threads)
+                inertias.append(result.inertia)
+                if best is None or result.inertia < best.inertia:
+                    best = result
+            t2 = time.perf_counter()
+        self.gamma_ = self.kernel_.gamma
+        self.labels_ = best.labels.astype(np.intp)
+        self.inertia_ = best.inertia
+        self.inner_sums_ = best.inner_sums
+        self.cluster_weights_ = best.cluster_weights
+        self.cluster_sizes_ = np.bincount(self.labels_, minlength=self.n_clusters).astype(np.int64)
+        self.n_iter_ = best.n_iter
+        self.converged_ = best.converged
+        self.sample_weight_ = weights
+        self.X_fit_ = X if self.kernel != "precomputed" else None
+        self.n_features_in_ = X.shape[1]
+        self.fit_stats_ = {"kernel_seconds": t1 - t0, "iteration_seconds": t2 - t1,
+                           "restart_inertias": inertias,
+                           "best_restart": int(np.argmin(inertias)),
+                           "n_threads": n_threads}
+        return self
+
+    def fit_predict(self, X, y=None, sample_weight=None, **fit_params):
+        """Fit and return ``labels_``."""
+        return self.fit(X, sample_weight=sample_weight, **fit_params).labels_
+
+    def kernel_matrix(self, X):
+        """K(X, X) for this estimator's kernel (gamma resolved as ``fit`` would), to pass to
+        :meth:`fit` as ``kernel_matrix`` for several fits of the same data."""
+        self._validate_params()
+        X = _check_data(X, self.kernel)
+        gamma_rng, _ = _rngs(self.random_state)
+        n_threads = effective_n_threads(self.n_threads)
+        with blas_threads(1):
+            kernel = self._resolved_kernel(X, gamma_rng)
+            return kernel.matrix(X, dtype=_resolve_dtype(self.dtype), n_threads=n_threads)
+
+    # -- prediction --------------------------------------------------------------------------
+    def predict(self, X, *, kernel_diag=None):
+        """Label of the nearest centre for each row of X.
+
+        Uses K(X, X_fit) in row blocks and the stored inner sums and cluster weights only,
+        never the training kernel matrix. For ``kernel='precomputed'`` X holds the kernel rows
+        K(new, train); ``kernel_diag`` (K(new, new)) is optional there as it does not change
+        the labels.
+        """
+        labels, _ = self._nearest(X, kernel_diag, want_distances=False)
+        return labels
+
+    def transform(self, X, *, kernel_diag=None):
+        """Squared feature-space distances d(x, c), shape (n_samples, k)."""
+        _, dist = self._nearest(X, kernel_diag, want_distances=True)
+        return dist
+
+    def _nearest(self, X, kernel_diag, want_distances):
+        from . import _lloyd
+
+        self._check_fitted()
+        n_threads = effective_n_threads(self.n_threads)
+        dtype = _resolve_dtype(self.dtype)
+        X = _check_data(X, self.kernel, square=False)
+        n_fit = self.labels_.shape[0]
+        expected = n_fit if self.kernel == "precomputed" else self.n_features_in_
+        if X.shape[1] != expected:
+            what = "kernel columns" if self.kernel == "precomputed" else "features"
+            raise ValueError(f"X has {X.shape[1]} {what}, the model expects {expected}")
+        labels_fit = self.labels_.astype(np.int32)
+        k = self.n_clusters
+        labels = np.empty(X.shape[0], dtype=np.int32)
+        dist = np.empty((X.shape[0], k)) if want_distances else None
+        row_dist = np.empty(X.shape[0])
+        with blas_threads(1):
+            if self.kernel == "precomputed":
+                blocks = [(0, X.shape[0], np.ascontiguousarray(X, dtype=dtype))]
+            else:
+                blocks = self.kernel_.cross_blocks(X, self.X_fit_, dtype=dtype,
+                                                   n_threads=n_threads)
+            for i0, i1, Kb in blocks:
+                F = np.empty((k, i1 - i0))
+                _lloyd.outer_sums_rows(Kb, 0, labels_fit, self.sample_weight_, F, n_threads)
+                if self.kernel != "precomputed":
+                    diag = self.kernel_.diag(X[i0:i1])
+                elif kernel_diag is not None:
+                    diag = np.ascontiguousarray(kernel_diag[i0:i1], dtype=np.float64)
+                else:
+                    diag = None
+                if diag is None:
+                    # K(x, x) unknown: the labels do not need it, the distances would.
+                    lin = np.where(self.cluster_weights_ > 0, -2.0 / self.cluster_weights_, 0)
+                    shift = np.where(self.cluster_weights_ > 0,
+                                     self.inner_sums_ / self.cluster_weights_ ** 2, np.inf)
+                    rel = lin[:, None] * F + shift[:, None]
+                    labels[i0:i1] = np.argmin(rel, axis=0)
+                    if want_distances:
+                        raise ValueError("distances of a precomputed model need kernel_diag, "
+                                         "K(x, x) of the new points")
+                    continue
+                _lloyd.assign(F, self.inner_sums_, self.cluster_weights_, diag,
+                              labels[i0:i1], row_dist[i0:i1], n_threads)
+                if want_distances:
+                    _lloyd.distances(F, self.inner_sums_, self.cluster_weights_, diag,
+                                     dist[i0:i1], n_threads)
+        return labels.astype(np.intp), dist
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _start(self, source, weights, rng):
+        if isinstance(self.init, str) and self.init == "random":
+            labels, _ = random_centres(source, weights, self.n_clusters, rng)
+        else:
+            labels, _ = kmeans_plusplus(source, weights, self.n_clusters, rng)
+        return labels
+
+    def _resolved_kernel(self, X, gamma_rng):
+        gamma = resolve_gamma(self.kernel, self.gamma, X, gamma_rng)
+        return Kernel(self.kernel, gamma, int(self.degree), float(self.coef0))
+
+    def _check_init_labels(self, n):
+        if isinstance(self.init, str):
+            return None
+        labels = np.asarray(self.init)
+        if labels.shape != (n,):
+            raise ValueError(f"init labels must have shape ({n},), got {labels.shape}")
+        if not np.issubdtype(labels.dtype, np.integer):
+            if not np.all(np.isfinite(labels)) or np.any(labels != np.round(labels)):
+                raise ValueError("init labels must be integers")
+        if labels.min() < 0 or labels.max() >= self.n_clusters:
+            raise ValueError(f"init labels must lie in 0..{self.n_clusters - 1}")
+        return labels.astype(np.int32)
+
+    def _check_fitted(self):
+        if not hasattr(self, "labels_"):
+            raise NotFittedError("this KernelKMeans is not fitted yet; call fit first")
+
+    def _validate_params(self):
+        _check_int("n_clusters", self.n_clusters, 1)
+        if self.kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {', '.join(KERNELS)}; got {self.kernel!r}")
+        if isinstance(self.gamma, str):
+            if self.gamma not in ("median", "scale"):
+                raise ValueError(f"gamma must be a positive number, 'median' or 'scale'; "
+                                 f"got {self.gamma!r}")
+        elif (not isinstance(self.gamma, numbers.Real) or isinstance(self.gamma, bool)
+              or not np.isfinite(self.gamma) or self.gamma <= 0):
+            raise ValueError(f"gamma must be a positive number, 'median' or 'scale'; "
+                             f"got {self.gamma!r}")
+        _check_int("degree", self.degree, 1)
+        if not isinstance(self.coef0, numbers.Real) or not np.isfinite(self.coef0):
+            raise ValueError(f"coef0 must be a finite number; got {self.coef0!r}")
+        if isinstance(self.init, str) and self.init not in INITS:
+            raise ValueError(f"init must be 'k-means++', 'random' or an array of labels; "
+                             f"got {self.init!r}")
+        _check_int("n_init", self.n_init, 1)
+        _check_int("max_iter", self.max_iter, 1)
+        if (not isinstance(self.tol, numbers.Real) or isinstance(self.tol, bool)
+                or not np.isfinite(self.tol) or self.tol < 0):
+            raise ValueError(f"tol must be a number >= 0; got {self.tol!r}")
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}; "
+                             f"got {self.algorithm!r}")
+        _resolve_dtype(self.dtype)
+        if self.n_threads is not None:
+            _check_int("n_threads", self.n_threads, 1)
+
+
+def _same(a, b):
+    try:
+        return bool(a == b) if not isinstance(a, np.ndarray) else False
+    except Exception:
+        return False
+
+
+def _check_int(name, value, minimum):
+    if (not isinstance(value, numbers.Integral) or isinstance(value, bool)
+            or value < minimum):
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
+
+
+def _resolve_dtype(dtype):
+    key = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
+    if key not in DTYPES:
+        raise ValueError(f"dtype must be float64 or float32; got {dtype!r}")
+    return DTYPES[key]
+
+
+def _rngs(random_state):
+    """Independent generators for the gamma sample and for the starts."""
+    if isinstance(random_state, np.random.Generator):
+        seq = random_state.bit_generator.seed_seq
+    elif random_state is None or isinstance(random_state, numbers.Integral):
+        seq = np.random.SeedSequence(random_state)
+    else:
+        raise ValueError(f"random_state must be an int, a numpy Generator or None; "
+                         f"got {random_state!r}")
+    gamma_seq, fit_seq = seq.spawn(2)
+    return np.random.default_rng(gamma_seq), np.random.default_rng(fit_seq)
+
+
+def _check_data(X, kernel, square=True):
+    try:
+        X = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"X must be numeric: {exc}") from None
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features); got {X.ndim}-D")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"X is empty (shape {X.shape})")
+    if not np.all(np.isfinite(X)):
+        bad = np.argwhere(~np.isfinite(X))[0]
+        raise ValueError(f"X contains NaN or infinity (first at row {bad[0]}, column {bad[1]})")
+    if kernel == "chi2" and np.any(X < 0):
+        raise ValueError("the chi2 kernel needs non-negative data")
+    if kernel == "precomputed" and square and X.shape[0] != X.shape[1]:
+        raise ValueError(f"a precomputed kernel matrix must be square; got {X.shape}")
+    return np.ascontiguousarray(X)
+
+
+def _check_weights(sample_weight, n, n_clusters):
+    if sample_weight is None:
+        return np.ones(n)
+    w = np.asarray(sample_weight, dtype=np.float64)
+    if w.shape != (n,):
+        raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("sample_weight must be finite and non-negative")
+    if np.count_nonzero(w) < n_clusters:
+        raise ValueError(f"sample_weight has fewer positive entries than n_clusters={n_clusters}")
+    return np.ascontiguousarray(w)
+
+
+def _check_kernel_matrix(K, n, dtype):
+    if not isinstance(K, np.ndarray) or K.shape != (n, n):
+        raise ValueError(f"kernel_matrix must be an ({n}, {n}) array")
+    if K.dtype != dtype or not K.flags.c_contiguous:
+        K = np.ascontiguousarray(K, dtype=dtype)
+    return K

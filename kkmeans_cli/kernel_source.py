@@ -1,0 +1,34 @@
+"""Where the engine gets kernel values from.
+
+The iteration code never touches K directly: it asks a *kernel source* for the three things it
+needs, so that a kernel matrix held in memory and one recomputed in blocks (for data whose n×n
+matrix does not fit) run the same algorithms.
+
+- ``diag``: K_ii (float64);
+- ``full_outer_sums(labels, weights, F)``: F[c, i] = Σ_{j∈c} w_j K_ij, one pass over K;
+- ``update_outer_sums(moved, src, dst, w_moved, F)``: F[src] −= w K[moved], F[dst] += w K[moved];
+- ``rows(idx)``: rows of K as float64 (k-means++ reads columns of K, which are its rows).
+"""
+import numpy as np
+
+from . import _lloyd
+
+
+class InMemoryKernel:
+    """A kernel matrix K held in memory (float32 or float64, C-contiguous, symmetric)."""
+
+    def __init__(self, K, n_threads=1):
+        self.K = K
+        self.n = K.shape[0]
+        self.n_threads = n_threads
+        self.diag = np.array(np.diagonal(K), dtype=np.float64)
+
+    def full_outer_sums(self, labels, weights, F):
+        _lloyd.outer_sums_rows(self.K, 0, labels, weights, F, self.n_threads)
+
+    def update_outer_sums(self, moved, src, dst, w_moved, F):
+        _lloyd.update_outer_sums(self.K, moved.astype(np.int32), src, dst, w_moved, F,
+                                 self.n_threads)
+
+    def rows(self, idx):
+        return np.asarray(self.K[np.asarray(idx)], dtype=np.float64)

@@ -1,0 +1,243 @@
+"""Kernel functions, their parameters and the kernel matrix.
+
+A :class:`Kernel` holds a kernel's name and resolved parameters and computes
+
+- ``matrix(X)``: the symmetric n×n kernel matrix, lower-triangle row blocks from BLAS products
+  (``X[i0:i1] @ X[:i1].T``) turned into kernel values by one OpenMP pass, then mirrored;
+- ``cross(A, B)``: the kernel rows K(A, B), in row blocks, the same arithmetic as ``matrix``;
+- ``diag(A)``: K(a, a) for each row of A.
+
+Formulas follow scikit-learn's ``pairwise_kernels``; see ``ext/_kernel_matrix.pyx``.
+"""
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._threads import blas_threads
+
+KERNELS = ("rbf", "linear", "poly", "sigmoid", "laplacian", "chi2", "cosine", "precomputed")
+GAMMA_KERNELS = ("rbf", "poly", "sigmoid", "laplacian", "chi2")
+_GRAM_CODE = {"linear": 0, "poly": 1, "rbf": 2, "sigmoid": 3, "cosine": 4}
+_L1_CODE = {"laplacian": 5, "chi2": 6}
+# Bytes of float64 work space for one block of the Gram matrix.
+BLOCK_BYTES = 64 * 2**20
+# Below this many features a Gram block is cheap and one BLAS thread is best: idle OpenBLAS
+# threads spin-wait and slow the OpenMP pass that follows (measured 10x on 2 cores).
+BLAS_THREADS_MIN_FEATURES = 64
+# Pairs sampled for the median heuristic.
+MEDIAN_PAIRS = 20_000
+
+
+class KKMeansWarning(UserWarning):
+    """A warning from kkmeans (relocated empty clusters, a fallback gamma, ...)."""
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A kernel with resolved parameters.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`KERNELS`.
+    gamma : float or None
+        Width (rbf, laplacian, chi2) or scale (poly, sigmoid); None for kernels without one.
+    degree : int
+        Degree of ``poly``.
+    coef0 : float
+        Offset of ``poly`` and ``sigmoid``.
+    """
+
+    name: str
+    gamma: float = None
+    degree: int = 3
+    coef0: float = 1.0
+
+    def params(self):
+        """The parameters that define this kernel, for reports and model files."""
+        out = {"kernel": self.name}
+        if self.name in GAMMA_KERNELS:
+            out["gamma"] = float(self.gamma)
+        if self.name == "poly":
+            out["degree"] = int(self.degree)
+        if self.name in ("poly", "sigmoid"):
+            out["coef0"] = float(self.coef0)
+        return out
+
+    def describe(self):
+        """``rbf(gamma=0.5)`` style text for people."""
+        inner = ", ".join(f"{k}={v:g}" for k, v in self.params().items() if k != "kernel")
+        return f"{self.name}({inner})" if inner else self.name
+
+    # -- computation -------------------------------------------------------------------------
+    def matrix(self, X, dtype=np.float64, n_threads=1, out=None):
+        """The symmetric kernel matrix K(X, X) as a C-contiguous ``dtype`` array.
+
+        The lower triangle is computed in row blocks and mirrored, so K is exactly symmetric.
+        """
+        from . import _kernel_matrix
+
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        n = X.shape[0]
+        if self.name == "precomputed":
+            return np.ascontiguousarray(X, dtype=dtype)
+        K = np.empty((n, n), dtype=dtype) if out is None else out
+        sq = _row_sq_norms(X)
+        work = _Workspace()
+        for i0, i1 in _row_blocks(n, n):
+            self._fill_block(X[i0:i1], X[:i1], sq[i0:i1], sq[:i1], K, i0, n_threads, work)
+            _kernel_matrix.mirror_rows(K, i0, i1, n_threads)
+        return K
+
+    def cross(self, A, B, dtype=np.float64, n_threads=1):
+        """Kernel rows K(A, B), shape (len(A), len(B)), computed in row blocks of A."""
+        A = np.ascontiguousarray(A, dtype=np.float64)
+        B = np.ascontiguousarray(B, dtype=np.float64)
+        if self.name == "precomputed":
+            raise ValueError("a precomputed kernel has no kernel function; pass kernel rows")
+        out = np.empty((A.shape[0], B.shape[0]), dtype=dtype)
+        sq_a, sq_b = _row_sq_norms(A), _row_sq_norms(B)
+        work = _Workspace()
+        for i0, i1 in _row_blocks(A.shape[0], B.shape[0]):
+            self._fill_block(A[i0:i1], B, sq_a[i0:i1], sq_b, out, i0, n_threads, work)
+        return out
+
+    def cross_blocks(self, A, B, dtype=np.float64, n_threads=1):
+        """Yield (i0, i1, K(A[i0:i1], B)) in row blocks that fit the block budget."""
+        for i0, i1 in _row_blocks(A.shape[0], B.shape[0]):
+            yield i0, i1, self.cross(A[i0:i1], B, dtype=dtype, n_threads=n_threads)
+
+    def diag(self, A):
+        """K(a, a) for every row a of A (float64)."""
+        A = np.asarray(A, dtype=np.float64)
+        if self.name in ("rbf", "laplacian", "chi2"):
+            return np.ones(A.shape[0])
+        if self.name == "cosine":
+            return (_row_sq_norms(A) > 0).astype(np.float64)
+        sq = _row_sq_norms(A)
+        if self.name == "linear":
+            return sq
+        if self.name == "poly":
+            return (self.gamma * sq + self.coef0) ** self.degree
+        if self.name == "sigmoid":
+            return np.tanh(self.gamma * sq + self.coef0)
+        raise ValueError("a precomputed kernel has no kernel function")
+
+    def _fill_block(self, A, B, sq_a, sq_b, out, row_start, n_threads, work):
+        from . import _kernel_matrix
+
+        gamma = float(self.gamma) if self.gamma is not None else 0.0
+        target = out[row_start:row_start + A.shape[0], :B.shape[0]]
+        G = work.block(A.shape[0], B.shape[0])
+        if self.name in _L1_CODE:
+            _kernel_matrix.l1_exponent(A, B, G, _L1_CODE[self.name], gamma, n_threads)
+            _parallel_exp(G, target, n_threads)
+            return
+        with blas_threads(n_threads if A.shape[1] >= BLAS_THREADS_MIN_FEATURES else 1):
+            np.matmul(A, B.T, out=G)
+        if self.name == "rbf":
+            _kernel_matrix.rbf_exponent(G, sq_a, sq_b, gamma, n_threads)
+            _parallel_exp(G, target, n_threads)
+        elif self.name == "linear":
+            target[...] = G
+        else:
+            _kernel_matrix.gram_to_kernel(G, sq_a, sq_b, out, row_start, _GRAM_CODE[self.name],
+                                          gamma, float(self.coef0), float(self.degree),
+                                          n_threads)
+
+
+class _Workspace:
+    """One float64 buffer reused by every block of a matrix: a fresh 64 MB array per block
+    would pay its page faults again each time."""
+
+    def __init__(self):
+        self._buf = None
+
+    def block(self, rows, cols):
+        if self._buf is None or self._buf.size < rows * cols:
+            self._buf = np.empty(rows * cols)
+        return self._buf[:rows * cols].reshape(rows, cols)
+
+
+def _parallel_exp(E, target, n_threads):
+    """target[...] = exp(E), NumPy's SIMD exp on ``n_threads`` row slices (ufuncs release the
+    GIL). Each element is computed the same way whatever the thread count."""
+    rows = E.shape[0]
+    if n_threads <= 1 or rows < 2 * n_threads:
+        np.exp(E, out=target, casting="same_kind")
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    bounds = np.linspace(0, rows, n_threads + 1).astype(int)
+    with ThreadPoolExecutor(n_threads) as pool:
+        list(pool.map(lambda s: np.exp(E[s[0]:s[1]], out=target[s[0]:s[1]], casting="same_kind"),
+                      zip(bounds[:-1], bounds[1:])))
+
+
+def _row_sq_norms(X):
+    return np.einsum("ij,ij->i", X, X)
+
+
+def _row_blocks(n_rows, n_cols, block_bytes=BLOCK_BYTES):
+    step = max(1, min(n_rows, block_bytes // (8 * max(n_cols, 1))))
+    for i0 in range(0, n_rows, step):
+        yield i0, min(i0 + step, n_rows)
+
+
+# -- gamma ------------------------------------------------------------------------------------
+def resolve_gamma(kernel, gamma, X, rng):
+    """The numeric gamma for ``kernel`` on data X.
+
+    ``'median'``: γ·median(dist) = ½ over a seeded sample of pairs, where dist is the quantity
+    inside the kernel's exponential: the squared Euclidean distance for rbf (γ = 1/(2·median
+    d²)), the L1 distance for laplacian, the chi-squared distance for chi2. For poly and sigmoid,
+    which have no distance, ``'median'`` means ``'scale'``. ``'scale'``: 1/(n_features·Var(X)).
+    When the median (or variance) is 0, the median of the positive distances is used; when all
+    points coincide, γ = 1 with a warning. Returns None for kernels without gamma.
+    """
+    if kernel not in GAMMA_KERNELS:
+        return None
+    if not isinstance(gamma, str):
+        return float(gamma)
+    X = np.asarray(X, dtype=np.float64)
+    if gamma == "scale" or kernel in ("poly", "sigmoid"):
+        var = float(X.var()) if X.size else 0.0
+        if var > 0 and math.isfinite(var):
+            return 1.0 / (X.shape[1] * var)
+        return _fallback_gamma("the data have zero variance")
+    dist = _sample_pair_distances(kernel, X, rng)
+    positive = dist[dist > 0]
+    if positive.size == 0:
+        return _fallback_gamma("all points are identical")
+    med = float(np.median(dist))
+    if med <= 0:
+        med = float(np.median(positive))
+    return 1.0 / (2.0 * med)
+
+
+def _fallback_gamma(why):
+    warnings.warn(f"the median heuristic for gamma is undefined ({why}); using gamma = 1.0",
+                  KKMeansWarning, stacklevel=3)
+    return 1.0
+
+
+def _sample_pair_distances(kernel, X, rng, n_pairs=MEDIAN_PAIRS):
+    n = X.shape[0]
+    if n < 2:
+        return np.zeros(0)
+    if n * (n - 1) // 2 <= n_pairs:
+        i, j = np.triu_indices(n, k=1)
+    else:
+        i = rng.integers(0, n, size=n_pairs)
+        j = (i + rng.integers(1, n, size=n_pairs)) % n  # j != i
+    diff = X[i] - X[j]
+    if kernel == "rbf":
+        return np.einsum("ij,ij->i", diff, diff)
+    if kernel == "laplacian":
+        return np.abs(diff).sum(axis=1)
+    tot = X[i] + X[j]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(tot != 0, diff * diff / np.where(tot != 0, tot, 1), 0.0)
+    return terms.sum(axis=1)

@@ -1,0 +1,94 @@
+"""Build the Cython engine in ``ext/`` into the ``kkmeans_cli`` package.
+
+OpenMP is used when the C compiler accepts it: a tiny OpenMP program is compiled and linked
+first. When that fails the extensions are built serially and a warning says so (the results
+are identical, only slower).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import warnings
+
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+MODULES = ["_openmp", "_kernel_matrix", "_lloyd"]
+
+OPENMP_TEST = r"""
+#include <omp.h>
+int main(void) {
+    int n = 0;
+    #pragma omp parallel reduction(+:n)
+    n += 1;
+    return n > 0 ? 0 : 1;
+}
+"""
+
+
+def _openmp_flags():
+    """Return (compile_args, link_args) for OpenMP, or None when the compiler lacks it."""
+    if os.environ.get("KKMEANS_NO_OPENMP"):
+        return None
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    cc = cc.split()
+    if sys.platform == "darwin":
+        candidates = [(["-Xpreprocessor", "-fopenmp"], ["-lomp"])]
+    elif sys.platform == "win32":
+        return (["/openmp"], [])
+    else:
+        candidates = [(["-fopenmp"], ["-fopenmp"])]
+    tmp = tempfile.mkdtemp()
+    try:
+        src = os.path.join(tmp, "omp_test.c")
+        with open(src, "w") as f:
+            f.write(OPENMP_TEST)
+        for cflags, lflags in candidates:
+            cmd = cc + cflags + [src, "-o", os.path.join(tmp, "omp_test")] + lflags
+            try:
+                res = subprocess.run(cmd, capture_output=True, timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            if res.returncode == 0:
+                return cflags, lflags
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return None
+
+
+def _extensions():
+    flags = _openmp_flags()
+    if flags is None:
+        warnings.warn(
+            "kkmeans-cli: the C compiler does not support OpenMP; building the engine "
+            "serially (same results, one thread).",
+            stacklevel=1,
+        )
+        print("WARNING: building kkmeans-cli without OpenMP (serial engine)", file=sys.stderr)
+        cflags, lflags = [], []
+    else:
+        cflags, lflags = flags
+    opt = [] if sys.platform == "win32" else ["-O3"]
+    exts = [
+        Extension(
+            f"kkmeans_cli.{name}",
+            [f"ext/{name}.pyx"],
+            include_dirs=[np.get_include(), "ext"],
+            extra_compile_args=opt + cflags,
+            extra_link_args=lflags,
+            define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        )
+        for name in MODULES
+    ]
+    return cythonize(
+        exts,
+        compiler_directives={"language_level": "3", "boundscheck": False,
+                             "wraparound": False, "cdivision": True,
+                             "initializedcheck": False},
+    )
+
+
+setup(ext_modules=_extensions())
