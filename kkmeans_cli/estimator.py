@@ -40,7 +40,7 @@ class KernelKMeans:
         Offset of the poly and sigmoid kernels.
     init : 'k-means++', 'random' or array of shape (n_samples,), default 'k-means++'
         Starting centres chosen in feature space, or starting labels in 0..k−1.
-    n_init : int, default 10
+    n_init : int, default 20
         Restarts (one when ``init`` is an array); the lowest inertia wins. The kernel matrix is
         computed once for all of them.
     max_iter : int, default 300
@@ -77,7 +77,7 @@ class KernelKMeans:
     """
 
     def __init__(self, n_clusters=8, *, kernel="rbf", gamma="median", degree=3, coef0=1.0,
-                 init="k-means++", n_init=10, max_iter=300, tol=1e-4, algorithm="auto",
+                 init="k-means++", n_init=20, max_iter=300, tol=1e-4, algorithm="auto",
                  random_state=None, dtype=np.float64, n_threads=None):
         self.n_clusters = n_clusters
         self.kernel = kernel
@@ -150,7 +150,8 @@ class KernelKMeans:
             else:
                 K = _check_kernel_matrix(kernel_matrix, n, dtype)
             t1 = time.perf_counter()
-            source = InMemoryKernel(K, n_threads=n_threads)
+            diag = None if self.kernel == "precomputed" else self.kernel_.diag(X)
+            source = InMemoryKernel(K, n_threads=n_threads, diag=diag)
             best, inertias = None, []
             n_init = 1 if init_labels is not None else self.n_init
             for _ in range(n_init):

@@ -15,13 +15,17 @@ from . import _lloyd
 
 
 class InMemoryKernel:
-    """A kernel matrix K held in memory (float32 or float64, C-contiguous, symmetric)."""
+    """A kernel matrix K held in memory (float32 or float64, C-contiguous, symmetric).
 
-    def __init__(self, K, n_threads=1):
+    ``diag`` is K_ii in float64 from the kernel function when there is one (then a float32 K
+    does not round it, and fit and predict use the same values); K's diagonal otherwise.
+    """
+
+    def __init__(self, K, n_threads=1, diag=None):
         self.K = K
         self.n = K.shape[0]
         self.n_threads = n_threads
-        self.diag = np.array(np.diagonal(K), dtype=np.float64)
+        self.diag = np.array(np.diagonal(K) if diag is None else diag, dtype=np.float64)
 
     def full_outer_sums(self, labels, weights, F):
         _lloyd.outer_sums_rows(self.K, 0, labels, weights, F, self.n_threads)

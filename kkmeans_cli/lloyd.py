@@ -2,9 +2,9 @@
 
 Each iteration assigns every point to its nearest centre (ties to the lowest cluster), fills
 empty clusters deterministically, and updates the outer sums F: column-wise for the moved points
-when few moved (cost O(n·moved)), with a full pass over K otherwise. At the end F is recomputed
-from scratch and one more assignment is made, so the stored labels are exactly the argmin under
-the stored sums (``predict(X_fit) == labels_``). See ``shared/spec/engine.md``.
+when few moved (cost O(n·moved)), with a full pass over K otherwise. Convergence is confirmed
+with F recomputed from scratch, so the stored labels are exactly the argmin under the stored
+sums (``predict(X_fit) == labels_``) and the sums carry no drift. See ``shared/spec/engine.md``.
 """
 import warnings
 from dataclasses import dataclass
@@ -14,6 +14,9 @@ import numpy as np
 from . import _lloyd
 from .kernels import KKMeansWarning
 
+# An update that changes the objective by less than this (relative) while labels change is a
+# cycle between tied points (e.g. more clusters than distinct points).
+STALL_RTOL = 1e-13
 # Moves beyond this fraction of n are cheaper as a full pass than as column updates.
 FULL_PASS_FRACTION = 1.0 / 3.0
 
@@ -80,7 +83,7 @@ def relocate_empty_clusters(labels, distances, weights, n_clusters):
 
 
 def lloyd(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads=1):
-    """Run Lloyd's iterations from ``labels`` on a kernel source.
+    """Run Lloyd's iterations from ``labels`` on a kernel source until the labels are stable.
 
     Parameters
     ----------
@@ -90,14 +93,18 @@ def lloyd(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
         Starting labels (not modified).
     n_clusters : int
     max_iter : int
+        At most this many label updates.
     tol : float
-        Stop when the relative change of the objective is at most ``tol`` (0: only when the
-        labels stop changing).
-    n_threads : int
+        Once the relative change of the objective is at most ``tol``, no more full passes are
+        made: the last few moves are applied with incremental updates (O(n·moved) each) until
+        the labels are stable. Stopping *before* they are stable would leave labels that are
+        not the argmin under their own sums, so ``predict(X_fit)`` would not return them.
 
     Returns
     -------
     LloydResult
+        ``labels`` with their own sums. When converged (the usual case) the labels are the
+        argmin under those sums, computed drift-free by a final full pass.
     """
     n = source.n
     diag = source.diag
@@ -106,34 +113,58 @@ def lloyd(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
     dist = np.empty(n, dtype=np.float64)
     F = np.empty((n_clusters, n), dtype=np.float64)
     source.full_outer_sums(labels, weights, F)
+    fresh = True  # F was computed by a full pass since the last label change
     g, W = inner_sums(F, labels, weights, n_clusters)
     obj = objective(diag, weights, g, W)
     trace = [obj]
-    n_iter, converged, n_relocated = 0, False, 0
-    for n_iter in range(1, max_iter + 1):
+    n_updates, n_relocated = 0, 0
+    converged = finishing = stalled = False
+    while True:
         _lloyd.assign(F, g, W, diag, new_labels, dist, n_threads)
         n_relocated += relocate_empty_clusters(new_labels, dist, weights, n_clusters)
         moved = np.flatnonzero(new_labels != labels)
         if moved.size == 0:
-            converged = True
+            if fresh:
+                converged = True
+                break
+            # Confirm with drift-free sums (not counted as an iteration).
+            source.full_outer_sums(labels, weights, F)
+            fresh = True
+            g, W = inner_sums(F, labels, weights, n_clusters)
+            continue
+        if n_updates == max_iter:
             break
-        if moved.size < FULL_PASS_FRACTION * n:
+        n_updates += 1
+        if finishing or moved.size < FULL_PASS_FRACTION * n:
             source.update_outer_sums(moved, labels[moved], new_labels[moved], weights[moved], F)
             labels[moved] = new_labels[moved]
+            fresh = False
         else:
             labels, new_labels = new_labels, labels
             source.full_outer_sums(labels, weights, F)
+            fresh = True
         g, W = inner_sums(F, labels, weights, n_clusters)
         previous, obj = obj, objective(diag, weights, g, W)
         trace.append(obj)
-        if tol > 0 and abs(previous - obj) <= tol * abs(previous):
+        change = abs(previous - obj)
+        if change <= STALL_RTOL * abs(previous) and not n_relocated:
+            # Labels change but the objective does not: ties between coinciding points.
+            stalled = True
             break
-    # Drift-free sums, and labels that are exactly the argmin under them.
-    source.full_outer_sums(labels, weights, F)
-    g, W = inner_sums(F, labels, weights, n_clusters)
-    _lloyd.assign(F, g, W, diag, new_labels, dist, n_threads)
-    if np.any(np.bincount(new_labels, minlength=n_clusters) == 0):
-        warnings.warn("the final assignment left a cluster empty", KKMeansWarning, stacklevel=2)
-    return LloydResult(labels=new_labels, distances=dist, inner_sums=g, cluster_weights=W,
+        if tol > 0 and change <= tol * abs(previous):
+            finishing = True
+    if not converged:
+        if not fresh:
+            source.full_outer_sums(labels, weights, F)
+            g, W = inner_sums(F, labels, weights, n_clusters)
+        own = F[labels, np.arange(n)]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dist = np.maximum(diag - 2.0 * own / W[labels] + g[labels] / W[labels] ** 2, 0.0)
+        why = ("the objective stopped changing while tied points kept moving" if stalled
+               else f"max_iter={max_iter} was reached")
+        warnings.warn(f"Lloyd did not converge ({why}); a few training points may be closer "
+                      "to another centre than to their own", KKMeansWarning, stacklevel=2)
+    n_iter = n_updates + 1 if converged else n_updates
+    return LloydResult(labels=labels, distances=dist, inner_sums=g, cluster_weights=W,
                        inertia=float(weights @ dist), n_iter=n_iter, converged=converged,
                        n_relocated=n_relocated, objective_trace=trace)
