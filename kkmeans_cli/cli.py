@@ -1,3 +1,456 @@
-def main():
-    """Placeholder replaced by the CLI module."""
+"""The ``kkmeans`` command line: ``fit``, ``predict``, ``info``.
 
+A thin layer: parse options (flags over a YAML config over defaults), read data, call
+:class:`~kkmeans_cli.estimator.KernelKMeans`, write outputs. Errors raised anywhere below are
+turned into one line ``kkmeans: error: ...`` and an exit code in :func:`_report_error` only.
+NumPy, h5py, rich and the engine are imported inside the commands so ``kkmeans --help`` is quick.
+
+Adding a command that fits (e.g. ``sweep``): decorate it with :func:`fit_options`,
+:func:`data_options` and :func:`run_options`, get the merged options with
+:func:`effective_options`, the data with :func:`prepare_fit_data` and the estimator's keyword
+arguments with :func:`estimator_kwargs`.
+"""
+import math
+import os
+import sys
+import traceback
+
+import click
+
+from ._version import __version__
+from .errors import DataError, KKMeansError, UsageError
+
+# Kept in step with kernels.KERNELS (a test checks); not imported from there to keep NumPy out
+# of ``kkmeans --help``.
+KERNEL_CHOICES = ("rbf", "linear", "poly", "sigmoid", "laplacian", "chi2", "cosine",
+                  "precomputed")
+SCALE_CHOICES = ("none", "standard", "minmax")
+ALGORITHM_CHOICES = ("auto", "lloyd")
+DTYPE_CHOICES = ("float64", "float32")
+DEFAULT_N_INIT = 20  # the API default (a test keeps them in step)
+EXIT_INTERRUPTED = 130
+
+
+class GammaType(click.ParamType):
+    """``--gamma``: a positive number, ``median`` or ``scale``."""
+
+    name = "gamma"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value in ("median", "scale"):
+            return value
+        if isinstance(value, bool):
+            self.fail(f"{value!r} is not a positive number, 'median' or 'scale'", param, ctx)
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a positive number, 'median' or 'scale'", param, ctx)
+        if not (number > 0 and math.isfinite(number)):
+            self.fail(f"must be a positive number (or 'median' or 'scale'); got {value}",
+                      param, ctx)
+        return number
+
+    def get_metavar(self, param, ctx=None):
+        return "FLOAT|median|scale"
+
+
+# -- shared option groups ------------------------------------------------------------------
+def _apply(options, f):
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def fit_options(f):
+    """The options of fitting a model (everything but k and the outputs), shared by the
+    commands that fit."""
+    return _apply([
+        click.option("--kernel", type=click.Choice(KERNEL_CHOICES), default="rbf",
+                     show_default=True,
+                     help="Kernel; 'precomputed': DATA is the n×n kernel matrix."),
+        click.option("--gamma", type=GammaType(), default="median", show_default=True,
+                     help="Kernel width. median: 1/(2·median squared pair distance); "
+                          "scale: 1/(n_features·Var(X))."),
+        click.option("--degree", type=click.IntRange(min=1), default=3, show_default=True,
+                     help="Degree of the poly kernel."),
+        click.option("--coef0", type=float, default=1.0, show_default=True,
+                     help="Offset of the poly and sigmoid kernels."),
+        click.option("--scale", type=click.Choice(SCALE_CHOICES), default="none",
+                     show_default=True,
+                     help="Feature scaling fitted on DATA, stored in the model."),
+        click.option("--init", default="k-means++", show_default=True,
+                     metavar="k-means++|random|PATH",
+                     help="Starting centres, or a file with one initial label per row."),
+        click.option("--n-init", type=click.IntRange(min=1), default=DEFAULT_N_INIT,
+                     show_default=True, help="Restarts; the lowest inertia wins."),
+        click.option("--max-iter", type=click.IntRange(min=1), default=300, show_default=True,
+                     help="Iterations per restart at most."),
+        click.option("--tol", type=click.FloatRange(min=0), default=1e-4, show_default=True,
+                     help="Stop when the relative objective change is at most this."),
+        click.option("--algorithm", type=click.Choice(ALGORITHM_CHOICES), default="auto",
+                     show_default=True, help="Iteration scheme."),
+        click.option("--weights", default=None, metavar="PATH",
+                     help="File with one non-negative sample weight per row."),
+        click.option("--seed", type=int, default=0, show_default=True,
+                     help="Seed of all randomness (same seed, same labels)."),
+        click.option("--dtype", type=click.Choice(DTYPE_CHOICES), default="float64",
+                     show_default=True, help="Storage of the kernel matrix."),
+        click.option("--threads", type=click.IntRange(min=1), default=None,
+                     help="OpenMP and BLAS threads  [default: all cores]"),
+    ], f)
+
+
+def data_options(f):
+    """The options of reading DATA."""
+    return _apply([
+        click.option("--header/--no-header", default=None,
+                     help="Whether text DATA starts with a header line  [default: detect]"),
+        click.option("--delimiter", default=None, metavar="CHAR",
+                     help="Field separator of text DATA ('tab', 'whitespace')  "
+                          "[default: detect , tab ; or whitespace]"),
+        click.option("--columns", default=None, metavar="A,B,...",
+                     help="Columns to use, by header name or 0-based index."),
+        click.option("--dataset", default=None, metavar="/PATH",
+                     help="HDF5 dataset (same as DATA given as file.h5:/PATH)."),
+        click.option("--missing", type=click.Choice(("error", "drop")), default="error",
+                     show_default=True,
+                     help="Rows with an empty cell or NaN: stop with an error, or drop them "
+                          "(their label is printed as -1)."),
+    ], f)
+
+
+def run_options(f):
+    """``--config``, ``--quiet`` and ``--debug``."""
+    return _apply([
+        click.option("--config", default=None, metavar="YAML",
+                     help="Run config; keys are long option names with _ (flags win)."),
+        click.option("-q", "--quiet", is_flag=True, help="Print nothing on stderr but errors."),
+        click.option("--debug", is_flag=True, help="Show tracebacks of errors."),
+    ], f)
+
+
+def effective_options(ctx):
+    """The command's options after merging defaults < ``--config`` < flags.
+
+    Parameters
+    ----------
+    ctx : click.Context
+
+    Returns
+    -------
+    dict
+        Option name → value.
+    """
+    from .config import apply_config, read_config
+
+    path = ctx.params.get("config")
+    if path:
+        return apply_config(ctx, read_config(path), path)
+    return dict(ctx.params)
+
+
+def estimator_kwargs(opts, n_clusters, init):
+    """Keyword arguments of ``KernelKMeans`` from the effective options.
+
+    Parameters
+    ----------
+    opts : dict
+        From :func:`effective_options` of a command with :func:`fit_options`.
+    n_clusters : int
+    init : str or ndarray
+        ``'k-means++'``, ``'random'`` or initial labels (already read from ``--init PATH``).
+    """
+    return dict(n_clusters=n_clusters, kernel=opts["kernel"], gamma=opts["gamma"],
+                degree=opts["degree"], coef0=opts["coef0"], init=init, n_init=opts["n_init"],
+                max_iter=opts["max_iter"], tol=opts["tol"], algorithm=opts["algorithm"],
+                random_state=opts["seed"], dtype=opts["dtype"], n_threads=opts["threads"])
+
+
+def read_input(opts, spec):
+    """DATA read with the data options."""
+    from .data_io import read_data
+
+    return read_data(spec, header=opts["header"], delimiter=opts["delimiter"],
+                     columns=opts["columns"], dataset=opts["dataset"],
+                     missing=opts["missing"], stdin=click.get_text_stream("stdin"))
+
+
+def prepare_fit_data(opts):
+    """Read DATA, the weights and initial labels, and fit the scaling.
+
+    Returns
+    -------
+    data : DataSet
+    scaler : Scaler
+    X : ndarray
+        The scaled kept rows.
+    weights : ndarray or None
+    init : str or ndarray
+    """
+    from .scaling import fit_scaler
+
+    if opts["kernel"] == "precomputed" and opts["scale"] != "none":
+        raise UsageError("--scale cannot be used with --kernel precomputed (DATA is a kernel "
+                         "matrix)")
+    data = read_input(opts, opts["data"])
+    weights = _per_row(opts["weights"], "weights", data, integer=False)
+    init = opts["init"]
+    if init not in ("k-means++", "random"):
+        init = _per_row(init, "initial labels", data, integer=True)
+    scaler = fit_scaler(data.X, opts["scale"])
+    return data, scaler, scaler.transform(data.X), weights, init
+
+
+def _per_row(path, what, data, integer):
+    """One value per row of DATA from ``path``, keeping the rows DATA kept."""
+    from .data_io import read_vector
+
+    if path is None:
+        return None
+    values = read_vector(path, what, integer=integer)
+    if values.shape[0] != data.n_rows:
+        raise DataError(f"{path}: has {values.shape[0]} {what}, {data.source} has "
+                        f"{data.n_rows} rows")
+    return values[data.kept]
+
+
+# -- the command group and its error handling ----------------------------------------------
+class KKMeansGroup(click.Group):
+    """The ``kkmeans`` group: maps every error to one line on stderr and an exit code."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
+             **extra):
+        # ``prog_name`` is always kkmeans (CliRunner would pass the function's name).
+        argv = sys.argv[1:] if args is None else list(args)
+        try:
+            rv = super().main(argv, "kkmeans", complete_var,
+                              standalone_mode=False, **extra)
+            code = rv if isinstance(rv, int) else 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException as exc:  # noqa: BLE001 -- the one place errors become exit codes
+            code = _report_error(exc, debug=_debug_wanted(argv))
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+def _debug_wanted(argv):
+    return "--debug" in argv or os.environ.get("KKMEANS_DEBUG", "") not in ("", "0")
+
+
+def _report_error(exc, debug):
+    """Print ``kkmeans: error: ...`` (and the traceback when debugging); return the exit code."""
+    if isinstance(exc, (click.exceptions.Abort, KeyboardInterrupt)):
+        click.echo("kkmeans: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    if debug:
+        traceback.print_exception(exc)
+    if isinstance(exc, click.UsageError):
+        message, code = exc.format_message(), 2
+        if exc.ctx is not None:
+            message += f" (see '{exc.ctx.command_path} --help')"
+    elif isinstance(exc, click.ClickException):
+        message, code = exc.format_message(), exc.exit_code
+    elif isinstance(exc, KKMeansError):
+        message, code = str(exc), exc.exit_code
+    elif isinstance(exc, MemoryError):
+        message, code = "not enough memory (try --dtype float32 or fewer rows)", 1
+    else:
+        message, code = f"unexpected {type(exc).__name__}: {exc}", 1
+        if not debug:
+            message += " (run again with --debug for the traceback)"
+    message = " ".join(message.split())
+    click.echo(f"kkmeans: error: {message}", err=True)
+    return code
+
+
+@click.group(cls=KKMeansGroup, context_settings={"help_option_names": ["-h", "--help"],
+                                                 "max_content_width": 100})
+@click.version_option(__version__, "-V", "--version", prog_name="kkmeans",
+                      message="%(prog)s %(version)s")
+def cli():
+    """Kernel k-means clustering.
+
+    \b
+    Examples:
+      kkmeans fit examples/moons.csv -k 2 > labels.txt
+      kkmeans fit data.csv -k 5 --kernel rbf --gamma median -o model.npz
+      kkmeans fit data.h5:/features -k 3 --config configs/rbf.yaml --summary run.json
+      kkmeans predict model.npz new.csv | sort | uniq -c
+      kkmeans info model.npz --json
+
+    DATA is delimited text (.csv, .tsv, .txt), .npy, HDF5 (file.h5:/dataset) or - for CSV on
+    stdin. Labels and tables go to stdout, reports to stderr. Exit codes: 0 ok, 1 data or
+    runtime error, 2 usage error, 130 interrupted.
+    """
+
+
+FIT_EPILOG = """\b
+Examples:
+  kkmeans fit examples/moons.csv -k 2
+  kkmeans fit data.csv -k 5 --kernel rbf > labels.txt
+  cat data.csv | kkmeans fit - -k 3 --no-model --quiet
+  kkmeans fit data.csv --config configs/rbf.yaml -k 4 --summary run.json
+  kkmeans fit data.tsv -k 3 --columns x,y --scale standard --missing drop
+"""
+
+
+@cli.command(epilog=FIT_EPILOG)
+@click.argument("data")
+@click.option("-k", "--n-clusters", type=click.IntRange(min=1), default=None,
+              help="Number of clusters, 1 ≤ k ≤ rows (required).")
+@fit_options
+@click.option("-o", "--model", default="model.npz", show_default=True, metavar="PATH",
+              help="Where the model goes.")
+@click.option("--no-model", is_flag=True, help="Do not save a model.")
+@click.option("--labels", default="-", show_default=True, metavar="PATH",
+              help="Where the labels go, one per row of DATA (- is stdout).")
+@click.option("--summary", default=None, metavar="PATH", help="Also write a JSON summary.")
+@click.option("--json", is_flag=True, help="Print the JSON summary on stdout instead of labels.")
+@data_options
+@run_options
+@click.pass_context
+def fit(ctx, **_):
+    """Cluster DATA into k clusters; print one label per row and save the model."""
+    opts = effective_options(ctx)
+    if opts["n_clusters"] is None:
+        raise UsageError("missing option -k/--n-clusters (or n_clusters in --config) "
+                         "(see 'kkmeans fit --help')")
+    from .data_io import AtomicOutputs, check_output_path, format_json, format_labels
+    from .estimator import KernelKMeans
+    from .model_file import model_meta, save_model
+    from .report import Reporter, fit_report, fit_summary
+
+    model_path = None if opts["no_model"] else opts["model"]
+    for path, what in ((model_path, "model"), (opts["labels"], "labels"),
+                       (opts["summary"], "summary")):
+        if path is not None:
+            check_output_path(path, what)
+    reporter = Reporter(opts["quiet"])
+    data, scaler, X, weights, init = prepare_fit_data(opts)
+    k = opts["n_clusters"]
+    if k > X.shape[0]:
+        raise DataError(f"{data.source}: k = {k} is larger than the number of rows "
+                        f"({X.shape[0]}); use a smaller -k")
+    estimator = KernelKMeans(**estimator_kwargs(opts, k, init))
+    with reporter.engine_warnings(), reporter.progress(f"fitting k = {k} on {data.source}"):
+        try:
+            estimator.fit(X, sample_weight=weights)
+        except ValueError as exc:
+            raise DataError(f"{data.source}: {exc}") from exc
+    summary = fit_summary(estimator, data, model_path)
+    with AtomicOutputs() as out:
+        if model_path is not None:
+            meta = model_meta(estimator, scaler, _stored_options(opts),
+                              {"source": data.source, "columns": data.columns})
+            save_model(out.open(model_path, "model"), estimator, scaler, meta)
+        if opts["labels"] != "-":
+            out.open(opts["labels"], "labels").write(
+                format_labels(estimator.labels_, data.kept).encode())
+        if opts["summary"]:
+            out.open(opts["summary"], "summary").write(format_json(summary).encode())
+    reporter.table("kkmeans fit", fit_report(estimator, data, scaler, model_path))
+    if opts["json"]:
+        click.echo(format_json(summary), nl=False)
+    elif opts["labels"] == "-":
+        click.echo(format_labels(estimator.labels_, data.kept), nl=False)
+
+
+def _stored_options(opts):
+    """The effective options as they go into the model's meta."""
+    return {key: value for key, value in opts.items() if key not in ("debug", "quiet")}
+
+
+PREDICT_EPILOG = """\b
+Examples:
+  kkmeans predict model.npz new.csv | sort | uniq -c
+  kkmeans predict model.npz new.npy --labels new-labels.txt --distances dist.csv
+"""
+
+
+@cli.command(epilog=PREDICT_EPILOG)
+@click.argument("model_path", metavar="MODEL")
+@click.argument("data")
+@click.option("--labels", default="-", show_default=True, metavar="PATH",
+              help="Where the labels go (- is stdout).")
+@click.option("--distances", default=None, metavar="PATH",
+              help="Write the n×k squared feature-space distances (.npy, else CSV).")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="OpenMP and BLAS threads  [default: all cores]")
+@data_options
+@run_options
+@click.pass_context
+def predict(ctx, **_):
+    """Label each row of DATA with the nearest cluster of MODEL.
+
+    DATA needs the model's features; the model's scaling is applied. For a precomputed model
+    DATA holds the kernel rows K(new, train).
+    """
+    opts = effective_options(ctx)
+    import numpy as np
+
+    from .data_io import AtomicOutputs, check_output_path, format_labels, write_matrix
+    from .model_file import load_model
+    from .report import Reporter
+
+    for path, what in ((opts["labels"], "labels"), (opts["distances"], "distances")):
+        if path is not None:
+            check_output_path(path, what)
+    reporter = Reporter(opts["quiet"])
+    loaded = load_model(opts["model_path"])
+    data = read_input(opts, opts["data"])
+    expected = loaded.meta["n_features"]
+    if data.X.shape[1] != expected:
+        what = "kernel columns" if loaded.meta["kernel"] == "precomputed" else "features"
+        raise DataError(f"{data.source}: has {data.X.shape[1]} columns, the model "
+                        f"{opts['model_path']} expects {expected} {what}"
+                        + ("; pick them with --columns" if data.X.shape[1] > expected else ""))
+    estimator = loaded.estimator
+    estimator.n_threads = opts["threads"]
+    X = loaded.scaler.transform(data.X)
+    with reporter.engine_warnings(), reporter.progress(f"predicting {data.source}"):
+        try:
+            labels = estimator.predict(X)
+            dist = estimator.transform(X) if opts["distances"] else None
+        except ValueError as exc:
+            raise DataError(f"{data.source}: {exc}") from exc
+    with AtomicOutputs() as out:
+        if opts["labels"] != "-":
+            out.open(opts["labels"], "labels").write(format_labels(labels, data.kept).encode())
+        if dist is not None:
+            full = np.full((data.n_rows, dist.shape[1]), np.nan)
+            full[data.kept] = dist
+            write_matrix(out.open(opts["distances"], "distances"), opts["distances"], full)
+    sizes = np.bincount(labels, minlength=estimator.n_clusters)
+    reporter.table("kkmeans predict", [
+        ("data", f"{data.source}: {data.X.shape[0]} rows"
+                 + (f" ({data.n_dropped} dropped)" if data.n_dropped else "")),
+        ("model", f"{opts['model_path']}: {estimator.kernel_.describe()}, "
+                  f"k = {estimator.n_clusters}"),
+        ("cluster sizes", ", ".join(str(int(s)) for s in sizes)),
+    ])
+    if opts["labels"] == "-":
+        click.echo(format_labels(labels, data.kept), nl=False)
+
+
+@cli.command(epilog="\b\nExamples:\n  kkmeans info model.npz\n  kkmeans info model.npz --json")
+@click.argument("model_path", metavar="MODEL")
+@click.option("--json", is_flag=True, help="Print JSON.")
+@click.option("--debug", is_flag=True, help="Show tracebacks of errors.")
+def info(model_path, json, debug):
+    """Print the metadata of a model file: format, kernel, k, n, d, sizes, how it was fitted."""
+    from .data_io import format_json
+    from .model_file import load_model
+    from .report import format_rows, model_info, model_info_rows
+
+    details = model_info(model_path, load_model(model_path))
+    if json:
+        click.echo(format_json(details), nl=False)
+    else:
+        click.echo(format_rows(model_info_rows(details)), nl=False)
+
+
+def main():
+    """Entry point of the ``kkmeans`` console script."""
+    cli(prog_name="kkmeans")

@@ -14,6 +14,9 @@ from .lloyd import lloyd
 
 INITS = ("k-means++", "random")
 ALGORITHMS = ("auto", "lloyd")
+# Below this many points a parallel region costs more than its work (and waits on a busy
+# core); results do not depend on the thread count, so small fits run on one thread.
+SMALL_N = 2000
 DTYPES = {"float64": np.float64, "float32": np.float32}
 
 
@@ -140,7 +143,7 @@ class KernelKMeans:
         weights = _check_weights(sample_weight, n, self.n_clusters)
         init_labels = self._check_init_labels(n)
         gamma_rng, fit_rng = _rngs(self.random_state)
-        n_threads = effective_n_threads(self.n_threads)
+        n_threads = effective_n_threads(self.n_threads) if n >= SMALL_N else 1
         dtype = _resolve_dtype(self.dtype)
         with blas_threads(1):  # OpenMP does the parallel work; see kernels.py for GEMMs
             self.kernel_ = self._resolved_kernel(X, gamma_rng)

@@ -1,0 +1,4 @@
+"""``python -m kkmeans_cli``: the ``kkmeans`` command line."""
+from .cli import main
+
+main()

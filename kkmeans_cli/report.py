@@ -1,0 +1,196 @@
+"""What the command line tells people, on stderr: reports, progress, warnings.
+
+stdout carries data only; everything here goes to stderr through a rich console. ``quiet``
+silences all of it (errors are printed by the CLI's error handler, not here). Progress is
+shown only when stderr is a terminal.
+"""
+import contextlib
+import warnings
+
+import click
+
+
+class Reporter:
+    """Reports and warnings for one command.
+
+    Parameters
+    ----------
+    quiet : bool
+        Print nothing (warnings included).
+    """
+
+    def __init__(self, quiet=False):
+        from rich.console import Console
+
+        self.quiet = quiet
+        self.console = Console(stderr=True, highlight=False, soft_wrap=True,
+                               file=click.get_text_stream("stderr"))
+
+    @contextlib.contextmanager
+    def progress(self, message):
+        """A spinner with ``message`` while the block runs, on a terminal only."""
+        if self.quiet or not self.console.is_terminal:
+            yield
+            return
+        with self.console.status(message):
+            yield
+
+    @contextlib.contextmanager
+    def engine_warnings(self):
+        """Print each warning raised in the block once, as ``kkmeans: warning: ...`` (every
+        ``KKMeansWarning`` is shown, not only the first of its kind)."""
+        from .kernels import KKMeansWarning
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", KKMeansWarning)
+            try:
+                yield
+            finally:
+                seen = set()
+                for w in caught:
+                    text = str(w.message)
+                    if text not in seen:
+                        seen.add(text)
+                        self.warn(text)
+
+    def warn(self, text):
+        """One warning line."""
+        if not self.quiet:
+            click.echo(f"kkmeans: warning: {text}", err=True)
+
+    def table(self, title, rows):
+        """(label, value) rows under a title: a rich grid on a terminal, plain text otherwise."""
+        if self.quiet:
+            return
+        if not self.console.is_terminal:
+            click.echo(f"{title}\n{format_rows(rows)}", err=True, nl=False)
+            return
+        from rich.table import Table
+
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold")
+        grid.add_column()
+        for label, value in rows:
+            grid.add_row(label, value)
+        self.console.print(f"[bold]{title}[/bold]")
+        self.console.print(grid)
+
+
+def fit_report(estimator, data, scaler, model_path):
+    """Rows of the report after ``fit``: n, d, k, kernel, restarts, iterations, inertia,
+    cluster sizes, where the model went and the time spent."""
+    stats = estimator.fit_stats_
+    n, d = data.X.shape
+    restarts = len(stats["restart_inertias"])
+    rows = [
+        ("data", f"{data.source}: {n} samples × {d} features"
+                 + (f" ({_plural(data.n_dropped, 'row')} with missing values dropped)"
+                    if data.n_dropped else "")),
+        ("k", str(estimator.n_clusters)),
+        ("kernel", estimator.kernel_.describe()
+         + (f"  (gamma from '{estimator.gamma}')" if isinstance(estimator.gamma, str)
+            and estimator.kernel_.gamma is not None else "")),
+        ("scaling", scaler.method),
+        ("restarts", f"{restarts} (best: #{stats['best_restart'] + 1})"),
+        ("iterations", f"{estimator.n_iter_}"
+                       + ("" if estimator.converged_ else " (max_iter reached, not converged)")),
+        ("inertia", f"{estimator.inertia_:.6g}"),
+        ("cluster sizes", ", ".join(str(int(s)) for s in estimator.cluster_sizes_)),
+        ("model", model_path or "not saved (--no-model)"),
+        ("time", f"kernel matrix {stats['kernel_seconds']:.3f} s, iterations "
+                 f"{stats['iteration_seconds']:.3f} s ({stats['n_threads']} threads)"),
+    ]
+    return rows
+
+
+def fit_summary(estimator, data, model_path):
+    """The JSON summary of a fit (``--summary``, ``--json``)."""
+    stats = estimator.fit_stats_
+    return {
+        "source": data.source,
+        "n_samples": int(data.X.shape[0]),
+        "n_features": int(data.X.shape[1]),
+        "n_rows": int(data.n_rows),
+        "n_dropped": data.n_dropped,
+        "n_clusters": int(estimator.n_clusters),
+        **estimator.kernel_.params(),
+        "n_init": len(stats["restart_inertias"]),
+        "best_restart": int(stats["best_restart"]),
+        "restart_inertias": [float(v) for v in stats["restart_inertias"]],
+        "n_iter": int(estimator.n_iter_),
+        "converged": bool(estimator.converged_),
+        "inertia": float(estimator.inertia_),
+        "cluster_sizes": [int(s) for s in estimator.cluster_sizes_],
+        "model": model_path,
+        "kernel_seconds": float(stats["kernel_seconds"]),
+        "iteration_seconds": float(stats["iteration_seconds"]),
+        "n_threads": int(stats["n_threads"]),
+    }
+
+
+def model_info(path, loaded):
+    """The metadata ``kkmeans info`` shows, as a JSON-ready dict.
+
+    Parameters
+    ----------
+    path : str
+    loaded : LoadedModel
+    """
+    meta = loaded.meta
+    est = loaded.estimator
+    info = {"file": path, "format": meta["format"], "format_version": meta["format_version"],
+            "kkmeans_version": meta.get("kkmeans_version"), **est.kernel_.params(),
+            "n_clusters": meta["n_clusters"], "n_samples": meta["n_samples"],
+            "n_features": meta["n_features"],
+            "cluster_sizes": [int(s) for s in est.cluster_sizes_],
+            "inertia": float(est.inertia_), "scale": meta["scale"], "dtype": meta["dtype"]}
+    if loaded.scaler.method != "none":
+        info["scale_offset"] = [float(v) for v in loaded.scaler.offset]
+        info["scale_factor"] = [float(v) for v in loaded.scaler.factor]
+    for key in ("algorithm", "seed", "n_init", "n_iter", "converged", "approx", "source",
+                "columns", "created", "fit_stats", "options"):
+        if key in meta:
+            info[key] = meta[key]
+    return info
+
+
+def model_info_rows(info):
+    """(label, value) rows of :func:`model_info` for people."""
+    params = ", ".join(f"{key}={info[key]:g}" for key in ("gamma", "degree", "coef0")
+                       if key in info)
+    options = info.get("options", {})
+    fitted = " ".join(f"--{key.replace('_', '-')}={value}" for key, value in options.items()
+                      if value not in (None, False) and key not in ("data", "quiet", "debug", "json"))
+    rows = [
+        ("file", info["file"]),
+        ("format", f"{info['format']} version {info['format_version']} "
+                   f"(written by kkmeans {info.get('kkmeans_version')})"),
+        ("kernel", f"{info['kernel']}({params})" if params else info["kernel"]),
+        ("k", str(info["n_clusters"])),
+        ("samples", str(info["n_samples"])),
+        ("features", str(info["n_features"])
+         + (f" ({', '.join(info['columns'])})" if info.get("columns") else "")),
+        ("cluster sizes", ", ".join(str(s) for s in info["cluster_sizes"])),
+        ("inertia", f"{info['inertia']:.6g}"),
+        ("scaling", info["scale"]),
+        ("dtype", info["dtype"]),
+        ("fit", f"seed={info.get('seed')} n_init={info.get('n_init')} "
+                f"n_iter={info.get('n_iter')} converged={info.get('converged')} "
+                f"algorithm={info.get('algorithm')}"),
+    ]
+    if info.get("source"):
+        rows.insert(4, ("trained on", str(info["source"])))
+    if fitted:
+        rows.append(("options", fitted))
+    rows.append(("created", str(info.get("created"))))
+    return rows
+
+
+def format_rows(rows):
+    """Plain aligned ``label: value`` text (for stdout, which must not carry rich markup)."""
+    width = max(len(label) for label, _ in rows)
+    return "".join(f"{label + ':':<{width + 1}} {value}\n" for label, value in rows)
+
+
+def _plural(count, noun):
+    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -1,0 +1,332 @@
+"""Every bad input of issue 3: one-line message, documented exit code, no traceback, and no
+output written or overwritten."""
+import json
+import os
+import pickle
+
+import h5py
+import numpy as np
+import pytest
+
+from cli_helpers import FAST, blobs, labels_of, run, run_process, write_csv
+
+OLD = b"OLD CONTENT\n"
+
+
+@pytest.fixture
+def work(tmp_path):
+    """A folder with good data, a fitted model, and existing output files to protect."""
+    X, _ = blobs(n=30, d=2, k=3)
+    write_csv(tmp_path / "good.csv", X)
+    result = run(["fit", tmp_path / "good.csv", "-k", "3", "-o", tmp_path / "model.npz",
+                  *FAST, "--quiet"])
+    assert result.exit_code == 0
+    (tmp_path / "out.npz").write_bytes(OLD)
+    (tmp_path / "labels.txt").write_bytes(OLD)
+    return tmp_path
+
+
+def _files(folder):
+    return sorted(os.listdir(folder))
+
+
+def check_fails(work, args, code, message, input=None):
+    """Run a failing command writing to the protected outputs; check the failure."""
+    before = _files(work)
+    fit_outputs = ["-o", work / "out.npz", "--labels", work / "labels.txt", "--summary",
+                   work / "summary.json"] if args[0] == "fit" else ["--labels",
+                                                                    work / "labels.txt"]
+    result = run(list(args) + fit_outputs, input=input)
+    assert result.exit_code == code, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("kkmeans: error: ")
+    assert message in lines[0], lines[0]
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    assert _files(work) == before  # nothing new, no temporary files left
+    assert (work / "out.npz").read_bytes() == OLD
+    assert (work / "labels.txt").read_bytes() == OLD
+    return lines[0]
+
+
+# -- data files -----------------------------------------------------------------------------
+def test_missing_file(work):
+    check_fails(work, ["fit", work / "nope.csv", "-k", "2"], 1,
+                f"{work / 'nope.csv'}: no such file")
+
+
+def test_unreadable_file(work):
+    (work / "binary.csv").write_bytes(b"\xff\xfe\x00\x81garbage")
+    check_fails(work, ["fit", work / "binary.csv", "-k", "2"], 1, "not a text file")
+    check_fails(work, ["fit", work, "-k", "2"], 1, "is a folder, not a data file")
+
+
+def test_empty_file(work):
+    (work / "empty.csv").write_text("")
+    check_fails(work, ["fit", work / "empty.csv", "-k", "2"], 1,
+                f"{work / 'empty.csv'}: the file is empty")
+
+
+def test_header_only(work):
+    (work / "head.csv").write_text("a,b\n")
+    check_fails(work, ["fit", work / "head.csv", "-k", "2"], 1,
+                "has a header line but no data rows")
+
+
+def test_non_numeric_cell(work):
+    (work / "bad.csv").write_text("a,b\n1,2\n3,4\n5,oops\n")
+    check_fails(work, ["fit", work / "bad.csv", "-k", "2"], 1,
+                f"{work / 'bad.csv'}: line 4, column 2 ('b'): 'oops' is not a number")
+
+
+def test_ragged_row(work):
+    (work / "ragged.csv").write_text("1,2\n3,4\n5\n")
+    check_fails(work, ["fit", work / "ragged.csv", "-k", "2"], 1,
+                "line 3 has 1 field, expected 2")
+
+
+@pytest.mark.parametrize("cell, message", [
+    ("nan", "line 3, column 1: missing value ('nan'); use --missing drop"),
+    ("", "line 3, column 1: missing value; use --missing drop"),
+    ("inf", "line 3, column 1: infinite value 'inf'"),
+    ("-Infinity", "line 3, column 1: infinite value '-Infinity'"),
+])
+def test_nan_or_inf(work, cell, message):
+    (work / "nan.csv").write_text(f"1,2\n3,4\n{cell},5\n6,7\n")
+    check_fails(work, ["fit", work / "nan.csv", "-k", "2"], 1, message)
+
+
+def test_nan_in_npy(work):
+    X = np.ones((5, 2))
+    X[3, 1] = np.nan
+    np.save(work / "nan.npy", X)
+    check_fails(work, ["fit", work / "nan.npy", "-k", "2"], 1,
+                "row 4, column 2: missing value (NaN)")
+
+
+def test_missing_drop_prints_minus_one(work):
+    (work / "nan.csv").write_text("1,2\n3,4\nnan,5\n60,70\n61,70\n")
+    result = run(["fit", work / "nan.csv", "-k", "2", "--missing", "drop", "--no-model",
+                  *FAST])
+    assert result.exit_code == 0
+    labels = labels_of(result.stdout)
+    assert labels.tolist()[2] == -1 and labels.shape == (5,)
+    assert labels[0] == labels[1] and labels[3] == labels[4] and labels[0] != labels[3]
+    assert "dropped" in result.stderr
+    (work / "allnan.csv").write_text("nan,1\n2,nan\n")
+    check_fails(work, ["fit", work / "allnan.csv", "-k", "1", "--missing", "drop"], 1,
+                "every row has a missing value")
+
+
+# -- option values ----------------------------------------------------------------------------
+def test_k_below_one(work):
+    check_fails(work, ["fit", work / "good.csv", "-k", "0"], 2,
+                "Invalid value for '-k' / '--n-clusters': 0 is not in the range x>=1")
+
+
+def test_k_above_n(work):
+    check_fails(work, ["fit", work / "good.csv", "-k", "31"], 1,
+                "k = 31 is larger than the number of rows (30)")
+
+
+def test_k_missing(work):
+    check_fails(work, ["fit", work / "good.csv"], 2, "missing option -k/--n-clusters")
+
+
+def test_unknown_kernel(work):
+    check_fails(work, ["fit", work / "good.csv", "-k", "2", "--kernel", "gaussian"], 2,
+                "Invalid value for '--kernel': 'gaussian' is not one of 'rbf'")
+
+
+@pytest.mark.parametrize("gamma", ["0", "-1.5", "nan", "wide"])
+def test_gamma_not_positive(work, gamma):
+    check_fails(work, ["fit", work / "good.csv", "-k", "2", "--gamma", gamma], 2,
+                "Invalid value for '--gamma'")
+
+
+def test_unknown_option(work):
+    check_fails(work, ["fit", work / "good.csv", "-k", "2", "--n-inits", "3"], 2,
+                "No such option '--n-inits'")
+
+
+# -- configs -----------------------------------------------------------------------------------
+def test_invalid_yaml(work):
+    (work / "bad.yaml").write_text("kernel: rbf\nn_init: [1, 2\n")
+    line = check_fails(work, ["fit", work / "good.csv", "-k", "2", "--config",
+                              work / "bad.yaml"], 2, "not valid YAML at line")
+    assert str(work / "bad.yaml") in line
+
+
+def test_unknown_config_key(work):
+    (work / "typo.yaml").write_text("n_clusterz: 3\n")
+    check_fails(work, ["fit", work / "good.csv", "--config", work / "typo.yaml"], 2,
+                "unknown key 'n_clusterz'; did you mean 'n_clusters'?")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("n_init: ten\n", "key 'n_init' must be an integer; got 'ten' (str)"),
+    ("n_init: 2.5\n", "key 'n_init' must be an integer; got 2.5 (float)"),
+    ("tol: yes\n", "key 'tol' must be a number; got True (bool)"),
+    ("quiet: 1\n", "key 'quiet' must be true or false"),
+    ("kernel: gaussian\n", "key 'kernel': 'gaussian' is not one of"),
+    ("gamma: -1\n", "key 'gamma': must be a positive number"),
+    ("n_init: 0\n", "key 'n_init': 0 is not in the range x>=1"),
+])
+def test_wrong_config_value_type(work, text, message):
+    (work / "typed.yaml").write_text(text)
+    check_fails(work, ["fit", work / "good.csv", "-k", "2", "--config", work / "typed.yaml"],
+                2, message)
+
+
+def test_config_file_missing(work):
+    check_fails(work, ["fit", work / "good.csv", "-k", "2", "--config", work / "no.yaml"], 2,
+                "no.yaml: no such file")
+
+
+# -- HDF5 ----------------------------------------------------------------------------------------
+def test_hdf5_file_missing(work):
+    check_fails(work, ["fit", f"{work / 'none.h5'}:/x", "-k", "2"], 1,
+                f"{work / 'none.h5'}: no such file")
+
+
+def test_hdf5_dataset_missing(work):
+    with h5py.File(work / "d.h5", "w") as f:
+        f.create_dataset("features", data=np.ones((4, 2)))
+    check_fails(work, ["fit", f"{work / 'd.h5'}:/other", "-k", "2"], 1,
+                "no such dataset in")
+    check_fails(work, ["fit", work / "d.h5", "--dataset", "/other", "-k", "2"], 1,
+                "(datasets: /features)")
+
+
+def test_hdf5_dataset_not_2d(work):
+    with h5py.File(work / "d.h5", "w") as f:
+        f.create_dataset("vector", data=np.arange(5.0))
+        f.create_dataset("cube", data=np.ones((2, 2, 2)))
+    check_fails(work, ["fit", f"{work / 'd.h5'}:/vector", "-k", "2"], 1,
+                "expected a 2-D array (rows × features), got 1-D shape (5,)")
+    check_fails(work, ["fit", f"{work / 'd.h5'}:/cube", "-k", "2"], 1, "got 3-D")
+
+
+# -- predict and model files -------------------------------------------------------------------
+def test_predict_different_number_of_features(work):
+    write_csv(work / "three.csv", np.ones((4, 3)))
+    check_fails(work, ["predict", work / "model.npz", work / "three.csv"], 1,
+                "has 3 columns, the model")
+
+
+def test_truncated_model(work):
+    data = (work / "model.npz").read_bytes()
+    (work / "cut.npz").write_bytes(data[: len(data) // 2])
+    line = check_fails(work, ["predict", work / "cut.npz", work / "good.csv"], 1,
+                       str(work / "cut.npz"))
+    assert "not a kkmeans model" in line or "corrupt" in line
+
+
+def test_corrupt_model(work):
+    (work / "junk.npz").write_bytes(os.urandom(300))
+    check_fails(work, ["predict", work / "junk.npz", work / "good.csv"], 1,
+                "not a kkmeans model")
+
+
+def _rewrite_model(src, dst, **changes):
+    with np.load(src) as model:
+        arrays = {key: model[key] for key in model.files}
+    meta = json.loads(str(arrays["meta"]))
+    meta.update(changes.pop("meta", {}))
+    arrays["meta"] = np.array(json.dumps(meta))
+    arrays.update(changes)
+    np.savez(dst, **arrays)
+
+
+def test_newer_format_version(work):
+    _rewrite_model(work / "model.npz", work / "new.npz", meta={"format_version": 99})
+    check_fails(work, ["predict", work / "new.npz", work / "good.csv"], 1,
+                "format_version 99 is newer than this kkmeans")
+    result = run(["info", work / "new.npz"])
+    assert result.exit_code == 1 and "(format_version 1)" in result.stderr
+
+
+class _Marker:
+    """Unpickling this creates a marker file: proof that a pickle was (wrongly) loaded."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_pickled_object_arrays_refused_never_unpickled(work):
+    marker = work / "UNPICKLED"
+    with np.load(work / "model.npz") as model:
+        arrays = {key: model[key] for key in model.files}
+    arrays["labels"] = np.array([_Marker(str(marker))] * 30, dtype=object)
+    np.savez(work / "evil.npz", **arrays)
+    assert pickle.dumps(_Marker(str(marker)))  # the payload would create the marker
+    check_fails(work, ["predict", work / "evil.npz", work / "good.csv"], 1,
+                "array 'labels' holds pickled Python objects; refused")
+    result = run(["info", work / "evil.npz"])
+    assert result.exit_code == 1
+    assert not marker.exists()
+
+
+def test_model_with_missing_array(work):
+    with np.load(work / "model.npz") as model:
+        arrays = {key: model[key] for key in model.files if key != "inner_sums"}
+    np.savez(work / "partial.npz", **arrays)
+    check_fails(work, ["predict", work / "partial.npz", work / "good.csv"], 1,
+                "the required array 'inner_sums' is missing")
+
+
+# -- outputs --------------------------------------------------------------------------------
+def test_output_folder_missing(work):
+    result = run(["fit", work / "good.csv", "-k", "2", "-o", work / "nodir" / "m.npz",
+                  "--labels", work / "labels.txt"])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (f"kkmeans: error: cannot write the model to "
+                                     f"{work / 'nodir' / 'm.npz'}: folder {work / 'nodir'} "
+                                     f"does not exist")
+    assert (work / "labels.txt").read_bytes() == OLD
+    assert not (work / "nodir").exists()
+
+
+def test_output_folder_not_writable(work):
+    # Tests run as root, so chmod cannot make a folder unwritable: use a file as the folder.
+    result = run(["fit", work / "good.csv", "-k", "2", "--no-model", "--labels",
+                  work / "good.csv" / "labels.txt", "--summary", work / "s.json"])
+    assert result.exit_code == 1
+    assert "is a file, not a folder" in result.stderr
+    assert not (work / "s.json").exists()
+    result = run(["predict", work / "model.npz", work / "good.csv", "--distances",
+                  work / "missing" / "d.csv"])
+    assert result.exit_code == 1 and "folder" in result.stderr
+
+
+# -- degenerate data ------------------------------------------------------------------------
+def test_all_points_identical_warns_and_falls_back(work):
+    write_csv(work / "same.csv", np.full((10, 2), 3.0))
+    result = run(["fit", work / "same.csv", "-k", "2", "-o", work / "same.npz", *FAST])
+    assert result.exit_code == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "warning" in line]
+    assert warnings, result.stderr
+    assert all(line.startswith("kkmeans: warning: ") for line in warnings)
+    assert any("all points are identical" in line and "gamma = 1.0" in line
+               for line in warnings)
+    assert labels_of(result.stdout).shape == (10,)
+    info = json.loads(run(["info", work / "same.npz", "--json"]).stdout)
+    assert info["gamma"] == 1.0
+    quiet = run(["fit", work / "same.csv", "-k", "2", "--no-model", "--quiet", *FAST])
+    assert quiet.stderr == ""
+
+
+def test_errors_as_subprocess(work):
+    """The same one-line contract from the real executable."""
+    result = run_process(["fit", "good.csv", "-k", "0"], work)
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith("kkmeans: error: Invalid value for '-k'")
+    (work / "bad.csv").write_text("1,2\n3,x\n")
+    result = run_process(["fit", "bad.csv", "-k", "1"], work)
+    assert result.returncode == 1
+    assert result.stderr == "kkmeans: error: bad.csv: line 2, column 2: 'x' is not a number\n"
