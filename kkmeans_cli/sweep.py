@@ -1,0 +1,233 @@
+"""Choosing k: fit every k over one kernel matrix and measure each clustering.
+
+:func:`sweep` computes K once, fits ``KernelKMeans(k, **params)`` for every k with
+``kernel_matrix=K``, and measures each fit (inertia, exact or sampled silhouette, simplified
+silhouette, Calinski-Harabasz, Davies-Bouldin; :mod:`kkmeans_cli.metrics`). The chosen k is the
+best by one measure:
+
+- ``silhouette``, ``simplified_silhouette``, ``calinski_harabasz``: the largest value;
+- ``davies_bouldin``: the smallest value;
+- ``inertia``: the *elbow* — inertia always falls as k grows, so its minimum is the largest k
+  and says nothing. With both axes scaled to [0, 1] over the swept ks, the elbow is the k whose
+  point lies farthest below the straight line from the first to the last point (the "kneedle"
+  rule). With fewer than three ks there is no elbow and the smallest inertia is taken.
+
+Ties go to the smaller k. ``NaN`` values never win.
+"""
+import csv
+import io
+import re
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import metrics as _metrics
+
+COLUMNS = ("k", "inertia", "silhouette", "simplified_silhouette", "calinski_harabasz",
+           "davies_bouldin", "n_iter", "seconds")
+SWEEP_METRICS = ("silhouette", "simplified_silhouette", "calinski_harabasz", "davies_bouldin",
+                 "inertia")
+HIGHER_IS_BETTER = {"silhouette": True, "simplified_silhouette": True,
+                    "calinski_harabasz": True, "davies_bouldin": False, "inertia": False}
+
+
+@dataclass
+class SweepResult:
+    """The outcome of :func:`sweep`.
+
+    Attributes
+    ----------
+    rows : list of dict
+        One per k, keys :data:`COLUMNS` in that order; ``seconds`` is the wall time of the k
+        (fit and measures).
+    metric : str
+        The measure k was chosen by.
+    best_k : int
+    best_estimator : KernelKMeans
+        The fitted estimator of ``best_k``.
+    silhouette_n_used : list of int
+        Per row, the points the silhouette averages (n when exact, the sample size otherwise).
+    fit_seconds : list of float
+        Per row, the seconds of the fit alone.
+    kernel_seconds : float
+        Seconds spent computing the shared kernel matrix.
+    random_state : int or None
+        The seed used for every fit (drawn once when none was given, so the sweep can be
+        reproduced).
+    """
+
+    rows: list
+    metric: str
+    best_k: int
+    best_estimator: object
+    silhouette_n_used: list = field(default_factory=list)
+    fit_seconds: list = field(default_factory=list)
+    kernel_seconds: float = 0.0
+    random_state: object = None
+
+    @property
+    def best_row(self):
+        return next(r for r in self.rows if r["k"] == self.best_k)
+
+    def to_csv(self, path_or_file=None):
+        """The rows as CSV (see :func:`to_csv`)."""
+        return to_csv(self.rows, path_or_file)
+
+
+def parse_ks(text):
+    """Parse the ks of a sweep: ``"2..10"`` (inclusive), ``"2,3,5"``, or a mix ``"2..4,8"``.
+
+    Returns a sorted list of distinct ints ≥ 1; raises ``ValueError`` with the bad part.
+    """
+    ks = set()
+    for part in str(text).replace(" ", "").split(","):
+        m = re.fullmatch(r"(\d+)(?:(?:\.\.|-)(\d+))?", part)
+        if not m:
+            raise ValueError(f"invalid k {part!r}: use e.g. 2..10 or 2,3,5")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) is not None else lo
+        if hi < lo:
+            raise ValueError(f"invalid k range {part!r}: the end is below the start")
+        ks.update(range(lo, hi + 1))
+    if not ks or min(ks) < 1:
+        raise ValueError("k must be >= 1")
+    return sorted(ks)
+
+
+def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
+          max_exact=_metrics.MAX_EXACT, sample_size=_metrics.SAMPLE_SIZE,
+          kernel_matrix=None, **params):
+    """Fit every k in ``ks`` over one kernel matrix and choose the best k by ``metric``.
+
+    Parameters
+    ----------
+    X : array-like (n, d), or the n×n kernel matrix with ``kernel='precomputed'``
+    ks : iterable of int or str
+        The ks to try (a string is parsed by :func:`parse_ks`); each 2 ≤ k ≤ n − 1 (the
+        measures are undefined for one cluster or one point per cluster).
+    metric : {'silhouette', 'simplified_silhouette', 'calinski_harabasz', 'davies_bouldin',
+              'inertia'}
+        The measure that chooses k (see the module docstring for the direction and the elbow).
+    sample_weight : array-like (n,), optional
+        Passed to every fit and to the centre-based measures.
+    progress : callable, optional
+        Called as ``progress(done, total, row)`` after each k (``row`` the dict just made), e.g.
+        to advance a progress bar.
+    max_exact, sample_size : int
+        The silhouette is exact up to ``max_exact`` points, else computed on a seeded,
+        stratified sample of ``sample_size`` points (:func:`metrics.silhouette_score`).
+    kernel_matrix : ndarray (n, n), optional
+        K(X, X) already computed for these params (else computed once here).
+    **params
+        ``KernelKMeans`` parameters other than ``n_clusters``, the same for every k. When
+        ``random_state`` is None or a Generator, one int seed is drawn from it and used for
+        the kernel and every fit (``SweepResult.random_state``).
+
+    Returns
+    -------
+    SweepResult
+    """
+    from .estimator import KernelKMeans
+
+    if metric not in SWEEP_METRICS:
+        raise ValueError(f"unknown metric {metric!r}; choose from {list(SWEEP_METRICS)}")
+    if "n_clusters" in params:
+        raise TypeError("sweep() sets n_clusters itself; give the ks instead")
+    ks = parse_ks(ks) if isinstance(ks, str) else sorted({int(k) for k in ks})
+    if not ks:
+        raise ValueError("no k to sweep")
+    if not isinstance(params.get("random_state"), (int, np.integer)):
+        # One int seed for the kernel and every fit: a shared Generator would advance between
+        # the fits, and the best fit could not be reproduced by a direct fit.
+        params["random_state"] = int(np.random.default_rng(params.get("random_state"))
+                                     .integers(2 ** 31 - 1))
+    n_threads = params.get("n_threads")
+
+    t0 = time.perf_counter()
+    K = (KernelKMeans(ks[0], **params).kernel_matrix(X) if kernel_matrix is None
+         else kernel_matrix)
+    kernel_seconds = time.perf_counter() - t0
+    n = K.shape[0]
+    bad = [k for k in ks if not 2 <= k <= n - 1]
+    if bad:
+        raise ValueError(f"every k must be between 2 and n_samples - 1 = {n - 1}; got {bad}")
+
+    rows, n_used, fit_seconds = [], [], []
+    best_k, best_est, best_value = None, None, None
+    higher = HIGHER_IS_BETTER[metric]
+    for done, k in enumerate(ks, start=1):
+        t_start = time.perf_counter()
+        est = KernelKMeans(k, **params).fit(X, sample_weight=sample_weight, kernel_matrix=K)
+        t_fit = time.perf_counter()
+        m = _metrics.scores(K, est.labels_, sample_weight=sample_weight, n_threads=n_threads,
+                            max_exact=max_exact, sample_size=sample_size,
+                            random_state=params["random_state"])
+        row = {"k": k, "inertia": float(est.inertia_), "silhouette": m["silhouette"],
+               "simplified_silhouette": m["simplified_silhouette"],
+               "calinski_harabasz": m["calinski_harabasz"],
+               "davies_bouldin": m["davies_bouldin"], "n_iter": int(est.n_iter_),
+               "seconds": time.perf_counter() - t_start}
+        rows.append(row)
+        n_used.append(m["silhouette_n_used"])
+        fit_seconds.append(t_fit - t_start)
+        if metric != "inertia":
+            value = row[metric]
+            if np.isfinite(value) and (best_value is None or
+                                       (value > best_value if higher else value < best_value)):
+                best_k, best_est, best_value = k, est, value
+        else:
+            best_est = {**(best_est or {}), k: est}  # the elbow needs every inertia first
+        if progress is not None:
+            progress(done, len(ks), row)
+    if metric == "inertia":
+        best_k = choose_k(rows, "inertia")
+        best_est = best_est[best_k]
+    if best_k is None:
+        raise ValueError(f"no k gave a finite {metric}")
+    return SweepResult(rows=rows, metric=metric, best_k=best_k, best_estimator=best_est,
+                       silhouette_n_used=n_used, fit_seconds=fit_seconds,
+                       kernel_seconds=kernel_seconds, random_state=params["random_state"])
+
+
+def choose_k(rows, metric):
+    """The best k of sweep ``rows`` by ``metric`` (rules in the module docstring)."""
+    ks = np.array([r["k"] for r in rows], dtype=float)
+    v = np.array([r[metric] for r in rows], dtype=float)
+    ok = np.isfinite(v)
+    if not ok.any():
+        raise ValueError(f"no k has a finite {metric}")
+    ks, v = ks[ok], v[ok]
+    if metric == "inertia":
+        if ks.size < 3 or v.max() == v.min():
+            return int(ks[np.argmin(v)])
+        x = (ks - ks[0]) / (ks[-1] - ks[0])
+        y = (v - v.min()) / (v.max() - v.min())
+        chord = y[0] + (y[-1] - y[0]) * x
+        return int(ks[np.argmax(chord - y)])  # argmax: ties to the smaller k
+    i = np.argmax(v) if HIGHER_IS_BETTER[metric] else np.argmin(v)
+    return int(ks[i])
+
+
+def to_csv(rows, path_or_file=None, columns=COLUMNS):
+    """Write sweep rows as CSV with the header ``columns``; floats with full precision (repr).
+
+    ``path_or_file`` a path or an open text file; None returns the CSV text.
+    """
+    def fmt(v):
+        return repr(float(v)) if isinstance(v, (float, np.floating)) else str(v)
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for r in rows:
+        w.writerow([fmt(r[c]) for c in columns])
+    text = buf.getvalue()
+    if path_or_file is None:
+        return text
+    if hasattr(path_or_file, "write"):
+        path_or_file.write(text)
+    else:
+        with open(path_or_file, "w", newline="") as f:
+            f.write(text)
+    return None
