@@ -198,6 +198,32 @@ class KernelKMeans:
             kernel = self._resolved_kernel(X, gamma_rng)
             return kernel.matrix(X, dtype=_resolve_dtype(self.dtype), n_threads=n_threads)
 
+    def scores(self, metrics=("silhouette", "simplified_silhouette", "calinski_harabasz",
+                              "davies_bouldin"), *, kernel_matrix=None, **options):
+        """Quality measures of ``labels_`` in feature space (see ``kkmeans_cli.metrics``).
+
+        The training kernel matrix is rebuilt from ``X_fit_`` unless ``kernel_matrix`` is given
+        (required for ``kernel='precomputed'``). ``options`` go to ``metrics.scores``
+        (``max_exact``, ``sample_size``, ``random_state``: the silhouette's sampling rule).
+
+        Returns
+        -------
+        dict
+            name → value; with 'silhouette' also ``silhouette_n_used``.
+        """
+        from . import metrics as quality
+
+        self._check_fitted()
+        n_threads = effective_n_threads(self.n_threads)
+        if kernel_matrix is None:
+            if self.X_fit_ is None:
+                raise ValueError("a precomputed model needs kernel_matrix to be scored")
+            with blas_threads(1):
+                kernel_matrix = self.kernel_.matrix(self.X_fit_, dtype=_resolve_dtype(self.dtype),
+                                                    n_threads=n_threads)
+        return quality.scores(kernel_matrix, self.labels_, metrics=tuple(metrics),
+                              sample_weight=self.sample_weight_, n_threads=n_threads, **options)
+
     # -- prediction --------------------------------------------------------------------------
     def predict(self, X, *, kernel_diag=None):
         """Label of the nearest centre for each row of X.

@@ -316,3 +316,21 @@ def test_params_roundtrip_and_repr():
     assert "poly" in repr(est)
     with pytest.raises(ValueError):
         est.set_params(bogus=1)
+
+
+def test_scores_method_equals_sklearn_for_linear_kernel():
+    from sklearn.metrics import calinski_harabasz_score, davies_bouldin_score, silhouette_score
+
+    X = _blobs(n=200, k=4, seed=3)
+    est = KernelKMeans(4, kernel="linear", random_state=0).fit(X)
+    got = est.scores()
+    assert got["silhouette"] == pytest.approx(silhouette_score(X, est.labels_), rel=1e-9)
+    assert got["calinski_harabasz"] == pytest.approx(calinski_harabasz_score(X, est.labels_),
+                                                     rel=1e-9)
+    assert got["davies_bouldin"] == pytest.approx(davies_bouldin_score(X, est.labels_), rel=1e-9)
+    assert got["silhouette_n_used"] == 200
+    pre = KernelKMeans(4, kernel="precomputed", random_state=0).fit(X @ X.T)
+    with pytest.raises(ValueError, match="kernel_matrix"):
+        pre.scores()
+    assert pre.scores(kernel_matrix=X @ X.T)["silhouette"] == pytest.approx(got["silhouette"],
+                                                                            rel=1e-9)
