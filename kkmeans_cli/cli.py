@@ -1,4 +1,4 @@
-"""The ``kkmeans`` command line: ``fit``, ``predict``, ``info``.
+"""The ``kkmeans`` command line: ``fit``, ``predict``, ``sweep``, ``info``.
 
 A thin layer: parse options (flags over a YAML config over defaults), read data, call
 :class:`~kkmeans_cli.estimator.KernelKMeans`, write outputs. Errors raised anywhere below are
@@ -278,6 +278,7 @@ def cli():
       kkmeans fit data.csv -k 5 --kernel rbf --gamma median -o model.npz
       kkmeans fit data.h5:/features -k 3 --config configs/rbf.yaml --summary run.json
       kkmeans predict model.npz new.csv | sort | uniq -c
+      kkmeans sweep data.csv --k 2..10 -o best.npz > sweep.csv
       kkmeans info model.npz --json
 
     DATA is delimited text (.csv, .tsv, .txt), .npy, HDF5 (file.h5:/dataset) or - for CSV on
@@ -293,6 +294,7 @@ Examples:
   cat data.csv | kkmeans fit - -k 3 --no-model --quiet
   kkmeans fit data.csv --config configs/rbf.yaml -k 4 --summary run.json
   kkmeans fit data.tsv -k 3 --columns x,y --scale standard --missing drop
+  kkmeans fit examples/blobs.csv -k 4 --silhouette --plot clusters.png
 """
 
 
@@ -308,6 +310,12 @@ Examples:
               help="Where the labels go, one per row of DATA (- is stdout).")
 @click.option("--summary", default=None, metavar="PATH", help="Also write a JSON summary.")
 @click.option("--json", is_flag=True, help="Print the JSON summary on stdout instead of labels.")
+@click.option("--silhouette", is_flag=True,
+              help="Also compute the feature-space silhouette (exact up to 20,000 rows, else "
+                   "on a stratified sample of 10,000, reported).")
+@click.option("--plot", default=None, metavar="PATH.png",
+              help="Draw the points coloured by cluster (first two principal axes when there "
+                   "are more than two features); needs matplotlib.")
 @data_options
 @run_options
 @click.pass_context
@@ -320,13 +328,19 @@ def fit(ctx, **_):
     from .data_io import AtomicOutputs, check_output_path, format_json, format_labels
     from .estimator import KernelKMeans
     from .model_file import model_meta, save_model
-    from .report import Reporter, fit_report, fit_summary
+    from .report import Reporter, fit_report, fit_summary, silhouette_text
 
     model_path = None if opts["no_model"] else opts["model"]
+    if opts["plot"] is not None and opts["kernel"] == "precomputed":
+        raise UsageError("--plot draws the data points, but with --kernel precomputed DATA is "
+                         "a kernel matrix, not points; drop --plot (or fit the original data "
+                         "with its kernel)")
     for path, what in ((model_path, "model"), (opts["labels"], "labels"),
-                       (opts["summary"], "summary")):
+                       (opts["summary"], "summary"), (opts["plot"], "plot")):
         if path is not None:
             check_output_path(path, what)
+    if opts["plot"] is not None:
+        _require_matplotlib()
     reporter = Reporter(opts["quiet"])
     data, scaler, X, weights, init = prepare_fit_data(opts)
     k = opts["n_clusters"]
@@ -340,21 +354,64 @@ def fit(ctx, **_):
         except ValueError as exc:
             raise DataError(f"{data.source}: {exc}") from exc
     summary = fit_summary(estimator, data, model_path)
+    extra = {"source": data.source, "columns": data.columns}
+    report = fit_report(estimator, data, scaler, model_path)
+    if opts["silhouette"]:
+        score = _fit_silhouette(estimator, X, opts, reporter, data.source)
+        found = {"silhouette": None if score is None else float(score.score),
+                 "silhouette_n_used": None if score is None else int(score.n_used),
+                 "silhouette_exact": None if score is None else bool(score.exact)}
+        summary.update(found)
+        extra.update(found)
+        report.insert(-2, ("silhouette", "undefined (fewer than 2 clusters)" if score is None
+                           else silhouette_text(score, X.shape[0])))
+    if opts["plot"] is not None:
+        report.insert(-1, ("plot", opts["plot"]))
     with AtomicOutputs() as out:
         if model_path is not None:
-            meta = model_meta(estimator, scaler, _stored_options(opts),
-                              {"source": data.source, "columns": data.columns})
+            meta = model_meta(estimator, scaler, _stored_options(opts), extra)
             save_model(out.open(model_path, "model"), estimator, scaler, meta)
+        if opts["plot"] is not None:
+            from .plotting import plot_clusters
+
+            plot_clusters(data.X, estimator.labels_, out.open(opts["plot"], "plot"),
+                          title=f"{data.source}: k = {k}, {estimator.kernel_.describe()}")
         if opts["labels"] != "-":
             out.open(opts["labels"], "labels").write(
                 format_labels(estimator.labels_, data.kept).encode())
         if opts["summary"]:
             out.open(opts["summary"], "summary").write(format_json(summary).encode())
-    reporter.table("kkmeans fit", fit_report(estimator, data, scaler, model_path))
+    reporter.table("kkmeans fit", report)
     if opts["json"]:
         click.echo(format_json(summary), nl=False)
     elif opts["labels"] == "-":
         click.echo(format_labels(estimator.labels_, data.kept), nl=False)
+
+
+def _require_matplotlib():
+    """Fail early, before any work, when a plot is asked for and matplotlib is missing."""
+    from .plotting import _figure
+
+    _figure()
+
+
+def _fit_silhouette(estimator, X, opts, reporter, source):
+    """The silhouette of a fitted estimator (exact, or sampled for large n); None when it is
+    undefined (fewer than two non-empty clusters)."""
+    from .metrics import silhouette_score
+
+    if len(set(estimator.labels_.tolist())) < 2:
+        reporter.warn("the silhouette is undefined for fewer than 2 clusters; not computed")
+        return None
+    seed = opts["seed"]
+    where = ({"K": X} if estimator.kernel == "precomputed"
+             else {"X": estimator.X_fit_, "kernel": estimator.kernel_})
+    with reporter.engine_warnings(), reporter.progress("computing the silhouette"):
+        try:
+            return silhouette_score(estimator.labels_, random_state=seed,
+                                    n_threads=opts["threads"], **where)
+        except ValueError as exc:
+            raise DataError(f"{source}: silhouette: {exc}") from exc
 
 
 def _stored_options(opts):
@@ -432,6 +489,140 @@ def predict(ctx, **_):
     ])
     if opts["labels"] == "-":
         click.echo(format_labels(labels, data.kept), nl=False)
+
+
+SWEEP_METRICS = ("silhouette", "simplified-silhouette", "calinski-harabasz", "davies-bouldin",
+                 "inertia")
+
+SWEEP_EPILOG = """\b
+The chosen k is the largest silhouette, simplified silhouette or Calinski-Harabasz, the
+smallest Davies-Bouldin, or the elbow of the inertia curve. Ties go to the smaller k.
+No model is saved unless -o PATH is given. Labels are not printed; fit the chosen k with
+'kkmeans fit' for those (same options, same labels).
+\b
+Examples:
+  kkmeans sweep examples/blobs.csv --k 2..6
+  kkmeans sweep data.h5:/features --k 2..12 -o best.npz > sweep.csv
+  kkmeans sweep data.csv --k 2,3,5,8 --metric davies-bouldin --table sweep.csv --plot sweep.png
+  kkmeans sweep data.csv --config configs/rbf.yaml --k 2..10 --quiet
+"""
+
+
+@cli.command("sweep", epilog=SWEEP_EPILOG)
+@click.argument("data")
+@click.option("--k", "k", default=None, metavar="2..10|2,3,5",
+              help="The ks to try: a range lo..hi (inclusive), a list, or both (2..4,8); "
+                   "each 2 ≤ k < rows (required).")
+@click.option("--metric", type=click.Choice(SWEEP_METRICS), default="silhouette",
+              show_default=True, help="The measure that chooses k.")
+@fit_options
+@click.option("-o", "--model", default=None, metavar="PATH",
+              help="Save the chosen k's model here  [default: no model]")
+@click.option("--table", default="-", show_default=True, metavar="PATH",
+              help="Where the CSV table goes (- is stdout).")
+@click.option("--plot", default=None, metavar="PATH.png",
+              help="Draw every measure against k (needs matplotlib).")
+@data_options
+@run_options
+@click.pass_context
+def sweep_command(ctx, **_):
+    """Fit every k of --k over one kernel matrix, score each, choose the best k.
+
+    Writes one CSV row per k to stdout (k,inertia,silhouette,simplified_silhouette,
+    calinski_harabasz,davies_bouldin,n_iter,seconds) and reports the table, with the chosen k
+    marked, on stderr.
+    """
+    opts = effective_options(ctx)
+    if opts["k"] is None:
+        raise UsageError("missing option --k (e.g. --k 2..10 or --k 2,3,5; or k in --config) "
+                         "(see 'kkmeans sweep --help')")
+    from .sweep import parse_ks
+
+    try:
+        ks = parse_ks(opts["k"])
+    except ValueError as exc:
+        raise UsageError(f"--k {opts['k']}: {exc}") from None
+    if ks[0] < 2:
+        raise UsageError(f"--k {opts['k']}: every k must be at least 2 (the measures compare "
+                         f"clusters)")
+    if opts["init"] not in ("k-means++", "random"):
+        raise UsageError("--init PATH fixes the number of clusters and cannot be used with "
+                         "sweep; use --init k-means++ or random")
+    metric = opts["metric"].replace("-", "_")
+
+    from .data_io import AtomicOutputs, check_output_path
+    from .model_file import model_meta, save_model
+    from .report import Reporter
+    from .sweep import sweep, to_csv
+
+    for path, what in ((opts["model"], "model"), (opts["table"], "table"),
+                       (opts["plot"], "plot")):
+        if path is not None:
+            check_output_path(path, what)
+    if opts["plot"] is not None:
+        _require_matplotlib()
+    reporter = Reporter(opts["quiet"])
+    data, scaler, X, weights, _ = prepare_fit_data(opts)
+    n = X.shape[0]
+    if ks[-1] > n - 1:
+        raise DataError(f"{data.source}: k = {ks[-1]} is too large for {n} rows (a sweep "
+                        f"needs k ≤ rows − 1 = {n - 1}); use a smaller --k")
+    params = estimator_kwargs(opts, ks[0], "k-means++" if opts["init"] == "k-means++"
+                              else "random")
+    del params["n_clusters"]
+    with reporter.engine_warnings(), \
+            reporter.progress_bar(len(ks), f"sweeping k on {data.source}") as advance:
+        try:
+            result = sweep(X, ks, metric=metric, sample_weight=weights, progress=advance,
+                           **params)
+        except ValueError as exc:
+            raise DataError(f"{data.source}: {exc}") from exc
+    best = result.best_estimator
+    text = to_csv(result.rows)
+    with AtomicOutputs() as out:
+        if opts["model"] is not None:
+            stored = dict(_stored_options(opts), n_clusters=result.best_k)
+            best_row = result.best_row
+            extra = {"source": data.source, "columns": data.columns,
+                     "silhouette": float(best_row["silhouette"]),
+                     "silhouette_n_used": int(result.silhouette_n_used[
+                         result.rows.index(best_row)]),
+                     "silhouette_exact": result.silhouette_n_used[
+                         result.rows.index(best_row)] == n,
+                     "sweep": {"ks": ks, "metric": metric, "best_k": result.best_k}}
+            save_model(out.open(opts["model"], "model"), best,
+                       scaler, model_meta(best, scaler, stored, extra))
+        if opts["table"] != "-":
+            out.open(opts["table"], "table").write(text.encode())
+        if opts["plot"] is not None:
+            from .plotting import plot_sweep
+
+            plot_sweep(result.rows, metric, result.best_k, out.open(opts["plot"], "plot"))
+    reporter.sweep_table(result.rows, metric, result.best_k)
+    used = result.silhouette_n_used
+    sampled = [u for u in used if u < n]
+    rows = [
+        ("data", f"{data.source}: {n} samples × {X.shape[1]} features"
+                 + (f" ({data.n_dropped} rows with missing values dropped)"
+                    if data.n_dropped else "")),
+        ("kernel", best.kernel_.describe()),
+        ("chosen k", f"{result.best_k} by {opts['metric']}"
+                     f"{' (elbow)' if metric == 'inertia' else ''} = "
+                     f"{result.best_row[metric]:.6g}"),
+        ("silhouette", "exact (all points)" if not sampled else
+         f"on a stratified sample of {max(sampled)} of {n} points"),
+        ("model", opts["model"] or "not saved (give -o PATH)"),
+    ]
+    if opts["table"] != "-":
+        rows.append(("table", opts["table"]))
+    if opts["plot"] is not None:
+        rows.append(("plot", opts["plot"]))
+    rows.append(("time", f"kernel matrix {result.kernel_seconds:.3f} s (once), fits and "
+                         f"measures {sum(r['seconds'] for r in result.rows):.3f} s "
+                         f"({len(ks)} ks)"))
+    reporter.table("kkmeans sweep", rows)
+    if opts["table"] == "-":
+        click.echo(text, nl=False)
 
 
 @cli.command(epilog="\b\nExamples:\n  kkmeans info model.npz\n  kkmeans info model.npz --json")

@@ -53,6 +53,52 @@ class Reporter:
                         seen.add(text)
                         self.warn(text)
 
+    @contextlib.contextmanager
+    def progress_bar(self, total, message):
+        """A progress bar over ``total`` steps, on a terminal only.
+
+        Yields ``advance(done, total, row)`` (the ``progress`` callback of
+        :func:`kkmeans_cli.sweep.sweep`); a no-op when quiet or not on a terminal.
+        """
+        if self.quiet or not self.console.is_terminal:
+            yield lambda *args: None
+            return
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn)
+
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=self.console, transient=True) as bar:
+            task = bar.add_task(message, total=total)
+
+            def advance(done, total, row=None):
+                label = f"{message} (k = {row['k']} done)" if row else message
+                bar.update(task, completed=done, description=label)
+
+            yield advance
+
+    def sweep_table(self, rows, metric, best_k):
+        """The sweep's rows as a rich table, the chosen k marked."""
+        if self.quiet:
+            return
+        from rich import box
+        from rich.table import Table
+
+        table = Table(title=f"kkmeans sweep: * marks the k chosen by "
+                            f"{metric.replace('_', '-')}",
+                      title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        heads = {"k": "k", "inertia": "inertia", "silhouette": "silhouette",
+                 "simplified_silhouette": "simpl-sil", "calinski_harabasz": "CH",
+                 "davies_bouldin": "DB", "n_iter": "iter", "seconds": "s"}
+        table.add_column("", no_wrap=True)
+        for key, head in heads.items():
+            table.add_column(head, justify="right", no_wrap=True,
+                             header_style="bold" if key == metric else "")
+        for row in rows:
+            chosen = row["k"] == best_k
+            table.add_row("*" if chosen else "", *[_cell(key, row[key]) for key in heads],
+                          style="bold green" if chosen else None)
+        self.console.print(table)
+
     def warn(self, text):
         """One warning line."""
         if not self.quiet:
@@ -148,7 +194,8 @@ def model_info(path, loaded):
         info["scale_offset"] = [float(v) for v in loaded.scaler.offset]
         info["scale_factor"] = [float(v) for v in loaded.scaler.factor]
     for key in ("algorithm", "seed", "n_init", "n_iter", "converged", "approx", "source",
-                "columns", "created", "fit_stats", "options"):
+                "columns", "silhouette", "silhouette_n_used", "silhouette_exact", "sweep",
+                "created", "fit_stats", "options"):
         if key in meta:
             info[key] = meta[key]
     return info
@@ -178,6 +225,14 @@ def model_info_rows(info):
                 f"n_iter={info.get('n_iter')} converged={info.get('converged')} "
                 f"algorithm={info.get('algorithm')}"),
     ]
+    if info.get("silhouette") is not None:
+        how = ("exact" if info.get("silhouette_exact")
+               else f"sample of {info.get('silhouette_n_used')} points")
+        rows.insert(-1, ("silhouette", f"{info['silhouette']:.6f} ({how})"))
+    if info.get("sweep"):
+        sweep = info["sweep"]
+        rows.insert(-1, ("sweep", f"k = {sweep.get('best_k')} chosen by "
+                                  f"{sweep.get('metric')} among {sweep.get('ks')}"))
     if info.get("source"):
         rows.insert(4, ("trained on", str(info["source"])))
     if fitted:
@@ -190,6 +245,20 @@ def format_rows(rows):
     """Plain aligned ``label: value`` text (for stdout, which must not carry rich markup)."""
     width = max(len(label) for label, _ in rows)
     return "".join(f"{label + ':':<{width + 1}} {value}\n" for label, value in rows)
+
+
+def _cell(key, value):
+    if key in ("k", "n_iter"):
+        return str(value)
+    if key == "seconds":
+        return f"{value:.2f}"
+    return f"{value:.4g}" if value == value else "nan"
+
+
+def silhouette_text(result, n):
+    """``0.712345 (exact)`` or ``... (stratified sample of m of n points)``."""
+    how = "exact" if result.exact else f"stratified sample of {result.n_used} of {n} points"
+    return f"{result.score:.6f} ({how})"
 
 
 def _plural(count, noun):
