@@ -148,23 +148,9 @@ class KernelKMeans:
         with blas_threads(1):  # OpenMP does the parallel work; see kernels.py for GEMMs
             self.kernel_ = self._resolved_kernel(X, gamma_rng)
             t0 = time.perf_counter()
-            if kernel_matrix is None:
-                K = self.kernel_.matrix(X, dtype=dtype, n_threads=n_threads)
-            else:
-                K = _check_kernel_matrix(kernel_matrix, n, dtype)
+            source = self._kernel_source(X, kernel_matrix, dtype, n_threads)
             t1 = time.perf_counter()
-            diag = None if self.kernel == "precomputed" else self.kernel_.diag(X)
-            source = InMemoryKernel(K, n_threads=n_threads, diag=diag)
-            best, inertias = None, []
-            n_init = 1 if init_labels is not None else self.n_init
-            for _ in range(n_init):
-                start = (init_labels if init_labels is not None
-                         else self._start(source, weights, fit_rng))
-                result = lloyd(source, weights, start, self.n_clusters, max_iter=self.max_iter,
-                               tol=self.tol, n_threads=n_threads)
-                inertias.append(result.inertia)
-                if best is None or result.inertia < best.inertia:
-                    best = result
+            best, inertias = self._run_restarts(source, weights, init_labels, fit_rng, n_threads)
             t2 = time.perf_counter()
         self.gamma_ = self.kernel_.gamma
         self.labels_ = best.labels.astype(np.intp)
@@ -182,6 +168,34 @@ class KernelKMeans:
                            "best_restart": int(np.argmin(inertias)),
                            "n_threads": n_threads}
         return self
+
+    def _kernel_source(self, X, kernel_matrix, dtype, n_threads):
+        """Stage 1 of fit: where the iterations read kernel values from."""
+        n = X.shape[0]
+        if kernel_matrix is None:
+            K = self.kernel_.matrix(X, dtype=dtype, n_threads=n_threads)
+        else:
+            K = _check_kernel_matrix(kernel_matrix, n, dtype)
+        diag = None if self.kernel == "precomputed" else self.kernel_.diag(X)
+        return InMemoryKernel(K, n_threads=n_threads, diag=diag)
+
+    def _run_restarts(self, source, weights, init_labels, rng, n_threads):
+        """Stage 2 of fit: every start, iterated; the lowest inertia wins (first on ties)."""
+        best, inertias = None, []
+        n_init = 1 if init_labels is not None else self.n_init
+        for _ in range(n_init):
+            start = (init_labels if init_labels is not None
+                     else self._start(source, weights, rng))
+            result = self._iterate(source, weights, start, n_threads)
+            inertias.append(result.inertia)
+            if best is None or result.inertia < best.inertia:
+                best = result
+        return best, inertias
+
+    def _iterate(self, source, weights, start, n_threads):
+        """Iterations from one start (the scheme chosen by ``algorithm``)."""
+        return lloyd(source, weights, start, self.n_clusters, max_iter=self.max_iter,
+                     tol=self.tol, n_threads=n_threads)
 
     def fit_predict(self, X, y=None, sample_weight=None, **fit_params):
         """Fit and return ``labels_``."""

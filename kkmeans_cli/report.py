@@ -144,7 +144,7 @@ def fit_report(estimator, data, scaler, model_path):
         ("cluster sizes", ", ".join(str(int(s)) for s in estimator.cluster_sizes_)),
         ("model", model_path or "not saved (--no-model)"),
         ("time", f"kernel matrix {stats['kernel_seconds']:.3f} s, iterations "
-                 f"{stats['iteration_seconds']:.3f} s ({stats['n_threads']} threads)"),
+                 f"{stats['iteration_seconds']:.3f} s ({_threads(stats['n_threads'])})"),
     ]
     return rows
 
@@ -263,3 +263,7 @@ def silhouette_text(result, n):
 
 def _plural(count, noun):
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _threads(n):
+    return f"{n} thread" if n == 1 else f"{n} threads"
