@@ -148,7 +148,7 @@ class KernelKMeans:
         with blas_threads(1):  # OpenMP does the parallel work; see kernels.py for GEMMs
             self.kernel_ = self._resolved_kernel(X, gamma_rng)
             t0 = time.perf_counter()
-            source = self._kernel_source(X, kernel_matrix, dtype, n_threads)
+            source, weights = self._kernel_source(X, weights, kernel_matrix, dtype, n_threads)
             t1 = time.perf_counter()
             best, inertias = self._run_restarts(source, weights, init_labels, fit_rng, n_threads)
             t2 = time.perf_counter()
@@ -169,15 +169,34 @@ class KernelKMeans:
                            "n_threads": n_threads}
         return self
 
-    def _kernel_source(self, X, kernel_matrix, dtype, n_threads):
-        """Stage 1 of fit: where the iterations read kernel values from."""
+    def _kernel_source(self, X, weights, kernel_matrix, dtype, n_threads):
+        """Stage 1 of fit: where the iterations read kernel values from.
+
+        Returns the kernel source and the weights the iterations use.
+        """
         n = X.shape[0]
         if kernel_matrix is None:
             K = self.kernel_.matrix(X, dtype=dtype, n_threads=n_threads)
         else:
             K = _check_kernel_matrix(kernel_matrix, n, dtype)
-        diag = None if self.kernel == "precomputed" else self.kernel_.diag(X)
-        return InMemoryKernel(K, n_threads=n_threads, diag=diag)
+        diag = np.array(np.diagonal(K), dtype=np.float64) if self.kernel == "precomputed" \
+            else self.kernel_.diag(X)
+        K, diag, weights = self._transform_fit_kernel(K, diag, weights, n_threads)
+        return InMemoryKernel(K, n_threads=n_threads, diag=diag), weights
+
+    def _transform_fit_kernel(self, K, diag, weights, n_threads):
+        """Changes made to the training kernel matrix before clustering (none yet).
+
+        Whatever is changed here must be recorded on ``self`` so that
+        :meth:`_transform_rows` can change kernel rows of new points the same way.
+        Returns K, diag (K_ii, float64) and the weights the iterations use.
+        """
+        return K, diag, weights
+
+    def _transform_rows(self, Kb, diag):
+        """The changes of :meth:`_transform_fit_kernel` applied to kernel rows K(new, train)
+        and to K(new, new) (``diag``, None when unknown). Returns Kb, diag."""
+        return Kb, diag
 
     def _run_restarts(self, source, weights, init_labels, rng, n_threads):
         """Stage 2 of fit: every start, iterated; the lowest inertia wins (first on ties)."""
@@ -273,20 +292,9 @@ class KernelKMeans:
         dist = np.empty((X.shape[0], k)) if want_distances else None
         row_dist = np.empty(X.shape[0])
         with blas_threads(1):
-            if self.kernel == "precomputed":
-                blocks = [(0, X.shape[0], np.ascontiguousarray(X, dtype=dtype))]
-            else:
-                blocks = self.kernel_.cross_blocks(X, self.X_fit_, dtype=dtype,
-                                                   n_threads=n_threads)
-            for i0, i1, Kb in blocks:
+            for i0, i1, Kb, diag in self._kernel_row_blocks(X, kernel_diag, dtype, n_threads):
                 F = np.empty((k, i1 - i0))
                 _lloyd.outer_sums_rows(Kb, 0, labels_fit, self.sample_weight_, F, n_threads)
-                if self.kernel != "precomputed":
-                    diag = self.kernel_.diag(X[i0:i1])
-                elif kernel_diag is not None:
-                    diag = np.ascontiguousarray(kernel_diag[i0:i1], dtype=np.float64)
-                else:
-                    diag = None
                 if diag is None:
                     # K(x, x) unknown: the labels do not need it, the distances would.
                     lin = np.where(self.cluster_weights_ > 0, -2.0 / self.cluster_weights_, 0)
@@ -304,6 +312,19 @@ class KernelKMeans:
                     _lloyd.distances(F, self.inner_sums_, self.cluster_weights_, diag,
                                      dist[i0:i1], n_threads)
         return labels.astype(np.intp), dist
+
+    def _kernel_row_blocks(self, X, kernel_diag, dtype, n_threads):
+        """Yield (i0, i1, K(X[i0:i1], X_fit), K(x, x) or None) in row blocks, transformed as
+        the training kernel was (:meth:`_transform_rows`)."""
+        if self.kernel == "precomputed":
+            diag = None if kernel_diag is None else np.asarray(kernel_diag, dtype=np.float64)
+            blocks = [(0, X.shape[0], np.ascontiguousarray(X, dtype=dtype), diag)]
+        else:
+            blocks = ((i0, i1, Kb, self.kernel_.diag(X[i0:i1])) for i0, i1, Kb in
+                      self.kernel_.cross_blocks(X, self.X_fit_, dtype=dtype, n_threads=n_threads))
+        for i0, i1, Kb, diag in blocks:
+            Kb, diag = self._transform_rows(Kb, diag)
+            yield i0, i1, np.ascontiguousarray(Kb, dtype=dtype), diag
 
     # -- helpers -----------------------------------------------------------------------------
     def _start(self, source, weights, rng):
