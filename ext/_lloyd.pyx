@@ -18,6 +18,7 @@ from libc.math cimport INFINITY
 
 cdef enum:
     CHUNK = 256
+    PAD = 16     # doubles (128 bytes) around per-thread buffers: no false sharing
 
 
 def outer_sums_rows(const floating[:, ::1] K_rows, Py_ssize_t row_start,
@@ -26,21 +27,45 @@ def outer_sums_rows(const floating[:, ::1] K_rows, Py_ssize_t row_start,
     """Full pass: F[c, row_start + r] = Σ_{j: labels_j = c} w_j K_rows[r, j].
 
     ``K_rows`` is a block of rows of K (all of K for an in-memory fit); K is symmetric, so row i
-    of K is also column i and one streaming read per row gives every cluster's sum.
+    of K is also column i and one streaming read per row gives every cluster's sum. Four rows
+    are summed per sweep over j, sharing the label and weight loads; each row is still summed
+    in order j = 0, 1, …, so the result does not depend on the grouping or the thread count.
+    Each thread's accumulators are padded so that two threads never share a cache line.
     """
     cdef Py_ssize_t n_rows = K_rows.shape[0], n = K_rows.shape[1], k = F.shape[0]
-    cdef Py_ssize_t r, j, c
+    cdef Py_ssize_t n_quads = (n_rows + 3) // 4
+    cdef Py_ssize_t q, r, j, c, t
+    cdef int l
+    cdef double wj
+    cdef double *buf
     cdef double *acc
     with nogil, parallel(num_threads=n_threads):
-        acc = <double *> malloc(k * sizeof(double))
-        for r in prange(n_rows, schedule="static"):
-            for c in range(k):
-                acc[c] = 0.0
-            for j in range(n):
-                acc[labels[j]] += weights[j] * K_rows[r, j]
-            for c in range(k):
-                F[c, row_start + r] = acc[c]
-        free(acc)
+        buf = <double *> malloc((4 * k + 2 * PAD) * sizeof(double))
+        acc = buf + PAD
+        for q in prange(n_quads, schedule="static"):
+            r = 4 * q
+            if r + 4 <= n_rows:
+                for c in range(4 * k):
+                    acc[c] = 0.0
+                for j in range(n):
+                    l = labels[j]
+                    wj = weights[j]
+                    acc[l] += wj * K_rows[r, j]
+                    acc[k + l] += wj * K_rows[r + 1, j]
+                    acc[2 * k + l] += wj * K_rows[r + 2, j]
+                    acc[3 * k + l] += wj * K_rows[r + 3, j]
+                for t in range(4):
+                    for c in range(k):
+                        F[c, row_start + r + t] = acc[t * k + c]
+            else:
+                for t in range(r, n_rows):
+                    for c in range(k):
+                        acc[c] = 0.0
+                    for j in range(n):
+                        acc[labels[j]] += weights[j] * K_rows[t, j]
+                    for c in range(k):
+                        F[c, row_start + t] = acc[c]
+        free(buf)
 
 
 def update_outer_sums(const floating[:, ::1] K_rows, const int[::1] rows,
