@@ -36,3 +36,41 @@ class InMemoryKernel:
 
     def rows(self, idx):
         return np.asarray(self.K[np.asarray(idx)], dtype=np.float64)
+
+
+class BlockedKernel:
+    """Kernel rows recomputed from the data on demand: O(n·block) memory instead of n².
+
+    A full pass recomputes every row once (n² kernel evaluations); an incremental update
+    recomputes only the rows of the points that moved. ``kernel_evaluations`` counts them.
+    Rows come from :meth:`Kernel.cross`, so they equal the in-memory matrix's rows up to
+    BLAS's rounding (see ``tests/test_kernels.py``).
+    """
+
+    def __init__(self, kernel, X, dtype=np.float64, n_threads=1, diag=None):
+        self.kernel = kernel
+        self.X = np.ascontiguousarray(X, dtype=np.float64)
+        self.n = self.X.shape[0]
+        self.dtype = dtype
+        self.n_threads = n_threads
+        self.diag = np.asarray(kernel.diag(self.X) if diag is None else diag, dtype=np.float64)
+        self.kernel_evaluations = 0
+
+    def full_outer_sums(self, labels, weights, F):
+        for i0, _, Kb in self.kernel.cross_blocks(self.X, self.X, dtype=self.dtype,
+                                                  n_threads=self.n_threads):
+            _lloyd.outer_sums_rows(Kb, i0, labels, weights, F, self.n_threads)
+        self.kernel_evaluations += self.n * self.n
+
+    def update_outer_sums(self, moved, src, dst, w_moved, F):
+        # Chunks in order: every F entry sees the moves in the same order as in memory.
+        for m0, m1, Kb in self.kernel.cross_blocks(self.X[moved], self.X, dtype=self.dtype,
+                                                   n_threads=self.n_threads):
+            _lloyd.update_outer_sums(Kb, np.arange(m1 - m0, dtype=np.int32), src[m0:m1],
+                                     dst[m0:m1], w_moved[m0:m1], F, self.n_threads)
+        self.kernel_evaluations += len(moved) * self.n
+
+    def rows(self, idx):
+        idx = np.asarray(idx)
+        self.kernel_evaluations += idx.size * self.n
+        return self.kernel.cross(self.X[idx], self.X, n_threads=self.n_threads)

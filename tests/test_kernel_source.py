@@ -1,0 +1,46 @@
+"""Kernel sources: a blocked (recomputed) kernel runs the same algorithms as one in memory."""
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+
+from kkmeans_cli import kernels
+from kkmeans_cli.initialization import kmeans_plusplus
+from kkmeans_cli.kernel_source import BlockedKernel, InMemoryKernel
+from kkmeans_cli.kernels import Kernel
+from kkmeans_cli.lloyd import lloyd
+
+
+@pytest.mark.parametrize("name, gamma", [("rbf", 0.2), ("laplacian", 0.3), ("linear", None)])
+def test_blocked_lloyd_equals_in_memory_lloyd(name, gamma, monkeypatch):
+    monkeypatch.setattr(kernels, "BLOCK_BYTES", 8 * 400 * 13)  # 13-row blocks
+    X, _ = make_blobs(400, n_features=3, centers=6, cluster_std=2.0, random_state=2)
+    kern = Kernel(name, gamma)
+    w = np.random.default_rng(0).uniform(0.5, 2.0, len(X))
+    memory = InMemoryKernel(kern.matrix(X), diag=kern.diag(X))
+    blocked = BlockedKernel(kern, X)
+    start, _ = kmeans_plusplus(memory, w, 6, np.random.default_rng(1))
+    start_b, _ = kmeans_plusplus(blocked, w, 6, np.random.default_rng(1))
+    np.testing.assert_array_equal(start, start_b)
+    a = lloyd(memory, w, start, 6, tol=0)
+    b = lloyd(blocked, w, start, 6, tol=0)
+    np.testing.assert_array_equal(a.labels, b.labels)
+    assert b.inertia == pytest.approx(a.inertia, rel=1e-12)
+    assert a.n_iter == b.n_iter
+    np.testing.assert_allclose(b.inner_sums, a.inner_sums, rtol=1e-12)
+
+
+def test_blocked_kernel_counts_evaluations_and_recomputes_only_moved_rows():
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    src = BlockedKernel(Kernel("rbf", 1.0), X)
+    labels = (X[:, 0] > 0).astype(np.int32)
+    F = np.empty((2, 50))
+    src.full_outer_sums(labels, np.ones(50), F)
+    assert src.kernel_evaluations == 50 * 50
+    moved = np.array([3, 7])
+    new = labels.copy()
+    new[moved] = 1 - new[moved]
+    src.update_outer_sums(moved, labels[moved], new[moved], np.ones(2), F)
+    assert src.kernel_evaluations == 50 * 50 + 2 * 50
+    G = np.empty((2, 50))
+    src.full_outer_sums(new, np.ones(50), G)
+    np.testing.assert_allclose(F, G, rtol=1e-12, atol=1e-12)
