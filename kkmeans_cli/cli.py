@@ -23,12 +23,18 @@ from .errors import DataError, KKMeansError, UsageError
 # Kept in step with kernels.KERNELS (a test checks); not imported from there to keep NumPy out
 # of ``kkmeans --help``.
 KERNEL_CHOICES = ("rbf", "linear", "poly", "sigmoid", "laplacian", "chi2", "cosine",
-                  "precomputed")
+                  "precomputed", "precomputed-distance")
+PRECOMPUTED_KERNELS = ("precomputed", "precomputed-distance")  # DATA is an n×n matrix
+PSD_REPAIR_CHOICES = ("none", "lingoes", "clip")
+SOLVER_CHOICES = ("lloyd", "embed")
 SCALE_CHOICES = ("none", "standard", "minmax")
 ALGORITHM_CHOICES = ("auto", "lloyd")
 DTYPE_CHOICES = ("float64", "float32")
 DEFAULT_N_INIT = 20  # the API default (a test keeps them in step)
 EXIT_INTERRUPTED = 130
+INIT_CHOICES = ("k-means++", "spectral", "random")
+OBJECTIVE_CHOICES = ("kmeans", "ncut")
+REFINE_CHOICES = ("auto", "hartigan", "none")
 
 
 class GammaType(click.ParamType):
@@ -54,6 +60,26 @@ class GammaType(click.ParamType):
         return "FLOAT|median|scale"
 
 
+class SizeType(click.ParamType):
+    """``--memory-limit``: bytes, or a size such as ``8G``, ``500M``, ``1.5GB``."""
+
+    name = "size"
+
+    def convert(self, value, param, ctx):
+        from .memory import parse_size
+
+        try:
+            return parse_size(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+    def get_metavar(self, param, ctx=None):
+        return "SIZE"
+
+
+APPROX_CHOICES = ("none", "nystroem")
+
+
 # -- shared option groups ------------------------------------------------------------------
 def _apply(options, f):
     for option in reversed(options):
@@ -67,7 +93,9 @@ def fit_options(f):
     return _apply([
         click.option("--kernel", type=click.Choice(KERNEL_CHOICES), default="rbf",
                      show_default=True,
-                     help="Kernel; 'precomputed': DATA is the n×n kernel matrix."),
+                     help="Kernel; 'precomputed': DATA is the n×n kernel matrix; "
+                          "'precomputed-distance': DATA is the n×n dissimilarity matrix "
+                          "(kernel by Gower double centering)."),
         click.option("--gamma", type=GammaType(), default="median", show_default=True,
                      help="Kernel width. median: 1/(2·median squared pair distance); "
                           "scale: 1/(n_features·Var(X))."),
@@ -79,16 +107,35 @@ def fit_options(f):
                      show_default=True,
                      help="Feature scaling fitted on DATA, stored in the model."),
         click.option("--init", default="k-means++", show_default=True,
-                     metavar="k-means++|random|PATH",
-                     help="Starting centres, or a file with one initial label per row."),
+                     metavar="k-means++|spectral|random|PATH",
+                     help="Starting centres, or a file with one initial label per row. "
+                          "spectral: k-means on the leading eigenvectors of K. With "
+                          "k-means++ and several restarts, restart 1 is spectral."),
         click.option("--n-init", type=click.IntRange(min=1), default=DEFAULT_N_INIT,
                      show_default=True, help="Restarts; the lowest inertia wins."),
         click.option("--max-iter", type=click.IntRange(min=1), default=300, show_default=True,
                      help="Iterations per restart at most."),
         click.option("--tol", type=click.FloatRange(min=0), default=1e-4, show_default=True,
                      help="Stop when the relative objective change is at most this."),
+        click.option("--objective", type=click.Choice(OBJECTIVE_CHOICES), default="kmeans",
+                     show_default=True,
+                     help="kmeans: within-cluster scatter in feature space; ncut: the "
+                          "normalized cut (degree-weighted kernel k-means)."),
+        click.option("--refine", type=click.Choice(REFINE_CHOICES), default="auto",
+                     show_default=True,
+                     help="Hartigan single-point moves after Lloyd; auto: on unless --init "
+                          "is a labels file."),
         click.option("--algorithm", type=click.Choice(ALGORITHM_CHOICES), default="auto",
                      show_default=True, help="Iteration scheme."),
+        click.option("--psd-repair", type=click.Choice(PSD_REPAIR_CHOICES), default="none",
+                     show_default=True,
+                     help="For a kernel that is not positive semidefinite (sigmoid, "
+                          "precomputed): lingoes adds sigma(I - 11'/n) and keeps the optimal "
+                          "clustering; clip zeroes negative eigenvalues (changes it)."),
+        click.option("--solver", type=click.Choice(SOLVER_CHOICES), default="lloyd",
+                     show_default=True,
+                     help="lloyd: iterations on K; embed: k-means on the eigen-embedding "
+                          "V Lambda^1/2 of K (a cross-check)."),
         click.option("--weights", default=None, metavar="PATH",
                      help="File with one non-negative sample weight per row."),
         click.option("--seed", type=int, default=0, show_default=True,
@@ -97,6 +144,16 @@ def fit_options(f):
                      show_default=True, help="Storage of the kernel matrix."),
         click.option("--threads", type=click.IntRange(min=1), default=None,
                      help="OpenMP and BLAS threads  [default: all cores]"),
+        click.option("--memory-limit", type=SizeType(), default=None,
+                     help="Refuse before allocating more than this (8G, 500M, 1.5GB or "
+                          "bytes)  [default: 80% of the available RAM]"),
+        click.option("--approx", type=click.Choice(APPROX_CHOICES), default="none",
+                     show_default=True,
+                     help="nystroem: k-means on Nyström features of --landmarks points "
+                          "(O(n·m) memory instead of the n×n kernel matrix)."),
+        click.option("--landmarks", type=click.IntRange(min=1), default=None, metavar="INT",
+                     help="Nyström landmarks m (seeded uniform sample of the rows)  "
+                          "[default: min(n, max(300, 20·k), 1000)]"),
     ], f)
 
 
@@ -158,12 +215,17 @@ def estimator_kwargs(opts, n_clusters, init):
         From :func:`effective_options` of a command with :func:`fit_options`.
     n_clusters : int
     init : str or ndarray
-        ``'k-means++'``, ``'random'`` or initial labels (already read from ``--init PATH``).
+        ``'k-means++'``, ``'spectral'``, ``'random'`` or initial labels (already read from
+        ``--init PATH``).
     """
-    return dict(n_clusters=n_clusters, kernel=opts["kernel"], gamma=opts["gamma"],
+    return dict(psd_repair=opts["psd_repair"], solver=opts["solver"],
+                n_clusters=n_clusters, kernel=opts["kernel"], gamma=opts["gamma"],
                 degree=opts["degree"], coef0=opts["coef0"], init=init, n_init=opts["n_init"],
                 max_iter=opts["max_iter"], tol=opts["tol"], algorithm=opts["algorithm"],
-                random_state=opts["seed"], dtype=opts["dtype"], n_threads=opts["threads"])
+                random_state=opts["seed"], dtype=opts["dtype"], n_threads=opts["threads"],
+                objective=opts["objective"], refine=opts["refine"],
+                approx=opts["approx"], n_landmarks=opts["landmarks"],
+                memory_limit=opts["memory_limit"])
 
 
 def read_input(opts, spec):
@@ -189,13 +251,13 @@ def prepare_fit_data(opts):
     """
     from .scaling import fit_scaler
 
-    if opts["kernel"] == "precomputed" and opts["scale"] != "none":
-        raise UsageError("--scale cannot be used with --kernel precomputed (DATA is a kernel "
-                         "matrix)")
+    if opts["kernel"] in PRECOMPUTED_KERNELS and opts["scale"] != "none":
+        raise UsageError(f"--scale cannot be used with --kernel {opts['kernel']} (DATA is an "
+                         f"n×n matrix)")
     data = read_input(opts, opts["data"])
     weights = _per_row(opts["weights"], "weights", data, integer=False)
     init = opts["init"]
-    if init not in ("k-means++", "random"):
+    if init not in INIT_CHOICES:
         init = _per_row(init, "initial labels", data, integer=True)
     scaler = fit_scaler(data.X, opts["scale"])
     return data, scaler, scaler.transform(data.X), weights, init
@@ -255,7 +317,8 @@ def _report_error(exc, debug):
     elif isinstance(exc, KKMeansError):
         message, code = str(exc), exc.exit_code
     elif isinstance(exc, MemoryError):
-        message, code = "not enough memory (try --dtype float32 or fewer rows)", 1
+        message, code = ("not enough memory (try --dtype float32, --approx nystroem or fewer "
+                         "rows)"), 1
     else:
         message, code = f"unexpected {type(exc).__name__}: {exc}", 1
         if not debug:
@@ -331,7 +394,7 @@ def fit(ctx, **_):
     from .report import Reporter, fit_report, fit_summary, silhouette_text
 
     model_path = None if opts["no_model"] else opts["model"]
-    if opts["plot"] is not None and opts["kernel"] == "precomputed":
+    if opts["plot"] is not None and opts["kernel"] in PRECOMPUTED_KERNELS:
         raise UsageError("--plot draws the data points, but with --kernel precomputed DATA is "
                          "a kernel matrix, not points; drop --plot (or fit the original data "
                          "with its kernel)")
@@ -347,6 +410,7 @@ def fit(ctx, **_):
     if k > X.shape[0]:
         raise DataError(f"{data.source}: k = {k} is larger than the number of rows "
                         f"({X.shape[0]}); use a smaller -k")
+    _check_memory_plan(opts, X.shape[0], [k], "silhouette" if opts["silhouette"] else None)
     estimator = KernelKMeans(**estimator_kwargs(opts, k, init))
     with reporter.engine_warnings(), reporter.progress(f"fitting k = {k} on {data.source}"):
         try:
@@ -404,7 +468,12 @@ def _fit_silhouette(estimator, X, opts, reporter, source):
         reporter.warn("the silhouette is undefined for fewer than 2 clusters; not computed")
         return None
     seed = opts["seed"]
-    where = ({"K": X} if estimator.kernel == "precomputed"
+    if getattr(estimator, "approx", "none") == "nystroem":
+        from .nystroem import fit_silhouette
+
+        with reporter.engine_warnings(), reporter.progress("computing the silhouette"):
+            return fit_silhouette(estimator, X, random_state=seed, n_threads=opts["threads"])
+    where = ({"K": estimator.kernel_matrix(X)} if estimator.kernel in PRECOMPUTED_KERNELS
              else {"X": estimator.X_fit_, "kernel": estimator.kernel_})
     with reporter.engine_warnings(), reporter.progress("computing the silhouette"):
         try:
@@ -412,6 +481,18 @@ def _fit_silhouette(estimator, X, opts, reporter, source):
                                     n_threads=opts["threads"], **where)
         except ValueError as exc:
             raise DataError(f"{source}: silhouette: {exc}") from exc
+
+
+def _check_memory_plan(opts, n, ks, silhouette):
+    """Refuse (exit 1) before any large allocation when the fit of the largest k, with the
+    silhouette when asked, would need more than ``--memory-limit`` (see ``memory.py``)."""
+    from .memory import check, plan
+
+    kw = dict(k=max(ks), dtype=opts["dtype"], approx=opts["approx"],
+              n_landmarks=opts["landmarks"], silhouette=silhouette)
+    if opts["kernel"] in PRECOMPUTED_KERNELS:
+        kw["kernel_given"] = opts["dtype"] == "float64"
+    check(plan(n, **kw), opts["memory_limit"], **kw)
 
 
 def _stored_options(opts):
@@ -442,7 +523,9 @@ def predict(ctx, **_):
     """Label each row of DATA with the nearest cluster of MODEL.
 
     DATA needs the model's features; the model's scaling is applied. For a precomputed model
-    DATA holds the kernel rows K(new, train).
+    DATA holds the kernel rows K(new, train), one column per training point; for a
+    precomputed-distance model the distance rows D(new, train). A --psd-repair of the model is
+    applied to these rows as it was to the training matrix.
     """
     opts = effective_options(ctx)
     import numpy as np
@@ -459,7 +542,8 @@ def predict(ctx, **_):
     data = read_input(opts, opts["data"])
     expected = loaded.meta["n_features"]
     if data.X.shape[1] != expected:
-        what = "kernel columns" if loaded.meta["kernel"] == "precomputed" else "features"
+        what = {"precomputed": "kernel columns", "precomputed-distance": "distance columns"
+                }.get(loaded.meta["kernel"], "features")
         raise DataError(f"{data.source}: has {data.X.shape[1]} columns, the model "
                         f"{opts['model_path']} expects {expected} {what}"
                         + ("; pick them with --columns" if data.X.shape[1] > expected else ""))
@@ -545,9 +629,9 @@ def sweep_command(ctx, **_):
     if ks[0] < 2:
         raise UsageError(f"--k {opts['k']}: every k must be at least 2 (the measures compare "
                          f"clusters)")
-    if opts["init"] not in ("k-means++", "random"):
+    if opts["init"] not in INIT_CHOICES:
         raise UsageError("--init PATH fixes the number of clusters and cannot be used with "
-                         "sweep; use --init k-means++ or random")
+                         "sweep; use --init k-means++, spectral or random")
     metric = opts["metric"].replace("-", "_")
 
     from .data_io import AtomicOutputs, check_output_path
@@ -567,8 +651,8 @@ def sweep_command(ctx, **_):
     if ks[-1] > n - 1:
         raise DataError(f"{data.source}: k = {ks[-1]} is too large for {n} rows (a sweep "
                         f"needs k ≤ rows − 1 = {n - 1}); use a smaller --k")
-    params = estimator_kwargs(opts, ks[0], "k-means++" if opts["init"] == "k-means++"
-                              else "random")
+    _check_memory_plan(opts, n, ks, "from-kernel")
+    params = estimator_kwargs(opts, ks[0], opts["init"])
     del params["n_clusters"]
     with reporter.engine_warnings(), \
             reporter.progress_bar(len(ks), f"sweeping k on {data.source}") as advance:

@@ -11,8 +11,9 @@ from .initialization import kmeans_plusplus, random_centres
 from .kernel_source import InMemoryKernel
 from .kernels import GAMMA_KERNELS, KERNELS, Kernel, resolve_gamma
 from .lloyd import lloyd
+from .psd import PRECOMPUTED, PSD_REPAIRS
 
-INITS = ("k-means++", "random")
+INITS = ("k-means++", "spectral", "random")
 ALGORITHMS = ("auto", "lloyd")
 # Below this many points a parallel region costs more than its work (and waits on a busy
 # core); results do not depend on the thread count, so small fits run on one thread.
@@ -41,8 +42,11 @@ class KernelKMeans:
         Degree of the poly kernel.
     coef0 : float, default 1.0
         Offset of the poly and sigmoid kernels.
-    init : 'k-means++', 'random' or array of shape (n_samples,), default 'k-means++'
-        Starting centres chosen in feature space, or starting labels in 0..k−1.
+    init : 'k-means++', 'spectral', 'random' or array of shape (n_samples,), default 'k-means++'
+        Starting centres chosen in feature space, or starting labels in 0..k−1. 'spectral':
+        k-means on the leading eigenvectors of K (seed 001's VΛ^½; see ``optima.py``).
+        With 'k-means++' and several restarts (or ``objective='ncut'``) restart 0 is a
+        spectral start and the others k-means++ (``fit_stats_['start_kinds']``).
     n_init : int, default 20
         Restarts (one when ``init`` is an array); the lowest inertia wins. The kernel matrix is
         computed once for all of them.
@@ -58,6 +62,33 @@ class KernelKMeans:
         Storage of the kernel matrix; sums are always float64.
     n_threads : int or None
         OpenMP and BLAS threads (None: every core).
+    approx : {'none', 'nystroem'}, default 'none'
+        'nystroem': k-means on the explicit features φ(x) = K(x, L) K_LL^{-½} of m landmarks L
+        (seeded, uniform), O(n·m) memory instead of the n×n matrix (see ``nystroem.py``).
+    n_landmarks : int or None
+        m for Nyström; None: min(n, max(300, 20·k), 1000) (``memory.default_landmarks``).
+    memory_limit : int, str or None
+        Bytes (or a size such as '8G') the fit may allocate; None: 80% of the available RAM.
+        A fit that would need more raises ``MemoryPlanError`` before allocating
+        (see ``memory.py``).
+    objective : {'kmeans', 'ncut'}, default 'kmeans'
+        'ncut': the normalized cut, as weighted kernel k-means with weights u_i·d_i
+        (degrees d_i = Σ_j u_j K_ij, u the sample weights) on the kernel K_ij/(d_i d_j)
+        (Dhillon, Guan & Kulis 2004; see ``optima.py``). ``ncut_`` holds its value.
+    refine : {'auto', 'hartigan', 'none'}, default 'auto'
+        'hartigan': after Lloyd converges, move single points while a move lowers the exact
+        objective, alternating with Lloyd until both are stable. 'auto': 'hartigan' for the
+        estimator's own starts, 'none' when ``init`` is an array of labels (then the result
+        is Lloyd's from exactly that start).
+    psd_repair : {'none', 'lingoes', 'clip'}, default 'none'
+        Kernels that are not PSD by construction (sigmoid, precomputed, precomputed-distance,
+        poly with coef0 < 0) are checked (λ_min of the double-centred K; a ``KKMeansWarning``
+        when negative). 'lingoes': K + σ(I − 11ᵀ/n), σ = −λ_min, which keeps the optimal
+        clustering (the objective grows by σ(n − k) for unit weights); 'clip': negative
+        eigenvalues set to zero (changes the clustering; n ≤ 5000). See ``psd.py``.
+    solver : {'lloyd', 'embed'}, default 'lloyd'
+        'embed': k-means on V Λ^½ of K = V Λ Vᵀ (all eigenvectors for n ≤ 2000, else the
+        leading ones), scored on K; a cross-check of Lloyd (see ``embed.py``).
 
     Attributes
     ----------
@@ -76,12 +107,21 @@ class KernelKMeans:
     kernel_ : Kernel
         The kernel with resolved parameters.
     fit_stats_ : dict
-        Seconds spent on the kernel matrix and iterations, the inertia of each restart.
+        Seconds spent on the kernel matrix and iterations, the inertia of each restart, the
+        start method of each restart (``start_kinds``) and of the winner (``best_start``),
+        and for the winner the objective of its start, after Lloyd and after refinement
+        (``start_objective``, ``lloyd_objective``, ``refined_objective``, ``refine_moves``).
+    ncut_ : float
+        With ``objective='ncut'``: Σ_c cut(c)/vol(c) = k − Σ_c links(c, c)/vol(c).
+    degrees_, degree_weights_ : ndarray, shape (n_samples,)
+        With ``objective='ncut'``: the degrees d and the sample weights u they were made with.
     """
 
     def __init__(self, n_clusters=8, *, kernel="rbf", gamma="median", degree=3, coef0=1.0,
                  init="k-means++", n_init=20, max_iter=300, tol=1e-4, algorithm="auto",
-                 random_state=None, dtype=np.float64, n_threads=None):
+                 random_state=None, dtype=np.float64, n_threads=None, approx="none",
+                 n_landmarks=None, memory_limit=None, objective="kmeans", refine="auto",
+                 psd_repair="none", solver="lloyd"):
         self.n_clusters = n_clusters
         self.kernel = kernel
         self.gamma = gamma
@@ -95,6 +135,13 @@ class KernelKMeans:
         self.random_state = random_state
         self.dtype = dtype
         self.n_threads = n_threads
+        self.psd_repair = psd_repair
+        self.solver = solver
+        self.approx = approx
+        self.n_landmarks = n_landmarks
+        self.memory_limit = memory_limit
+        self.objective = objective
+        self.refine = refine
 
     # -- scikit-learn conventions ------------------------------------------------------------
     def get_params(self, deep=True):
@@ -161,12 +208,18 @@ class KernelKMeans:
         self.n_iter_ = best.n_iter
         self.converged_ = best.converged
         self.sample_weight_ = weights
-        self.X_fit_ = X if self.kernel != "precomputed" else None
+        self.X_fit_ = X if self.kernel not in PRECOMPUTED else None
+        if self.approx == "nystroem":
+            from .nystroem import finish_fit
+
+            finish_fit(self, source, best, weights)
         self.n_features_in_ = X.shape[1]
         self.fit_stats_ = {"kernel_seconds": t1 - t0, "iteration_seconds": t2 - t1,
                            "restart_inertias": inertias,
                            "best_restart": int(np.argmin(inertias)),
                            "n_threads": n_threads}
+        self._psd_finish(weights)
+        self._finish_optima(best, inertias)
         return self
 
     def _kernel_source(self, X, weights, kernel_matrix, dtype, n_threads):
@@ -175,11 +228,16 @@ class KernelKMeans:
         Returns the kernel source and the weights the iterations use.
         """
         n = X.shape[0]
+        if self.approx == "nystroem":
+            from .nystroem import fit_source
+
+            return fit_source(self, X, kernel_matrix, n_threads), weights
+        self._check_memory(n, dtype, kernel_given=kernel_matrix is not None)
         if kernel_matrix is None:
             K = self.kernel_.matrix(X, dtype=dtype, n_threads=n_threads)
         else:
             K = _check_kernel_matrix(kernel_matrix, n, dtype)
-        diag = np.array(np.diagonal(K), dtype=np.float64) if self.kernel == "precomputed" \
+        diag = np.array(np.diagonal(K), dtype=np.float64) if self.kernel in PRECOMPUTED \
             else self.kernel_.diag(X)
         K, diag, weights = self._transform_fit_kernel(K, diag, weights, n_threads)
         return InMemoryKernel(K, n_threads=n_threads, diag=diag), weights
@@ -191,21 +249,29 @@ class KernelKMeans:
         :meth:`_transform_rows` can change kernel rows of new points the same way.
         Returns K, diag (K_ii, float64) and the weights the iterations use.
         """
+        K, diag = self._psd_transform(K, diag, n_threads)
+        K, diag, weights = self._ncut_transform(K, diag, weights, n_threads)
         return K, diag, weights
 
     def _transform_rows(self, Kb, diag):
         """The changes of :meth:`_transform_fit_kernel` applied to kernel rows K(new, train)
         and to K(new, new) (``diag``, None when unknown). Returns Kb, diag."""
+        Kb, diag = self._psd_transform_rows(Kb, diag)
+        Kb, diag = self._ncut_rows(Kb, diag)
         return Kb, diag
 
     def _run_restarts(self, source, weights, init_labels, rng, n_threads):
         """Stage 2 of fit: every start, iterated; the lowest inertia wins (first on ties)."""
+        if self.solver == "embed":
+            return self._embed_restarts(source, weights, init_labels, rng, n_threads)
         best, inertias = None, []
         n_init = 1 if init_labels is not None else self.n_init
-        for _ in range(n_init):
+        self._reset_optima(n_init, init_labels is not None, n_threads)
+        for restart in range(n_init):
             start = (init_labels if init_labels is not None
-                     else self._start(source, weights, rng))
+                     else self._start(source, weights, rng, restart))
             result = self._iterate(source, weights, start, n_threads)
+            result = self._refine(source, weights, result, n_threads, start)
             inertias.append(result.inertia)
             if best is None or result.inertia < best.inertia:
                 best = result
@@ -229,6 +295,11 @@ class KernelKMeans:
         n_threads = effective_n_threads(self.n_threads)
         with blas_threads(1):
             kernel = self._resolved_kernel(X, gamma_rng)
+            if self.approx == "nystroem":
+                from .nystroem import shared_features
+
+                return shared_features(self, X, kernel, n_threads)
+            self._check_memory(X.shape[0], _resolve_dtype(self.dtype))
             return kernel.matrix(X, dtype=_resolve_dtype(self.dtype), n_threads=n_threads)
 
     def scores(self, metrics=("silhouette", "simplified_silhouette", "calinski_harabasz",
@@ -278,13 +349,18 @@ class KernelKMeans:
         from . import _lloyd
 
         self._check_fitted()
+        if self.approx == "nystroem":
+            from .nystroem import nearest
+
+            return nearest(self, X, want_distances)
         n_threads = effective_n_threads(self.n_threads)
         dtype = _resolve_dtype(self.dtype)
         X = _check_data(X, self.kernel, square=False)
         n_fit = self.labels_.shape[0]
-        expected = n_fit if self.kernel == "precomputed" else self.n_features_in_
+        expected = n_fit if self.kernel in PRECOMPUTED else self.n_features_in_
         if X.shape[1] != expected:
-            what = "kernel columns" if self.kernel == "precomputed" else "features"
+            what = {"precomputed": "kernel columns", "precomputed-distance": "distance columns"
+                    }.get(self.kernel, "features")
             raise ValueError(f"X has {X.shape[1]} {what}, the model expects {expected}")
         labels_fit = self.labels_.astype(np.int32)
         k = self.n_clusters
@@ -316,23 +392,117 @@ class KernelKMeans:
     def _kernel_row_blocks(self, X, kernel_diag, dtype, n_threads):
         """Yield (i0, i1, K(X[i0:i1], X_fit), K(x, x) or None) in row blocks, transformed as
         the training kernel was (:meth:`_transform_rows`)."""
-        if self.kernel == "precomputed":
-            diag = None if kernel_diag is None else np.asarray(kernel_diag, dtype=np.float64)
+        if self.kernel in PRECOMPUTED:
+            diag = None if kernel_diag is None else np.ascontiguousarray(kernel_diag,
+                                                                    dtype=np.float64)
             blocks = [(0, X.shape[0], np.ascontiguousarray(X, dtype=dtype), diag)]
         else:
             blocks = ((i0, i1, Kb, self.kernel_.diag(X[i0:i1])) for i0, i1, Kb in
                       self.kernel_.cross_blocks(X, self.X_fit_, dtype=dtype, n_threads=n_threads))
         for i0, i1, Kb, diag in blocks:
+            self._psd_rows = X[i0:i1]  # which training points they are (Lingoes, psd.py)
             Kb, diag = self._transform_rows(Kb, diag)
             yield i0, i1, np.ascontiguousarray(Kb, dtype=dtype), diag
 
+    # -- PSD check and repair, embedding solver (see psd.py, embed.py) --------------------------
+    def _psd_transform(self, K, diag, n_threads):
+        """The PSD check and ``psd_repair`` of the training kernel; sets ``psd_``."""
+        from .psd import check_and_repair
+
+        K, diag, self.psd_ = check_and_repair(K, diag, self.kernel_, self.psd_repair, n_threads)
+        self.psd_.fit_diag = diag
+        self._psd_pending = True
+        return K, diag
+
+    def _psd_transform_rows(self, Kb, diag):
+        """Distance rows to kernel rows (Gower) and the repair, for new points."""
+        from .psd import transform_rows
+
+        X = getattr(self, "_psd_rows", None)
+        self._psd_rows = None
+        return transform_rows(Kb, diag, getattr(self, "psd_", None), self.kernel,
+                              X_new=X if self.X_fit_ is not None else None, X_fit=self.X_fit_)
+
+    def _psd_finish(self, weights):
+        """Objectives on the kernel used and on the original one, into ``fit_stats_``."""
+        from .lloyd import objective
+        from .psd import lingoes_shift, trace_objective
+
+        if not getattr(self, "_psd_pending", False):
+            self.psd_ = None
+            return
+        self._psd_pending = False
+        state = self.psd_
+        stats = state.stats()
+        if state.checked or state.repair != "none":
+            used = objective(state.fit_diag, weights, self.inner_sums_, self.cluster_weights_)
+            stats["objective_used"] = used
+            if state.repair == "lingoes":
+                stats["objective_original"] = used - lingoes_shift(
+                    state.sigma, self.labels_, weights, self.n_clusters)
+            elif state.repair == "clip":
+                stats["objective_original"] = trace_objective(
+                    state.original_K, state.train_diag, self.labels_, weights, self.n_clusters)
+        state.original_K = state.fit_diag = None
+        self.fit_stats_.update(stats)
+        self.fit_stats_["solver"] = self.solver
+
+    def _embed_restarts(self, source, weights, init_labels, rng, n_threads):
+        """``solver='embed'``: k-means on the eigen-embedding of K (``embed.solve``)."""
+        from .embed import solve
+
+        return solve(source, weights, self.n_clusters, rng, self.n_init, self.max_iter,
+                     init_labels=init_labels, n_threads=n_threads)
+
     # -- helpers -----------------------------------------------------------------------------
-    def _start(self, source, weights, rng):
-        if isinstance(self.init, str) and self.init == "random":
+    def _check_memory(self, n, dtype, kernel_given=False):
+        """Refuse (``MemoryPlanError``) before allocating an exact fit past ``memory_limit``."""
+        from .memory import check, plan
+
+        kernel_given = kernel_given or (self.kernel == "precomputed" and dtype == np.float64)
+        check(plan(n, self.n_clusters, np.dtype(dtype).name, kernel_given=kernel_given),
+              self.memory_limit, k=self.n_clusters, dtype=np.dtype(dtype).name)
+
+    def _start(self, source, weights, rng, restart=0):
+        state = getattr(self, "_optima", None)
+        if state is not None:   # spectral starts (optima.py); None for the other kinds
+            labels = state.spectral_start(source, weights, self.n_clusters, rng, restart)
+            if labels is not None:
+                return labels
+        kind = state.kinds[restart] if state is not None else self.init
+        if kind == "random":
             labels, _ = random_centres(source, weights, self.n_clusters, rng)
         else:
             labels, _ = kmeans_plusplus(source, weights, self.n_clusters, rng)
         return labels
+
+    # -- better optima (optima.py): start mix, Hartigan refinement, normalized cut ----------
+    def _reset_optima(self, n_init, given_labels, n_threads):
+        from .optima import OptimaState
+
+        self._optima = OptimaState(self, n_init, given_labels, n_threads)
+
+    def _refine(self, source, weights, result, n_threads, start):
+        return self._optima.refine(self, source, weights, result, n_threads, start)
+
+    def _finish_optima(self, best, inertias):
+        state = self.__dict__.pop("_optima", None)
+        if state is not None:
+            state.finish(self, best, inertias)
+
+    def _ncut_transform(self, K, diag, weights, n_threads):
+        if self.objective != "ncut":
+            return K, diag, weights
+        from .optima import ncut_fit_kernel
+
+        return ncut_fit_kernel(self, K, diag, weights, n_threads)
+
+    def _ncut_rows(self, Kb, diag):
+        if self.objective != "ncut":
+            return Kb, diag
+        from .optima import ncut_rows
+
+        return ncut_rows(self, Kb, diag)
 
     def _resolved_kernel(self, X, gamma_rng):
         gamma = resolve_gamma(self.kernel, self.gamma, X, gamma_rng)
@@ -371,8 +541,11 @@ class KernelKMeans:
         if not isinstance(self.coef0, numbers.Real) or not np.isfinite(self.coef0):
             raise ValueError(f"coef0 must be a finite number; got {self.coef0!r}")
         if isinstance(self.init, str) and self.init not in INITS:
-            raise ValueError(f"init must be 'k-means++', 'random' or an array of labels; "
-                             f"got {self.init!r}")
+            raise ValueError(f"init must be 'k-means++', 'spectral', 'random' or an array of "
+                             f"labels; got {self.init!r}")
+        from .optima import check_params
+
+        check_params(self)
         _check_int("n_init", self.n_init, 1)
         _check_int("max_iter", self.max_iter, 1)
         if (not isinstance(self.tol, numbers.Real) or isinstance(self.tol, bool)
@@ -382,8 +555,25 @@ class KernelKMeans:
             raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}; "
                              f"got {self.algorithm!r}")
         _resolve_dtype(self.dtype)
+        if self.psd_repair not in PSD_REPAIRS:
+            raise ValueError(f"psd_repair must be one of {', '.join(PSD_REPAIRS)}; "
+                             f"got {self.psd_repair!r}")
+        if self.solver not in ("lloyd", "embed"):
+            raise ValueError(f"solver must be 'lloyd' or 'embed'; got {self.solver!r}")
+        if getattr(self, "approx", "none") != "none" and (self.psd_repair != "none"
+                                                          or self.solver != "lloyd"):
+            raise ValueError("psd_repair and solver='embed' need the exact kernel matrix; "
+                             "they cannot be used with an approximation (approx)")
         if self.n_threads is not None:
             _check_int("n_threads", self.n_threads, 1)
+        if self.approx not in ("none", "nystroem"):
+            raise ValueError(f"approx must be 'none' or 'nystroem'; got {self.approx!r}")
+        if self.n_landmarks is not None:
+            _check_int("n_landmarks", self.n_landmarks, 1)
+        if self.memory_limit is not None:
+            from .memory import resolve_limit
+
+            resolve_limit(self.memory_limit)
 
 
 def _same(a, b):
@@ -433,8 +623,10 @@ def _check_data(X, kernel, square=True):
         raise ValueError(f"X contains NaN or infinity (first at row {bad[0]}, column {bad[1]})")
     if kernel == "chi2" and np.any(X < 0):
         raise ValueError("the chi2 kernel needs non-negative data")
-    if kernel == "precomputed" and square and X.shape[0] != X.shape[1]:
-        raise ValueError(f"a precomputed kernel matrix must be square; got {X.shape}")
+    if kernel in PRECOMPUTED and square:
+        from .psd import check_square
+
+        X = check_square(X, kernel)
     return np.ascontiguousarray(X)
 
 

@@ -17,7 +17,8 @@ import numpy as np
 
 from ._threads import blas_threads
 
-KERNELS = ("rbf", "linear", "poly", "sigmoid", "laplacian", "chi2", "cosine", "precomputed")
+KERNELS = ("rbf", "linear", "poly", "sigmoid", "laplacian", "chi2", "cosine", "precomputed",
+           "precomputed-distance")
 GAMMA_KERNELS = ("rbf", "poly", "sigmoid", "laplacian", "chi2")
 _GRAM_CODE = {"linear": 0, "poly": 1, "rbf": 2, "sigmoid": 3, "cosine": 4}
 _L1_CODE = {"laplacian": 5, "chi2": 6}
@@ -83,6 +84,10 @@ class Kernel:
         n = X.shape[0]
         if self.name == "precomputed":
             return np.ascontiguousarray(X, dtype=dtype)
+        if self.name == "precomputed-distance":  # Gower: K = −½ J D∘² J (see psd.py)
+            from .psd import gower_kernel
+
+            return gower_kernel(X, dtype=dtype)
         K = np.empty((n, n), dtype=dtype) if out is None else out
         sq = _row_sq_norms(X)
         work = _Workspace()
@@ -95,7 +100,7 @@ class Kernel:
         """Kernel rows K(A, B), shape (len(A), len(B)), computed in row blocks of A."""
         A = np.ascontiguousarray(A, dtype=np.float64)
         B = np.ascontiguousarray(B, dtype=np.float64)
-        if self.name == "precomputed":
+        if self.name in ("precomputed", "precomputed-distance"):
             raise ValueError("a precomputed kernel has no kernel function; pass kernel rows")
         out = np.empty((A.shape[0], B.shape[0]), dtype=dtype)
         sq_a, sq_b = _row_sq_norms(A), _row_sq_norms(B)
@@ -123,7 +128,7 @@ class Kernel:
             return (self.gamma * sq + self.coef0) ** self.degree
         if self.name == "sigmoid":
             return np.tanh(self.gamma * sq + self.coef0)
-        raise ValueError("a precomputed kernel has no kernel function")
+        raise ValueError("a precomputed kernel has no kernel function")  # or distance
 
     def _fill_block(self, A, B, sq_a, sq_b, out, row_start, n_threads, work):
         from . import _kernel_matrix

@@ -86,6 +86,15 @@ def model_meta(estimator, scaler, options=None, extra=None):
                       "n_threads": int(stats["n_threads"])},
         "options": dict(options or {}),
     }
+    from .psd import model_meta as psd_meta
+
+    meta.update(psd_meta(estimator))
+    from .optima import model_meta as optima_meta
+
+    meta.update(optima_meta(estimator))
+    from .nystroem import model_meta as nystroem_meta
+
+    meta.update(nystroem_meta(estimator))
     meta.update(extra or {})
     return meta
 
@@ -115,6 +124,15 @@ def save_model(handle, estimator, scaler, meta):
     }
     if estimator.X_fit_ is not None:
         arrays["X_fit"] = np.asarray(estimator.X_fit_, dtype=np.float64)
+    from .psd import model_arrays as psd_arrays
+
+    arrays.update(psd_arrays(estimator))
+    from .optima import model_arrays as optima_arrays
+
+    arrays.update(optima_arrays(estimator))
+    from .nystroem import model_arrays as nystroem_arrays
+
+    arrays.update(nystroem_arrays(estimator))
     if scaler.method != "none":
         arrays["scale_offset"] = np.asarray(scaler.offset, dtype=np.float64)
         arrays["scale_factor"] = np.asarray(scaler.factor, dtype=np.float64)
@@ -144,8 +162,9 @@ def load_model(path):
     arrays = _read_archive(path)
     meta = _check_meta(path, arrays)
     n, d, k = meta["n_samples"], meta["n_features"], meta["n_clusters"]
-    precomputed = meta["kernel"] == "precomputed"
-    required = list(_KEYS_ALWAYS) + ([] if precomputed else ["X_fit"])
+    precomputed = meta["kernel"] in ("precomputed", "precomputed-distance")
+    nystroem = meta.get("approx", "none") == "nystroem"  # landmarks replace X_fit
+    required = list(_KEYS_ALWAYS) + ([] if precomputed or nystroem else ["X_fit"])
     if meta["scale"] != "none":
         required += ["scale_offset", "scale_factor"]
     for key in required:
@@ -163,7 +182,7 @@ def load_model(path):
     cluster_weights = _array(path, arrays, "cluster_weights", (k,), "f")
     inner_sums = _array(path, arrays, "inner_sums", (k,), "f")
     inertia = _array(path, arrays, "inertia", (), "f")
-    X_fit = None if precomputed else _array(path, arrays, "X_fit", (n, d), "f")
+    X_fit = None if precomputed or nystroem else _array(path, arrays, "X_fit", (n, d), "f")
     scaler = Scaler("none")
     if meta["scale"] != "none":
         factor = _array(path, arrays, "scale_factor", (d,), "f")
@@ -182,6 +201,17 @@ def load_model(path):
     estimator.n_iter_ = int(meta.get("n_iter", 0))
     estimator.converged_ = bool(meta.get("converged", True))
     estimator.fit_stats_ = dict(meta.get("fit_stats", {}))
+    from .psd import load_state
+
+    estimator.psd_ = load_state(meta, arrays, n, lambda problem: _fail(path, problem))
+    estimator.psd_repair = estimator.psd_.repair if estimator.psd_ is not None else "none"
+    estimator.solver = meta.get("solver", "lloyd")
+    from .optima import load_state as optima_state
+
+    optima_state(estimator, meta, arrays, n, lambda problem: _fail(path, problem))
+    from .nystroem import load_state as nystroem_state
+
+    nystroem_state(estimator, meta, arrays, lambda problem: _fail(path, problem))
     return LoadedModel(estimator=estimator, meta=meta, scaler=scaler)
 
 
@@ -256,7 +286,8 @@ def _check_meta(path, arrays):
             _fail(path, f"meta '{key}' must be at least 1")
     if meta["n_clusters"] > meta["n_samples"]:
         _fail(path, "meta 'n_clusters' is larger than 'n_samples'")
-    if meta["kernel"] == "precomputed" and meta["n_features"] != meta["n_samples"]:
+    if meta["kernel"] in ("precomputed", "precomputed-distance") \
+            and meta["n_features"] != meta["n_samples"]:
         _fail(path, "a precomputed model needs n_features == n_samples")
     if meta["kernel"] in GAMMA_KERNELS:
         gamma = meta.get("gamma")

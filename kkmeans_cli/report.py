@@ -146,6 +146,12 @@ def fit_report(estimator, data, scaler, model_path):
         ("time", f"kernel matrix {stats['kernel_seconds']:.3f} s, iterations "
                  f"{stats['iteration_seconds']:.3f} s ({_threads(stats['n_threads'])})"),
     ]
+    from .psd import report_rows as psd_rows
+
+    rows[-2:-2] = psd_rows(stats)
+    from .optima import report_rows as optima_rows
+
+    rows[-2:-2] = optima_rows(estimator)
     return rows
 
 
@@ -171,7 +177,17 @@ def fit_summary(estimator, data, model_path):
         "kernel_seconds": float(stats["kernel_seconds"]),
         "iteration_seconds": float(stats["iteration_seconds"]),
         "n_threads": int(stats["n_threads"]),
+        **_optima_summary(estimator),
+        **{key: stats[key] for key in ("solver", "psd_checked", "psd", "lambda_min",
+                                       "psd_repair", "psd_sigma", "objective_used",
+                                       "objective_original") if key in stats},
     }
+
+
+def _optima_summary(estimator):
+    from .optima import model_meta
+
+    return model_meta(estimator)
 
 
 def model_info(path, loaded):
@@ -198,6 +214,11 @@ def model_info(path, loaded):
                 "created", "fit_stats", "options"):
         if key in meta:
             info[key] = meta[key]
+    from .psd import INFO_KEYS as PSD_KEYS
+
+    info.update({key: meta[key] for key in PSD_KEYS if key in meta})
+    info.update({key: meta[key] for key in ("objective", "refine", "ncut", "optima")
+                 if key in meta})
     return info
 
 
@@ -235,6 +256,9 @@ def model_info_rows(info):
                                   f"{sweep.get('metric')} among {sweep.get('ks')}"))
     if info.get("source"):
         rows.insert(4, ("trained on", str(info["source"])))
+    from .psd import info_rows as psd_rows
+
+    rows[-1:-1] = psd_rows(info)
     if fitted:
         rows.append(("options", fitted))
     rows.append(("created", str(info.get("created"))))

@@ -19,6 +19,7 @@ import io
 import re
 import time
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -145,6 +146,12 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
     n_threads = params.get("n_threads")
 
     t0 = time.perf_counter()
+    if params.get("approx") == "nystroem" and params.get("n_landmarks") is None:
+        # One set of landmarks for every k: the default count of the largest k.
+        from .memory import default_landmarks
+
+        params["n_landmarks"] = default_landmarks(len(X), max(ks))
+    # With approx='nystroem', K is the NystroemFeatures of X (features shared by every k).
     K = (KernelKMeans(ks[0], **params).kernel_matrix(X) if kernel_matrix is None
          else kernel_matrix)
     kernel_seconds = time.perf_counter() - t0
@@ -160,9 +167,10 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
         t_start = time.perf_counter()
         est = KernelKMeans(k, **params).fit(X, sample_weight=sample_weight, kernel_matrix=K)
         t_fit = time.perf_counter()
-        m = _metrics.scores(K, est.labels_, sample_weight=sample_weight, n_threads=n_threads,
-                            max_exact=max_exact, sample_size=sample_size,
-                            random_state=params["random_state"])
+        scorer = K.scores if hasattr(K, "scores") else partial(_metrics.scores, K)
+        m = scorer(est.labels_, sample_weight=sample_weight, n_threads=n_threads,
+                   max_exact=max_exact, sample_size=sample_size,
+                   random_state=params["random_state"])
         row = {"k": k, "inertia": float(est.inertia_), "silhouette": m["silhouette"],
                "simplified_silhouette": m["simplified_silhouette"],
                "calinski_harabasz": m["calinski_harabasz"],

@@ -1,0 +1,509 @@
+"""Better optima: spectral starts, Hartigan refinement and the normalized-cut objective.
+
+Spectral start (seed 001's route)
+    Weighted kernel k-means minimises Σ_i w_i K_ii − tr(Zᵀ W^½ K W^½ Z) over normalised
+    indicators Z, so its spectral relaxation is spanned by the leading eigenvectors of
+    M = W^½ K W^½ = V Λ Vᵀ. The rows of A = W^{-½} V_k Λ_k^½ (AAᵀ ≈ K; for unit weights this is
+    seed 001's VΛ^½) are clustered by a small seeded weighted k-means, and its labels start the
+    kernel iterations. Up to ``SPECTRAL_EXACT_MAX`` points M is decomposed exactly (Lanczos,
+    ``scipy.sparse.linalg.eigsh`` with a seeded start vector; a full ``eigh`` for tiny n). Above
+    it, ``SPECTRAL_LANDMARKS`` seeded landmarks L are drawn and the Nyström features
+    A = K_{nL} W_L^½ U Λ^{-½} of the leading eigenpairs of W_L^½ K_LL W_L^½ = UΛUᵀ are used
+    (AAᵀ is the Nyström approximation of K on that subspace); only m rows of K are read.
+
+Hartigan refinement
+    After Lloyd has converged, single points are moved while a move lowers the exact objective
+    (``_hartigan.pyx`` gives the O(k) test and the O(n) update). Lloyd then runs again from the
+    result, and the two alternate until Hartigan finds no move, so the final labels are a Lloyd
+    fixed point (``predict(X_fit) == labels_``) and a Hartigan optimum. The objective never
+    increases: if a round ends higher (possible only for kernels that are not PSD, where a Lloyd
+    step may increase it) the best labels seen are kept.
+
+Normalized cut (Dhillon, Guan & Kulis, KDD 2004)
+    With user weights u (1 by default) the degree of point i is d_i = Σ_j u_j K_ij, its weight
+    w_i = u_i d_i and the kernel K'_ij = K_ij / (d_i d_j). Then the weighted kernel k-means
+    objective on (K', w) equals C − Σ_c links(c, c)/vol(c) with links(c, c) = Σ_{i,j∈c} u_i u_j
+    K_ij = g_c, vol(c) = Σ_{i∈c} u_i d_i = W_c and the constant C = Σ_i u_i K_ii / d_i, so
+    minimising it minimises the normalized cut
+
+        ncut = Σ_c cut(c, V∖c)/vol(c) = k − Σ_c links(c, c)/vol(c)   (between 0 and k).
+
+    Integer u equal repeated rows. For a PSD K, D⁻¹KD⁻¹ is PSD too (congruence), so no σD⁻¹
+    shift is added (it would move the objective by the constant σ(n − k) only); a kernel that
+    is not PSD should be repaired first. A new point x gets the degree d_x = Σ_j u_j K(x, x_j)
+    over the training points, and the row K'(x, j) = K(x, x_j)/(d_x d_j); for a training point
+    this is its training degree and row, so ``predict(X_fit) == labels_``. Degrees must be
+    positive (rbf, laplacian, chi2 and other non-negative kernels).
+"""
+import numpy as np
+
+from . import _hartigan, _lloyd
+from .lloyd import inner_sums
+
+SPECTRAL_EXACT_MAX = 3000     # exact Lanczos up to this many points, landmarks above
+SPECTRAL_LANDMARKS = 1000     # landmarks of the large-n spectral start
+SPECTRAL_EIGH_MAX = 200       # below this a full eigh is quicker than Lanczos
+SPECTRAL_EIGH_FALLBACK = 1500  # full eigh when Lanczos fails, up to this many points
+LANCZOS_MAXITER = 300
+EMBEDDING_N_INIT = 10         # k-means runs in the embedding; the lowest inertia wins
+MAX_SWEEPS = 50               # Hartigan sweeps per round
+MAX_ROUNDS = 20               # Lloyd ↔ Hartigan rounds
+MIN_GAIN_RTOL = 1e-10         # a move must gain more than this × Σ w_i K_ii
+ROW_BLOCK = 512
+OBJECTIVES = ("kmeans", "ncut")
+REFINES = ("hartigan", "none")
+
+
+# -- spectral start --------------------------------------------------------------------------
+def spectral_embedding(source, weights, n_clusters, rng, n_threads=1):
+    """Rows A (n×k, float64) with AAᵀ ≈ K in the weighted top-k eigenspace (module docstring).
+
+    Parameters
+    ----------
+    source : kernel source (``diag``, ``rows(idx)``; ``K`` when held in memory)
+    weights : ndarray, shape (n,)
+    n_clusters : int
+    rng : numpy Generator
+        Seeds the Lanczos start vector and the landmarks.
+
+    Returns
+    -------
+    A : ndarray of float64, shape (n, r), r ≤ k
+    how : str
+        'eigh', 'lanczos' or 'landmarks(m)'.
+    """
+    n = source.n
+    k = min(n_clusters, n)
+    s = np.sqrt(weights)
+    if n <= SPECTRAL_EXACT_MAX:
+        K = source.K if hasattr(source, "K") else source.rows(np.arange(n))
+        lam, V = _top_eigenpairs(K, s, k, rng)
+        how = "eigh" if n <= SPECTRAL_EIGH_MAX or k >= n - 1 else "lanczos"
+        with np.errstate(divide="ignore"):
+            inv_s = np.where(s > 0, 1.0 / s, 0.0)
+        return inv_s[:, None] * V * np.sqrt(lam)[None, :], how
+    positive = np.flatnonzero(weights > 0)
+    m = min(SPECTRAL_LANDMARKS, positive.size)
+    idx = np.sort(rng.choice(positive, size=m, replace=False))
+    rows = source.rows(idx)                       # K_{L n}, m×n (K is symmetric)
+    lam, U = _top_eigenpairs(rows[:, idx], s[idx], k, rng)
+    keep = lam > lam.max() * 1e-10 if lam.size and lam.max() > 0 else np.zeros(lam.size, bool)
+    proj = (s[idx][:, None] * U[:, keep]) / np.sqrt(lam[keep])[None, :]
+    return rows.T @ proj, f"landmarks({m})"
+
+
+def _top_eigenpairs(K, s, k, rng):
+    """The k largest eigenpairs of diag(s) K diag(s) (eigenvalues clipped at 0), largest first.
+
+    Lanczos may not converge on a nearly flat spectrum (a very narrow kernel, K ≈ I); then a
+    full ``eigh`` is used up to ``SPECTRAL_EIGH_FALLBACK`` points, else ``SpectralFailed`` is
+    raised (the caller starts with k-means++ instead: such a spectrum carries no clusters).
+    """
+    n = K.shape[0]
+    if n <= SPECTRAL_EIGH_MAX or k >= n - 1:
+        return _eigh_top(K, s, k)
+    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+
+    def matvec(v):
+        v = np.asarray(v, dtype=np.float64).reshape(-1)
+        return s * (K @ (s * v))
+
+    op = LinearOperator((n, n), matvec=matvec, dtype=np.float64)
+    v0 = rng.uniform(0.5, 1.5, size=n)
+    try:
+        lam, V = eigsh(op, k=k, which="LA", v0=v0, tol=1e-8, maxiter=LANCZOS_MAXITER)
+    except ArpackNoConvergence:
+        if n > SPECTRAL_EIGH_FALLBACK:
+            raise SpectralFailed("Lanczos did not converge") from None
+        return _eigh_top(K, s, k)
+    order = np.argsort(-lam, kind="stable")
+    return np.maximum(lam[order], 0.0), V[:, order]
+
+
+class SpectralFailed(Exception):
+    """No spectral embedding could be computed (the start falls back to k-means++)."""
+
+
+def _eigh_top(K, s, k):
+    """Top-k eigenpairs of diag(s) K diag(s) by a full ``eigh``."""
+    M = s[:, None] * np.asarray(K, dtype=np.float64) * s[None, :]
+    lam, V = np.linalg.eigh(M)
+    return np.maximum(lam[::-1][:k], 0.0), V[:, ::-1][:, :k]
+
+
+def embedding_kmeans(A, weights, n_clusters, rng, n_init=EMBEDDING_N_INIT, max_iter=100):
+    """Weighted k-means on the rows of A (greedy-free k-means++ starts, Lloyd), best of
+    ``n_init`` by inertia. Points of zero weight go to their nearest centre.
+
+    Returns
+    -------
+    ndarray of int32, shape (n,)
+    """
+    n = A.shape[0]
+    p = weights / weights.sum()
+    sq = np.einsum("ij,ij->i", A, A)
+    best_labels, best_inertia = None, np.inf
+    for _ in range(n_init):
+        centres = [A[rng.choice(n, p=p)]]
+        d2 = np.maximum(sq - 2 * A @ centres[0] + centres[0] @ centres[0], 0.0)
+        for _c in range(1, n_clusters):
+            pot = weights * d2
+            total = pot.sum()
+            j = rng.choice(n, p=pot / total) if total > 0 else rng.choice(n, p=p)
+            centres.append(A[j])
+            d2 = np.minimum(d2, np.maximum(sq - 2 * A @ A[j] + A[j] @ A[j], 0.0))
+        C = np.array(centres)
+        labels = None
+        for _it in range(max_iter):
+            D = sq[:, None] - 2 * A @ C.T + np.einsum("ij,ij->i", C, C)[None, :]
+            new = np.argmin(D, axis=1)
+            if labels is not None and np.array_equal(new, labels):
+                break
+            labels = new
+            W = np.bincount(labels, weights=weights, minlength=n_clusters)
+            sums = np.zeros_like(C)
+            np.add.at(sums, labels, weights[:, None] * A)
+            nonempty = W > 0
+            C[nonempty] = sums[nonempty] / W[nonempty, None]
+        D = sq[:, None] - 2 * A @ C.T + np.einsum("ij,ij->i", C, C)[None, :]
+        inertia = float(weights @ np.maximum(D[np.arange(n), labels], 0.0))
+        if inertia < best_inertia:
+            best_labels, best_inertia = labels, inertia
+    return best_labels.astype(np.int32)
+
+
+def normalized_embedding(source, weights, n_clusters, rng):
+    """The spectral embedding of the degree-normalised kernel D⁻¹KD⁻¹ with weights w·d
+    (d = K w, the normalized-cut relaxation, Ng-Jordan-Weiss style), or None when K is not in
+    memory, n > ``SPECTRAL_EXACT_MAX`` or a degree is not positive.
+
+    Returns (A, cluster weights w·d) or None.
+    """
+    n = source.n
+    if n > SPECTRAL_EXACT_MAX or not hasattr(source, "K"):
+        return None
+    d = degrees(source.K, weights)
+    if not np.all((d > 0) & np.isfinite(d)):
+        return None
+    wd = weights * d
+    lam, V = _top_eigenpairs(source.K, np.sqrt(weights / d), min(n_clusters, n), rng)
+    with np.errstate(divide="ignore"):
+        inv = np.where(wd > 0, 1.0 / np.sqrt(wd), 0.0)
+    return inv[:, None] * V * np.sqrt(lam)[None, :], wd
+
+
+class SpectralStarts:
+    """Spectral starting labels; each eigendecomposition is made once per fit and reused by
+    every spectral restart (each one reruns the embedding k-means with new draws).
+
+    'spectral': the embedding of K itself (:func:`spectral_embedding`); 'normalized-spectral':
+    that of D⁻¹KD⁻¹ (:func:`normalized_embedding`), which lands in the basin of manifold-shaped
+    optima (moons) where the plain embedding's eigenvalues are nearly flat.
+    """
+
+    def __init__(self, n_threads=1):
+        self.n_threads = n_threads
+        self.embedding = None
+        self.normalized = None
+        self.how = None
+
+    def labels(self, source, weights, n_clusters, rng, kind="spectral"):
+        """Labels (int32), or None when a normalized start is not possible."""
+        try:
+            if kind == "normalized-spectral":
+                if self.normalized is None:
+                    self.normalized = normalized_embedding(source, weights, n_clusters,
+                                                           rng) or ()
+                if not self.normalized:
+                    return None
+                A, wd = self.normalized
+                return embedding_kmeans(A, wd, n_clusters, rng)
+            if self.embedding is None:
+                self.embedding, self.how = spectral_embedding(source, weights, n_clusters,
+                                                              rng, self.n_threads)
+        except SpectralFailed:
+            if kind == "normalized-spectral":
+                self.normalized = ()
+                return None
+            self.embedding, self.how = np.empty((0, 0)), "failed"
+        if self.embedding.shape[1] == 0 or not np.all(np.isfinite(self.embedding)):
+            return None
+        return embedding_kmeans(self.embedding, weights, n_clusters, rng)
+
+
+def start_kinds(init, n_init, objective="kmeans"):
+    """The start method of each restart.
+
+    'k-means++' (the default): with several restarts (or the objective 'ncut') restart 0 is
+    a spectral start, and for the objective 'kmeans' with three or more restarts restart 1 is
+    a normalized spectral start; the others are k-means++. 'spectral': restart 0 spectral,
+    restart 1 normalized spectral (objective 'kmeans'), the rest spectral again (new draws of
+    the embedding k-means). 'random': every restart random. (For 'ncut' the kernel is already
+    degree-normalised, so its spectral start is the normalized one.)
+    """
+    second = "normalized-spectral" if objective == "kmeans" else None
+    if init == "spectral":
+        kinds = ["spectral"] * n_init
+        if second and n_init >= 2:
+            kinds[1] = second
+        return kinds
+    if init == "k-means++" and (n_init >= 2 or objective == "ncut"):
+        kinds = ["spectral"] + ["k-means++"] * (n_init - 1)
+        if second and n_init >= 3:
+            kinds[1] = second
+        return kinds
+    return [init] * n_init
+
+
+# -- Hartigan refinement ---------------------------------------------------------------------
+def hartigan(source, weights, labels, n_clusters, n_threads=1):
+    """Hartigan sweeps from ``labels`` (fresh sums from one full pass).
+
+    Returns
+    -------
+    labels : ndarray of int32
+    n_moves : int
+    gain : float
+        Decrease of the objective.
+    """
+    n = source.n
+    labels = np.array(labels, dtype=np.int32)
+    F = np.empty((n_clusters, n), dtype=np.float64)
+    source.full_outer_sums(labels, weights, F)
+    g, W = inner_sums(F, labels, weights, n_clusters)
+    members = np.bincount(labels[weights > 0], minlength=n_clusters).astype(np.intp)
+    min_gain = MIN_GAIN_RTOL * max(float(np.abs(weights @ source.diag)), 1e-300)
+    n_moves, _, gain = _hartigan.hartigan_sweeps(source.K, source.diag, weights, labels, F,
+                                                 g, W, members, min_gain, MAX_SWEEPS)
+    return labels, int(n_moves), float(gain)
+
+
+def refine(source, weights, result, n_clusters, iterate, n_threads=1):
+    """Alternate Hartigan moves and Lloyd (``iterate(start) → result``) from a converged
+    result until Hartigan finds no move. Never returns a higher objective than it was given.
+
+    Returns
+    -------
+    result : the final iteration result (a Lloyd fixed point)
+    stats : dict
+        ``refine_moves``, ``refine_rounds`` and ``refine_gain`` (objective decrease). The
+        result's ``n_iter`` counts the Lloyd iterations of every round.
+    """
+    stats = {"refine_moves": 0, "refine_rounds": 0, "refine_gain": 0.0}
+    if not hasattr(source, "K") or n_clusters < 2:
+        return result, stats          # needs rows of K in memory; nothing to move for k = 1
+    best = result
+    start_inertia = result.inertia
+    total_iter = result.n_iter
+    for _ in range(MAX_ROUNDS):
+        labels, moves, _gain = hartigan(source, weights, result.labels, n_clusters, n_threads)
+        stats["refine_rounds"] += 1
+        if moves == 0:
+            break
+        stats["refine_moves"] += moves
+        result = iterate(labels)
+        total_iter += result.n_iter
+        if result.inertia < best.inertia:
+            best = result
+        else:
+            break
+    stats["refine_gain"] = float(start_inertia - best.inertia)
+    best.n_iter = total_iter
+    return best, stats
+
+
+# -- normalized cut --------------------------------------------------------------------------
+def degrees(K_rows, point_weights, n_threads=1):
+    """d_r = Σ_j u_j K_rows[r, j] for a block of kernel rows (float64), summed in a fixed order
+    (the engine's outer-sum pass), so a row gives the same degree in fit and in predict."""
+    K_rows = np.ascontiguousarray(K_rows)
+    out = np.empty((1, K_rows.shape[0]), dtype=np.float64)
+    zeros = np.zeros(K_rows.shape[1], dtype=np.int32)
+    _lloyd.outer_sums_rows(K_rows, 0, zeros, np.ascontiguousarray(point_weights, np.float64),
+                           out, n_threads)
+    return out[0]
+
+
+def check_degrees(d, what="training point"):
+    """Degrees must be positive and finite for the normalized cut."""
+    bad = np.flatnonzero(~(d > 0) | ~np.isfinite(d))
+    if bad.size:
+        raise ValueError(f"objective='ncut' needs positive degrees Σ_j u_j K_ij, but {what} "
+                         f"{bad[0]} has degree {d[bad[0]]:.6g}; use a non-negative kernel "
+                         f"(rbf, laplacian, chi2) or objective='kmeans'")
+
+
+def scale_rows(K_rows, inv_row, inv_col):
+    """K_rows[r, j] · inv_row[r] · inv_col[j] in float64, cast back to K_rows' dtype, in row
+    blocks (the same elementwise arithmetic in fit and in predict). Returns a new array."""
+    out = np.empty_like(K_rows)
+    for r0 in range(0, K_rows.shape[0], ROW_BLOCK):
+        r1 = min(r0 + ROW_BLOCK, K_rows.shape[0])
+        block = np.asarray(K_rows[r0:r1], dtype=np.float64) * inv_row[r0:r1, None]
+        block *= inv_col[None, :]
+        out[r0:r1] = block
+    return out
+
+
+def ncut_value(inner_sums_, cluster_weights):
+    """k − Σ_c links(c, c)/vol(c) over the non-empty clusters, from the sums on (K', w)."""
+    nonempty = cluster_weights > 0
+    return float(np.count_nonzero(nonempty)
+                 - np.sum(inner_sums_[nonempty] / cluster_weights[nonempty]))
+
+
+def ncut_fit_kernel(est, K, diag, weights, n_threads=1):
+    """(K, diag, u) → (K', diag', w) of the normalized cut (module docstring); records the
+    degrees and u on ``est`` for :func:`ncut_rows`. K' is a new array (K may be shared)."""
+    d = degrees(K, weights, n_threads)
+    check_degrees(d)
+    inv = 1.0 / d
+    est.degrees_ = d
+    est.degree_weights_ = np.array(weights, dtype=np.float64)
+    return scale_rows(K, inv, inv), diag * inv * inv, np.ascontiguousarray(weights * d)
+
+
+def ncut_rows(est, Kb, diag):
+    """Kernel rows K(new, train) and K(new, new) → the normalized-cut kernel's, with the degree
+    of a new point d_x = Σ_j u_j K(x, x_j) over the training points."""
+    dx = degrees(Kb, est.degree_weights_)
+    check_degrees(dx, "new point")
+    inv = 1.0 / dx
+    Kb = scale_rows(np.ascontiguousarray(Kb), inv, 1.0 / est.degrees_)
+    return Kb, (None if diag is None else np.asarray(diag, dtype=np.float64) * inv * inv)
+
+
+def check_params(est):
+    """Validate ``objective`` and ``refine`` (ValueError)."""
+    if est.objective not in OBJECTIVES:
+        raise ValueError(f"objective must be 'kmeans' or 'ncut'; got {est.objective!r}")
+    if est.refine not in ("auto",) + REFINES:
+        raise ValueError(f"refine must be 'auto', 'hartigan' or 'none'; got {est.refine!r}")
+    if est.objective == "ncut" and getattr(est, "approx", "none") != "none":
+        raise ValueError("objective='ncut' needs the exact kernel matrix; it cannot be used "
+                         "with approx='nystroem'")
+
+
+class OptimaState:
+    """Per-fit bookkeeping of the start mix and the refinement, for ``fit_stats_``."""
+
+    def __init__(self, est, n_init, given_labels, n_threads=1):
+        init = est.init if isinstance(est.init, str) else "labels"
+        self.kinds = ["labels"] if given_labels else start_kinds(init, n_init, est.objective)
+        self.do_refine = est.refine == "hartigan" or (est.refine == "auto" and not given_labels)
+        self.spectral = SpectralStarts(n_threads)
+        self.records = []
+
+    def spectral_start(self, source, weights, n_clusters, rng, restart):
+        """Labels of a spectral restart; None for other kinds. A spectral start that is not
+        possible (no kernel rows, or no positive degrees for the normalized one) becomes
+        k-means++, recorded in ``kinds``."""
+        kind = self.kinds[restart]
+        if kind not in ("spectral", "normalized-spectral"):
+            return None
+        labels = None
+        if hasattr(source, "rows") and n_clusters <= source.n:
+            labels = self.spectral.labels(source, weights, n_clusters, rng, kind)
+        if labels is None:
+            self.kinds[restart] = "k-means++"
+        return labels
+
+    def refine(self, est, source, weights, result, n_threads, start):
+        trace = getattr(result, "objective_trace", None)
+        record = {"start_objective": float(trace[0]) if trace else None,
+                  "lloyd_objective": float(result.inertia), "refine_moves": 0}
+        if self.do_refine:
+            result, stats = refine(
+                source, weights, result, est.n_clusters,
+                lambda labels: est._iterate(source, weights, labels, n_threads), n_threads)
+            record["refine_moves"] = stats["refine_moves"]
+        record["refined_objective"] = float(result.inertia)
+        self.records.append(record)
+        return result
+
+    def finish(self, est, best, inertias):
+        b = int(np.argmin(inertias))
+        stats = {"start_kinds": list(self.kinds[:len(inertias)]),
+                 "best_start": self.kinds[b] if b < len(self.kinds) else None,
+                 "refine": "hartigan" if self.do_refine else "none",
+                 "spectral_method": self.spectral.how}
+        if b < len(self.records):
+            stats.update(self.records[b])
+            stats["restart_refine_moves"] = [r["refine_moves"] for r in self.records]
+        est.fit_stats_.update(stats)
+        if est.objective == "ncut":
+            est.ncut_ = ncut_value(best.inner_sums, best.cluster_weights)
+
+
+# -- model file (optional keys; see model_file.py) -------------------------------------------
+STAT_KEYS = ("start_kinds", "best_start", "start_objective", "lloyd_objective",
+             "refined_objective", "refine_moves")
+
+
+def model_meta(est):
+    """Meta entries: ``objective``, ``refine``, ``optima`` (how the winner was found) and,
+    for ncut, ``ncut``."""
+    stats = getattr(est, "fit_stats_", {})
+    meta = {"objective": est.objective, "refine": est.refine,
+            "optima": {key: stats[key] for key in STAT_KEYS if key in stats}}
+    if est.objective == "ncut":
+        meta["ncut"] = float(est.ncut_)
+    return meta
+
+
+def model_arrays(est):
+    """Arrays predict needs for ncut: ``degrees`` (d) and ``degree_weights`` (u), n float64."""
+    if est.objective != "ncut":
+        return {}
+    return {"degrees": np.asarray(est.degrees_, dtype=np.float64),
+            "degree_weights": np.asarray(est.degree_weights_, dtype=np.float64)}
+
+
+def load_state(est, meta, arrays, n, fail):
+    """Restore ``objective``/``refine`` (and the ncut arrays) on a loaded estimator;
+    ``fail(problem)`` raises."""
+    objective = meta.get("objective", "kmeans")
+    if objective not in OBJECTIVES:
+        fail(f"unknown objective {objective!r}")
+    refine_ = meta.get("refine", "auto")
+    est.objective = objective
+    est.refine = refine_ if refine_ in ("auto",) + REFINES else "auto"
+    if objective != "ncut":
+        return
+    for key in ("degrees", "degree_weights"):
+        if key not in arrays:
+            fail(f"the array '{key}' (needed by objective 'ncut') is missing")
+        value = arrays[key]
+        if value.shape != (n,) or value.dtype.kind not in "fiu":
+            fail(f"'{key}' must be {n} numbers")
+        if not np.all(np.isfinite(value)):
+            fail(f"'{key}' holds NaN or infinite values")
+    if np.any(arrays["degrees"] <= 0) or np.any(arrays["degree_weights"] < 0):
+        fail("'degrees' must be positive and 'degree_weights' non-negative")
+    est.degrees_ = np.ascontiguousarray(arrays["degrees"], dtype=np.float64)
+    est.degree_weights_ = np.ascontiguousarray(arrays["degree_weights"], dtype=np.float64)
+    ncut = meta.get("ncut")
+    est.ncut_ = float(ncut) if isinstance(ncut, (int, float)) else None
+
+
+def report_rows(est):
+    """Rows of the fit report: the objective (with the ncut value), the winning start and
+    what each stage lowered the objective by."""
+    stats = est.fit_stats_
+    rows = []
+    if est.objective == "ncut":
+        rows.append(("objective", f"ncut = {est.ncut_:.6g} (normalized cut, Σ cut/vol)"))
+    kinds = stats.get("start_kinds")
+    if kinds:
+        mix = ", ".join(f"{kinds.count(kind)} {kind}" for kind in dict.fromkeys(kinds))
+        rows.append(("starts", f"{mix}; best: {stats.get('best_start')}"))
+    start, lloyd_obj = stats.get("start_objective"), stats.get("lloyd_objective")
+    refined = stats.get("refined_objective")
+    if lloyd_obj is not None and refined is not None:
+        text = (f"start {start:.6g} → Lloyd {lloyd_obj:.6g}" if start is not None
+                else f"Lloyd {lloyd_obj:.6g}")
+        if stats.get("refine") == "hartigan":
+            text += (f" → Hartigan {refined:.6g} ({stats.get('refine_moves', 0)} moves, "
+                     f"−{lloyd_obj - refined:.3g})")
+        rows.append(("stages", text))
+    return rows

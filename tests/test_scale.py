@@ -1,0 +1,266 @@
+"""Scale: the memory plan, float32 storage, and the Nyström approximation (issue 7)."""
+import numpy as np
+import pytest
+from cli_helpers import FAST, run, write_csv
+from sklearn.datasets import make_blobs, make_circles, make_moons
+from sklearn.metrics import adjusted_rand_score
+
+from kkmeans_cli import KernelKMeans, memory, nystroem
+from kkmeans_cli.errors import MemoryPlanError
+from kkmeans_cli.kernels import Kernel
+from kkmeans_cli.model_file import load_model
+
+
+def _moons(n, seed=0):
+    return make_moons(n, noise=0.05, random_state=seed)[0], 2, 10.0
+
+
+def _circles(n, seed=0):
+    return make_circles(n, factor=0.3, noise=0.05, random_state=seed)[0], 2, 5.0
+
+
+def _blobs(n, seed=0):
+    return make_blobs(n, centers=5, n_features=4, cluster_std=1.5, random_state=seed)[0], 5, \
+        "median"
+
+
+DATASETS = {"moons": _moons, "circles": _circles, "blobs": _blobs}
+
+
+# -- memory plan ----------------------------------------------------------------------------
+@pytest.mark.parametrize("text, want", [("8G", 8 * 2**30), ("500M", 500 * 2**20),
+                                        ("1.5GB", int(1.5 * 2**30)), ("123", 123),
+                                        ("64KiB", 64 * 1024), ("2g", 2 * 2**30)])
+def test_parse_size(text, want):
+    assert memory.parse_size(text) == want
+
+
+@pytest.mark.parametrize("text", ["", "G", "-1G", "8Q", "eight", "0"])
+def test_parse_size_refuses_nonsense(text):
+    with pytest.raises(ValueError):
+        memory.parse_size(text)
+
+
+def test_plan_counts_the_kernel_matrix_by_dtype():
+    n, k = 40_000, 8
+    p64, p32 = memory.plan(n, k, "float64"), memory.plan(n, k, "float32")
+    assert p64.items["kernel matrix"] == n * n * 8
+    assert p32.items["kernel matrix"] == n * n * 4
+    assert p64.total > p32.total > n * n * 4
+    nys = memory.plan(n, k, approx="nystroem", n_landmarks=300)
+    assert "kernel matrix" not in nys.items and nys.items["Nyström features"] == n * 300 * 8
+    assert memory.plan(n, k, kernel_given=True).total < 10**9
+
+
+def test_fit_refuses_a_million_points_before_allocating(monkeypatch):
+    # The kernel matrix of 10^6 points is 8 TB: the plan refuses with the default limit
+    # (80% of the available RAM) before anything n×n is allocated.
+    monkeypatch.setattr(Kernel, "matrix",
+                        lambda *a, **k: pytest.fail("the kernel matrix was allocated"))
+    X = np.zeros((10**6, 2))
+    X[:, 0] = np.arange(10**6) % 7
+    with pytest.raises(MemoryPlanError) as info:
+        KernelKMeans(3, gamma=1.0).fit(X)
+    message = str(info.value)
+    assert "8 TB" in message and "80% of the available RAM" in message
+    assert "--dtype float32" in message and "--approx nystroem" in message
+    assert "smaller sample" in message
+
+
+def test_explicit_limit_and_nystroem_way_out():
+    X, k, gamma = _blobs(2000)
+    with pytest.raises(MemoryPlanError, match=r"limit is .*--memory-limit"):
+        KernelKMeans(k, gamma=0.1, memory_limit="10M").fit(X)
+    # The same limit admits the Nyström fit (n·m instead of n²).
+    est = KernelKMeans(k, gamma=0.1, memory_limit="20M", approx="nystroem", n_landmarks=200,
+                       n_init=2, n_threads=1).fit(X)
+    assert est.labels_.shape == (2000,)
+
+
+def test_sweep_kernel_matrix_is_planned():
+    X, _, _ = _blobs(2000)
+    with pytest.raises(MemoryPlanError):
+        KernelKMeans(3, gamma=0.1, memory_limit=10**6).kernel_matrix(X)
+
+
+def test_cli_memory_limit_refuses_with_exit_1_and_no_file(tmp_path):
+    X, _, _ = _blobs(500)
+    data = write_csv(tmp_path / "d.csv", X)
+    model = tmp_path / "m.npz"
+    res = run(["fit", data, "-k", "3", "--memory-limit", "1M", "-o", model] + FAST)
+    assert res.exit_code == 1
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kkmeans: error: not enough memory")
+    assert "limit is 1.05 MB (--memory-limit)" in lines[0] and "--approx nystroem" in lines[0]
+    assert res.stdout == "" and not model.exists()
+    res = run(["sweep", data, "--k", "2..3", "--memory-limit", "1M", "-o", model] + FAST)
+    assert res.exit_code == 1 and "not enough memory" in res.stderr and not model.exists()
+
+
+@pytest.mark.parametrize("value", ["12Q", "-5M", "lots"])
+def test_cli_bad_memory_limit_is_a_usage_error(tmp_path, value):
+    data = write_csv(tmp_path / "d.csv", _blobs(50)[0])
+    res = run(["fit", data, "-k", "2", "--memory-limit", value, "--no-model"])
+    assert res.exit_code == 2 and "--memory-limit" in res.stderr
+
+
+# -- float32 --------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(DATASETS))
+def test_float32_agrees_with_float64(name):
+    X, k, gamma = DATASETS[name](1500)
+    a = KernelKMeans(k, gamma=gamma, random_state=0, n_init=3).fit(X)
+    b = KernelKMeans(k, gamma=gamma, random_state=0, n_init=3, dtype=np.float32).fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    assert b.inertia_ == pytest.approx(a.inertia_, rel=1e-5)
+
+
+# -- Nyström --------------------------------------------------------------------------------
+def test_default_landmarks_rule():
+    assert memory.default_landmarks(100, 3) == 100
+    assert memory.default_landmarks(5000, 2) == 300
+    assert memory.default_landmarks(10**6, 20) == 400
+    assert memory.default_landmarks(10**6, 200) == 1000
+
+
+def test_transform_is_the_inverse_square_root():
+    X, _, _ = _blobs(120)
+    kernel = Kernel("rbf", 0.05)
+    T, rank = nystroem.landmark_transform(kernel, X)
+    K = kernel.matrix(X)
+    assert rank == 120
+    np.testing.assert_allclose(T @ K @ T, np.eye(120), atol=1e-6)
+    Phi = nystroem.features(X, X, T, kernel)
+    np.testing.assert_allclose(Phi @ Phi.T, K, atol=1e-8)
+
+
+def test_nystroem_with_all_points_is_exact_kernel_kmeans():
+    X, _ = make_blobs(400, centers=4, n_features=3, cluster_std=2.0, random_state=3)
+    start = np.random.default_rng(1).integers(0, 4, size=400)
+    exact = KernelKMeans(4, gamma=0.1, init=start, tol=0).fit(X)
+    nys = KernelKMeans(4, gamma=0.1, init=start, tol=0, approx="nystroem",
+                       n_landmarks=400).fit(X)
+    np.testing.assert_array_equal(nys.labels_, exact.labels_)
+    assert nys.inertia_ == pytest.approx(exact.inertia_, rel=1e-6)
+    assert nys.n_iter_ == exact.n_iter_
+
+
+def test_feature_source_matches_in_memory_kernel():
+    from kkmeans_cli.kernel_source import InMemoryKernel
+
+    rng = np.random.default_rng(0)
+    Phi = rng.normal(size=(300, 20))
+    w = rng.uniform(0.5, 2.0, 300)
+    labels = rng.integers(0, 5, 300).astype(np.int32)
+    a, b = nystroem.FeatureSpaceSource(Phi), InMemoryKernel(Phi @ Phi.T)
+    Fa, Fb = np.empty((5, 300)), np.empty((5, 300))
+    a.full_outer_sums(labels, w, Fa)
+    b.full_outer_sums(labels, w, Fb)
+    np.testing.assert_allclose(Fa, Fb, rtol=1e-10, atol=1e-10)
+    moved = np.array([3, 17, 40])
+    dst = (labels[moved] + 1) % 5
+    a.update_outer_sums(moved, labels[moved], dst, w[moved], Fa)
+    b.update_outer_sums(moved, labels[moved], dst, w[moved], Fb)
+    np.testing.assert_allclose(Fa, Fb, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(a.rows([1, 5]), b.rows([1, 5]), rtol=1e-12)
+    np.testing.assert_allclose(a.diag, b.diag, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(DATASETS))
+def test_nystroem_default_landmarks_reproduce_exact(name):
+    X, k, gamma = DATASETS[name](5000)
+    exact = KernelKMeans(k, gamma=gamma, random_state=0, n_init=5).fit(X)
+    nys = KernelKMeans(k, gamma=gamma, random_state=0, n_init=5, approx="nystroem").fit(X)
+    assert nys.n_landmarks_ == 300
+    assert adjusted_rand_score(exact.labels_, nys.labels_) >= 0.95
+    assert not hasattr(nys, "X_fit_") or nys.X_fit_ is None
+
+
+def test_nystroem_thread_count_does_not_change_results():
+    X, k, gamma = _blobs(5000)
+    a = KernelKMeans(k, gamma=gamma, random_state=0, n_init=2, approx="nystroem",
+                     n_threads=1).fit(X)
+    b = KernelKMeans(k, gamma=gamma, random_state=0, n_init=2, approx="nystroem",
+                     n_threads=2).fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    assert a.inertia_ == b.inertia_
+    np.testing.assert_array_equal(a.centers_, b.centers_)
+
+
+def test_nystroem_predict_api():
+    X, k, gamma = _circles(2000)
+    est = KernelKMeans(k, gamma=gamma, random_state=0, n_init=3, approx="nystroem",
+                       n_landmarks=150).fit(X)
+    assert est.landmarks_.shape == (150, 2)
+    assert est.nystroem_transform_.shape == (150, 150)
+    assert est.centers_.shape == (k, 150)
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+    # d(x, c) = ‖φ(x) − μ_c‖² with φ(x) = K(x, L) T.
+    new = X[:50] + 0.01
+    phi = est.kernel_.cross(new, est.landmarks_) @ est.nystroem_transform_
+    want = ((phi[:, None, :] - est.centers_[None]) ** 2).sum(axis=2)
+    np.testing.assert_allclose(est.transform(new), want, atol=1e-9)
+    np.testing.assert_array_equal(est.predict(new), np.argmin(want, axis=1))
+    with pytest.raises(ValueError, match="features"):
+        est.predict(np.zeros((3, 5)))
+
+
+def test_nystroem_model_round_trip_and_cli_predict(tmp_path):
+    X, k, gamma = _circles(1200)
+    data = write_csv(tmp_path / "d.csv", X)
+    model = tmp_path / "m.npz"
+    res = run(["fit", data, "-k", "2", "--gamma", "5", "--approx", "nystroem", "--landmarks",
+               "120", "--silhouette", "-o", model] + FAST)
+    assert res.exit_code == 0, res.stderr
+    labels = res.stdout
+    with np.load(model, allow_pickle=False) as z:
+        assert "X_fit" not in z.files
+        assert z["landmarks"].shape == (120, 2) and z["nystroem_transform"].shape == (120, 120)
+        assert z["centers"].shape == (2, 120) and z["labels"].shape == (1200,)
+    loaded = load_model(str(model))
+    assert loaded.meta["approx"] == "nystroem" and loaded.meta["n_landmarks"] == 120
+    res = run(["predict", model, data, "--threads", "1"])
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout == labels
+    # A model whose Nyström arrays are damaged is refused.
+    with np.load(model, allow_pickle=False) as z:
+        arrays = {key: z[key] for key in z.files}
+    arrays["centers"] = arrays["centers"][:, :-1]
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, **arrays)
+    res = run(["predict", bad, data])
+    assert res.exit_code == 1 and "'centers' has shape" in res.stderr
+
+
+def test_nystroem_sweep_shares_features(tmp_path, monkeypatch):
+    X, _, _ = _blobs(1500)
+    calls = []
+    original = nystroem.fit_features
+    monkeypatch.setattr(nystroem, "fit_features",
+                        lambda *a, **kw: calls.append(1) or original(*a, **kw))
+    from kkmeans_cli.sweep import sweep
+
+    result = sweep(X, "2..6", gamma=0.05, n_init=2, random_state=0, n_threads=1,
+                   approx="nystroem")
+    assert len(calls) == 1
+    assert result.best_k == 5
+    best = result.best_estimator
+    direct = KernelKMeans(5, gamma=0.05, n_init=2, random_state=0, n_threads=1,
+                          approx="nystroem", n_landmarks=best.n_landmarks_).fit(X)
+    np.testing.assert_array_equal(direct.labels_, best.labels_)
+    sil = nystroem.silhouette_score(nystroem.fit_features(
+        X, best.kernel_, best.n_landmarks_, 0).Phi, best.labels_).score
+    assert result.best_row["silhouette"] == pytest.approx(sil, rel=1e-9)
+
+
+def test_nystroem_silhouette_blocks_match_exact_metric():
+    from kkmeans_cli.metrics import scores
+
+    rng = np.random.default_rng(0)
+    Phi = rng.normal(size=(700, 10))
+    labels = rng.integers(0, 4, 700)
+    want = scores(Phi @ Phi.T, labels)
+    got = nystroem.scores(Phi, labels)
+    for key in want:
+        assert got[key] == pytest.approx(want[key], rel=1e-9), key
+    sampled = nystroem.scores(Phi, labels, max_exact=500, sample_size=300)
+    assert sampled["silhouette_n_used"] == 300
