@@ -215,6 +215,24 @@ class FeatureSpaceSource:
             F[changed] += times_rows_t(dS[changed], self.Phi, np.empty((changed.size, self.n)),
                                        self.n_threads)
 
+    def spectral_embedding(self, weights, n_clusters):
+        """Rows A (n×r, r ≤ k) with A Aᵀ the weighted top-k eigenspace part of Φ Φᵀ.
+
+        The top eigenvectors of M = W^½ Φ Φᵀ W^½ are V = W^½ Φ U Λ^{-½}, with
+        Φᵀ W Φ = U Λ Uᵀ (m×m), so the spectral start's A = W^{-½} V Λ^½ = Φ U_k: one pass
+        over Φ and an m×m eigh instead of n×n work (for ``optima.spectral_embedding``).
+        """
+        C = np.empty((self.m, self.m))
+        wPhi = self.Phi * np.asarray(weights, dtype=np.float64)[:, None]
+        with _one_blas_thread():
+            np.matmul(wPhi.T, self.Phi, out=C)
+            lam, U = np.linalg.eigh(0.5 * (C + C.T))
+        del wPhi
+        order = np.argsort(-lam, kind="stable")[:min(n_clusters, self.m)]
+        keep = order[lam[order] > EIG_RTOL * max(lam.max(), 0.0)] if lam.size else order
+        return rows_times(self.Phi, np.ascontiguousarray(U[:, keep]),
+                          np.empty((self.n, keep.size)), self.n_threads)
+
     def rows(self, idx):
         A = self.Phi[np.asarray(idx)]
         return times_rows_t(A, self.Phi, np.empty((A.shape[0], self.n)), self.n_threads)

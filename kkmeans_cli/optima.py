@@ -42,7 +42,7 @@ from .lloyd import inner_sums
 
 SPECTRAL_EXACT_MAX = 3000     # exact Lanczos up to this many points, landmarks above
 SPECTRAL_LANDMARKS = 1000     # landmarks of the large-n spectral start
-SPECTRAL_EIGH_MAX = 200       # below this a full eigh is quicker than Lanczos
+SPECTRAL_EIGH_MAX = 400       # up to this a full eigh is quicker than Lanczos (and its import)
 SPECTRAL_EIGH_FALLBACK = 1500  # full eigh when Lanczos fails, up to this many points
 LANCZOS_MAXITER = 300
 EMBEDDING_N_INIT = 10         # k-means runs in the embedding; the lowest inertia wins
@@ -55,7 +55,7 @@ REFINES = ("hartigan", "none")
 
 
 # -- spectral start --------------------------------------------------------------------------
-def spectral_embedding(source, weights, n_clusters, rng, n_threads=1):
+def spectral_embedding(source, weights, n_clusters, rng):
     """Rows A (n×k, float64) with AAᵀ ≈ K in the weighted top-k eigenspace (module docstring).
 
     Parameters
@@ -208,7 +208,8 @@ class SpectralStarts:
         self.how = None
 
     def labels(self, source, weights, n_clusters, rng, kind="spectral"):
-        """Labels (int32), or None when a normalized start is not possible."""
+        """Labels (int32), or None when a normalized start is not possible. BLAS stays on
+        one thread (as set by ``fit``), so the result does not depend on ``n_threads``."""
         try:
             if kind == "normalized-spectral":
                 if self.normalized is None:
@@ -220,7 +221,7 @@ class SpectralStarts:
                 return embedding_kmeans(A, wd, n_clusters, rng)
             if self.embedding is None:
                 self.embedding, self.how = spectral_embedding(source, weights, n_clusters,
-                                                              rng, self.n_threads)
+                                                              rng)
         except SpectralFailed:
             if kind == "normalized-spectral":
                 self.normalized = ()

@@ -259,6 +259,9 @@ def model_info_rows(info):
     from .psd import info_rows as psd_rows
 
     rows[-1:-1] = psd_rows(info)
+    if info.get("objective") == "ncut":
+        rows[-1:-1] = [("objective", f"ncut = {info.get('ncut', float('nan')):.6g} "
+                                     f"(normalized cut)")]
     if fitted:
         rows.append(("options", fitted))
     rows.append(("created", str(info.get("created"))))
