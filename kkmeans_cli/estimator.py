@@ -319,6 +319,12 @@ class KernelKMeans:
 
         self._check_fitted()
         n_threads = effective_n_threads(self.n_threads)
+        if self.approx == "nystroem":
+            if not hasattr(kernel_matrix, "scores"):
+                raise ValueError("a Nyström model is scored on its features: pass "
+                                 "kernel_matrix=estimator.kernel_matrix(X)")
+            return kernel_matrix.scores(self.labels_, self.sample_weight_, n_threads,
+                                        metrics=tuple(metrics), **options)
         if kernel_matrix is None:
             if self.X_fit_ is None:
                 raise ValueError("a precomputed model needs kernel_matrix to be scored")

@@ -547,3 +547,12 @@ def fit_silhouette(estimator, X, *, max_exact=20_000, sample_size=10_000, random
         return SilhouetteScore(score=silhouette(Ks, labels[s], n_threads), n_used=int(s.size),
                                exact=s.size == n, indices=s)
     return silhouette_score(phi(X), labels, max_exact=None, n_threads=n_threads)
+
+
+def report_rows(estimator):
+    """Rows of the fit report (``report.fit_report``): the approximation, when there is one."""
+    if getattr(estimator, "approx", "none") != "nystroem":
+        return []
+    return [("approximation", f"Nyström, {estimator.n_landmarks_} landmarks (rank "
+                              f"{estimator.nystroem_rank_}); inertia in the Nyström feature "
+                              f"space; 'kernel matrix' time is the landmark features")]

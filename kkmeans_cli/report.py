@@ -152,7 +152,16 @@ def fit_report(estimator, data, scaler, model_path):
     from .optima import report_rows as optima_rows
 
     rows[-2:-2] = optima_rows(estimator)
+    from .nystroem import report_rows as nystroem_rows
+
+    rows[-2:-2] = nystroem_rows(estimator)
     return rows
+
+
+def _nystroem_summary(estimator):
+    from .nystroem import model_meta
+
+    return model_meta(estimator)
 
 
 def fit_summary(estimator, data, model_path):
@@ -178,6 +187,7 @@ def fit_summary(estimator, data, model_path):
         "iteration_seconds": float(stats["iteration_seconds"]),
         "n_threads": int(stats["n_threads"]),
         **_optima_summary(estimator),
+        **_nystroem_summary(estimator),
         **{key: stats[key] for key in ("solver", "psd_checked", "psd", "lambda_min",
                                        "psd_repair", "psd_sigma", "objective_used",
                                        "objective_original") if key in stats},
@@ -209,7 +219,8 @@ def model_info(path, loaded):
     if loaded.scaler.method != "none":
         info["scale_offset"] = [float(v) for v in loaded.scaler.offset]
         info["scale_factor"] = [float(v) for v in loaded.scaler.factor]
-    for key in ("algorithm", "seed", "n_init", "n_iter", "converged", "approx", "source",
+    for key in ("algorithm", "seed", "n_init", "n_iter", "converged", "approx", "n_landmarks",
+                "nystroem_rank", "source",
                 "columns", "silhouette", "silhouette_n_used", "silhouette_exact", "sweep",
                 "created", "fit_stats", "options"):
         if key in meta:
@@ -259,6 +270,9 @@ def model_info_rows(info):
     from .psd import info_rows as psd_rows
 
     rows[-1:-1] = psd_rows(info)
+    if info.get("approx") == "nystroem":
+        rows.insert(-1, ("approximation", f"Nyström, {info.get('n_landmarks')} landmarks "
+                                          f"(rank {info.get('nystroem_rank')})"))
     if info.get("objective") == "ncut":
         rows[-1:-1] = [("objective", f"ncut = {info.get('ncut', float('nan')):.6g} "
                                      f"(normalized cut)")]
