@@ -412,7 +412,10 @@ def fit(ctx, **_):
                         f"({X.shape[0]}); use a smaller -k")
     _check_memory_plan(opts, X.shape[0], [k], "silhouette" if opts["silhouette"] else None)
     estimator = KernelKMeans(**estimator_kwargs(opts, k, init))
-    with reporter.engine_warnings(), reporter.progress(f"fitting k = {k} on {data.source}"):
+    with reporter.engine_warnings(), \
+            reporter.progress(f"fitting k = {k} on {data.source}") as update:
+        estimator.progress_callback = lambda done, total: update(done, total,
+                                                                 "Nyström features, rows")
         try:
             estimator.fit(X, sample_weight=weights)
         except ValueError as exc:
@@ -490,7 +493,7 @@ def _check_memory_plan(opts, n, ks, silhouette):
 
     kw = dict(k=max(ks), dtype=opts["dtype"], approx=opts["approx"],
               n_landmarks=opts["landmarks"], silhouette=silhouette)
-    if opts["kernel"] in PRECOMPUTED_KERNELS:
+    if opts["kernel"] == "precomputed":  # DATA is K (a distance matrix becomes a new K)
         kw["kernel_given"] = opts["dtype"] == "float64"
     check(plan(n, **kw), opts["memory_limit"], **kw)
 

@@ -177,6 +177,12 @@ class FeatureSpaceSource:
         self.n_threads = n_threads
         self.diag = _sq_norms(self.Phi)
         self.S = None
+        self._work = None  # k×n buffer of the updates (a fresh one would pay page faults)
+
+    def _buffer(self, rows):
+        if self._work is None or self._work.shape[0] < rows:
+            self._work = np.empty((rows, self.n))
+        return self._work[:rows]
 
     def cluster_sums(self, labels, weights, n_clusters):
         """S[c] = Σ_{j∈c} w_j φ_j, shape (k, m)."""
@@ -210,9 +216,9 @@ class FeatureSpaceSource:
         changed = np.flatnonzero(np.any(dS != 0.0, axis=1))
         self.S += dS
         if changed.size == F.shape[0]:
-            F += times_rows_t(dS, self.Phi, np.empty_like(F), self.n_threads)
+            F += times_rows_t(dS, self.Phi, self._buffer(k), self.n_threads)
         elif changed.size:
-            F[changed] += times_rows_t(dS[changed], self.Phi, np.empty((changed.size, self.n)),
+            F[changed] += times_rows_t(dS[changed], self.Phi, self._buffer(changed.size),
                                        self.n_threads)
 
     def spectral_embedding(self, weights, n_clusters):

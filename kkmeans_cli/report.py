@@ -28,12 +28,17 @@ class Reporter:
 
     @contextlib.contextmanager
     def progress(self, message):
-        """A spinner with ``message`` while the block runs, on a terminal only."""
+        """A spinner with ``message`` while the block runs, on a terminal only.
+
+        Yields ``update(done, total, what)``, which shows ``message: what done/total`` (a no-op
+        when quiet or not on a terminal), e.g. the ``progress_callback`` of a Nyström fit.
+        """
         if self.quiet or not self.console.is_terminal:
-            yield
+            yield lambda *args: None
             return
-        with self.console.status(message):
-            yield
+        with self.console.status(message) as status:
+            yield lambda done, total, what="": status.update(
+                f"{message}: {what} {done:,}/{total:,}")
 
     @contextlib.contextmanager
     def engine_warnings(self):

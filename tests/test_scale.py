@@ -264,3 +264,17 @@ def test_nystroem_silhouette_blocks_match_exact_metric():
         assert got[key] == pytest.approx(want[key], rel=1e-9, abs=1e-9), key
     sampled = nystroem.scores(Phi, labels, max_exact=500, sample_size=300)
     assert sampled["silhouette_n_used"] == 300
+
+
+def test_feature_progress_and_estimator_scores():
+    X, k, gamma = _blobs(3000)
+    seen = []
+    est = KernelKMeans(k, gamma=gamma, random_state=0, n_init=2, approx="nystroem",
+                       n_landmarks=100)
+    est.progress_callback = lambda done, total: seen.append((done, total))
+    est.fit(X)
+    assert seen and seen[-1] == (3000, 3000)
+    with pytest.raises(ValueError, match="features"):
+        est.scores()
+    got = est.scores(kernel_matrix=est.kernel_matrix(X))
+    assert -1 <= got["silhouette"] <= 1 and got["silhouette_n_used"] == 3000
