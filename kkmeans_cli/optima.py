@@ -70,8 +70,11 @@ def spectral_embedding(source, weights, n_clusters, rng):
     -------
     A : ndarray of float64, shape (n, r), r ≤ k
     how : str
-        'eigh', 'lanczos' or 'landmarks(m)'.
+        'eigh', 'lanczos', 'landmarks(m)' or 'features' (an explicit feature space, e.g.
+        Nyström, gives the embedding from its m×m eigenproblem: no n×n or landmark rows).
     """
+    if hasattr(source, "spectral_embedding"):
+        return source.spectral_embedding(weights, n_clusters), "features"
     n = source.n
     k = min(n_clusters, n)
     s = np.sqrt(weights)

@@ -278,3 +278,19 @@ def test_feature_progress_and_estimator_scores():
         est.scores()
     got = est.scores(kernel_matrix=est.kernel_matrix(X))
     assert -1 <= got["silhouette"] <= 1 and got["silhouette_n_used"] == 3000
+
+
+def test_nystroem_spectral_start_uses_the_features_not_kernel_rows(monkeypatch):
+    from sklearn.datasets import make_blobs
+
+    from kkmeans_cli import KernelKMeans
+    from kkmeans_cli.nystroem import FeatureSpaceSource
+
+    X, _ = make_blobs(600, centers=3, random_state=0)
+    # rows(idx) costs n per index: the spectral start must not read 1,000 of them at large n.
+    monkeypatch.setattr(FeatureSpaceSource, "rows",
+                        lambda self, idx: pytest.fail("spectral start read kernel rows"))
+    est = KernelKMeans(3, approx="nystroem", init="spectral", n_init=1,
+                       random_state=0).fit(X)
+    assert est.fit_stats_["spectral_method"] == "features"
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
