@@ -417,14 +417,17 @@ def fit(ctx, **_):
         estimator.progress_callback = lambda done, total: update(done, total,
                                                                  "Nyström features, rows")
         try:
-            estimator.fit(X, sample_weight=weights)
+            # With --silhouette the kernel matrix is built once, for the fit and the score.
+            K = (estimator.kernel_matrix(X) if opts["silhouette"]
+                 and estimator.approx != "nystroem" else None)
+            estimator.fit(X, sample_weight=weights, kernel_matrix=K)
         except ValueError as exc:
             raise DataError(f"{data.source}: {exc}") from exc
     summary = fit_summary(estimator, data, model_path)
     extra = {"source": data.source, "columns": data.columns}
     report = fit_report(estimator, data, scaler, model_path)
     if opts["silhouette"]:
-        score = _fit_silhouette(estimator, X, opts, reporter, data.source)
+        score = _fit_silhouette(estimator, X, K, opts, reporter, data.source)
         found = {"silhouette": None if score is None else float(score.score),
                  "silhouette_n_used": None if score is None else int(score.n_used),
                  "silhouette_exact": None if score is None else bool(score.exact)}
@@ -462,9 +465,9 @@ def _require_matplotlib():
     _figure()
 
 
-def _fit_silhouette(estimator, X, opts, reporter, source):
-    """The silhouette of a fitted estimator (exact, or sampled for large n); None when it is
-    undefined (fewer than two non-empty clusters)."""
+def _fit_silhouette(estimator, X, K, opts, reporter, source):
+    """The silhouette of a fitted estimator on its kernel matrix K (exact, or sampled for large
+    n); None when it is undefined (fewer than two non-empty clusters)."""
     from .metrics import silhouette_score
 
     if len(set(estimator.labels_.tolist())) < 2:
@@ -476,12 +479,10 @@ def _fit_silhouette(estimator, X, opts, reporter, source):
 
         with reporter.engine_warnings(), reporter.progress("computing the silhouette"):
             return fit_silhouette(estimator, X, random_state=seed, n_threads=opts["threads"])
-    where = ({"K": estimator.kernel_matrix(X)} if estimator.kernel in PRECOMPUTED_KERNELS
-             else {"X": estimator.X_fit_, "kernel": estimator.kernel_})
     with reporter.engine_warnings(), reporter.progress("computing the silhouette"):
         try:
-            return silhouette_score(estimator.labels_, random_state=seed,
-                                    n_threads=opts["threads"], **where)
+            return silhouette_score(estimator.labels_, K=K, random_state=seed,
+                                    n_threads=opts["threads"])
         except ValueError as exc:
             raise DataError(f"{source}: silhouette: {exc}") from exc
 

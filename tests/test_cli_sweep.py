@@ -187,6 +187,21 @@ def test_fit_silhouette_equals_sklearn(tmp_path, data, k):
     assert abs(info["silhouette"] - expected) <= 1e-9
 
 
+def test_fit_silhouette_builds_the_kernel_matrix_once(data, monkeypatch):
+    from kkmeans_cli.kernels import Kernel
+
+    _, _, path = data
+    calls = []
+    original = Kernel.matrix
+    monkeypatch.setattr(Kernel, "matrix",
+                        lambda self, *a, **kw: calls.append(1) or original(self, *a, **kw))
+    monkeypatch.setattr(Kernel, "cross_blocks",
+                        lambda *a, **kw: pytest.fail("kernel rows recomputed for the silhouette"))
+    result = run(["fit", path, "-k", "3", *FAST, "--silhouette", "--no-model"])
+    assert result.exit_code == 0, result.stderr
+    assert len(calls) == 1
+
+
 def test_fit_silhouette_reported_on_stderr(tmp_path, data):
     _, _, path = data
     result = run_process(["fit", path, "-k", "4", *FAST, "--silhouette", "--no-model"],
