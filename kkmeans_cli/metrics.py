@@ -429,29 +429,39 @@ def scores(K, labels, metrics=METRICS, sample_weight=None, n_threads=None, *,
         name → value, in the order of ``metrics``; with 'silhouette' also
         ``silhouette_n_used`` (the points it averages; < n when sampled).
     """
+    n = np.asarray(labels).shape[0]
+
+    def silhouette():
+        if max_exact is None or n <= max_exact:  # one pass over K for the silhouette and sums
+            samples, fs = silhouette_and_sums(K, labels, sample_weight, n_threads)
+            return float(np.mean(samples)), n, fs
+        res = silhouette_score(labels, K=K, max_exact=max_exact, sample_size=sample_size,
+                               random_state=random_state, n_threads=n_threads)
+        return res.score, res.n_used, None
+
+    return scores_with(metrics, silhouette,
+                       lambda: feature_sums(K, labels, sample_weight, n_threads))
+
+
+def scores_with(metrics, silhouette, sums):
+    """The measures of :func:`scores` from any representation of the kernel.
+
+    ``silhouette()`` returns (score, points used, :class:`FeatureSums` or None when it did not
+    produce them); ``sums()`` returns the :class:`FeatureSums`, and is called at most once.
+    """
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
         raise ValueError(f"unknown metric(s) {unknown}; choose from {list(METRICS)}")
-    out = {}
-    fs = None
-    n = np.asarray(labels).shape[0]
-    fused = "silhouette" in metrics and (max_exact is None or n <= max_exact)
+    centre_measures = {"simplified_silhouette": simplified_silhouette,
+                       "calinski_harabasz": calinski_harabasz,
+                       "davies_bouldin": davies_bouldin}
+    out, fs = {}, None
     for name in metrics:
         if name == "silhouette":
-            if fused:  # one pass over K for the silhouette and the sums
-                samples, fs = silhouette_and_sums(K, labels, sample_weight, n_threads)
-                out["silhouette"] = float(np.mean(samples))
-                out["silhouette_n_used"] = n
-                continue
-            res = silhouette_score(labels, K=K, max_exact=max_exact, sample_size=sample_size,
-                                   random_state=random_state, n_threads=n_threads)
-            out["silhouette"] = res.score
-            out["silhouette_n_used"] = res.n_used
+            out["silhouette"], out["silhouette_n_used"], fused = silhouette()
+            fs = fused if fused is not None else fs
             continue
         if fs is None:
-            fs = feature_sums(K, labels, sample_weight, n_threads)
-        fn = {"simplified_silhouette": simplified_silhouette,
-              "calinski_harabasz": calinski_harabasz,
-              "davies_bouldin": davies_bouldin}[name]
-        out[name] = fn(sums=fs)
+            fs = sums()
+        out[name] = centre_measures[name](sums=fs)
     return out

@@ -457,21 +457,14 @@ def scores(Phi, labels, metrics=("silhouette", "simplified_silhouette", "calinsk
     from ._threads import effective_n_threads
 
     n_threads = effective_n_threads(n_threads)
-    out, fs = {}, None
-    for name in metrics:
-        if name == "silhouette":
-            res = silhouette_score(Phi, labels, max_exact=max_exact, sample_size=sample_size,
-                                   random_state=random_state, n_threads=n_threads)
-            out["silhouette"] = res.score
-            out["silhouette_n_used"] = res.n_used
-            continue
-        if fs is None:
-            fs = feature_sums(Phi, labels, sample_weight, n_threads)
-        fn = {"simplified_silhouette": quality.simplified_silhouette,
-              "calinski_harabasz": quality.calinski_harabasz,
-              "davies_bouldin": quality.davies_bouldin}[name]
-        out[name] = fn(sums=fs)
-    return out
+
+    def silhouette():
+        res = silhouette_score(Phi, labels, max_exact=max_exact, sample_size=sample_size,
+                               random_state=random_state, n_threads=n_threads)
+        return res.score, res.n_used, None
+
+    return quality.scores_with(metrics, silhouette,
+                               lambda: feature_sums(Phi, labels, sample_weight, n_threads))
 
 
 # -- model file hooks (``model_file.py``) -----------------------------------------------------
