@@ -16,7 +16,7 @@ import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-MODULES = ["_openmp", "_kernel_matrix", "_lloyd", "_silhouette", "_hartigan"]
+MODULES = ["_openmp", "_kernel_matrix", "_lloyd", "_silhouette", "_hartigan", "_elkan"]
 
 OPENMP_TEST = r"""
 #include <omp.h>

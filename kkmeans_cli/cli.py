@@ -28,7 +28,8 @@ PRECOMPUTED_KERNELS = ("precomputed", "precomputed-distance")  # DATA is an n×n
 PSD_REPAIR_CHOICES = ("none", "lingoes", "clip")
 SOLVER_CHOICES = ("lloyd", "embed")
 SCALE_CHOICES = ("none", "standard", "minmax")
-ALGORITHM_CHOICES = ("auto", "lloyd")
+ALGORITHM_CHOICES = ("auto", "lloyd", "elkan")
+STORAGE_CHOICES = ("matrix", "blocked")
 DTYPE_CHOICES = ("float64", "float32")
 DEFAULT_N_INIT = 20  # the API default (a test keeps them in step)
 EXIT_INTERRUPTED = 130
@@ -126,7 +127,11 @@ def fit_options(f):
                      help="Hartigan single-point moves after Lloyd; auto: on unless --init "
                           "is a labels file."),
         click.option("--algorithm", type=click.Choice(ALGORITHM_CHOICES), default="auto",
-                     show_default=True, help="Iteration scheme."),
+                     show_default=True,
+                     help="Iteration scheme; all give the same labels from the same start. "
+                          "elkan skips distances with bounds (positive semidefinite kernels); "
+                          "auto: elkan with --storage blocked or --approx nystroem, else "
+                          "lloyd."),
         click.option("--psd-repair", type=click.Choice(PSD_REPAIR_CHOICES), default="none",
                      show_default=True,
                      help="For a kernel that is not positive semidefinite (sigmoid, "
@@ -151,6 +156,10 @@ def fit_options(f):
                      show_default=True,
                      help="nystroem: k-means on Nyström features of --landmarks points "
                           "(O(n·m) memory instead of the n×n kernel matrix)."),
+        click.option("--storage", type=click.Choice(STORAGE_CHOICES), default="matrix",
+                     show_default=True,
+                     help="blocked: never hold the n×n kernel matrix; recompute kernel rows "
+                          "in blocks when needed (exact, slower)."),
         click.option("--landmarks", type=click.IntRange(min=1), default=None, metavar="INT",
                      help="Nyström landmarks m (seeded uniform sample of the rows)  "
                           "[default: min(n, max(300, 20·k), 1000)]"),
@@ -225,7 +234,7 @@ def estimator_kwargs(opts, n_clusters, init):
                 random_state=opts["seed"], dtype=opts["dtype"], n_threads=opts["threads"],
                 objective=opts["objective"], refine=opts["refine"],
                 approx=opts["approx"], n_landmarks=opts["landmarks"],
-                memory_limit=opts["memory_limit"])
+                memory_limit=opts["memory_limit"], storage=opts["storage"])
 
 
 def read_input(opts, spec):

@@ -8,13 +8,51 @@ matrix does not fit) run the same algorithms.
 - ``full_outer_sums(labels, weights, F)``: F[c, i] = Σ_{j∈c} w_j K_ij, one pass over K;
 - ``update_outer_sums(moved, src, dst, w_moved, F)``: F[src] −= w K[moved], F[dst] += w K[moved];
 - ``rows(idx)``: rows of K as float64 (k-means++ reads columns of K, which are its rows).
+
+Elkan (``elkan.py``) keeps F current only where it needs distances, so it also asks for
+
+- ``record_moves(moved, src, dst, w_moved)``: moves made without updating F (a log is kept by
+  Elkan; a source with explicit cluster sums updates them here);
+- ``refresh_outer_sums(points, stamps, log, F)``: F[:, i] brought up to date for the given
+  points, replaying the log entries from ``stamps[i]`` on;
+- ``refresh_cost(points, stamps, log_size)``: that work as a fraction of a full pass;
+- ``pair_sums(points, clusters, labels, weights, F)``: F[c, i] from scratch for the given
+  pairs (n_c kernel values each);
+- ``own_outer_sums(labels, weights, k)``: Σ_{j∈own cluster} w_j K_ij for every point, from
+  scratch (Σ n_c² kernel values);
+- ``submatrix(idx)``: K[idx][:, idx];
+- ``replays_log``: whether F is brought up to date by replaying the moves (kernel sources)
+  or recomputed per pair from explicit sums (the Nyström features).
+
+``kernel_evaluations`` counts the kernel values read (in memory) or computed (blocked).
 """
 import numpy as np
 
-from . import _lloyd
+from . import _elkan, _lloyd
+from .kernels import _row_blocks, _Workspace
 
 
-class InMemoryKernel:
+class _KernelLogSource:
+    """What the kernel sources share: Elkan's lazy updates cost one kernel value per point
+    and log entry, and nothing to record."""
+
+    replays_log = True
+
+    def record_moves(self, moved, src, dst, w_moved):
+        pass
+
+    def refresh_cost(self, points, stamps, log_size):
+        return float(np.sum(log_size - stamps[points])) / (float(self.n) ** 2)
+
+
+def _cluster_order(labels, n_clusters):
+    """Points sorted by cluster (stable) and the start of each cluster in that order."""
+    order = np.argsort(labels, kind="stable").astype(np.intp)
+    starts = np.searchsorted(labels[order], np.arange(n_clusters + 1)).astype(np.intp)
+    return order, starts
+
+
+class InMemoryKernel(_KernelLogSource):
     """A kernel matrix K held in memory (float32 or float64, C-contiguous, symmetric).
 
     ``diag`` is K_ii in float64 from the kernel function when there is one (then a float32 K
@@ -26,19 +64,52 @@ class InMemoryKernel:
         self.n = K.shape[0]
         self.n_threads = n_threads
         self.diag = np.array(np.diagonal(K) if diag is None else diag, dtype=np.float64)
+        self.kernel_evaluations = 0
 
     def full_outer_sums(self, labels, weights, F):
         _lloyd.outer_sums_rows(self.K, 0, labels, weights, F, self.n_threads)
+        self.kernel_evaluations += self.n * self.n
 
     def update_outer_sums(self, moved, src, dst, w_moved, F):
         _lloyd.update_outer_sums(self.K, moved.astype(np.int32), src, dst, w_moved, F,
                                  self.n_threads)
+        self.kernel_evaluations += len(moved) * self.n
+
+    def refresh_outer_sums(self, points, stamps, log, F):
+        points = np.asarray(points, dtype=np.intp)
+        if points.size == 0 or log.size == 0:
+            return
+        point, src, dst, weight = log.entries()
+        _elkan.refresh_from_matrix(self.K, points, stamps, point, src, dst, weight, F,
+                                   self.n_threads)
+        self.kernel_evaluations += int(np.sum(log.size - stamps[points]))
+
+    def pair_sums(self, points, clusters, labels, weights, F):
+        if len(points) == 0:
+            return
+        order, starts = _cluster_order(labels, F.shape[0])
+        _elkan.pair_sums_from_matrix(self.K, np.ascontiguousarray(points, dtype=np.intp),
+                                     np.ascontiguousarray(clusters, dtype=np.intp), order, starts,
+                                     weights, F, self.n_threads)
+        self.kernel_evaluations += int(np.sum(np.diff(starts)[clusters]))
+
+    def own_outer_sums(self, labels, weights, n_clusters):
+        order, starts = _cluster_order(labels, n_clusters)
+        out = np.empty(self.n)
+        _elkan.own_sums_from_matrix(self.K, order, starts, weights, out, self.n_threads)
+        self.kernel_evaluations += int(np.sum(np.diff(starts) ** 2))
+        return out
+
+    def submatrix(self, idx):
+        idx = np.asarray(idx)
+        self.kernel_evaluations += idx.size ** 2
+        return np.asarray(self.K[np.ix_(idx, idx)], dtype=np.float64)
 
     def rows(self, idx):
         return np.asarray(self.K[np.asarray(idx)], dtype=np.float64)
 
 
-class BlockedKernel:
+class BlockedKernel(_KernelLogSource):
     """Kernel rows recomputed from the data on demand: O(n·block) memory instead of n².
 
     A full pass recomputes every row once (n² kernel evaluations); an incremental update
@@ -55,6 +126,7 @@ class BlockedKernel:
         self.n_threads = n_threads
         self.diag = np.asarray(kernel.diag(self.X) if diag is None else diag, dtype=np.float64)
         self.kernel_evaluations = 0
+        self._work, self._out = _Workspace(), _Workspace()
 
     def full_outer_sums(self, labels, weights, F):
         for i0, _, Kb in self.kernel.cross_blocks(self.X, self.X, dtype=self.dtype,
@@ -69,6 +141,62 @@ class BlockedKernel:
             _lloyd.update_outer_sums(Kb, np.arange(m1 - m0, dtype=np.int32), src[m0:m1],
                                      dst[m0:m1], w_moved[m0:m1], F, self.n_threads)
         self.kernel_evaluations += len(moved) * self.n
+
+    def refresh_outer_sums(self, points, stamps, log, F):
+        """Points grouped by stamp: one block K(points, moved since the stamp) per group."""
+        points = np.asarray(points, dtype=np.intp)
+        points = points[stamps[points] < log.size]
+        points = points[np.argsort(stamps[points], kind="stable")]
+        group_stamps, starts = np.unique(stamps[points], return_index=True)
+        bounds = np.append(starts, points.size)
+        for stamp, g0, g1 in zip(group_stamps, bounds[:-1], bounds[1:]):
+            group = points[g0:g1]
+            point, src, dst, weight = log.entries(stamp)
+            Y = self.X[point]
+            for r0, r1 in _row_blocks(group.size, point.size):
+                Kb = self._out.block(r1 - r0, point.size, self.dtype)
+                self.kernel.cross(self.X[group[r0:r1]], Y, dtype=self.dtype,
+                                  n_threads=self.n_threads, out=Kb, work=self._work)
+                _elkan.refresh_from_rows(Kb, group[r0:r1], src, dst, weight, F,
+                                         self.n_threads)
+            self.kernel_evaluations += group.size * point.size
+
+    def pair_sums(self, points, clusters, labels, weights, F):
+        """Pairs grouped by cluster: one block K(points, members of c) per cluster."""
+        if len(points) == 0:
+            return
+        order, starts = _cluster_order(labels, F.shape[0])
+        points, clusters = np.asarray(points), np.asarray(clusters)
+        by_cluster = np.argsort(clusters, kind="stable")
+        bounds = np.searchsorted(clusters[by_cluster], np.arange(F.shape[0] + 1))
+        for c in np.flatnonzero(np.diff(bounds)):
+            rows = points[by_cluster[bounds[c]:bounds[c + 1]]]
+            members = order[starts[c]:starts[c + 1]]
+            Y, w = self.X[members], weights[members]
+            for r0, r1 in _row_blocks(rows.size, members.size):
+                Kb = self._out.block(r1 - r0, members.size, self.dtype)
+                self.kernel.cross(self.X[rows[r0:r1]], Y, dtype=self.dtype,
+                                  n_threads=self.n_threads, out=Kb, work=self._work)
+                F[c, rows[r0:r1]] = Kb @ w if self.dtype == np.float64 \
+                    else np.asarray(Kb, dtype=np.float64) @ w
+            self.kernel_evaluations += rows.size * members.size
+
+    def submatrix(self, idx):
+        idx = np.asarray(idx)
+        self.kernel_evaluations += idx.size ** 2
+        return self.kernel.cross(self.X[idx], self.X[idx], n_threads=self.n_threads)
+
+    def own_outer_sums(self, labels, weights, n_clusters):
+        order, starts = _cluster_order(labels, n_clusters)
+        out = np.empty(self.n)
+        for c in range(n_clusters):
+            members = order[starts[c]:starts[c + 1]]
+            Y, w = self.X[members], weights[members]
+            for r0, r1, Kb in self.kernel.cross_blocks(Y, Y, dtype=self.dtype,
+                                                       n_threads=self.n_threads):
+                out[members[r0:r1]] = np.asarray(Kb, dtype=np.float64) @ w
+            self.kernel_evaluations += members.size ** 2
+        return out
 
     def rows(self, idx):
         idx = np.asarray(idx)

@@ -96,15 +96,20 @@ class Kernel:
             _kernel_matrix.mirror_rows(K, i0, i1, n_threads)
         return K
 
-    def cross(self, A, B, dtype=np.float64, n_threads=1):
-        """Kernel rows K(A, B), shape (len(A), len(B)), computed in row blocks of A."""
+    def cross(self, A, B, dtype=np.float64, n_threads=1, out=None, work=None):
+        """Kernel rows K(A, B), shape (len(A), len(B)), computed in row blocks of A.
+
+        ``out`` (C-contiguous, of that shape and ``dtype``) and ``work`` (a
+        :class:`_Workspace`) let callers that compute many small blocks reuse their memory.
+        """
         A = np.ascontiguousarray(A, dtype=np.float64)
         B = np.ascontiguousarray(B, dtype=np.float64)
         if self.name in ("precomputed", "precomputed-distance"):
             raise ValueError("a precomputed kernel has no kernel function; pass kernel rows")
-        out = np.empty((A.shape[0], B.shape[0]), dtype=dtype)
+        if out is None:
+            out = np.empty((A.shape[0], B.shape[0]), dtype=dtype)
         sq_a, sq_b = _row_sq_norms(A), _row_sq_norms(B)
-        work = _Workspace()
+        work = _Workspace() if work is None else work
         for i0, i1 in _row_blocks(A.shape[0], B.shape[0]):
             self._fill_block(A[i0:i1], B, sq_a[i0:i1], sq_b, out, i0, n_threads, work)
         return out
@@ -160,9 +165,9 @@ class _Workspace:
     def __init__(self):
         self._buf = None
 
-    def block(self, rows, cols):
-        if self._buf is None or self._buf.size < rows * cols:
-            self._buf = np.empty(rows * cols)
+    def block(self, rows, cols, dtype=np.float64):
+        if self._buf is None or self._buf.dtype != dtype or self._buf.size < rows * cols:
+            self._buf = np.empty(rows * cols, dtype=dtype)
         return self._buf[:rows * cols].reshape(rows, cols)
 
 
@@ -173,12 +178,24 @@ def _parallel_exp(E, target, n_threads):
     if n_threads <= 1 or rows < 2 * n_threads:
         np.exp(E, out=target, casting="same_kind")
         return
-    from concurrent.futures import ThreadPoolExecutor
-
     bounds = np.linspace(0, rows, n_threads + 1).astype(int)
-    with ThreadPoolExecutor(n_threads) as pool:
-        list(pool.map(lambda s: np.exp(E[s[0]:s[1]], out=target[s[0]:s[1]], casting="same_kind"),
-                      zip(bounds[:-1], bounds[1:])))
+    list(_thread_pool(n_threads).map(
+        lambda s: np.exp(E[s[0]:s[1]], out=target[s[0]:s[1]], casting="same_kind"),
+        zip(bounds[:-1], bounds[1:])))
+
+
+_POOL = {}
+
+
+def _thread_pool(n_threads):
+    """A pool of ``n_threads`` Python threads kept for the process (idle threads wait on a
+    lock, they do not spin): starting threads per block costs more than a small block."""
+    pool = _POOL.get(n_threads)
+    if pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = _POOL[n_threads] = ThreadPoolExecutor(n_threads)
+    return pool
 
 
 def _row_sq_norms(X):

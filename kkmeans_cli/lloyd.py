@@ -38,6 +38,7 @@ class LloydResult:
     converged: bool
     n_relocated: int
     objective_trace: list
+    n_distances: int = 0  # point–centre distances evaluated
 
 
 def inner_sums(F, labels, weights, n_clusters):
@@ -119,8 +120,10 @@ def lloyd(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
     trace = [obj]
     n_updates, n_relocated = 0, 0
     converged = finishing = stalled = False
+    n_distances = 0
     while True:
         _lloyd.assign(F, g, W, diag, new_labels, dist, n_threads)
+        n_distances += n * int(np.count_nonzero(W > 0))
         n_relocated += relocate_empty_clusters(new_labels, dist, weights, n_clusters)
         moved = np.flatnonzero(new_labels != labels)
         if moved.size == 0:
@@ -167,4 +170,5 @@ def lloyd(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
     n_iter = n_updates + 1 if converged else n_updates
     return LloydResult(labels=labels, distances=dist, inner_sums=g, cluster_weights=W,
                        inertia=float(weights @ dist), n_iter=n_iter, converged=converged,
-                       n_relocated=n_relocated, objective_trace=trace)
+                       n_relocated=n_relocated, objective_trace=trace,
+                       n_distances=n_distances)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._threads import blas_threads
+from .kernels import _row_blocks
 from .memory import BLOCK_BYTES, default_landmarks
 
 #: Eigenvalues of K_mm at most this fraction of the largest are dropped from the transform.
@@ -54,14 +55,8 @@ _controller = None
 
 
 def _one_blas_thread():
-    """Limit BLAS to one thread (a cached threadpoolctl controller: scanning the loaded
-    libraries on every call would cost milliseconds)."""
-    global _controller
-    if _controller is None:
-        from threadpoolctl import ThreadpoolController
-
-        _controller = ThreadpoolController()
-    return _controller.limit(limits=1, user_api="blas")
+    """Limit BLAS to one thread."""
+    return blas_threads(1)
 
 
 def _chunked(n, fn, n_threads):
@@ -203,16 +198,20 @@ class FeatureSpaceSource:
         self.S = self.cluster_sums(labels, weights, F.shape[0])
         times_rows_t(self.S, self.Phi, F, self.n_threads)
 
-    def update_outer_sums(self, moved, src, dst, w_moved, F):
+    def _delta_sums(self, moved, src, dst, w_moved):
+        """ΔS = Σ_moved w φ (into dst) − w φ (out of src), shape (k, m)."""
         from scipy import sparse
 
         moved = np.asarray(moved)
-        k, n_moved = F.shape[0], moved.size
-        cols = np.arange(n_moved)
+        cols = np.arange(moved.size)
         A = sparse.csr_matrix((np.concatenate([w_moved, -w_moved]),
                                (np.concatenate([dst, src]), np.concatenate([cols, cols]))),
-                              shape=(k, n_moved))
-        dS = np.asarray(A @ self.Phi[moved])
+                              shape=(self.S.shape[0], moved.size))
+        return np.asarray(A @ self.Phi[moved])
+
+    def update_outer_sums(self, moved, src, dst, w_moved, F):
+        k = F.shape[0]
+        dS = self._delta_sums(moved, src, dst, w_moved)
         changed = np.flatnonzero(np.any(dS != 0.0, axis=1))
         self.S += dS
         if changed.size == F.shape[0]:
@@ -220,6 +219,48 @@ class FeatureSpaceSource:
         elif changed.size:
             F[changed] += times_rows_t(dS[changed], self.Phi, self._buffer(changed.size),
                                        self.n_threads)
+
+    # -- Elkan (see kernel_source.py): the sums S are explicit, so a point's outer sums are
+    # recomputed, S φ_i (O(k·m)), instead of replayed from the log of moves.
+    replays_log = False
+
+    def record_moves(self, moved, src, dst, w_moved):
+        self.S += self._delta_sums(moved, src, dst, w_moved)
+
+    def refresh_outer_sums(self, points, stamps, log, F):
+        points = np.asarray(points, dtype=np.intp)
+        points = points[stamps[points] < log.size]
+        for r0, r1 in _row_blocks(points.size, self.m + self.S.shape[0]):
+            block = points[r0:r1]
+            F[:, block] = times_rows_t(self.S, self.Phi[block],
+                                       self._buffer(self.S.shape[0])[:, :block.size],
+                                       self.n_threads)
+
+    def pair_sums(self, points, clusters, labels, weights, F):
+        """F[c, i] = S[c] · φ_i for each pair (O(m) each)."""
+        from . import _elkan
+
+        _elkan.pair_dots(self.Phi, np.ascontiguousarray(self.S),
+                         np.ascontiguousarray(points, dtype=np.intp),
+                         np.ascontiguousarray(clusters, dtype=np.intp),
+                         F, self.n_threads)
+
+    def centre_sq_distances(self, W):
+        """‖μ_a − μ_b‖² for the centres μ_c = S[c] / W_c (k×k)."""
+        M = self.S / np.where(W > 0, W, 1.0)[:, None]
+        norms = np.einsum("ij,ij->i", M, M)
+        return norms[:, None] + norms[None, :] - 2.0 * (M @ M.T)
+
+    def submatrix(self, idx):
+        P = self.Phi[np.asarray(idx)]
+        return P @ P.T
+
+    def own_outer_sums(self, labels, weights, n_clusters):
+        S = self.cluster_sums(labels, weights, n_clusters)
+        out = np.empty(self.n)
+        for r0, r1 in _row_blocks(self.n, self.m):
+            out[r0:r1] = np.einsum("ij,ij->i", self.Phi[r0:r1], S[labels[r0:r1]])
+        return out
 
     def spectral_embedding(self, weights, n_clusters):
         """Rows A (n×r, r ≤ k) with A Aᵀ the weighted top-k eigenspace part of Φ Φᵀ.
