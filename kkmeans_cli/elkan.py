@@ -33,7 +33,10 @@ from .lloyd import (FULL_PASS_FRACTION, STALL_RTOL, LloydResult, objective,
 # Allowance for the rounding of a squared distance, relative to max K_ii. The sums carry
 # relative errors near 1e-16 per operation; 1e-10 leaves a wide margin and costs nothing
 # measurable in pruning (distances are compared at √1e-10 = 1e-5 of the kernel's scale).
-ERR_RTOL = 1e-10
+ERR_RTOL = {np.dtype(np.float64): 1e-10,
+            # A float32 kernel matrix rounds each value by ~6e-8 (relative), and the diagonal
+            # (K_ii in float64 from the kernel function) does not share that rounding.
+            np.dtype(np.float32): 1e-5}
 # Replaying the log for the points that need distances costs this fraction of a full pass or
 # more: do the full pass instead (it also resets the log).
 REFRESH_FRACTION = 0.25
@@ -95,7 +98,8 @@ def elkan(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
     diag = source.diag
     labels = np.array(labels, dtype=np.int32)
     scale = float(np.max(np.abs(diag))) if n else 1.0
-    err2 = ERR_RTOL * max(scale, np.finfo(np.float64).tiny)
+    err2 = ERR_RTOL[np.dtype(getattr(source, "dtype", np.float64))] \
+        * max(scale, np.finfo(np.float64).tiny)
 
     # F[c, i] is current where valid[i, c] and point i has replayed the log (stamps[i]).
     F = np.zeros((k, n), dtype=np.float64)
@@ -186,6 +190,8 @@ def elkan(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
         if relocated:
             g, W, half_dist = exact_start()
             shift = np.zeros(k)
+            if source.replays_log:  # the centres jumped: new representatives
+                reps = _Representatives.choose(source, labels, upper, W, err2)
         else:
             log.append(moved, src, dst, w_moved)
             _replay(source, moved, stamps, log, F)
@@ -273,6 +279,15 @@ class _Representatives:
     def __init__(self, clusters, points, between, radius):
         self.clusters, self.points = clusters, points
         self.between, self.radius = between, radius
+
+    @classmethod
+    def choose(cls, source, labels, upper, W, err2):
+        """Representatives for bounds ``upper`` that are current (k² kernel values)."""
+        clusters, points = _representatives(labels, upper, W)
+        R = source.submatrix(points)
+        d = np.diag(R)
+        between = np.sqrt(np.maximum(d[:, None] + d[None, :] - 2.0 * R - err2, 0.0))
+        return cls(clusters, points, between, upper[points].copy())
 
     def half_distances(self, labels, upper, shift):
         """Call after the moves, before the bounds are moved by ``shift``."""

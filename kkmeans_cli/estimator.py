@@ -16,6 +16,9 @@ from .psd import PRECOMPUTED, PSD_REPAIRS
 INITS = ("k-means++", "spectral", "random")
 ALGORITHMS = ("auto", "lloyd", "elkan")
 STORAGES = ("matrix", "blocked")
+# algorithm='auto' (see KernelKMeans._scheme): Elkan's bounds prune little in many dimensions.
+ELKAN_MAX_FEATURES = 32
+ELKAN_MIN_CLUSTERS = 20
 # Below this many points a parallel region costs more than its work (and waits on a busy
 # core); results do not depend on the thread count, so small fits run on one thread.
 SMALL_N = 2000
@@ -198,6 +201,7 @@ class KernelKMeans:
                              f"samples ({n})")
         weights = _check_weights(sample_weight, n, self.n_clusters)
         init_labels = self._check_init_labels(n)
+        self._fit_n_features = X.shape[1]
         gamma_rng, fit_rng = _rngs(self.random_state)
         n_threads = effective_n_threads(self.n_threads) if n >= SMALL_N else 1
         dtype = _resolve_dtype(self.dtype)
@@ -305,11 +309,18 @@ class KernelKMeans:
     def _scheme(self, source):
         """'lloyd' or 'elkan' for this source.
 
-        Rule for 'auto', from benchmarks/bench_elkan.py (n = 20,000, k ∈ {5, 50, 200},
-        d ∈ {2, 50}): Elkan wherever a distance costs real work — on a blocked kernel (it
-        computes 5–10× fewer kernel values) and in the explicit Nyström space (an O(m) product
-        per distance) — and Lloyd on a kernel matrix in memory, where reading K[i, j] in a
-        streaming pass is cheaper than Elkan's bookkeeping and scattered reads.
+        Rule for 'auto', measured with benchmarks/bench_elkan.py (n = 20,000, blobs, rbf,
+        k ∈ {5, 20, 50, 200}, d ∈ {2, 10, 20, 50}; Lloyd time / Elkan time):
+
+        - kernel matrix in memory: Lloyd (Elkan 0.25–0.63× at d = 2, 1.2–2.3× only at d = 50
+          with k ≥ 50): one streaming pass over K is cheaper than Elkan's bookkeeping and
+          scattered reads of K;
+        - blocked kernel: Elkan (2.8–31×: it computes 2–100× fewer kernel values), except in
+          many dimensions with few clusters (d = 50, k = 5: 0.75×), where the bounds prune
+          little — Lloyd when d ≥ ``ELKAN_MAX_FEATURES`` and k < ``ELKAN_MIN_CLUSTERS``;
+        - Nyström features: Elkan for data of d < ``ELKAN_MAX_FEATURES`` (1.25–3.2× at
+          d ≤ 20), Lloyd above (0.41–0.66× at d = 50: one BLAS product per iteration wins).
+
         Elkan's bounds need the triangle inequality, so a kernel that is not positive
         semidefinite (and not repaired) always runs Lloyd; asking for Elkan there is an error.
         """
@@ -320,9 +331,15 @@ class KernelKMeans:
                              f"Use algorithm='lloyd' or psd_repair='lingoes'")
         if self.algorithm != "auto":
             return self.algorithm
-        explicit = not getattr(source, "replays_log", True)
-        return "elkan" if euclidean and (explicit or isinstance(source, BlockedKernel)) \
-            else "lloyd"
+        d = getattr(self, "_fit_n_features", 0)
+        if not euclidean:
+            return "lloyd"
+        if not getattr(source, "replays_log", True):  # explicit Nyström features
+            return "elkan" if d < ELKAN_MAX_FEATURES else "lloyd"
+        if isinstance(source, BlockedKernel):
+            few = d >= ELKAN_MAX_FEATURES and self.n_clusters < ELKAN_MIN_CLUSTERS
+            return "lloyd" if few else "elkan"
+        return "lloyd"
 
     def _euclidean(self, source):
         """Whether the feature-space distances of ``source`` are Euclidean, and why not."""

@@ -29,7 +29,7 @@ Elkan (``elkan.py``) keeps F current only where it needs distances, so it also a
 import numpy as np
 
 from . import _elkan, _lloyd
-from .kernels import _row_blocks, _Workspace
+from .kernels import SMALL_BLOCK, _row_blocks, _Workspace
 
 
 class _KernelLogSource:
@@ -65,6 +65,10 @@ class InMemoryKernel(_KernelLogSource):
         self.n_threads = n_threads
         self.diag = np.array(np.diagonal(K) if diag is None else diag, dtype=np.float64)
         self.kernel_evaluations = 0
+
+    @property
+    def dtype(self):
+        return self.K.dtype
 
     def full_outer_sums(self, labels, weights, F):
         _lloyd.outer_sums_rows(self.K, 0, labels, weights, F, self.n_threads)
@@ -158,7 +162,7 @@ class BlockedKernel(_KernelLogSource):
                 self.kernel.cross(self.X[group[r0:r1]], Y, dtype=self.dtype,
                                   n_threads=self.n_threads, out=Kb, work=self._work)
                 _elkan.refresh_from_rows(Kb, group[r0:r1], src, dst, weight, F,
-                                         self.n_threads)
+                                         self.n_threads if Kb.size >= SMALL_BLOCK else 1)
             self.kernel_evaluations += group.size * point.size
 
     def pair_sums(self, points, clusters, labels, weights, F):

@@ -26,6 +26,11 @@ _L1_CODE = {"laplacian": 5, "chi2": 6}
 BLOCK_BYTES = 64 * 2**20
 # Below this many features a Gram block is cheap and one BLAS thread is best: idle OpenBLAS
 # threads spin-wait and slow the OpenMP pass that follows (measured 10x on 2 cores).
+# Blocks with fewer entries than this are computed on one thread: waking the other threads
+# (OpenMP's spin-waiting workers, Python threads for exp) costs more than the block, and on a
+# loaded 2-core machine far more (measured: a blocked Elkan run with thousands of small
+# blocks took 14 s on 2 threads, 0.17 s on one).
+SMALL_BLOCK = 1 << 16
 BLAS_THREADS_MIN_FEATURES = 64
 # Pairs sampled for the median heuristic.
 MEDIAN_PAIRS = 20_000
@@ -138,6 +143,8 @@ class Kernel:
     def _fill_block(self, A, B, sq_a, sq_b, out, row_start, n_threads, work):
         from . import _kernel_matrix
 
+        if A.shape[0] * B.shape[0] < SMALL_BLOCK:
+            n_threads = 1
         gamma = float(self.gamma) if self.gamma is not None else 0.0
         target = out[row_start:row_start + A.shape[0], :B.shape[0]]
         G = work.block(A.shape[0], B.shape[0])

@@ -134,45 +134,35 @@ def _eigh_top(K, s, k):
     return np.maximum(lam[::-1][:k], 0.0), V[:, ::-1][:, :k]
 
 
-def embedding_kmeans(A, weights, n_clusters, rng, n_init=EMBEDDING_N_INIT, max_iter=100):
-    """Weighted k-means on the rows of A (greedy-free k-means++ starts, Lloyd), best of
-    ``n_init`` by inertia. Points of zero weight go to their nearest centre.
+def embedding_kmeans(A, weights, n_clusters, rng, n_init=EMBEDDING_N_INIT, max_iter=100,
+                     n_threads=1):
+    """Weighted k-means on the rows of A, best of ``n_init`` k-means++ starts by inertia: the
+    engine itself on the explicit features A (``nystroem.FeatureSpaceSource``, Elkan's
+    iterations), so a million-row embedding costs seconds, not minutes. Its warnings (a
+    cluster refilled, max_iter reached) are about this inner problem, not the user's fit,
+    and are not shown.
 
     Returns
     -------
     ndarray of int32, shape (n,)
     """
-    n = A.shape[0]
-    p = weights / weights.sum()
-    sq = np.einsum("ij,ij->i", A, A)
-    best_labels, best_inertia = None, np.inf
-    for _ in range(n_init):
-        centres = [A[rng.choice(n, p=p)]]
-        d2 = np.maximum(sq - 2 * A @ centres[0] + centres[0] @ centres[0], 0.0)
-        for _c in range(1, n_clusters):
-            pot = weights * d2
-            total = pot.sum()
-            j = rng.choice(n, p=pot / total) if total > 0 else rng.choice(n, p=p)
-            centres.append(A[j])
-            d2 = np.minimum(d2, np.maximum(sq - 2 * A @ A[j] + A[j] @ A[j], 0.0))
-        C = np.array(centres)
-        labels = None
-        for _it in range(max_iter):
-            D = sq[:, None] - 2 * A @ C.T + np.einsum("ij,ij->i", C, C)[None, :]
-            new = np.argmin(D, axis=1)
-            if labels is not None and np.array_equal(new, labels):
-                break
-            labels = new
-            W = np.bincount(labels, weights=weights, minlength=n_clusters)
-            sums = np.zeros_like(C)
-            np.add.at(sums, labels, weights[:, None] * A)
-            nonempty = W > 0
-            C[nonempty] = sums[nonempty] / W[nonempty, None]
-        D = sq[:, None] - 2 * A @ C.T + np.einsum("ij,ij->i", C, C)[None, :]
-        inertia = float(weights @ np.maximum(D[np.arange(n), labels], 0.0))
-        if inertia < best_inertia:
-            best_labels, best_inertia = labels, inertia
-    return best_labels.astype(np.int32)
+    import warnings
+
+    from .elkan import elkan
+    from .initialization import kmeans_plusplus
+    from .nystroem import FeatureSpaceSource
+
+    source = FeatureSpaceSource(A, n_threads=n_threads)
+    best = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(n_init):
+            start = kmeans_plusplus(source, weights, n_clusters, rng)[0]
+            result = elkan(source, weights, start, n_clusters, max_iter=max_iter, tol=0,
+                           n_threads=n_threads)
+            if best is None or result.inertia < best.inertia:
+                best = result
+    return best.labels.astype(np.int32)
 
 
 def normalized_embedding(source, weights, n_clusters, rng):
@@ -221,7 +211,7 @@ class SpectralStarts:
                 if not self.normalized:
                     return None
                 A, wd = self.normalized
-                return embedding_kmeans(A, wd, n_clusters, rng)
+                return embedding_kmeans(A, wd, n_clusters, rng, n_threads=self.n_threads)
             if self.embedding is None:
                 self.embedding, self.how = spectral_embedding(source, weights, n_clusters,
                                                               rng)
@@ -232,7 +222,8 @@ class SpectralStarts:
             self.embedding, self.how = np.empty((0, 0)), "failed"
         if self.embedding.shape[1] == 0 or not np.all(np.isfinite(self.embedding)):
             return None
-        return embedding_kmeans(self.embedding, weights, n_clusters, rng)
+        return embedding_kmeans(self.embedding, weights, n_clusters, rng,
+                                n_threads=self.n_threads)
 
 
 def start_kinds(init, n_init, objective="kmeans"):

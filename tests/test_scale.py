@@ -287,10 +287,19 @@ def test_nystroem_spectral_start_uses_the_features_not_kernel_rows(monkeypatch):
     from kkmeans_cli.nystroem import FeatureSpaceSource
 
     X, _ = make_blobs(600, centers=3, random_state=0)
-    # rows(idx) costs n per index: the spectral start must not read 1,000 of them at large n.
-    monkeypatch.setattr(FeatureSpaceSource, "rows",
-                        lambda self, idx: pytest.fail("spectral start read kernel rows"))
-    est = KernelKMeans(3, approx="nystroem", init="spectral", n_init=1,
+    # rows(idx) of the Nyström features costs n·m per index: the spectral start must not read
+    # 1,000 of them at large n. (The k-means inside the start runs the engine on the n×r
+    # embedding, whose own k-means++ reads rows of that small space: allowed.)
+    rows = FeatureSpaceSource.rows
+    m = 50
+
+    def guarded(self, idx):
+        if self.m == m:
+            pytest.fail("spectral start read kernel rows of the Nyström features")
+        return rows(self, idx)
+
+    monkeypatch.setattr(FeatureSpaceSource, "rows", guarded)
+    est = KernelKMeans(3, approx="nystroem", n_landmarks=m, init="spectral", n_init=1,
                        random_state=0).fit(X)
     assert est.fit_stats_["spectral_method"] == "features"
     np.testing.assert_array_equal(est.predict(X), est.labels_)
