@@ -250,6 +250,10 @@ class KernelKMeans:
                 raise ValueError("storage='blocked' recomputes kernel rows from the data; "
                                  "it cannot use a given kernel_matrix")
             self.psd_, self._psd_pending = None, False
+            from .memory import check, plan
+
+            check(plan(n, self.n_clusters, storage="blocked"), self.memory_limit,
+                  k=self.n_clusters, storage="blocked")
             return BlockedKernel(self.kernel_, X, dtype=dtype, n_threads=n_threads), weights
         self._check_memory(n, dtype, kernel_given=kernel_matrix is not None)
         if kernel_matrix is None:

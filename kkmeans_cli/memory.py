@@ -155,7 +155,8 @@ def default_landmarks(n, k):
 
 
 def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given=False,
-         silhouette=None, sample_size=10_000, max_exact=20_000, n_threads=1, what=None):
+         silhouette=None, sample_size=10_000, max_exact=20_000, n_threads=1, what=None,
+         storage="matrix"):
     """The big allocations of a fit (and of the measures asked for) of n points, k clusters.
 
     Parameters
@@ -174,6 +175,8 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
         both use a sample of ``sample_size`` points (an s × s matrix).
     n_threads : int
         Per-thread buffers.
+    storage : {'matrix', 'blocked'}
+        'blocked': no kernel matrix, kernel rows recomputed in blocks (``BlockedKernel``).
 
     Returns
     -------
@@ -188,6 +191,9 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
         items["landmark kernel"] = 4 * m * m * 8
         items["kernel blocks"] = min(2 * BLOCK_BYTES, 2 * n * m * 8)
         what = what or f"the Nyström fit of {n:,} points with {m:,} landmarks"
+    elif storage == "blocked":
+        items["kernel blocks"] = min(2 * BLOCK_BYTES, 2 * n * n * 8)
+        what = what or f"the blocked exact fit of {n:,} points"
     else:
         if not kernel_given:
             items["kernel matrix"] = n * n * b
@@ -196,6 +202,8 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
     items["outer sums"] = 2 * k * n * 8
     items["k-means++ rows"] = 3 * (2 + int(math.log(max(k, 1)))) * n * 8
     items["per-point arrays"] = 40 * n
+    if approx == "nystroem" or storage == "blocked":
+        items["Elkan bounds"] = 10 * k * n  # lower bounds (float64), marks and flags
     if silhouette:
         if n > max_exact:
             s = min(n, sample_size)
@@ -205,13 +213,17 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
         else:
             items["silhouette"] = (n_threads + 3) * n * k * 8
     result = MemoryPlan(items=items, what=what)
-    if approx != "nystroem":
+    if approx != "nystroem" and storage != "blocked":
         rest = result.total - items.get("kernel matrix", 0)
         if b == 8 and not kernel_given:
             result.alternatives["--dtype float32"] = rest + n * n * 4
         nys = plan(n, k, approx="nystroem", silhouette=silhouette, sample_size=sample_size,
                    max_exact=max_exact, n_threads=n_threads)
         result.alternatives["--approx nystroem"] = nys.total
+        if storage != "blocked" and not kernel_given:
+            blocked = plan(n, k, storage="blocked", silhouette=silhouette,
+                           sample_size=sample_size, max_exact=max_exact, n_threads=n_threads)
+            result.alternatives["--storage blocked"] = blocked.total
     return result
 
 

@@ -77,6 +77,27 @@ def test_explicit_limit_and_nystroem_way_out():
     assert est.labels_.shape == (2000,)
 
 
+def test_blocked_storage_is_planned_and_offered(monkeypatch):
+    # The exact plan offers the blocked storage as a way out (no n×n matrix) ...
+    X, k, _ = _blobs(6000)
+    monkeypatch.setattr(Kernel, "matrix",
+                        lambda *a, **kw: pytest.fail("the kernel matrix was allocated"))
+    with pytest.raises(MemoryPlanError) as info:
+        KernelKMeans(k, gamma=0.1, memory_limit="200M").fit(X)
+    assert "--storage blocked (needs 136 MB)" in str(info.value)
+    blocked = memory.plan(6000, k, storage="blocked")
+    assert "kernel matrix" not in blocked.items and "Elkan bounds" in blocked.items
+    # ... which fits that limit without a kernel matrix and predicts its own labels ...
+    est = KernelKMeans(k, gamma=0.1, memory_limit="200M", storage="blocked", n_init=1,
+                       n_threads=1, random_state=0).fit(X)
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+    # ... and is refused itself below its own need, before any kernel value is computed.
+    monkeypatch.setattr(Kernel, "cross",
+                        lambda *a, **kw: pytest.fail("a kernel block was computed"))
+    with pytest.raises(MemoryPlanError, match="the blocked exact fit of 6,000 points"):
+        KernelKMeans(k, gamma=0.1, memory_limit="100M", storage="blocked").fit(X)
+
+
 def test_sweep_kernel_matrix_is_planned():
     X, _, _ = _blobs(2000)
     with pytest.raises(MemoryPlanError):
