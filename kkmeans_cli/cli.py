@@ -130,8 +130,9 @@ def fit_options(f):
                      show_default=True,
                      help="Iteration scheme; all give the same labels from the same start. "
                           "elkan skips distances with bounds (positive semidefinite kernels); "
-                          "auto: elkan with --storage blocked or --approx nystroem, else "
-                          "lloyd."),
+                          "auto: elkan with --storage blocked or --approx nystroem where "
+                          "measured faster (fewer than 32 features; blocked also with "
+                          "k >= 20), else lloyd."),
         click.option("--psd-repair", type=click.Choice(PSD_REPAIR_CHOICES), default="none",
                      show_default=True,
                      help="For a kernel that is not positive semidefinite (sigmoid, "
