@@ -1,6 +1,7 @@
 """Thread counts for the OpenMP engine and BLAS, kept from oversubscribing the cores."""
 import contextlib
 import os
+import threading
 
 
 def effective_n_threads(n_threads=None):
@@ -17,6 +18,19 @@ def effective_n_threads(n_threads=None):
 
 
 _controller = None
+_pools = {}
+_pools_lock = threading.Lock()
+
+
+def thread_pool(n_threads):
+    """A pool of ``n_threads`` Python threads kept for the process (idle threads wait on a
+    lock, they do not spin): starting threads per block costs more than a small block."""
+    with _pools_lock:
+        if n_threads not in _pools:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _pools[n_threads] = ThreadPoolExecutor(n_threads, thread_name_prefix="kkmeans")
+        return _pools[n_threads]
 
 
 @contextlib.contextmanager

@@ -7,13 +7,15 @@ space"):
 
 - ``upper[i] ≥ d(i, own)``, ``lower[i, c] ≤ d(i, c)``, moved by the centre shifts each
   iteration; a point whose bounds show that no other centre can be nearer is skipped;
-- the centre shifts ‖μ_c^new − μ_c^old‖ and the centre-to-centre distances come from the k×k
-  cross sums C[a, b] = Σ_{i∈a} w_i F[b, i], updated from the outer sums of the moved points
-  only (O(moved·k));
+- the centre shifts ‖μ_c^new − μ_c^old‖ and the inner sums come from the outer sums of the
+  moved points only (O(moved·k)); centre-to-centre distances from below come from the cross
+  sums C[a, b] = Σ_{i∈a} w_i F[b, i] after a full pass, and otherwise from the previous ones
+  less both shifts or through one representative point per cluster (``_Representatives``);
 - the outer sums are brought up to date lazily: the moves since the last full pass form a log,
   and F[:, i] is replayed from the log only when point i's distances are needed. Skipped points
   cost no kernel values at all — this is what Elkan saves when K is recomputed in blocks
-  (``BlockedKernel``) and, in the explicit Nyström space, a product S φ_i of O(k·m).
+  (``BlockedKernel``) and, in the explicit Nyström space, a product S[c]·φ_i of O(m) per
+  (point, cluster) pair that is needed.
 
 The result is Lloyd's: the same labels, inertia and number of iterations from the same start.
 Distances of the points that are evaluated use Lloyd's arithmetic and tie rule, and every bound
@@ -21,14 +23,12 @@ carries an allowance for rounding (``ERR_RTOL``), so rounding never prunes a cen
 would choose. Kernels that are not positive semidefinite have no Euclidean feature space, so the
 triangle inequality behind the bounds does not hold; the estimator refuses Elkan for them.
 """
-import warnings
 
 import numpy as np
 
 from . import _elkan, _lloyd
-from .kernels import KKMeansWarning
-from .lloyd import (FULL_PASS_FRACTION, STALL_RTOL, LloydResult, objective,
-                    relocate_empty_clusters)
+from .lloyd import (STALL_RTOL, LloydResult, objective, own_distances,
+                    relocate_empty_clusters, warn_not_converged)
 
 # Allowance for the rounding of a squared distance, relative to max K_ii. The sums carry
 # relative errors near 1e-16 per operation; 1e-10 leaves a wide margin and costs nothing
@@ -117,11 +117,11 @@ def elkan(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
         valid[...] = 1
         log.clear()
         stamps[:] = 0
-        return cross_sums(F, labels, weights, k)
 
     def exact_start():
         """Sums and tight bounds from a full pass (C exact)."""
-        C = full_pass()
+        full_pass()
+        C = cross_sums(F, labels, weights, k)
         g, W = np.diag(C).copy(), np.bincount(labels, weights=weights, minlength=k)
         _elkan.exact_bounds(F, g, W, diag, labels, err2, upper, lower, n_threads)
         return g, W, _half_centre_distances(C, g, W, err2)
@@ -194,12 +194,12 @@ def elkan(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
                 reps = _Representatives.choose(source, labels, upper, W, err2)
         else:
             log.append(moved, src, dst, w_moved)
-            _replay(source, moved, stamps, log, F)
-            F_new = np.where(delta != 0.0, F[:, moved], 0.0)
-            if not source.replays_log:
+            if source.replays_log:
+                _replay(source, moved, stamps, log, F)
+            else:
                 source.pair_sums(np.concatenate([moved, moved]), np.concatenate([src, dst]),
                                  labels, weights, F)
-                F_new = np.where(delta != 0.0, F[:, moved], 0.0)
+            F_new = np.where(delta != 0.0, F[:, moved], 0.0)
             g = g + np.einsum("cm,cm->c", delta, F_old + F_new)
             W = np.bincount(labels, weights=weights, minlength=k)
             shift = _centre_shifts(g, W, g_old, W_old, old_new, err2)
@@ -224,14 +224,9 @@ def elkan(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
     own = source.own_outer_sums(labels, weights, k)
     g = np.bincount(labels, weights=weights * own, minlength=k)
     W = np.bincount(labels, weights=weights, minlength=k)
-    Wl = W[labels]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        dist = np.maximum(diag - 2.0 * own / Wl + g[labels] / Wl ** 2, 0.0)
+    dist = own_distances(diag, own, labels, g, W)
     if not converged:
-        why = ("the objective stopped changing while tied points kept moving" if stalled
-               else f"max_iter={max_iter} was reached")
-        warnings.warn(f"Elkan did not converge ({why}); a few training points may be closer "
-                      "to another centre than to their own", KKMeansWarning, stacklevel=2)
+        warn_not_converged("Elkan", stalled, max_iter)
     n_iter = n_updates + 1 if converged else n_updates
     return LloydResult(labels=labels, distances=dist, inner_sums=g, cluster_weights=W,
                        inertia=float(weights @ dist), n_iter=n_iter, converged=converged,

@@ -15,12 +15,11 @@ Elkan (``elkan.py``) keeps F current only where it needs distances, so it also a
   Elkan; a source with explicit cluster sums updates them here);
 - ``refresh_outer_sums(points, stamps, log, F)``: F[:, i] brought up to date for the given
   points, replaying the log entries from ``stamps[i]`` on;
-- ``refresh_cost(points, stamps, log_size)``: that work as a fraction of a full pass;
 - ``pair_sums(points, clusters, labels, weights, F)``: F[c, i] from scratch for the given
   pairs (n_c kernel values each);
 - ``own_outer_sums(labels, weights, k)``: Σ_{j∈own cluster} w_j K_ij for every point, from
   scratch (Σ n_c² kernel values);
-- ``submatrix(idx)``: K[idx][:, idx];
+- ``submatrix(idx)``: K[idx][:, idx] (kernel sources: representatives of the clusters);
 - ``replays_log``: whether F is brought up to date by replaying the moves (kernel sources)
   or recomputed per pair from explicit sums (the Nyström features).
 
@@ -40,9 +39,6 @@ class _KernelLogSource:
 
     def record_moves(self, moved, src, dst, w_moved):
         pass
-
-    def refresh_cost(self, points, stamps, log_size):
-        return float(np.sum(log_size - stamps[points])) / (float(self.n) ** 2)
 
 
 def _cluster_order(labels, n_clusters):
@@ -181,8 +177,7 @@ class BlockedKernel(_KernelLogSource):
                 Kb = self._out.block(r1 - r0, members.size, self.dtype)
                 self.kernel.cross(self.X[rows[r0:r1]], Y, dtype=self.dtype,
                                   n_threads=self.n_threads, out=Kb, work=self._work)
-                F[c, rows[r0:r1]] = Kb @ w if self.dtype == np.float64 \
-                    else np.asarray(Kb, dtype=np.float64) @ w
+                F[c, rows[r0:r1]] = np.asarray(Kb, dtype=np.float64) @ w
             self.kernel_evaluations += rows.size * members.size
 
     def submatrix(self, idx):

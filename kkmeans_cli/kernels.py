@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._threads import blas_threads
+from ._threads import blas_threads, thread_pool
 
 KERNELS = ("rbf", "linear", "poly", "sigmoid", "laplacian", "chi2", "cosine", "precomputed",
            "precomputed-distance")
@@ -186,23 +186,9 @@ def _parallel_exp(E, target, n_threads):
         np.exp(E, out=target, casting="same_kind")
         return
     bounds = np.linspace(0, rows, n_threads + 1).astype(int)
-    list(_thread_pool(n_threads).map(
+    list(thread_pool(n_threads).map(
         lambda s: np.exp(E[s[0]:s[1]], out=target[s[0]:s[1]], casting="same_kind"),
         zip(bounds[:-1], bounds[1:])))
-
-
-_POOL = {}
-
-
-def _thread_pool(n_threads):
-    """A pool of ``n_threads`` Python threads kept for the process (idle threads wait on a
-    lock, they do not spin): starting threads per block costs more than a small block."""
-    pool = _POOL.get(n_threads)
-    if pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        pool = _POOL[n_threads] = ThreadPoolExecutor(n_threads)
-    return pool
 
 
 def _row_sq_norms(X):

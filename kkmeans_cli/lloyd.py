@@ -83,6 +83,21 @@ def relocate_empty_clusters(labels, distances, weights, n_clusters):
     return moved
 
 
+def own_distances(diag, own, labels, g, W):
+    """d(i, own centre) = K_ii − 2 own_i / W + g / W² (clamped at 0), with own_i the outer sum
+    of point i's own cluster."""
+    Wl = W[labels]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.maximum(diag - 2.0 * own / Wl + g[labels] / Wl ** 2, 0.0)
+
+
+def warn_not_converged(scheme, stalled, max_iter):
+    why = ("the objective stopped changing while tied points kept moving" if stalled
+           else f"max_iter={max_iter} was reached")
+    warnings.warn(f"{scheme} did not converge ({why}); a few training points may be closer "
+                  "to another centre than to their own", KKMeansWarning, stacklevel=3)
+
+
 def lloyd(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads=1):
     """Run Lloyd's iterations from ``labels`` on a kernel source until the labels are stable.
 
@@ -160,13 +175,8 @@ def lloyd(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
         if not fresh:
             source.full_outer_sums(labels, weights, F)
             g, W = inner_sums(F, labels, weights, n_clusters)
-        own = F[labels, np.arange(n)]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            dist = np.maximum(diag - 2.0 * own / W[labels] + g[labels] / W[labels] ** 2, 0.0)
-        why = ("the objective stopped changing while tied points kept moving" if stalled
-               else f"max_iter={max_iter} was reached")
-        warnings.warn(f"Lloyd did not converge ({why}); a few training points may be closer "
-                      "to another centre than to their own", KKMeansWarning, stacklevel=2)
+        dist = own_distances(diag, F[labels, np.arange(n)], labels, g, W)
+        warn_not_converged("Lloyd", stalled, max_iter)
     n_iter = n_updates + 1 if converged else n_updates
     return LloydResult(labels=labels, distances=dist, inner_sums=g, cluster_weights=W,
                        inertia=float(weights @ dist), n_iter=n_iter, converged=converged,

@@ -25,13 +25,11 @@ chunks do not depend on the thread count, so neither do the results (checked in
 ``tests/test_scale.py``); and no idle multi-threaded BLAS pool spins against the OpenMP passes
 of the engine that follow each product.
 """
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-from ._threads import blas_threads
+from ._threads import blas_threads, thread_pool
 from .kernels import _row_blocks
 from .memory import BLOCK_BYTES, default_landmarks
 
@@ -40,25 +38,6 @@ EIG_RTOL = 1e-10
 #: Rows of Φ per product chunk (fixed: results independent of the thread count).
 CHUNK_ROWS = 2048
 
-_pools = {}
-_pools_lock = threading.Lock()
-
-
-def _pool(n_threads):
-    with _pools_lock:
-        if n_threads not in _pools:
-            _pools[n_threads] = ThreadPoolExecutor(n_threads, thread_name_prefix="kkmeans")
-        return _pools[n_threads]
-
-
-_controller = None
-
-
-def _one_blas_thread():
-    """Limit BLAS to one thread."""
-    return blas_threads(1)
-
-
 def _chunked(n, fn, n_threads):
     """fn(i0, i1) for fixed chunks of ``CHUNK_ROWS`` rows, on ``n_threads`` threads."""
     bounds = [(i0, min(n, i0 + CHUNK_ROWS)) for i0 in range(0, n, CHUNK_ROWS)]
@@ -66,7 +45,7 @@ def _chunked(n, fn, n_threads):
         for i0, i1 in bounds:
             fn(i0, i1)
         return
-    for f in [_pool(n_threads).submit(fn, i0, i1) for i0, i1 in bounds]:
+    for f in [thread_pool(n_threads).submit(fn, i0, i1) for i0, i1 in bounds]:
         f.result()
 
 
@@ -75,7 +54,7 @@ def times_rows_t(A, Phi, out, n_threads=1):
     def part(i0, i1):
         np.matmul(A, Phi[i0:i1].T, out=out[:, i0:i1])
 
-    with _one_blas_thread():
+    with blas_threads(1):
         _chunked(Phi.shape[0], part, n_threads)
     return out
 
@@ -85,7 +64,7 @@ def rows_times(A, T, out, n_threads=1):
     def part(i0, i1):
         np.matmul(A[i0:i1], T, out=out[i0:i1])
 
-    with _one_blas_thread():
+    with blas_threads(1):
         _chunked(A.shape[0], part, n_threads)
     return out
 
@@ -220,21 +199,12 @@ class FeatureSpaceSource:
             F[changed] += times_rows_t(dS[changed], self.Phi, self._buffer(changed.size),
                                        self.n_threads)
 
-    # -- Elkan (see kernel_source.py): the sums S are explicit, so a point's outer sums are
-    # recomputed, S φ_i (O(k·m)), instead of replayed from the log of moves.
+    # -- Elkan (see kernel_source.py): the sums S are explicit, so an outer sum F[c, i] is
+    # recomputed when needed, S[c]·φ_i (O(m)), instead of replayed from the log of moves.
     replays_log = False
 
     def record_moves(self, moved, src, dst, w_moved):
         self.S += self._delta_sums(moved, src, dst, w_moved)
-
-    def refresh_outer_sums(self, points, stamps, log, F):
-        points = np.asarray(points, dtype=np.intp)
-        points = points[stamps[points] < log.size]
-        for r0, r1 in _row_blocks(points.size, self.m + self.S.shape[0]):
-            block = points[r0:r1]
-            F[:, block] = times_rows_t(self.S, self.Phi[block],
-                                       self._buffer(self.S.shape[0])[:, :block.size],
-                                       self.n_threads)
 
     def pair_sums(self, points, clusters, labels, weights, F):
         """F[c, i] = S[c] · φ_i for each pair (O(m) each)."""
@@ -250,10 +220,6 @@ class FeatureSpaceSource:
         M = self.S / np.where(W > 0, W, 1.0)[:, None]
         norms = np.einsum("ij,ij->i", M, M)
         return norms[:, None] + norms[None, :] - 2.0 * (M @ M.T)
-
-    def submatrix(self, idx):
-        P = self.Phi[np.asarray(idx)]
-        return P @ P.T
 
     def own_outer_sums(self, labels, weights, n_clusters):
         S = self.cluster_sums(labels, weights, n_clusters)
@@ -271,7 +237,7 @@ class FeatureSpaceSource:
         """
         C = np.empty((self.m, self.m))
         wPhi = self.Phi * np.asarray(weights, dtype=np.float64)[:, None]
-        with _one_blas_thread():
+        with blas_threads(1):
             np.matmul(wPhi.T, self.Phi, out=C)
             lam, U = np.linalg.eigh(0.5 * (C + C.T))
         del wPhi
