@@ -403,6 +403,7 @@ def fit(ctx, **_):
     from .model_file import model_meta, save_model
     from .report import Reporter, fit_report, fit_summary, silhouette_text
 
+    _check_option_combination(opts, opts["n_clusters"])
     model_path = None if opts["no_model"] else opts["model"]
     if opts["plot"] is not None and opts["kernel"] in PRECOMPUTED_KERNELS:
         raise UsageError("--plot draws the data points, but with --kernel precomputed DATA is "
@@ -429,7 +430,8 @@ def fit(ctx, **_):
         try:
             # With --silhouette the kernel matrix is built once, for the fit and the score.
             K = (estimator.kernel_matrix(X) if opts["silhouette"]
-                 and estimator.approx != "nystroem" else None)
+                 and estimator.approx != "nystroem" and estimator.storage != "blocked"
+                 else None)
             estimator.fit(X, sample_weight=weights, kernel_matrix=K)
         except ValueError as exc:
             raise DataError(f"{data.source}: {exc}") from exc
@@ -491,10 +493,23 @@ def _fit_silhouette(estimator, X, K, opts, reporter, source):
             return fit_silhouette(estimator, X, random_state=seed, n_threads=opts["threads"])
     with reporter.engine_warnings(), reporter.progress("computing the silhouette"):
         try:
-            return silhouette_score(estimator.labels_, K=K, random_state=seed,
+            # Without K (--storage blocked) the kernel rows are recomputed in blocks from X.
+            return silhouette_score(estimator.labels_, K=K, X=None if K is not None else X,
+                                    kernel=estimator.kernel_, random_state=seed,
                                     n_threads=opts["threads"])
         except ValueError as exc:
             raise DataError(f"{source}: silhouette: {exc}") from exc
+
+
+def _check_option_combination(opts, k):
+    """Options the estimator refuses together (e.g. --storage blocked with --psd-repair) are a
+    usage error (exit 2), found before DATA is read."""
+    from .estimator import KernelKMeans
+
+    try:
+        KernelKMeans(**estimator_kwargs(opts, k, "k-means++"))._validate_params()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _check_memory_plan(opts, n, ks, silhouette):
@@ -503,7 +518,7 @@ def _check_memory_plan(opts, n, ks, silhouette):
     from .memory import check, plan
 
     kw = dict(k=max(ks), dtype=opts["dtype"], approx=opts["approx"],
-              n_landmarks=opts["landmarks"], silhouette=silhouette)
+              n_landmarks=opts["landmarks"], silhouette=silhouette, storage=opts["storage"])
     if opts["kernel"] == "precomputed":  # DATA is K (a distance matrix becomes a new K)
         kw["kernel_given"] = opts["dtype"] == "float64"
     check(plan(n, **kw), opts["memory_limit"], **kw)
@@ -646,6 +661,11 @@ def sweep_command(ctx, **_):
     if opts["init"] not in INIT_CHOICES:
         raise UsageError("--init PATH fixes the number of clusters and cannot be used with "
                          "sweep; use --init k-means++, spectral or random")
+    if opts["storage"] == "blocked":
+        raise UsageError("sweep fits every k on one kernel matrix; --storage blocked has none. "
+                         "For data too large for the matrix use --approx nystroem (or run "
+                         "'kkmeans fit --storage blocked --silhouette' per k)")
+    _check_option_combination(opts, ks[0])
     metric = opts["metric"].replace("-", "_")
 
     from .data_io import AtomicOutputs, check_output_path

@@ -393,3 +393,41 @@ def test_cli_rejects_unknown_algorithm(csv_data):
     assert result.exit_code == 2
     for word in ("--algorithm", "fast", "auto", "lloyd", "elkan"):
         assert word in result.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["fit", "-k", "3", "--storage", "blocked", "--psd-repair", "lingoes"],
+     "storage='blocked' runs exact kernel k-means"),
+    (["fit", "-k", "3", "--storage", "blocked", "--objective", "ncut"],
+     "storage='blocked' runs exact kernel k-means"),
+    (["sweep", "--k", "2..4", "--storage", "blocked"], "--storage blocked has none"),
+])
+def test_cli_blocked_storage_conflicts_are_usage_errors(csv_data, tmp_path, args, message):
+    model = tmp_path / "m.npz"
+    result = run([args[0], csv_data, *args[1:], "-o", model])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kkmeans: error: ") and message in lines[0]
+    assert result.stdout == "" and not model.exists()
+
+
+def test_cli_blocked_fit_silhouette_without_a_kernel_matrix(csv_data, tmp_path, monkeypatch):
+    import json
+
+    from sklearn.metrics import silhouette_score
+
+    monkeypatch.setattr(Kernel, "matrix",
+                        lambda *a, **kw: pytest.fail("the kernel matrix was allocated"))
+    labels_path = tmp_path / "labels.txt"
+    result = run(["fit", csv_data, "-k", "4", "--storage", "blocked", "--silhouette",
+                  "--no-model", "--json", "--labels", labels_path, *FAST])
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    report["labels"] = np.loadtxt(labels_path, dtype=int)
+    X = np.loadtxt(csv_data, delimiter=",", skiprows=1)
+    est_kernel = Kernel("rbf", gamma=report["gamma"])
+    K = est_kernel.cross(X, X)
+    d2 = np.maximum(np.diag(K)[:, None] + np.diag(K)[None, :] - 2 * K, 0.0)
+    np.fill_diagonal(d2, 0.0)
+    expected = silhouette_score(np.sqrt(d2), report["labels"], metric="precomputed")
+    assert report["silhouette"] == pytest.approx(expected, rel=1e-9)
