@@ -29,7 +29,7 @@ PSD_REPAIR_CHOICES = ("none", "lingoes", "clip")
 SOLVER_CHOICES = ("lloyd", "embed")
 SCALE_CHOICES = ("none", "standard", "minmax")
 ALGORITHM_CHOICES = ("auto", "lloyd", "elkan")
-STORAGE_CHOICES = ("matrix", "blocked")
+STORAGE_CHOICES = ("auto", "matrix", "blocked")
 DTYPE_CHOICES = ("float64", "float32")
 DEFAULT_N_INIT = 20  # the API default (a test keeps them in step)
 EXIT_INTERRUPTED = 130
@@ -157,10 +157,13 @@ def fit_options(f):
                      show_default=True,
                      help="nystroem: k-means on Nyström features of --landmarks points "
                           "(O(n·m) memory instead of the n×n kernel matrix)."),
-        click.option("--storage", type=click.Choice(STORAGE_CHOICES), default="matrix",
+        click.option("--storage", type=click.Choice(STORAGE_CHOICES), default="auto",
                      show_default=True,
-                     help="blocked: never hold the n×n kernel matrix; recompute kernel rows "
-                          "in blocks when needed (exact, slower)."),
+                     help="matrix: compute the n×n kernel matrix once and hold it. blocked: "
+                          "never hold it; recompute kernel values in blocks when needed "
+                          "(exact, slower per pass). auto: matrix, except a fit with one start "
+                          "(--n-init 1) of 4096+ points on a positive semidefinite kernel: it "
+                          "starts blocked and builds the matrix only if needed (same result)."),
         click.option("--landmarks", type=click.IntRange(min=1), default=None, metavar="INT",
                      help="Nyström landmarks m (seeded uniform sample of the rows)  "
                           "[default: min(n, max(300, 20·k), 1000)]"),

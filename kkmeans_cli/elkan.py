@@ -86,13 +86,20 @@ def cross_sums(F, labels, weights, n_clusters):
 
 
 def elkan(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads=1,
-          check_bounds=False):
+          check_bounds=False, kernel_budget=None):
     """Elkan's iterations from ``labels``; same parameters and result as :func:`lloyd.lloyd`
     (``tol`` only chooses Lloyd's kind of update, so Elkan does not need it).
 
     ``check_bounds`` (for tests) recomputes every distance each iteration and raises
     ``AssertionError`` if a bound is violated. ``LloydResult.n_distances`` counts the
     point–centre distances evaluated; the kernel source counts kernel values.
+
+    ``kernel_budget`` (kernel values): stop before an iteration once the source has computed
+    more, or when an iteration would need a full pass or an empty-cluster refill. The result
+    is then ``interrupted``: its ``labels`` are the labels after ``n_iter`` updates, exactly
+    where Lloyd from the same start is after as many, so Lloyd (on the kernel matrix) can go
+    on from them with ``max_iter − n_iter`` (``KernelKMeans`` does, for ``storage='auto'``).
+    Its sums and inertia are not computed.
     """
     n, k = source.n, n_clusters
     diag = source.diag
@@ -144,7 +151,17 @@ def elkan(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
 
     n_updates, n_relocated, n_distances = 0, 0, 0
     converged = stalled = False
+
+    def interrupted():
+        return LloydResult(labels=labels.copy(), distances=None, inner_sums=None,
+                           cluster_weights=None, inertia=float("nan"), n_iter=n_updates,
+                           converged=False, n_relocated=n_relocated, objective_trace=trace,
+                           n_distances=n_distances, interrupted=True)
+
+    budgeted = kernel_budget is not None
     while True:
+        if budgeted and source.kernel_evaluations > kernel_budget:
+            return interrupted()
         # Assignment: the distances the bounds cannot exclude, with current sums.
         half_min = _half_min(half_dist)
         _elkan.update_bounds_and_mark(labels, upper, lower, shift, half_dist, half_min, W,
@@ -154,6 +171,8 @@ def elkan(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
         points = np.flatnonzero(row_mark)
         if not _refresh_marked(source, labels, weights, points, row_need, mark, valid, stamps,
                                log, F):
+            if budgeted:
+                return interrupted()
             full_pass()  # cheaper than replaying the log for the marked points
         new_labels[:] = labels
         n_distances += _elkan.assign_marked(points, labels, F, g, W, diag, upper, lower,
@@ -161,6 +180,8 @@ def elkan(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
 
         relocated = 0
         if np.any(np.bincount(new_labels, weights=weights, minlength=k) <= 0):
+            if budgeted:
+                return interrupted()
             # An empty cluster: Lloyd refills it from every point's exact distance.
             full_pass()
             _lloyd.assign(F, g, W, diag, new_labels, dist, n_threads)
@@ -231,7 +252,7 @@ def elkan(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
     return LloydResult(labels=labels, distances=dist, inner_sums=g, cluster_weights=W,
                        inertia=float(weights @ dist), n_iter=n_iter, converged=converged,
                        n_relocated=n_relocated, objective_trace=trace,
-                       n_distances=n_distances)
+                       n_distances=n_distances, bounds=(upper, lower) if converged else None)
 
 
 def _replay(source, points, stamps, log, F):

@@ -38,6 +38,7 @@ Normalized cut (Dhillon, Guan & Kulis, KDD 2004)
 import numpy as np
 
 from . import _hartigan, _lloyd
+from .kernel_source import LazyKernel
 from .lloyd import inner_sums
 
 SPECTRAL_EXACT_MAX = 3000     # exact Lanczos up to this many points, landmarks above
@@ -49,6 +50,8 @@ EMBEDDING_N_INIT = 10         # k-means runs in the embedding; the lowest inerti
 MAX_SWEEPS = 50               # Hartigan sweeps per round
 MAX_ROUNDS = 20               # Lloyd ↔ Hartigan rounds
 MIN_GAIN_RTOL = 1e-10         # a move must gain more than this × Σ w_i K_ii
+# hartigan_may_move computes exact distances for at most this fraction of the points
+MAY_MOVE_EXACT_FRACTION = 0.1
 ROW_BLOCK = 512
 OBJECTIVES = ("kmeans", "ncut")
 REFINES = ("hartigan", "none")
@@ -273,6 +276,49 @@ def hartigan(source, weights, labels, n_clusters, n_threads=1):
     return labels, int(n_moves), float(gain)
 
 
+def hartigan_may_move(source, weights, result, n_clusters):
+    """Whether a Hartigan sweep from a converged Elkan ``result`` could make a move, decided
+    without the kernel matrix.
+
+    Moving i from a to b pays when w·W_b/(W_b + w)·d(i, b) < w·W_a/(W_a − w)·d(i, a) (see
+    ``_hartigan.pyx``). Elkan's bounds (``result.bounds``: upper ≥ √d(i, a), lower ≤ √d(i, b),
+    with rounding allowances) rule that out for most points; the distances of the others
+    are computed exactly (their outer sums from kernel values in blocks) and tested as
+    Hartigan's first sweep does. True when some point could move (or the bounds are
+    missing, or too many points need exact distances): then Hartigan needs K.
+    """
+    if result.bounds is None or not result.converged:
+        return True
+    upper, lower = result.bounds
+    labels, g, W = result.labels, result.inner_sums, result.cluster_weights
+    n, k = lower.shape
+    rows = np.arange(n)
+    members = np.bincount(labels[weights > 0], minlength=n_clusters)
+    Wa = W[labels]
+    movable = (weights > 0) & (members[labels] >= 2) & (Wa - weights > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        remove = np.where(movable, Wa / (Wa - weights) * upper ** 2, -np.inf)
+        add = W[None, :] / (W[None, :] + weights[:, None]) * lower ** 2
+    add[:, W <= 0] = -np.inf
+    add[rows, labels] = np.inf
+    points = np.flatnonzero(add.min(axis=1) < remove)
+    if points.size == 0:
+        return False
+    if points.size > MAY_MOVE_EXACT_FRACTION * n:
+        return True
+    F = np.zeros((k, n))
+    source.pair_sums(np.repeat(points, k), np.tile(np.arange(k), points.size), labels,
+                     weights, F)
+    Ws = np.where(W > 0, W, 1.0)
+    d = source.diag[points, None] - 2.0 * F[:, points].T / Ws + g / Ws ** 2   # (p, k)
+    w, Wp = weights[points, None], Wa[points, None]
+    own = d[np.arange(points.size), labels[points]][:, None]
+    cost = np.where(W > 0, w * W / (W + w) * d, 0.0) - w * Wp / (Wp - w) * own
+    cost[np.arange(points.size), labels[points]] = np.inf
+    min_gain = MIN_GAIN_RTOL * max(float(np.abs(weights @ source.diag)), 1e-300)
+    return bool(np.any(cost.min(axis=1) < -0.5 * min_gain))
+
+
 def refine(source, weights, result, n_clusters, iterate, n_threads=1):
     """Alternate Hartigan moves and Lloyd (``iterate(start) → result``) from a converged
     result until Hartigan finds no move. Never returns a higher objective than it was given.
@@ -285,6 +331,12 @@ def refine(source, weights, result, n_clusters, iterate, n_threads=1):
         result's ``n_iter`` counts the Lloyd iterations of every round.
     """
     stats = {"refine_moves": 0, "refine_rounds": 0, "refine_gain": 0.0}
+    if isinstance(source, LazyKernel) and n_clusters >= 2:
+        if source.matrix is None and not hartigan_may_move(source.blocked, weights, result,
+                                                           n_clusters):
+            stats["refine_rounds"] = 1  # a round that found no move, without K
+            return result, stats
+        source = source.materialize()
     if not hasattr(source, "K") or n_clusters < 2:
         return result, stats          # needs rows of K in memory; nothing to move for k = 1
     best = result
@@ -412,6 +464,7 @@ class OptimaState:
                 source, weights, result, est.n_clusters,
                 lambda labels: est._iterate(source, weights, labels, n_threads), n_threads)
             record["refine_moves"] = stats["refine_moves"]
+            record["refine_skipped"] = stats["refine_rounds"] == 0 and est.n_clusters >= 2
         record["refined_objective"] = float(result.inertia)
         self.records.append(record)
         return result
@@ -497,7 +550,9 @@ def report_rows(est):
     if lloyd_obj is not None and refined is not None:
         text = (f"start {start:.6g} → Lloyd {lloyd_obj:.6g}" if start is not None
                 else f"Lloyd {lloyd_obj:.6g}")
-        if stats.get("refine") == "hartigan":
+        if stats.get("refine") == "hartigan" and stats.get("refine_skipped"):
+            text += " (Hartigan skipped: it needs the kernel matrix)"
+        elif stats.get("refine") == "hartigan":
             text += (f" → Hartigan {refined:.6g} ({stats.get('refine_moves', 0)} moves, "
                      f"−{lloyd_obj - refined:.3g})")
         rows.append(("stages", text))

@@ -148,8 +148,7 @@ def fit_report(estimator, data, scaler, model_path):
         ("inertia", f"{estimator.inertia_:.6g}"),
         ("cluster sizes", ", ".join(str(int(s)) for s in estimator.cluster_sizes_)),
         ("model", model_path or "not saved (--no-model)"),
-        ("time", f"kernel matrix {stats['kernel_seconds']:.3f} s, iterations "
-                 f"{stats['iteration_seconds']:.3f} s ({_threads(stats['n_threads'])})"),
+        ("time", _time_text(stats)),
     ]
     from .psd import report_rows as psd_rows
 
@@ -188,6 +187,7 @@ def fit_summary(estimator, data, model_path):
         "inertia": float(estimator.inertia_),
         "cluster_sizes": [int(s) for s in estimator.cluster_sizes_],
         "model": model_path,
+        "storage": stats.get("storage", "matrix"),
         "kernel_seconds": float(stats["kernel_seconds"]),
         "iteration_seconds": float(stats["iteration_seconds"]),
         "n_threads": int(stats["n_threads"]),
@@ -313,3 +313,17 @@ def _plural(count, noun):
 
 def _threads(n):
     return f"{n} thread" if n == 1 else f"{n} threads"
+
+
+def _time_text(stats):
+    """Where the time went; a fit without the kernel matrix computed kernel values in blocks
+    during its iterations (``fit_stats_['storage']``)."""
+    threads = _threads(stats["n_threads"])
+    iterations = f"iterations {stats['iteration_seconds']:.3f} s"
+    storage = stats.get("storage", "matrix")
+    if storage == "blocked":
+        return f"{iterations} on kernel values computed in blocks, no kernel matrix ({threads})"
+    if storage == "blocked, then matrix":
+        return (f"kernel matrix {stats['kernel_seconds']:.3f} s (built after blocked "
+                f"iterations), {iterations} ({threads})")
+    return f"kernel matrix {stats['kernel_seconds']:.3f} s, {iterations} ({threads})"

@@ -1,0 +1,224 @@
+"""``storage='auto'`` for a fit with one start (``kernel_source.LazyKernel``): Elkan on kernel
+values computed in blocks, the kernel matrix built only past a budget or when Hartigan has moves
+to make. Every result here is compared with ``storage='matrix'`` from the same seed: the same
+labels, iterations and inertia (rel. 1e-9) — the route changes where kernel values come from,
+never the answer.
+
+``LAZY_MIN_N`` is lowered in most tests so that they stay small and quick; one test runs at the
+real threshold.
+"""
+import numpy as np
+import pytest
+
+from cli_helpers import labels_of, run, write_csv
+from kkmeans_cli import KernelKMeans
+from kkmeans_cli import estimator as estimator_module
+from kkmeans_cli.elkan import elkan
+from kkmeans_cli.initialization import kmeans_plusplus
+from kkmeans_cli.kernel_source import BlockedKernel, InMemoryKernel
+from kkmeans_cli.kernels import Kernel, resolve_gamma
+from kkmeans_cli.optima import hartigan, hartigan_may_move
+
+
+@pytest.fixture
+def small_lazy(monkeypatch):
+    monkeypatch.setattr(estimator_module, "LAZY_MIN_N", 200)
+
+
+def _blobs(n, d, centres, seed, spread=8.0):
+    rng = np.random.default_rng(seed)
+    c = rng.uniform(-spread, spread, size=(centres, d))
+    return c[rng.integers(0, centres, n)] + rng.normal(size=(n, d))
+
+
+def _pair(X, weights=None, **params):
+    """The same fit with storage 'auto' and 'matrix'."""
+    return [KernelKMeans(storage=storage, **params).fit(X, sample_weight=weights)
+            for storage in ("auto", "matrix")]
+
+
+def _assert_same(auto, matrix):
+    np.testing.assert_array_equal(auto.labels_, matrix.labels_)
+    assert auto.n_iter_ == matrix.n_iter_
+    assert auto.inertia_ == pytest.approx(matrix.inertia_, rel=1e-9)
+    np.testing.assert_allclose(auto.inner_sums_, matrix.inner_sums_, rtol=1e-9)
+    np.testing.assert_allclose(auto.cluster_weights_, matrix.cluster_weights_, rtol=1e-12)
+    assert matrix.fit_stats_["storage"] == "matrix"
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian", "linear", "cosine"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_well_separated_data_never_builds_the_matrix(small_lazy, kernel, weighted):
+    X = _blobs(1500, 3, 6, seed=1)
+    w = np.random.default_rng(2).uniform(0.5, 2.0, X.shape[0]) if weighted else None
+    auto, matrix = _pair(X, w, n_clusters=6, kernel=kernel, n_init=1, random_state=4)
+    _assert_same(auto, matrix)
+    if kernel == "rbf":
+        assert auto.fit_stats_["storage"] == "blocked"
+        # fewer kernel values than the matrix holds (it also reads n² per full pass)
+        assert auto.fit_stats_["kernel_evaluations"] < X.shape[0] ** 2
+    np.testing.assert_array_equal(auto.predict(X), auto.labels_)
+
+
+def test_past_the_budget_the_matrix_is_built_and_lloyd_goes_on(small_lazy, monkeypatch):
+    # Structureless data: many iterations with many moves, so the budget runs out.
+    X = np.random.default_rng(5).normal(size=(1200, 4))
+    monkeypatch.setattr(estimator_module, "LAZY_BUDGET", 0.2)
+    auto, matrix = _pair(X, n_clusters=9, n_init=1, refine="none", random_state=3)
+    assert auto.fit_stats_["storage"] == "blocked, then matrix"
+    _assert_same(auto, matrix)
+    assert auto.n_iter_ > 3
+    assert auto.converged_ and matrix.converged_
+
+
+def test_budget_hit_in_the_first_iterations_still_gives_lloyds_result(small_lazy, monkeypatch):
+    X = np.random.default_rng(6).normal(size=(900, 3))
+    monkeypatch.setattr(estimator_module, "LAZY_BUDGET", 1e-9)   # stop before the first update
+    auto, matrix = _pair(X, n_clusters=5, n_init=1, random_state=8)
+    assert auto.fit_stats_["storage"] == "blocked, then matrix"
+    _assert_same(auto, matrix)
+
+
+def test_hartigan_moves_build_the_matrix_and_give_the_refined_result(small_lazy):
+    # Structureless data: Lloyd's fixed point is usually not a Hartigan optimum.
+    moved = 0
+    for seed in range(4):
+        X = np.random.default_rng(seed).normal(size=(700, 2))
+        auto, matrix = _pair(X, n_clusters=8, n_init=1, random_state=seed)
+        _assert_same(auto, matrix)
+        assert auto.fit_stats_["refine_moves"] == matrix.fit_stats_["refine_moves"]
+        if matrix.fit_stats_["refine_moves"]:
+            moved += 1
+            assert auto.fit_stats_["storage"] == "blocked, then matrix"
+    assert moved, "no seed gave Hartigan a move: the test shows nothing"
+
+
+def test_max_iter_counts_the_blocked_and_the_matrix_iterations(small_lazy, monkeypatch):
+    X = np.random.default_rng(9).normal(size=(1000, 3))
+    monkeypatch.setattr(estimator_module, "LAZY_BUDGET", 0.1)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        auto, matrix = _pair(X, n_clusters=10, n_init=1, max_iter=6, refine="none",
+                             random_state=1)
+    assert matrix.n_iter_ == 6 and not matrix.converged_
+    _assert_same(auto, matrix)
+
+
+def test_given_start_labels_take_the_lazy_route(small_lazy):
+    X = _blobs(1000, 2, 4, seed=3)
+    # a start near a good clustering: k-means++ labels of the data
+    start = KernelKMeans(4, n_init=1, random_state=0, storage="matrix").fit(X).labels_.copy()
+    flip = np.random.default_rng(0).choice(X.shape[0], 50, replace=False)
+    start[flip] = (start[flip] + 1) % 4
+    auto, matrix = _pair(X, n_clusters=4, init=start, random_state=0)
+    assert auto.fit_stats_["storage"] == "blocked"
+    _assert_same(auto, matrix)
+
+
+@pytest.mark.parametrize("params, why", [
+    (dict(n_init=3), "several restarts share the matrix"),
+    (dict(init="spectral", n_init=1), "spectral starts need K"),
+    (dict(kernel="sigmoid", n_init=1), "not PSD by construction"),
+    (dict(kernel="poly", coef0=-1.0, n_init=1), "poly with coef0 < 0 is checked"),
+    (dict(n_init=1, algorithm="lloyd"), "Lloyd asked for: blocked Lloyd is slow"),
+    (dict(n_init=1, objective="ncut"), "ncut transforms K"),
+    (dict(n_init=1, psd_repair="lingoes", kernel="sigmoid"), "repair needs K"),
+    (dict(n_init=1, storage="matrix"), "asked for"),
+])
+def test_the_matrix_route_where_lazy_cannot_help(small_lazy, params, why):
+    X = _blobs(400, 3, 3, seed=0)
+    est = KernelKMeans(n_clusters=3, random_state=0, **params).fit(X)
+    assert est.fit_stats_["storage"] == "matrix", why
+
+
+def test_many_features_and_few_clusters_use_the_matrix(small_lazy):
+    # The blocked rule of algorithm='auto': Lloyd there, so no lazy start (KernelKMeans._scheme).
+    X = np.random.default_rng(0).normal(size=(400, 40))
+    assert KernelKMeans(3, n_init=1, random_state=0).fit(X).fit_stats_["storage"] == "matrix"
+    est = KernelKMeans(3, n_init=1, random_state=0, algorithm="elkan").fit(X)
+    assert est.fit_stats_["storage"].startswith("blocked")
+
+
+def test_given_kernel_matrix_and_small_n_use_the_matrix():
+    X = _blobs(600, 2, 3, seed=0)
+    est = KernelKMeans(3, n_init=1, random_state=0)
+    assert est.fit(X).fit_stats_["storage"] == "matrix"        # n < LAZY_MIN_N
+    est = KernelKMeans(3, n_init=1, random_state=0)
+    K = est.kernel_matrix(X)
+    assert est.fit(X, kernel_matrix=K).fit_stats_["storage"] == "matrix"
+
+
+def test_at_the_real_threshold(small_lazy, monkeypatch):
+    monkeypatch.setattr(estimator_module, "LAZY_MIN_N", estimator_module.LAZY_MIN_N)
+    n = estimator_module.LAZY_MIN_N
+    X = _blobs(n, 4, 5, seed=7)
+    auto, matrix = _pair(X, n_clusters=5, n_init=1, random_state=2, dtype=np.float32)
+    assert auto.fit_stats_["storage"] == "blocked"
+    _assert_same(auto, matrix)
+    small = KernelKMeans(5, n_init=1, random_state=2).fit(X[:n - 1])
+    assert small.fit_stats_["storage"] == "matrix"
+
+
+def test_thread_count_does_not_change_the_lazy_result(small_lazy):
+    X = _blobs(2500, 3, 5, seed=11)
+    one = KernelKMeans(5, n_init=1, random_state=0, n_threads=1).fit(X)
+    two = KernelKMeans(5, n_init=1, random_state=0, n_threads=2).fit(X)
+    np.testing.assert_array_equal(one.labels_, two.labels_)
+    assert one.inertia_ == two.inertia_
+
+
+# -- the Hartigan test on Elkan's bounds -------------------------------------------------------
+@pytest.mark.parametrize("kind", ["blobs", "normal"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_hartigan_may_move_never_misses_a_move(kind, weighted):
+    """Whenever Hartigan's first sweep (on K) moves a point, the bound test says so; and on
+    separated data it settles every point without K."""
+    settled = 0
+    for seed in range(12):
+        rng = np.random.default_rng(seed)
+        k = int(rng.integers(2, 9))
+        X = _blobs(300, 2, k, seed) if kind == "blobs" else rng.normal(size=(300, 2))
+        w = rng.uniform(0.3, 3.0, 300) if weighted else np.ones(300)
+        kern = Kernel("rbf", resolve_gamma("rbf", "median", X, np.random.default_rng(0)))
+        blocked = BlockedKernel(kern, X)
+        start, _ = kmeans_plusplus(blocked, w, k, np.random.default_rng(seed))
+        result = elkan(blocked, w, start, k)
+        assert result.converged
+        may = hartigan_may_move(blocked, w, result, k)
+        memory = InMemoryKernel(kern.matrix(X), diag=kern.diag(X))
+        _, moves, _ = hartigan(memory, w, result.labels, k)
+        if moves:
+            assert may, f"seed {seed}: Hartigan moved {moves} points the bounds settled"
+        settled += not may
+    if kind == "blobs":
+        assert settled >= 6
+
+
+def test_hartigan_may_move_without_bounds_says_yes():
+    X = _blobs(200, 2, 3, seed=0)
+    kern = Kernel("rbf", 0.05)
+    blocked = BlockedKernel(kern, X)
+    w = np.ones(200)
+    start, _ = kmeans_plusplus(blocked, w, 3, np.random.default_rng(0))
+    result = elkan(blocked, w, start, 3)
+    result.bounds = None
+    assert hartigan_may_move(blocked, w, result, 3)
+
+
+# -- the command line ----------------------------------------------------------------------------
+def test_cli_reports_the_storage_used(tmp_path, small_lazy):
+    import json
+
+    X = _blobs(600, 2, 3, seed=2)
+    data = write_csv(tmp_path / "d.csv", X)
+    base = ["fit", data, "-k", "3", "--n-init", "1", "--no-model"]
+    auto = run(base + ["--summary", tmp_path / "auto.json"])
+    assert auto.exit_code == 0, auto.output
+    assert "no kernel matrix" in auto.stderr
+    assert json.loads((tmp_path / "auto.json").read_text())["storage"] == "blocked"
+    matrix = run(base + ["--storage", "matrix", "--summary", tmp_path / "matrix.json"])
+    assert matrix.exit_code == 0, matrix.output
+    assert json.loads((tmp_path / "matrix.json").read_text())["storage"] == "matrix"
+    np.testing.assert_array_equal(labels_of(auto.stdout), labels_of(matrix.stdout))
