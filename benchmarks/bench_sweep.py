@@ -22,7 +22,6 @@ The default peers are PyPI ``kkmeans`` (lloyd and elkan), the fastest by far
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile

@@ -28,10 +28,12 @@ cdef enum:
 
 
 def silhouette_rows(const floating[:, ::1] K_rows, Py_ssize_t row_start,
-                    const double[::1] diag, const int[::1] labels, const double[::1] counts,
-                    double[::1] out, int n_threads, const double[::1] weights=None,
-                    double[:, ::1] F=None):
-    """out[row_start + r] = s_i for i = row_start + r, from the block of rows ``K_rows`` of K.
+                    const double[::1] diag, const int[:, ::1] labels, const double[:, ::1] counts,
+                    double[:, ::1] out, int n_threads, const double[::1] weights=None,
+                    double[:, :, ::1] F=None):
+    """out[l, row_start + r] = s_i of labelling l for i = row_start + r, from the block of rows
+    ``K_rows`` of K — for L labellings of the same points at once (a sweep over k reads K
+    and takes the square roots once for all of them).
 
     Parameters
     ----------
@@ -41,17 +43,18 @@ def silhouette_rows(const floating[:, ::1] K_rows, Py_ssize_t row_start,
     row_start : int
     diag : (n,) float64
         K_jj for every column j.
-    labels : (n,) int32 in 0 … k−1
-    counts : (k,) float64
-        n_c, the number of points with label c (the length of ``counts`` is k).
-    out : (n,) float64
-        Receives the silhouette of each row of the block.
+    labels : (L, n) int32
+        Labelling l in 0 … k_l − 1.
+    counts : (L, k) float64
+        counts[l, c] = the number of points with labels[l] = c (zero beyond k_l; k ≥ every k_l).
+    out : (L, n) float64
+        Receives the silhouette of each row of the block, per labelling.
     n_threads : int
     weights : (n,) float64, optional
-    F : (k, n) float64, optional
+    F : (L, k, n) float64, optional
         When given (with ``weights``), also receives the outer sums of the same rows,
-        F[c, i] = Σ_{j: labels_j = c} w_j K_ij — read from the row while it is in cache, so the
-        silhouette and every centre-based measure cost one pass over K together.
+        F[l, c, i] = Σ_{j: labels[l, j] = c} w_j K_ij — read from the row while it is in cache,
+        so the silhouette and every centre-based measure cost one pass over K together.
 
     Notes
     -----
@@ -59,70 +62,76 @@ def silhouette_rows(const floating[:, ::1] K_rows, Py_ssize_t row_start,
     a = S[own] / (n_own − 1), b = min_{c≠own, n_c>0} S[c] / n_c, s = (b − a) / max(a, b);
     s = 0 for a singleton (n_own = 1) and when max(a, b) = 0.
     """
-    cdef Py_ssize_t n_rows = K_rows.shape[0], n = K_rows.shape[1], k = counts.shape[0]
+    cdef Py_ssize_t n_rows = K_rows.shape[0], n = K_rows.shape[1]
+    cdef Py_ssize_t L = labels.shape[0], k = counts.shape[1]
     cdef Py_ssize_t n4 = n - n % LANES
-    cdef Py_ssize_t r, i, j, c, q
+    cdef Py_ssize_t r, i, j, c, q, l
     cdef int own
     cdef double *dist
     cdef double *acc
+    cdef const int *lab
     cdef double kii, t, a, b, m, mean
     cdef bint want_F = F is not None
-    if want_F and (weights is None or F.shape[0] != k or F.shape[1] != n
+    if labels.shape[1] != n or counts.shape[0] != L or out.shape[0] != L or diag.shape[0] != n:
+        raise ValueError("labels must be (L, n), counts (L, k), out (L, n) and diag (n,)")
+    if want_F and (weights is None or F.shape[0] != L or F.shape[1] != k or F.shape[2] != n
                    or weights.shape[0] != n):
-        raise ValueError("F must be (k, n) and weights (n,)")
+        raise ValueError("F must be (L, k, n) and weights (n,)")
     with nogil, parallel(num_threads=n_threads):
         dist = <double *> malloc(n * sizeof(double))
         acc = <double *> malloc(2 * LANES * k * sizeof(double))
         for r in prange(n_rows, schedule="static"):
             i = row_start + r
             kii = diag[i]
-            # Distances of row i (a contiguous, vectorisable loop).
+            # Distances of row i (a contiguous, vectorisable loop), once for every labelling.
             for j in range(n):
                 t = kii + diag[j] - 2.0 * K_rows[r, j]
                 dist[j] = sqrt(t) if t > 0.0 else 0.0
-            # Per-cluster sums; four interleaved partial sums break the dependency chain of
-            # consecutive points of the same cluster.
-            for c in range(LANES * k):
-                acc[c] = 0.0
-            for q in range(n4 // LANES):
-                j = q * LANES
-                acc[labels[j]] += dist[j]
-                acc[k + labels[j + 1]] += dist[j + 1]
-                acc[2 * k + labels[j + 2]] += dist[j + 2]
-                acc[3 * k + labels[j + 3]] += dist[j + 3]
-            for j in range(n4, n):
-                acc[labels[j]] += dist[j]
-            for c in range(k):
-                acc[c] = (acc[c] + acc[k + c]) + (acc[2 * k + c] + acc[3 * k + c])
-            if want_F:
-                for c in range(LANES * k, 2 * LANES * k):
+            for l in range(L):
+                lab = &labels[l, 0]
+                # Per-cluster sums; four interleaved partial sums break the dependency chain of
+                # consecutive points of the same cluster.
+                for c in range(LANES * k):
                     acc[c] = 0.0
                 for q in range(n4 // LANES):
                     j = q * LANES
-                    acc[LANES * k + labels[j]] += weights[j] * K_rows[r, j]
-                    acc[(LANES + 1) * k + labels[j + 1]] += weights[j + 1] * K_rows[r, j + 1]
-                    acc[(LANES + 2) * k + labels[j + 2]] += weights[j + 2] * K_rows[r, j + 2]
-                    acc[(LANES + 3) * k + labels[j + 3]] += weights[j + 3] * K_rows[r, j + 3]
+                    acc[lab[j]] += dist[j]
+                    acc[k + lab[j + 1]] += dist[j + 1]
+                    acc[2 * k + lab[j + 2]] += dist[j + 2]
+                    acc[3 * k + lab[j + 3]] += dist[j + 3]
                 for j in range(n4, n):
-                    acc[LANES * k + labels[j]] += weights[j] * K_rows[r, j]
+                    acc[lab[j]] += dist[j]
                 for c in range(k):
-                    F[c, i] = ((acc[LANES * k + c] + acc[(LANES + 1) * k + c])
-                               + (acc[(LANES + 2) * k + c] + acc[(LANES + 3) * k + c]))
-            own = labels[i]
-            if counts[own] <= 1.0:
-                out[i] = 0.0
-                continue
-            a = acc[own] / (counts[own] - 1.0)
-            b = INFINITY
-            for c in range(k):
-                if c != own and counts[c] > 0.0:
-                    mean = acc[c] / counts[c]
-                    if mean < b:
-                        b = mean
-            m = a if a > b else b
-            if m > 0.0 and b < INFINITY:
-                out[i] = (b - a) / m
-            else:
-                out[i] = 0.0
+                    acc[c] = (acc[c] + acc[k + c]) + (acc[2 * k + c] + acc[3 * k + c])
+                if want_F:
+                    for c in range(LANES * k, 2 * LANES * k):
+                        acc[c] = 0.0
+                    for q in range(n4 // LANES):
+                        j = q * LANES
+                        acc[LANES * k + lab[j]] += weights[j] * K_rows[r, j]
+                        acc[(LANES + 1) * k + lab[j + 1]] += weights[j + 1] * K_rows[r, j + 1]
+                        acc[(LANES + 2) * k + lab[j + 2]] += weights[j + 2] * K_rows[r, j + 2]
+                        acc[(LANES + 3) * k + lab[j + 3]] += weights[j + 3] * K_rows[r, j + 3]
+                    for j in range(n4, n):
+                        acc[LANES * k + lab[j]] += weights[j] * K_rows[r, j]
+                    for c in range(k):
+                        F[l, c, i] = ((acc[LANES * k + c] + acc[(LANES + 1) * k + c])
+                                      + (acc[(LANES + 2) * k + c] + acc[(LANES + 3) * k + c]))
+                own = lab[i]
+                if counts[l, own] <= 1.0:
+                    out[l, i] = 0.0
+                    continue
+                a = acc[own] / (counts[l, own] - 1.0)
+                b = INFINITY
+                for c in range(k):
+                    if c != own and counts[l, c] > 0.0:
+                        mean = acc[c] / counts[l, c]
+                        if mean < b:
+                            b = mean
+                m = a if a > b else b
+                if m > 0.0 and b < INFINITY:
+                    out[l, i] = (b - a) / m
+                else:
+                    out[l, i] = 0.0
         free(dist)
         free(acc)

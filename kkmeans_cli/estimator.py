@@ -418,7 +418,8 @@ class KernelKMeans:
                            converged=rest.converged,
                            n_relocated=first.n_relocated + rest.n_relocated,
                            objective_trace=first.objective_trace + rest.objective_trace[1:],
-                           n_distances=first.n_distances + rest.n_distances)
+                           n_distances=first.n_distances + rest.n_distances,
+                           outer_sums=rest.outer_sums)
 
     def _euclidean(self, source):
         """Whether the feature-space distances of ``source`` are Euclidean, and why not."""

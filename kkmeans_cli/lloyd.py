@@ -44,6 +44,8 @@ class LloydResult:
     # stopped at its kernel budget (``elkan(kernel_budget=...)``) before converging.
     bounds: tuple = None
     interrupted: bool = False
+    # Lloyd only: F of the final labels from a full pass (k×n), for Hartigan's refinement.
+    outer_sums: np.ndarray = None
 
 
 def inner_sums(F, labels, weights, n_clusters):
@@ -186,4 +188,4 @@ def lloyd(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
     return LloydResult(labels=labels, distances=dist, inner_sums=g, cluster_weights=W,
                        inertia=float(weights @ dist), n_iter=n_iter, converged=converged,
                        n_relocated=n_relocated, objective_trace=trace,
-                       n_distances=n_distances)
+                       n_distances=n_distances, outer_sums=F)

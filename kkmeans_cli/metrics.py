@@ -161,12 +161,24 @@ def silhouette_samples(K, labels, n_threads=None):
 
     K = _check_K(K)
     n = K.shape[0]
-    labels, k = _check_labels(labels, n)
-    counts = np.bincount(labels, minlength=k).astype(np.float64)
+    codes, counts = _stacked([labels], n)
     diag = np.array(np.diagonal(K), dtype=np.float64)
-    out = np.empty(n)
-    _silhouette.silhouette_rows(K, 0, diag, labels, counts, out, effective_n_threads(n_threads))
-    return out
+    out = np.empty((1, n))
+    _silhouette.silhouette_rows(K, 0, diag, codes, counts, out, effective_n_threads(n_threads))
+    return out[0]
+
+
+def _stacked(labelings, n):
+    """Labellings as (L, n) int32 codes 0 … k_l − 1 and their (L, max k_l) counts (zero
+    beyond k_l), the form ``_silhouette.silhouette_rows`` takes."""
+    checked = [_check_labels(labels, n) for labels in labelings]
+    k_max = max(k for _, k in checked)
+    codes = np.empty((len(checked), n), dtype=np.int32)
+    counts = np.zeros((len(checked), k_max))
+    for l, (c, k) in enumerate(checked):
+        codes[l] = c
+        counts[l, :k] = np.bincount(c, minlength=k)
+    return codes, counts
 
 
 def silhouette_and_sums(K, labels, sample_weight=None, n_threads=None):
@@ -175,19 +187,39 @@ def silhouette_and_sums(K, labels, sample_weight=None, n_threads=None):
     Each row of K is read once for both the distance sums of the silhouette and the outer sums
     F of the centre-based measures. Returns ``(samples, sums)``.
     """
+    return silhouettes_and_sums(K, [labels], sample_weight, n_threads)[0]
+
+
+def silhouettes_and_sums(K, labelings, sample_weight=None, n_threads=None):
+    """:func:`silhouette_and_sums` of several labellings of the same points (a sweep over k)
+    from ONE pass over K: each row is read, and its distances taken, once for all of them.
+
+    The outer sums of all labellings are held at once (L × max k × n floats); labellings are
+    taken in groups that keep them within ``BLOCK_BYTES``. Returns a list of
+    ``(samples, sums)``, one per labelling.
+    """
     from . import _silhouette
+    from .kernels import BLOCK_BYTES
 
     K = _check_K(K)
     n = K.shape[0]
-    codes, k = _check_labels(labels, n)
     w = _check_weights(sample_weight, n)
-    counts = np.bincount(codes, minlength=k).astype(np.float64)
     diag = np.array(np.diagonal(K), dtype=np.float64)
-    out = np.empty(n)
-    F = np.empty((k, n))
-    _silhouette.silhouette_rows(K, 0, diag, codes, counts, out, effective_n_threads(n_threads),
-                                w, F)
-    return out, feature_sums(K, labels, w, n_threads, F=F)
+    n_threads = effective_n_threads(n_threads)
+    codes, counts = _stacked(labelings, n)
+    group = max(1, BLOCK_BYTES // (8 * n * counts.shape[1]))
+    found = []
+    for g0 in range(0, len(labelings), group):
+        g1 = min(g0 + group, len(labelings))
+        out = np.empty((g1 - g0, n))
+        F = np.empty((g1 - g0, counts.shape[1], n))
+        _silhouette.silhouette_rows(K, 0, diag, codes[g0:g1], counts[g0:g1], out, n_threads,
+                                    w, F)
+        for l in range(g1 - g0):
+            k = int(np.count_nonzero(counts[g0 + l]))
+            found.append((out[l], feature_sums(K, labelings[g0 + l], w, n_threads,
+                                               F=F[l, :k])))
+    return found
 
 
 def silhouette(K, labels, n_threads=None, *, return_samples=False):
@@ -213,12 +245,12 @@ def silhouette_blocks(X, labels, kernel, n_threads=None, dtype=np.float64):
     n = X.shape[0]
     labels, k = _check_labels(labels, n)
     n_threads = effective_n_threads(n_threads)
-    counts = np.bincount(labels, minlength=k).astype(np.float64)
+    codes, counts = _stacked([labels], n)
     diag = np.asarray(kernel.diag(X), dtype=np.float64)
-    out = np.empty(n)
+    out = np.empty((1, n))
     for i0, _, rows in kernel.cross_blocks(X, X, dtype=dtype, n_threads=n_threads):
-        _silhouette.silhouette_rows(rows, i0, diag, labels, counts, out, n_threads)
-    return out
+        _silhouette.silhouette_rows(rows, i0, diag, codes, counts, out, n_threads)
+    return out[0]
 
 
 def stratified_sample(labels, sample_size, random_state=0):
@@ -441,6 +473,22 @@ def scores(K, labels, metrics=METRICS, sample_weight=None, n_threads=None, *,
 
     return scores_with(metrics, silhouette,
                        lambda: feature_sums(K, labels, sample_weight, n_threads))
+
+
+def scores_many(K, labelings, metrics=METRICS, sample_weight=None, n_threads=None, *,
+                max_exact=MAX_EXACT, sample_size=SAMPLE_SIZE, random_state=0):
+    """:func:`scores` of several labellings of the same points (a sweep over k); an exact
+    silhouette and the sums of every labelling come from one pass over K
+    (:func:`silhouettes_and_sums`). Returns a list of dicts."""
+    n = K.shape[0]
+    if "silhouette" not in metrics or (max_exact is not None and n > max_exact):
+        return [scores(K, labels, metrics, sample_weight, n_threads, max_exact=max_exact,
+                       sample_size=sample_size, random_state=random_state)
+                for labels in labelings]
+    found = silhouettes_and_sums(K, labelings, sample_weight, n_threads)
+    return [scores_with(metrics, lambda s=samples, f=fs: (float(np.mean(s)), n, f),
+                        lambda f=fs: f)
+            for samples, fs in found]
 
 
 def scores_with(metrics, silhouette, sums):

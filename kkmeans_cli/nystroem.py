@@ -405,19 +405,18 @@ def silhouette_samples(Phi, labels, n_threads=1):
     """Exact silhouette of every point under the kernel Φ Φᵀ, rows of it made in blocks (never
     the n×n matrix): memory one block of rows."""
     from . import _silhouette
-    from .metrics import _check_labels
+    from .metrics import _stacked
 
     n = Phi.shape[0]
-    codes, k = _check_labels(labels, n)
-    counts = np.bincount(codes, minlength=k).astype(np.float64)
+    codes, counts = _stacked([labels], n)
     diag = _sq_norms(Phi)
-    out = np.empty(n)
+    out = np.empty((1, n))
     step = max(1, BLOCK_BYTES // (8 * n))
     for i0 in range(0, n, step):
         i1 = min(n, i0 + step)
         rows = times_rows_t(Phi[i0:i1], Phi, np.empty((i1 - i0, n)), n_threads)
         _silhouette.silhouette_rows(rows, i0, diag, codes, counts, out, n_threads)
-    return out
+    return out[0]
 
 
 def silhouette_score(Phi, labels, *, max_exact=20_000, sample_size=10_000, random_state=0,

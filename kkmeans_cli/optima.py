@@ -254,8 +254,9 @@ def start_kinds(init, n_init, objective="kmeans"):
 
 
 # -- Hartigan refinement ---------------------------------------------------------------------
-def hartigan(source, weights, labels, n_clusters, n_threads=1):
-    """Hartigan sweeps from ``labels`` (fresh sums from one full pass).
+def hartigan(source, weights, labels, n_clusters, n_threads=1, outer_sums=None):
+    """Hartigan sweeps from ``labels`` (fresh sums from one full pass, or ``outer_sums``:
+    F of exactly these labels from a full pass on this source, e.g. Lloyd's final one).
 
     Returns
     -------
@@ -266,8 +267,11 @@ def hartigan(source, weights, labels, n_clusters, n_threads=1):
     """
     n = source.n
     labels = np.array(labels, dtype=np.int32)
-    F = np.empty((n_clusters, n), dtype=np.float64)
-    source.full_outer_sums(labels, weights, F)
+    if outer_sums is not None:
+        F = np.array(outer_sums, dtype=np.float64, order="C")  # a copy: the sweeps change it
+    else:
+        F = np.empty((n_clusters, n), dtype=np.float64)
+        source.full_outer_sums(labels, weights, F)
     g, W = inner_sums(F, labels, weights, n_clusters)
     members = np.bincount(labels[weights > 0], minlength=n_clusters).astype(np.intp)
     min_gain = MIN_GAIN_RTOL * max(float(np.abs(weights @ source.diag)), 1e-300)
@@ -343,7 +347,8 @@ def refine(source, weights, result, n_clusters, iterate, n_threads=1):
     start_inertia = result.inertia
     total_iter = result.n_iter
     for _ in range(MAX_ROUNDS):
-        labels, moves, _gain = hartigan(source, weights, result.labels, n_clusters, n_threads)
+        labels, moves, _gain = hartigan(source, weights, result.labels, n_clusters, n_threads,
+                                        outer_sums=result.outer_sums)
         stats["refine_rounds"] += 1
         if moves == 0:
             break

@@ -19,7 +19,6 @@ import io
 import re
 import time
 from dataclasses import dataclass, field
-from functools import partial
 
 import numpy as np
 
@@ -40,8 +39,8 @@ class SweepResult:
     Attributes
     ----------
     rows : list of dict
-        One per k, keys :data:`COLUMNS` in that order; ``seconds`` is the wall time of the k
-        (fit and measures).
+        One per k, keys :data:`COLUMNS` in that order; ``seconds`` is the wall time of the k:
+        its fit and an equal share of the measures (computed for every k in one pass over K).
     metric : str
         The measure k was chosen by.
     best_k : int
@@ -160,39 +159,38 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
     if bad:
         raise ValueError(f"every k must be between 2 and n_samples - 1 = {n - 1}; got {bad}")
 
-    rows, n_used, fit_seconds = [], [], []
-    best_k, best_est, best_value = None, None, None
-    higher = HIGHER_IS_BETTER[metric]
+    rows, fits, fit_seconds = [], [], []
     for done, k in enumerate(ks, start=1):
         t_start = time.perf_counter()
         est = KernelKMeans(k, **params).fit(X, sample_weight=sample_weight, kernel_matrix=K)
-        t_fit = time.perf_counter()
-        scorer = K.scores if hasattr(K, "scores") else partial(_metrics.scores, K)
-        m = scorer(est.labels_, sample_weight=sample_weight, n_threads=n_threads,
-                   max_exact=max_exact, sample_size=sample_size,
-                   random_state=params["random_state"])
-        row = {"k": k, "inertia": float(est.inertia_), "silhouette": m["silhouette"],
-               "simplified_silhouette": m["simplified_silhouette"],
-               "calinski_harabasz": m["calinski_harabasz"],
-               "davies_bouldin": m["davies_bouldin"], "n_iter": int(est.n_iter_),
-               "seconds": time.perf_counter() - t_start}
+        fit_seconds.append(time.perf_counter() - t_start)
+        row = dict.fromkeys(COLUMNS, float("nan"))
+        row.update(k=k, inertia=float(est.inertia_), n_iter=int(est.n_iter_),
+                   seconds=fit_seconds[-1])
         rows.append(row)
-        n_used.append(m["silhouette_n_used"])
-        fit_seconds.append(t_fit - t_start)
-        if metric != "inertia":
-            value = row[metric]
-            if np.isfinite(value) and (best_value is None or
-                                       (value > best_value if higher else value < best_value)):
-                best_k, best_est, best_value = k, est, value
-        else:
-            best_est = {**(best_est or {}), k: est}  # the elbow needs every inertia first
+        fits.append(est)
         if progress is not None:
             progress(done, len(ks), row)
-    if metric == "inertia":
-        best_k = choose_k(rows, "inertia")
-        best_est = best_est[best_k]
-    if best_k is None:
-        raise ValueError(f"no k gave a finite {metric}")
+
+    # The measures of every k: with K in memory, one pass over K for all of them.
+    t_start = time.perf_counter()
+    options = dict(sample_weight=sample_weight, n_threads=n_threads, max_exact=max_exact,
+                   sample_size=sample_size, random_state=params["random_state"])
+    labelings = [est.labels_ for est in fits]
+    if hasattr(K, "scores"):  # Nyström features
+        measured = [K.scores(labels, **options) for labels in labelings]
+    else:
+        measured = _metrics.scores_many(K, labelings, **options)
+    share = (time.perf_counter() - t_start) / len(ks)
+    n_used = []
+    for row, m in zip(rows, measured):
+        row.update({name: m[name] for name in ("silhouette", "simplified_silhouette",
+                                                "calinski_harabasz", "davies_bouldin")})
+        row["seconds"] += share
+        n_used.append(m["silhouette_n_used"])
+
+    best_k = choose_k(rows, metric)
+    best_est = fits[ks.index(best_k)]
     return SweepResult(rows=rows, metric=metric, best_k=best_k, best_estimator=best_est,
                        silhouette_n_used=n_used, fit_seconds=fit_seconds,
                        kernel_seconds=kernel_seconds, random_state=params["random_state"])

@@ -222,3 +222,32 @@ def test_fused_pass_equals_separate():
     ref = metrics.feature_sums(K, y, sample_weight=w)
     np.testing.assert_allclose(fs.F, ref.F, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(fs.C, ref.C, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name,gamma", KERNELS)
+@pytest.mark.parametrize("block_bytes", [None, 1])
+def test_silhouettes_of_many_labellings_in_one_pass(name, gamma, block_bytes, monkeypatch):
+    """A sweep's measures: every labelling (k = 2, singletons, labels with gaps, k = 7) gets
+    the silhouette scikit-learn gives and the sums a pass of its own gives, also when the
+    labellings are taken one group at a time (block_bytes=1: groups of one)."""
+    from kkmeans_cli import kernels
+
+    if block_bytes is not None:
+        monkeypatch.setattr(kernels, "BLOCK_BYTES", block_bytes)
+    X, y = data()
+    K = Kernel(name, gamma).matrix(X)
+    D = feature_distances(K)
+    rng = np.random.default_rng(0)
+    labelings = [y % 2, labels_with_singletons(y), y * 3 + 1, rng.integers(0, 7, len(y))]
+    w = rng.uniform(0.5, 2.0, len(y))
+    found = metrics.silhouettes_and_sums(K, labelings, sample_weight=w)
+    assert len(found) == len(labelings)
+    for labels, (samples, fs) in zip(labelings, found):
+        np.testing.assert_allclose(samples, sk_silhouette_samples(D, labels, metric="precomputed"),
+                                   rtol=1e-9, atol=1e-12)
+        alone = metrics.feature_sums(K, labels, w)
+        np.testing.assert_allclose(fs.F, alone.F, rtol=1e-12)
+        np.testing.assert_allclose(fs.C, alone.C, rtol=1e-12)
+    many = metrics.scores_many(K, labelings, sample_weight=w)
+    for labels, m in zip(labelings, many):
+        assert m == pytest.approx(metrics.scores(K, labels, sample_weight=w), rel=1e-12)
