@@ -239,6 +239,10 @@ class KernelKMeans:
 
             finish_fit(self, source, best, weights)
         self.n_features_in_ = X.shape[1]
+        # F of labels_ on exactly the kernel_matrix given (not transformed), from Lloyd's
+        # final full pass: a sweep computes its measures with it (sweep.py).
+        self._fit_outer_sums = (best.outer_sums if kernel_matrix is not None
+                                and getattr(source, "K", None) is kernel_matrix else None)
         built = getattr(source, "build_seconds", 0.0)  # a LazyKernel that built K
         self.fit_stats_ = {"kernel_seconds": t1 - t0 + built,
                            "iteration_seconds": t2 - t1 - built,

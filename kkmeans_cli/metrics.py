@@ -190,12 +190,14 @@ def silhouette_and_sums(K, labels, sample_weight=None, n_threads=None):
     return silhouettes_and_sums(K, [labels], sample_weight, n_threads)[0]
 
 
-def silhouettes_and_sums(K, labelings, sample_weight=None, n_threads=None):
+def silhouettes_and_sums(K, labelings, sample_weight=None, n_threads=None, outer_sums=None):
     """:func:`silhouette_and_sums` of several labellings of the same points (a sweep over k)
     from ONE pass over K: each row is read, and its distances taken, once for all of them.
 
     The outer sums of all labellings are held at once (L × max k × n floats); labellings are
-    taken in groups that keep them within ``BLOCK_BYTES``. Returns a list of
+    taken in groups that keep them within ``BLOCK_BYTES``. ``outer_sums``: F of every
+    labelling (k_l × n, with these weights, on this K) when already known — e.g. from the
+    fits' final passes — so the pass only sums distances. Returns a list of
     ``(samples, sums)``, one per labelling.
     """
     from . import _silhouette
@@ -207,18 +209,19 @@ def silhouettes_and_sums(K, labelings, sample_weight=None, n_threads=None):
     diag = np.array(np.diagonal(K), dtype=np.float64)
     n_threads = effective_n_threads(n_threads)
     codes, counts = _stacked(labelings, n)
-    group = max(1, BLOCK_BYTES // (8 * n * counts.shape[1]))
+    known = outer_sums is not None and all(F is not None for F in outer_sums)
+    group = len(labelings) if known else max(1, BLOCK_BYTES // (8 * n * counts.shape[1]))
     found = []
     for g0 in range(0, len(labelings), group):
         g1 = min(g0 + group, len(labelings))
         out = np.empty((g1 - g0, n))
-        F = np.empty((g1 - g0, counts.shape[1], n))
+        F = None if known else np.empty((g1 - g0, counts.shape[1], n))
         _silhouette.silhouette_rows(K, 0, diag, codes[g0:g1], counts[g0:g1], out, n_threads,
                                     w, F)
         for l in range(g1 - g0):
             k = int(np.count_nonzero(counts[g0 + l]))
-            found.append((out[l], feature_sums(K, labelings[g0 + l], w, n_threads,
-                                               F=F[l, :k])))
+            F_l = outer_sums[g0 + l] if known else F[l, :k]
+            found.append((out[l], feature_sums(K, labelings[g0 + l], w, n_threads, F=F_l)))
     return found
 
 
@@ -476,16 +479,17 @@ def scores(K, labels, metrics=METRICS, sample_weight=None, n_threads=None, *,
 
 
 def scores_many(K, labelings, metrics=METRICS, sample_weight=None, n_threads=None, *,
-                max_exact=MAX_EXACT, sample_size=SAMPLE_SIZE, random_state=0):
+                max_exact=MAX_EXACT, sample_size=SAMPLE_SIZE, random_state=0,
+                outer_sums=None):
     """:func:`scores` of several labellings of the same points (a sweep over k); an exact
     silhouette and the sums of every labelling come from one pass over K
-    (:func:`silhouettes_and_sums`). Returns a list of dicts."""
+    (:func:`silhouettes_and_sums`, which takes ``outer_sums``). Returns a list of dicts."""
     n = K.shape[0]
     if "silhouette" not in metrics or (max_exact is not None and n > max_exact):
         return [scores(K, labels, metrics, sample_weight, n_threads, max_exact=max_exact,
                        sample_size=sample_size, random_state=random_state)
                 for labels in labelings]
-    found = silhouettes_and_sums(K, labelings, sample_weight, n_threads)
+    found = silhouettes_and_sums(K, labelings, sample_weight, n_threads, outer_sums)
     return [scores_with(metrics, lambda s=samples, f=fs: (float(np.mean(s)), n, f),
                         lambda f=fs: f)
             for samples, fs in found]

@@ -179,8 +179,12 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
     labelings = [est.labels_ for est in fits]
     if hasattr(K, "scores"):  # Nyström features
         measured = [K.scores(labels, **options) for labels in labelings]
-    else:
-        measured = _metrics.scores_many(K, labelings, **options)
+    else:  # the fits' own final outer sums, when they were made on K itself
+        measured = _metrics.scores_many(
+            K, labelings, outer_sums=[getattr(e, "_fit_outer_sums", None) for e in fits],
+            **options)
+    for est in fits:
+        est._fit_outer_sums = None
     share = (time.perf_counter() - t_start) / len(ks)
     n_used = []
     for row, m in zip(rows, measured):

@@ -125,3 +125,25 @@ def test_missing_matplotlib_message(monkeypatch, tmp_path):
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(UsageError, match=r"pip install 'kkmeans-cli\[plot\]'"):
         plot_clusters(np.zeros((3, 2)), [0, 1, 1], tmp_path / "x.png")
+
+
+@pytest.mark.parametrize("objective", ["kmeans", "ncut"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_every_row_measures_like_a_direct_fit(blobs, objective, weighted):
+    """The sweep measures all ks in one pass, reusing the fits' final outer sums where the
+    fit ran on K itself: each row equals the measures of a direct fit's labels computed alone
+    (kmeans reuses the sums, ncut — a transformed kernel — cannot)."""
+    from kkmeans_cli import metrics
+
+    X, _ = blobs
+    w = np.random.default_rng(1).uniform(0.5, 2.0, len(X)) if weighted else None
+    params = dict(PARAMS, objective=objective)
+    res = sweep(X, [2, 3, 5, 8], sample_weight=w, **params)
+    K = KernelKMeans(2, **params).kernel_matrix(X)
+    for row in res.rows:
+        direct = KernelKMeans(row["k"], **params).fit(X, sample_weight=w, kernel_matrix=K)
+        alone = metrics.scores(K, direct.labels_, sample_weight=w)
+        for name in ("silhouette", "simplified_silhouette", "calinski_harabasz",
+                     "davies_bouldin"):
+            assert row[name] == pytest.approx(alone[name], rel=1e-9, abs=1e-12), name
+    assert res.best_estimator._fit_outer_sums is None  # not kept after the measures
