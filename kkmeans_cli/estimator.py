@@ -2,6 +2,7 @@
 import inspect
 import numbers
 import time
+import warnings
 
 import numpy as np
 
@@ -89,7 +90,8 @@ class KernelKMeans:
         (``n_init=1`` or ``init`` labels) of ≥ 4096 points on a kernel that is positive
         semidefinite by construction: that one starts blocked with Elkan and builds the
         matrix only if the iterations (or Hartigan's moves) turn out to need most of it
-        (``fit_stats_['storage']`` says which happened). Results equal 'matrix' either way.
+        (``fit_stats_['storage']`` says which happened). Results equal 'matrix' either way,
+        up to exact ties (blocked kernel values round differently from the matrix's).
     memory_limit : int, str or None
         Bytes (or a size such as '8G') the fit may allocate; None: 80% of the available RAM.
         A fit that would need more raises ``MemoryPlanError`` before allocating
@@ -241,7 +243,7 @@ class KernelKMeans:
         self.n_features_in_ = X.shape[1]
         # F of labels_ on exactly the kernel_matrix given (not transformed), from Lloyd's
         # final full pass: a sweep computes its measures with it (sweep.py).
-        self._fit_outer_sums = (best.outer_sums if kernel_matrix is not None
+        self._fit_outer_sums = (getattr(best, "outer_sums", None) if kernel_matrix is not None
                                 and getattr(source, "K", None) is kernel_matrix else None)
         built = getattr(source, "build_seconds", 0.0)  # a LazyKernel that built K
         self.fit_stats_ = {"kernel_seconds": t1 - t0 + built,
@@ -414,8 +416,14 @@ class KernelKMeans:
                       tol=self.tol, n_threads=n_threads, kernel_budget=source.budget)
         if not first.interrupted:
             return first
-        rest = self._iterate(source.materialize(), weights, first.labels, n_threads,
-                             max_iter=self.max_iter - first.n_iter)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rest = self._iterate(source.materialize(), weights, first.labels, n_threads,
+                                 max_iter=self.max_iter - first.n_iter)
+        for w in caught:  # as the matrix route says it: max_iter counts both parts
+            message = str(w.message).replace(f"max_iter={self.max_iter - first.n_iter} ",
+                                              f"max_iter={self.max_iter} ")
+            warnings.warn(message, w.category, stacklevel=2)
         return LloydResult(labels=rest.labels, distances=rest.distances,
                            inner_sums=rest.inner_sums, cluster_weights=rest.cluster_weights,
                            inertia=rest.inertia, n_iter=first.n_iter + rest.n_iter,

@@ -190,7 +190,7 @@ class BlockedKernel(_KernelLogSource):
     def submatrix(self, idx):
         idx = np.asarray(idx)
         self.kernel_evaluations += idx.size ** 2
-        return self.kernel.cross(self.X[idx], self.X[idx], n_threads=self.n_threads)
+        return self._float64_rows(self.X[idx], self.X[idx])
 
     def own_outer_sums(self, labels, weights, n_clusters):
         order, starts = _cluster_order(labels, n_clusters)
@@ -221,7 +221,13 @@ class BlockedKernel(_KernelLogSource):
     def rows(self, idx):
         idx = np.asarray(idx)
         self.kernel_evaluations += idx.size * self.n
-        return self.kernel.cross(self.X[idx], self.X, n_threads=self.n_threads)
+        return self._float64_rows(self.X[idx], self.X)
+
+    def _float64_rows(self, A, B):
+        """K(A, B) rounded to the storage dtype as a matrix in memory would be, as float64
+        (k-means++ then reads the same values from a blocked and an in-memory float32 K)."""
+        return np.asarray(self.kernel.cross(A, B, dtype=self.dtype, n_threads=self.n_threads),
+                          dtype=np.float64)
 
 
 class LazyKernel:

@@ -28,6 +28,8 @@ COLUMNS = ("k", "inertia", "silhouette", "simplified_silhouette", "calinski_hara
            "davies_bouldin", "n_iter", "seconds")
 SWEEP_METRICS = ("silhouette", "simplified_silhouette", "calinski_harabasz", "davies_bouldin",
                  "inertia")
+# The fits' outer sums (k×n each) are kept for the measures up to this many bytes in all.
+MAX_HELD_SUMS = 256 * 2**20
 HIGHER_IS_BETTER = {"silhouette": True, "simplified_silhouette": True,
                     "calinski_harabasz": True, "davies_bouldin": False, "inertia": False}
 
@@ -160,10 +162,16 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
         raise ValueError(f"every k must be between 2 and n_samples - 1 = {n - 1}; got {bad}")
 
     rows, fits, fit_seconds = [], [], []
+    held = 0  # bytes of the fits' outer sums kept for the measures
     for done, k in enumerate(ks, start=1):
         t_start = time.perf_counter()
         est = KernelKMeans(k, **params).fit(X, sample_weight=sample_weight, kernel_matrix=K)
         fit_seconds.append(time.perf_counter() - t_start)
+        F = getattr(est, "_fit_outer_sums", None)
+        if F is not None:
+            held += F.nbytes
+            if held > MAX_HELD_SUMS:  # past it, the measures' pass computes the sums itself
+                est._fit_outer_sums = None
         row = dict.fromkeys(COLUMNS, float("nan"))
         row.update(k=k, inertia=float(est.inertia_), n_iter=int(est.n_iter_),
                    seconds=fit_seconds[-1])

@@ -222,3 +222,28 @@ def test_cli_reports_the_storage_used(tmp_path, small_lazy):
     assert matrix.exit_code == 0, matrix.output
     assert json.loads((tmp_path / "matrix.json").read_text())["storage"] == "matrix"
     np.testing.assert_array_equal(labels_of(auto.stdout), labels_of(matrix.stdout))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 5])
+def test_float32_starts_read_the_float32_values(small_lazy, seed):
+    # k-means++ reads kernel rows: blocked rows must be rounded to float32 like the matrix,
+    # else the starts differ (found in review: 53-66 labels differed here).
+    X = np.random.default_rng(0).normal(size=(250, 2))
+    auto, matrix = _pair(X, n_clusters=200, kernel="linear", n_init=1, random_state=seed,
+                         dtype="float32", refine="none")
+    np.testing.assert_array_equal(auto.labels_, matrix.labels_)
+    assert auto.inertia_ == pytest.approx(matrix.inertia_, rel=1e-6)
+
+
+def test_not_converged_warning_quotes_the_whole_max_iter(small_lazy, monkeypatch):
+    import warnings
+
+    monkeypatch.setattr(estimator_module, "LAZY_BUDGET", 0.3)
+    X = np.random.default_rng(9).normal(size=(1000, 3))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = KernelKMeans(10, n_init=1, max_iter=6, random_state=1, refine="none").fit(X)
+    assert est.fit_stats_["storage"] == "blocked, then matrix"
+    messages = [str(w.message) for w in caught]
+    assert any("max_iter=6 was reached" in m for m in messages), messages
+    assert not any("max_iter=4" in m or "max_iter=1 " in m for m in messages), messages

@@ -147,3 +147,11 @@ def test_every_row_measures_like_a_direct_fit(blobs, objective, weighted):
                      "davies_bouldin"):
             assert row[name] == pytest.approx(alone[name], rel=1e-9, abs=1e-12), name
     assert res.best_estimator._fit_outer_sums is None  # not kept after the measures
+
+
+def test_sweep_with_the_embedding_solver(blobs):
+    # The embedding solver's results carry no outer sums (found in review: AttributeError).
+    X, _ = blobs
+    res = sweep(X, [3, 4], solver="embed", **PARAMS)
+    assert res.best_k == 4
+    assert all(np.isfinite(r["silhouette"]) for r in res.rows)
