@@ -86,7 +86,7 @@ def cross_sums(F, labels, weights, n_clusters):
 
 
 def elkan(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads=1,
-          check_bounds=False, kernel_budget=None):
+          check_bounds=False, kernel_budget=None, iterations_done=0):
     """Elkan's iterations from ``labels``; same parameters and result as :func:`lloyd.lloyd`
     (``tol`` only chooses Lloyd's kind of update, so Elkan does not need it).
 
@@ -98,8 +98,9 @@ def elkan(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
     more, or when an iteration would need a full pass or an empty-cluster refill. The result
     is then ``interrupted``: its ``labels`` are the labels after ``n_iter`` updates, exactly
     where Lloyd from the same start is after as many, so Lloyd (on the kernel matrix) can go
-    on from them with ``max_iter − n_iter`` (``KernelKMeans`` does, for ``storage='auto'``).
-    Its sums and inertia are not computed.
+    on from them with ``iterations_done=n_iter`` (``KernelKMeans`` does, for
+    ``storage='auto'``).
+    Its sums and inertia are not computed. ``iterations_done``: as in :func:`lloyd.lloyd`.
     """
     n, k = source.n, n_clusters
     diag = source.diag
@@ -149,7 +150,7 @@ def elkan(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
     trace = [obj]
     shift = np.zeros(k)
 
-    n_updates, n_relocated, n_distances = 0, 0, 0
+    n_updates, n_relocated, n_distances = iterations_done, 0, 0
     converged = stalled = False
 
     def interrupted():

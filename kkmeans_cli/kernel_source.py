@@ -242,8 +242,6 @@ class LazyKernel:
     matrix is built instead.
     """
 
-    replays_log = True
-
     def __init__(self, blocked, build, budget):
         self.blocked, self._build, self.budget = blocked, build, budget
         self.matrix = None

@@ -105,7 +105,8 @@ def warn_not_converged(scheme, stalled, max_iter):
                   "to another centre than to their own", KKMeansWarning, stacklevel=3)
 
 
-def lloyd(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads=1):
+def lloyd(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads=1,
+          iterations_done=0):
     """Run Lloyd's iterations from ``labels`` on a kernel source until the labels are stable.
 
     Parameters
@@ -128,6 +129,10 @@ def lloyd(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
     LloydResult
         ``labels`` with their own sums. When converged (the usual case) the labels are the
         argmin under those sums, computed drift-free by a final full pass.
+
+    ``iterations_done``: label updates already made on the way to ``labels`` (by Elkan on
+    kernel values in blocks, ``storage='auto'``); they count towards ``max_iter`` and
+    ``n_iter``, so the run goes on as one from the original start.
     """
     n = source.n
     diag = source.diag
@@ -140,7 +145,7 @@ def lloyd(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
     g, W = inner_sums(F, labels, weights, n_clusters)
     obj = objective(diag, weights, g, W)
     trace = [obj]
-    n_updates, n_relocated = 0, 0
+    n_updates, n_relocated = iterations_done, 0
     converged = finishing = stalled = False
     n_distances = 0
     while True:
