@@ -1,4 +1,4 @@
-"""Build the Cython engine in ``ext/`` into the ``kkmeans_cli`` package.
+"""Build the Cython kernels, which sit beside the Python modules that drive them.
 
 OpenMP is used when the C compiler accepts it: a tiny OpenMP program is compiled and linked
 first. When that fails the extensions are built serially and a warning says so (the results
@@ -16,7 +16,16 @@ import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-MODULES = ["_openmp", "_kernel_matrix", "_lloyd", "_silhouette", "_hartigan", "_elkan"]
+# Each extension lives next to its caller: engine/ (iterations), kernels/ (the kernel matrix),
+# measures/ (silhouette).
+MODULES = [
+    "engine._openmp",
+    "engine._lloyd",
+    "engine._hartigan",
+    "engine._elkan",
+    "kernels._kernel_matrix",
+    "measures._silhouette",
+]
 
 OPENMP_TEST = r"""
 #include <omp.h>
@@ -76,8 +85,8 @@ def _extensions():
     exts = [
         Extension(
             f"kkmeans_cli.{name}",
-            [f"ext/{name}.pyx"],
-            include_dirs=[np.get_include(), "ext"],
+            [os.path.join("kkmeans_cli", *name.split(".")) + ".pyx"],
+            include_dirs=[np.get_include(), os.path.join("kkmeans_cli", "engine")],
             extra_compile_args=opt + cflags,
             extra_link_args=lflags,
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],

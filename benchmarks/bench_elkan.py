@@ -29,13 +29,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from kkmeans_cli._threads import blas_threads, effective_n_threads  # noqa: E402
-from kkmeans_cli.elkan import elkan  # noqa: E402
-from kkmeans_cli.initialization import kmeans_plusplus  # noqa: E402
-from kkmeans_cli.kernel_source import BlockedKernel, InMemoryKernel  # noqa: E402
-from kkmeans_cli.kernels import Kernel, resolve_gamma  # noqa: E402
-from kkmeans_cli.lloyd import lloyd  # noqa: E402
-from kkmeans_cli.nystroem import FeatureSpaceSource, fit_features  # noqa: E402
+from kkmeans_cli.engine.threads import blas_threads, effective_n_threads  # noqa: E402
+from kkmeans_cli.engine.elkan import elkan  # noqa: E402
+from kkmeans_cli.engine.starts import kmeans_plusplus  # noqa: E402
+from kkmeans_cli.kernels.sources import BlockedKernel, InMemoryKernel  # noqa: E402
+from kkmeans_cli.kernels.functions import Kernel, resolve_gamma  # noqa: E402
+from kkmeans_cli.engine.lloyd import lloyd  # noqa: E402
+from kkmeans_cli.kernels.nystroem import FeatureSpaceSource, fit_features  # noqa: E402
 
 
 def blobs(n, d, k, seed):

@@ -71,7 +71,7 @@ def make_data(kind, n, d, k, seed):
 def median_gamma(X, seed):
     """kkmeans' own median heuristic (``gamma='median'``) with the generator that
     ``KernelKMeans(random_state=seed)`` uses for it."""
-    from kkmeans_cli.kernels import resolve_gamma
+    from kkmeans_cli.kernels.functions import resolve_gamma
 
     gamma_seq, _ = np.random.SeedSequence(seed).spawn(2)
     return resolve_gamma("rbf", "median", X, np.random.default_rng(gamma_seq))
@@ -222,9 +222,9 @@ def median_time(fn, repeats):
 
 
 def full_pass_table(X, gamma, k, labels, threads, repeats):
-    from kkmeans_cli import _lloyd
-    from kkmeans_cli._threads import effective_n_threads
-    from kkmeans_cli.kernels import Kernel
+    from kkmeans_cli.engine import _lloyd
+    from kkmeans_cli.engine.threads import effective_n_threads
+    from kkmeans_cli.kernels.functions import Kernel
 
     n_threads = effective_n_threads(threads)
     labels = np.ascontiguousarray(labels, dtype=np.int32)

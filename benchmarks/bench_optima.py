@@ -38,7 +38,7 @@ from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.preprocessing import StandardScaler
 
 from kkmeans_cli import KernelKMeans
-from kkmeans_cli.kernels import resolve_gamma
+from kkmeans_cli.kernels.functions import resolve_gamma
 
 
 # -- data ------------------------------------------------------------------------------------

@@ -14,10 +14,10 @@ import time
 import numpy as np
 from sklearn.datasets import make_blobs
 
-from kkmeans_cli import metrics
-from kkmeans_cli._threads import effective_n_threads
-from kkmeans_cli.kernels import Kernel
-from kkmeans_cli.sweep import sweep
+from kkmeans_cli.measures import metrics
+from kkmeans_cli.engine.threads import effective_n_threads
+from kkmeans_cli.kernels.functions import Kernel
+from kkmeans_cli.measures.sweep import sweep
 
 
 def best_of(fn, repeat=3):

@@ -63,8 +63,8 @@ def exact_objective(X, labels, kernel):
     """Σ K_ii − Σ_c g_c/W_c of ``labels`` under the exact kernel (unit weights, one K)."""
     import numpy as np
 
-    from kkmeans_cli.kernel_source import InMemoryKernel
-    from kkmeans_cli.lloyd import inner_sums, objective
+    from kkmeans_cli.kernels.sources import InMemoryKernel
+    from kkmeans_cli.engine.lloyd import inner_sums, objective
 
     K = kernel.matrix(X, n_threads=os.cpu_count())
     src = InMemoryKernel(K, n_threads=os.cpu_count(), diag=kernel.diag(X))
@@ -138,7 +138,7 @@ def case_quality(args):
 
 def patch_spectral():
     """Use the explicit-feature embedding for sources that have one (see --feature-spectral)."""
-    from kkmeans_cli import optima
+    from kkmeans_cli.engine import optima
 
     original = optima.spectral_embedding
 

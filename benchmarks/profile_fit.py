@@ -48,9 +48,9 @@ class Timers:
 
 
 def profile_kernel(X, gamma, dtype, n_threads):
-    from kkmeans_cli import _kernel_matrix
-    from kkmeans_cli._threads import blas_threads
-    from kkmeans_cli.kernels import (BLAS_THREADS_MIN_FEATURES, Kernel, _parallel_exp,
+    from kkmeans_cli.kernels import _kernel_matrix
+    from kkmeans_cli.engine.threads import blas_threads
+    from kkmeans_cli.kernels.functions import (BLAS_THREADS_MIN_FEATURES, Kernel, _parallel_exp,
                                      _row_blocks, _row_sq_norms)
 
     n = X.shape[0]
@@ -109,7 +109,9 @@ def profile_kernel(X, gamma, dtype, n_threads):
 
 
 def profile_iterations(X, gamma, k, dtype, n_threads, seed):
-    from kkmeans_cli import _lloyd, estimator, kernel_source, lloyd
+    from kkmeans_cli.engine import _lloyd, lloyd
+    from kkmeans_cli.model import estimator
+    from kkmeans_cli.kernels import sources as kernel_source
     from kkmeans_cli import KernelKMeans
 
     T = Timers()
@@ -165,7 +167,7 @@ def main():
     p.add_argument("--data", choices=("blobs", "normal"), default="blobs")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
-    from kkmeans_cli._threads import effective_n_threads
+    from kkmeans_cli.engine.threads import effective_n_threads
 
     n_threads = effective_n_threads(args.threads)
     dtype = np.dtype(args.dtype).type

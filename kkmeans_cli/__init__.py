@@ -10,7 +10,7 @@ __all__ = ["KernelKMeans", "__version__"]
 
 def __getattr__(name):
     if name == "KernelKMeans":
-        from .estimator import KernelKMeans
+        from .model.estimator import KernelKMeans
 
         return KernelKMeans
     raise AttributeError(f"module 'kkmeans_cli' has no attribute {name!r}")

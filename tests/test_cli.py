@@ -11,8 +11,8 @@ import pytest
 from cli_helpers import (FAST, ROOT, blobs, kkmeans_command, labels_of, run, run_process,
                          run_shell, write_csv)
 from kkmeans_cli import KernelKMeans, __version__
-from kkmeans_cli import cli as cli_module
-from kkmeans_cli.kernels import KERNELS
+from kkmeans_cli.cli import commands as cli_module
+from kkmeans_cli.kernels.functions import KERNELS
 
 
 def _same_partition(a, b):
@@ -49,7 +49,7 @@ def test_version():
 
 
 def test_help_does_not_import_numpy():
-    code = ("import sys\nfrom kkmeans_cli.cli import cli\n"
+    code = ("import sys\nfrom kkmeans_cli.cli.commands import cli\n"
             "rc = cli.main(['--help'], standalone_mode=False)\n"
             "print(rc, 'numpy' in sys.modules, 'rich' in sys.modules, 'h5py' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -366,7 +366,7 @@ def test_interrupt_during_fit_exits_130_without_files(tmp_path, data, monkeypatc
 def test_interrupt_while_writing_leaves_nothing(tmp_path, data, monkeypatch):
     X, y, path = data
     (tmp_path / "old.npz").write_bytes(b"OLD")
-    from kkmeans_cli import model_file
+    from kkmeans_cli.model import model_file
 
     real_save = model_file.save_model
 

@@ -188,7 +188,7 @@ def test_fit_silhouette_equals_sklearn(tmp_path, data, k):
 
 
 def test_fit_silhouette_builds_the_kernel_matrix_once(data, monkeypatch):
-    from kkmeans_cli.kernels import Kernel
+    from kkmeans_cli.kernels.functions import Kernel
 
     _, _, path = data
     calls = []

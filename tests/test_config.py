@@ -1,10 +1,10 @@
-"""YAML run configs: reading, precedence, unknown keys and types (``kkmeans_cli.config``)."""
+"""YAML run configs: reading, precedence, unknown keys and types (``kkmeans_cli.io.config``)."""
 import click
 import pytest
 from click.testing import CliRunner
 
-from kkmeans_cli.cli import GammaType
-from kkmeans_cli.config import apply_config, configurable_params, read_config
+from kkmeans_cli.cli.commands import GammaType
+from kkmeans_cli.io.config import apply_config, configurable_params, read_config
 from kkmeans_cli.errors import ConfigError
 
 

@@ -1,4 +1,4 @@
-"""Readers and atomic writers of ``kkmeans_cli.data_io``."""
+"""Readers and atomic writers of ``kkmeans_cli.io.data``."""
 import io
 import os
 
@@ -6,7 +6,7 @@ import h5py
 import numpy as np
 import pytest
 
-from kkmeans_cli.data_io import (AtomicOutputs, check_output_path, format_json, format_labels,
+from kkmeans_cli.io.data import (AtomicOutputs, check_output_path, format_json, format_labels,
                                  read_data, read_vector, split_hdf5_spec, write_matrix)
 from kkmeans_cli.errors import DataError, OutputError, UsageError
 

@@ -10,14 +10,14 @@ import pytest
 
 from cli_helpers import FAST, blobs, labels_of, run, run_process, write_csv
 from kkmeans_cli import KernelKMeans
-from kkmeans_cli import elkan as elkan_module
-from kkmeans_cli import kernels
-from kkmeans_cli.elkan import elkan
-from kkmeans_cli.initialization import kmeans_plusplus
-from kkmeans_cli.kernel_source import BlockedKernel, InMemoryKernel
-from kkmeans_cli.kernels import Kernel, KKMeansWarning, resolve_gamma
-from kkmeans_cli.lloyd import lloyd
-from kkmeans_cli.nystroem import FeatureSpaceSource
+from kkmeans_cli.engine import elkan as elkan_module
+from kkmeans_cli.kernels import functions as kernels
+from kkmeans_cli.engine.elkan import elkan
+from kkmeans_cli.engine.starts import kmeans_plusplus
+from kkmeans_cli.kernels.sources import BlockedKernel, InMemoryKernel
+from kkmeans_cli.kernels.functions import Kernel, KKMeansWarning, resolve_gamma
+from kkmeans_cli.engine.lloyd import lloyd
+from kkmeans_cli.kernels.nystroem import FeatureSpaceSource
 
 KERNEL_NAMES = ("rbf", "linear", "poly", "laplacian", "chi2", "cosine")
 KS = (2, 7, 30, 100)
@@ -319,7 +319,7 @@ def test_scheme_auto_chooses_by_source():
                                                     ("blocked", "none", "elkan"),
                                                     ("matrix", "nystroem", "elkan")])
 def test_auto_runs_the_scheme_it_should(storage, approx, want, monkeypatch):
-    from kkmeans_cli import estimator
+    from kkmeans_cli.model import estimator
 
     calls = []
 

@@ -3,11 +3,11 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
 
-from kkmeans_cli import kernels
-from kkmeans_cli.initialization import kmeans_plusplus
-from kkmeans_cli.kernel_source import BlockedKernel, InMemoryKernel
-from kkmeans_cli.kernels import Kernel
-from kkmeans_cli.lloyd import lloyd
+from kkmeans_cli.kernels import functions as kernels
+from kkmeans_cli.engine.starts import kmeans_plusplus
+from kkmeans_cli.kernels.sources import BlockedKernel, InMemoryKernel
+from kkmeans_cli.kernels.functions import Kernel
+from kkmeans_cli.engine.lloyd import lloyd
 
 
 @pytest.mark.parametrize("name, gamma", [("rbf", 0.2), ("laplacian", 0.3), ("linear", None)])

@@ -4,8 +4,8 @@ import pytest
 from sklearn.metrics.pairwise import pairwise_kernels
 
 import reference as ref
-from kkmeans_cli import kernels
-from kkmeans_cli.kernels import Kernel
+from kkmeans_cli.kernels import functions as kernels
+from kkmeans_cli.kernels.functions import Kernel
 
 CASES = {
     "rbf": dict(gamma=0.3),

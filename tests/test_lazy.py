@@ -12,12 +12,12 @@ import pytest
 
 from cli_helpers import labels_of, run, write_csv
 from kkmeans_cli import KernelKMeans
-from kkmeans_cli import estimator as estimator_module
-from kkmeans_cli.elkan import elkan
-from kkmeans_cli.initialization import kmeans_plusplus
-from kkmeans_cli.kernel_source import BlockedKernel, InMemoryKernel
-from kkmeans_cli.kernels import Kernel, resolve_gamma
-from kkmeans_cli.optima import hartigan, hartigan_may_move
+from kkmeans_cli.model import estimator as estimator_module
+from kkmeans_cli.engine.elkan import elkan
+from kkmeans_cli.engine.starts import kmeans_plusplus
+from kkmeans_cli.kernels.sources import BlockedKernel, InMemoryKernel
+from kkmeans_cli.kernels.functions import Kernel, resolve_gamma
+from kkmeans_cli.engine.optima import hartigan, hartigan_may_move
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import (calinski_harabasz_score, davies_bouldin_score,
                              silhouette_samples as sk_silhouette_samples, silhouette_score)
 
-from kkmeans_cli import metrics
-from kkmeans_cli.kernels import Kernel
+from kkmeans_cli.measures import metrics
+from kkmeans_cli.kernels.functions import Kernel
 
 from reference import kernel_matrix as ref_kernel
 
@@ -230,7 +230,7 @@ def test_silhouettes_of_many_labellings_in_one_pass(name, gamma, block_bytes, mo
     """A sweep's measures: every labelling (k = 2, singletons, labels with gaps, k = 7) gets
     the silhouette scikit-learn gives and the sums a pass of its own gives, also when the
     labellings are taken one group at a time (block_bytes=1: groups of one)."""
-    from kkmeans_cli import kernels
+    from kkmeans_cli.kernels import functions as kernels
 
     if block_bytes is not None:
         monkeypatch.setattr(kernels, "BLOCK_BYTES", block_bytes)

@@ -1,4 +1,4 @@
-"""Saving, loading and validating model files (``kkmeans_cli.model_file``)."""
+"""Saving, loading and validating model files (``kkmeans_cli.model.model_file``)."""
 import io
 import json
 
@@ -8,8 +8,8 @@ import pytest
 from cli_helpers import blobs
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.errors import ModelFileError
-from kkmeans_cli.model_file import FORMAT_VERSION, load_model, model_meta, save_model
-from kkmeans_cli.scaling import Scaler, fit_scaler
+from kkmeans_cli.model.model_file import FORMAT_VERSION, load_model, model_meta, save_model
+from kkmeans_cli.io.scaling import Scaler, fit_scaler
 
 
 def _fit(kernel="rbf", scale="none", **params):

@@ -9,10 +9,11 @@ from sklearn.metrics import adjusted_rand_score
 
 import reference as ref
 from cli_helpers import labels_of, run, write_csv
-from kkmeans_cli import KernelKMeans, _hartigan
+from kkmeans_cli import KernelKMeans
+from kkmeans_cli.engine import _hartigan
 from kkmeans_cli.errors import ModelFileError
-from kkmeans_cli.lloyd import inner_sums
-from kkmeans_cli.model_file import load_model
+from kkmeans_cli.engine.lloyd import inner_sums
+from kkmeans_cli.model.model_file import load_model
 
 
 def _psd_kernel(n=40, seed=0):
@@ -169,7 +170,7 @@ def test_spectral_start_on_blobs_equals_kmeanspp():
 
 
 def test_spectral_start_uses_landmarks_for_large_n(monkeypatch):
-    from kkmeans_cli import optima
+    from kkmeans_cli.engine import optima
 
     monkeypatch.setattr(optima, "SPECTRAL_EXACT_MAX", 100)
     monkeypatch.setattr(optima, "SPECTRAL_LANDMARKS", 80)

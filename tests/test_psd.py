@@ -13,11 +13,12 @@ import pytest
 
 from cli_helpers import blobs, labels_of, run
 from kkmeans_cli import KernelKMeans
-from kkmeans_cli import embed, psd
+from kkmeans_cli.engine import embed
+from kkmeans_cli.kernels import psd
 from kkmeans_cli.errors import ModelFileError
-from kkmeans_cli.kernels import KKMeansWarning
-from kkmeans_cli.model_file import load_model, model_meta, save_model
-from kkmeans_cli.scaling import Scaler
+from kkmeans_cli.kernels.functions import KKMeansWarning
+from kkmeans_cli.model.model_file import load_model, model_meta, save_model
+from kkmeans_cli.io.scaling import Scaler
 from reference import objective
 
 # Seed 002, Section 3: a non-Euclidean dissimilarity matrix of 6 points.

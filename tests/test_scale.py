@@ -5,10 +5,12 @@ from cli_helpers import FAST, run, write_csv
 from sklearn.datasets import make_blobs, make_circles, make_moons
 from sklearn.metrics import adjusted_rand_score
 
-from kkmeans_cli import KernelKMeans, memory, nystroem
+from kkmeans_cli import KernelKMeans
+from kkmeans_cli.model import memory
+from kkmeans_cli.kernels import nystroem
 from kkmeans_cli.errors import MemoryPlanError
-from kkmeans_cli.kernels import Kernel
-from kkmeans_cli.model_file import load_model
+from kkmeans_cli.kernels.functions import Kernel
+from kkmeans_cli.model.model_file import load_model
 
 
 def _moons(n, seed=0):
@@ -166,7 +168,7 @@ def test_nystroem_with_all_points_is_exact_kernel_kmeans():
 
 
 def test_feature_source_matches_in_memory_kernel():
-    from kkmeans_cli.kernel_source import InMemoryKernel
+    from kkmeans_cli.kernels.sources import InMemoryKernel
 
     rng = np.random.default_rng(0)
     Phi = rng.normal(size=(300, 20))
@@ -258,7 +260,7 @@ def test_nystroem_sweep_shares_features(tmp_path, monkeypatch):
     original = nystroem.fit_features
     monkeypatch.setattr(nystroem, "fit_features",
                         lambda *a, **kw: calls.append(1) or original(*a, **kw))
-    from kkmeans_cli.sweep import sweep
+    from kkmeans_cli.measures.sweep import sweep
 
     result = sweep(X, "2..6", gamma=0.05, n_init=2, random_state=0, n_threads=1,
                    approx="nystroem")
@@ -274,7 +276,7 @@ def test_nystroem_sweep_shares_features(tmp_path, monkeypatch):
 
 
 def test_nystroem_silhouette_blocks_match_exact_metric():
-    from kkmeans_cli.metrics import scores
+    from kkmeans_cli.measures.metrics import scores
 
     rng = np.random.default_rng(0)
     Phi = rng.normal(size=(700, 10))
@@ -305,7 +307,7 @@ def test_nystroem_spectral_start_uses_the_features_not_kernel_rows(monkeypatch):
     from sklearn.datasets import make_blobs
 
     from kkmeans_cli import KernelKMeans
-    from kkmeans_cli.nystroem import FeatureSpaceSource
+    from kkmeans_cli.kernels.nystroem import FeatureSpaceSource
 
     X, _ = make_blobs(600, centers=3, random_state=0)
     # rows(idx) of the Nyström features costs n·m per index: the spectral start must not read

@@ -1,8 +1,8 @@
-"""Feature scaling (``kkmeans_cli.scaling``)."""
+"""Feature scaling (``kkmeans_cli.io.scaling``)."""
 import numpy as np
 import pytest
 
-from kkmeans_cli.scaling import fit_scaler
+from kkmeans_cli.io.scaling import fit_scaler
 
 X = np.array([[1.0, 5.0, 2.0], [3.0, 5.0, 4.0], [5.0, 5.0, 9.0]])
 

@@ -7,7 +7,7 @@ import pytest
 from sklearn.datasets import make_blobs
 
 from kkmeans_cli import KernelKMeans
-from kkmeans_cli.sweep import COLUMNS, choose_k, parse_ks, sweep, to_csv
+from kkmeans_cli.measures.sweep import COLUMNS, choose_k, parse_ks, sweep, to_csv
 
 PARAMS = dict(kernel="rbf", gamma="median", n_init=3, random_state=0, n_threads=2)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -97,7 +97,7 @@ def test_choose_k_elbow_and_directions():
 
 def test_plots_are_png(tmp_path, blobs, result):
     pytest.importorskip("matplotlib")
-    from kkmeans_cli.plotting import plot_clusters, plot_sweep
+    from kkmeans_cli.cli.plotting import plot_clusters, plot_sweep
 
     X, _ = blobs
     p = tmp_path / "sweep.png"
@@ -113,7 +113,7 @@ def test_missing_matplotlib_message(monkeypatch, tmp_path):
     import builtins
 
     from kkmeans_cli.errors import UsageError
-    from kkmeans_cli.plotting import plot_clusters
+    from kkmeans_cli.cli.plotting import plot_clusters
 
     real_import = builtins.__import__
 
@@ -133,7 +133,7 @@ def test_every_row_measures_like_a_direct_fit(blobs, objective, weighted):
     """The sweep measures all ks in one pass, reusing the fits' final outer sums where the
     fit ran on K itself: each row equals the measures of a direct fit's labels computed alone
     (kmeans reuses the sums, ncut — a transformed kernel — cannot)."""
-    from kkmeans_cli import metrics
+    from kkmeans_cli.measures import metrics
 
     X, _ = blobs
     w = np.random.default_rng(1).uniform(0.5, 2.0, len(X)) if weighted else None

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._threads import blas_threads, thread_pool
-from .kernels import _row_blocks
-from .memory import BLOCK_BYTES, default_landmarks
+from ..engine.threads import blas_threads, thread_pool
+from .functions import _row_blocks
+from ..model.memory import BLOCK_BYTES, default_landmarks
 
 #: Eigenvalues of K_mm at most this fraction of the largest are dropped from the transform.
 EIG_RTOL = 1e-10
@@ -208,7 +208,7 @@ class FeatureSpaceSource:
 
     def pair_sums(self, points, clusters, labels, weights, F):
         """F[c, i] = S[c] · φ_i for each pair (O(m) each)."""
-        from . import _elkan
+        from ..engine import _elkan
 
         _elkan.pair_dots(self.Phi, np.ascontiguousarray(self.S),
                          np.ascontiguousarray(points, dtype=np.intp),
@@ -342,7 +342,7 @@ def fit_source(estimator, X, kernel_matrix, n_threads):
 def shared_features(estimator, X, kernel, n_threads):
     """The :class:`NystroemFeatures` of X for ``estimator``'s landmark count and seed, after
     the memory plan (``estimator.memory_limit``) allowed them."""
-    from .memory import check, plan
+    from ..model.memory import check, plan
 
     n, k = X.shape[0], estimator.n_clusters
     if estimator.kernel == "precomputed":
@@ -366,8 +366,8 @@ def nearest(estimator, X, want_distances):
     d(x, c) = ‖φ(x)‖² − 2 φ(x)·μ_c + ‖μ_c‖² (clamped at 0) with φ(x) = K(x, L) T, in row
     blocks; ties go to the lowest cluster.
     """
-    from . import _lloyd
-    from ._threads import effective_n_threads
+    from ..engine import _lloyd
+    from ..engine.threads import effective_n_threads
 
     n_threads = effective_n_threads(estimator.n_threads)
     X = np.ascontiguousarray(X, dtype=np.float64)
@@ -404,8 +404,8 @@ def nearest(estimator, X, want_distances):
 def silhouette_samples(Phi, labels, n_threads=1):
     """Exact silhouette of every point under the kernel Φ Φᵀ, rows of it made in blocks (never
     the n×n matrix): memory one block of rows."""
-    from . import _silhouette
-    from .metrics import _stacked
+    from ..measures import _silhouette
+    from ..measures.metrics import _stacked
 
     n = Phi.shape[0]
     codes, counts = _stacked([labels], n)
@@ -423,7 +423,7 @@ def silhouette_score(Phi, labels, *, max_exact=20_000, sample_size=10_000, rando
                      n_threads=1):
     """The silhouette under Φ Φᵀ: exact up to ``max_exact`` points (rows in blocks), else on
     the stratified sample of ``metrics.stratified_sample`` (an s×s matrix)."""
-    from .metrics import SilhouetteScore, silhouette, stratified_sample
+    from ..measures.metrics import SilhouetteScore, silhouette, stratified_sample
 
     n = Phi.shape[0]
     if max_exact is not None and n > max_exact:
@@ -438,7 +438,7 @@ def silhouette_score(Phi, labels, *, max_exact=20_000, sample_size=10_000, rando
 
 def feature_sums(Phi, labels, sample_weight=None, n_threads=1):
     """``metrics.FeatureSums`` under Φ Φᵀ: F = S Φᵀ, C = S Sᵀ (O(n·m·k), no n×n matrix)."""
-    from .metrics import FeatureSums, _check_labels, _check_weights
+    from ..measures.metrics import FeatureSums, _check_labels, _check_weights
 
     n = Phi.shape[0]
     codes, k = _check_labels(labels, n)
@@ -459,8 +459,8 @@ def scores(Phi, labels, metrics=("silhouette", "simplified_silhouette", "calinsk
                                  "davies_bouldin"), sample_weight=None, n_threads=None, *,
            max_exact=20_000, sample_size=10_000, random_state=0):
     """``metrics.scores`` for the Nyström kernel Φ Φᵀ (same names, same silhouette rule)."""
-    from . import metrics as quality
-    from ._threads import effective_n_threads
+    from ..measures import metrics as quality
+    from ..engine.threads import effective_n_threads
 
     n_threads = effective_n_threads(n_threads)
 
@@ -533,8 +533,8 @@ def fit_silhouette(estimator, X, *, max_exact=20_000, sample_size=10_000, random
     """The silhouette of a fitted Nyström estimator on its training data X, under the Nyström
     kernel: exact up to ``max_exact`` points (features of all rows, kernel rows in blocks),
     else on the stratified sample of ``metrics.stratified_sample`` (features of the sample)."""
-    from ._threads import effective_n_threads
-    from .metrics import SilhouetteScore, silhouette, stratified_sample
+    from ..engine.threads import effective_n_threads
+    from ..measures.metrics import SilhouetteScore, silhouette, stratified_sample
 
     n_threads = effective_n_threads(n_threads)
     labels = estimator.labels_

@@ -5,7 +5,7 @@ no change to the global backend), so the plots work without a display.
 """
 import numpy as np
 
-from .errors import UsageError
+from ..errors import UsageError
 
 PLOT_COLUMNS = ("inertia", "silhouette", "simplified_silhouette", "calinski_harabasz",
                 "davies_bouldin")
@@ -33,7 +33,7 @@ def _figure(**kwargs):
 
 
 def _save(fig, path):
-    from .errors import OutputError
+    from ..errors import OutputError
 
     try:
         fig.savefig(path, format="png", dpi=100)

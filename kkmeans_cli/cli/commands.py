@@ -17,8 +17,8 @@ import traceback
 
 import click
 
-from ._version import __version__
-from .errors import DataError, KKMeansError, UsageError
+from .._version import __version__
+from ..errors import DataError, KKMeansError, UsageError
 
 # Kept in step with kernels.KERNELS (a test checks); not imported from there to keep NumPy out
 # of ``kkmeans --help``.
@@ -67,7 +67,7 @@ class SizeType(click.ParamType):
     name = "size"
 
     def convert(self, value, param, ctx):
-        from .memory import parse_size
+        from ..model.memory import parse_size
 
         try:
             return parse_size(value)
@@ -211,7 +211,7 @@ def effective_options(ctx):
     dict
         Option name → value.
     """
-    from .config import apply_config, read_config
+    from ..io.config import apply_config, read_config
 
     path = ctx.params.get("config")
     if path:
@@ -243,7 +243,7 @@ def estimator_kwargs(opts, n_clusters, init):
 
 def read_input(opts, spec):
     """DATA read with the data options."""
-    from .data_io import read_data
+    from ..io.data import read_data
 
     return read_data(spec, header=opts["header"], delimiter=opts["delimiter"],
                      columns=opts["columns"], dataset=opts["dataset"],
@@ -262,7 +262,7 @@ def prepare_fit_data(opts):
     weights : ndarray or None
     init : str or ndarray
     """
-    from .scaling import fit_scaler
+    from ..io.scaling import fit_scaler
 
     if opts["kernel"] in PRECOMPUTED_KERNELS and opts["scale"] != "none":
         raise UsageError(f"--scale cannot be used with --kernel {opts['kernel']} (DATA is an "
@@ -278,7 +278,7 @@ def prepare_fit_data(opts):
 
 def _per_row(path, what, data, integer):
     """One value per row of DATA from ``path``, keeping the rows DATA kept."""
-    from .data_io import read_vector
+    from ..io.data import read_vector
 
     if path is None:
         return None
@@ -401,9 +401,9 @@ def fit(ctx, **_):
     if opts["n_clusters"] is None:
         raise UsageError("missing option -k/--n-clusters (or n_clusters in --config) "
                          "(see 'kkmeans fit --help')")
-    from .data_io import AtomicOutputs, check_output_path, format_json, format_labels
-    from .estimator import KernelKMeans
-    from .model_file import model_meta, save_model
+    from ..io.data import AtomicOutputs, check_output_path, format_json, format_labels
+    from ..model.estimator import KernelKMeans
+    from ..model.model_file import model_meta, save_model
     from .report import Reporter, fit_report, fit_summary, silhouette_text
 
     _check_option_combination(opts, opts["n_clusters"])
@@ -483,14 +483,14 @@ def _require_matplotlib():
 def _fit_silhouette(estimator, X, K, opts, reporter, source):
     """The silhouette of a fitted estimator on its kernel matrix K (exact, or sampled for large
     n); None when it is undefined (fewer than two non-empty clusters)."""
-    from .metrics import silhouette_score
+    from ..measures.metrics import silhouette_score
 
     if len(set(estimator.labels_.tolist())) < 2:
         reporter.warn("the silhouette is undefined for fewer than 2 clusters; not computed")
         return None
     seed = opts["seed"]
     if getattr(estimator, "approx", "none") == "nystroem":
-        from .nystroem import fit_silhouette
+        from ..kernels.nystroem import fit_silhouette
 
         with reporter.engine_warnings(), reporter.progress("computing the silhouette"):
             return fit_silhouette(estimator, X, random_state=seed, n_threads=opts["threads"])
@@ -507,7 +507,7 @@ def _fit_silhouette(estimator, X, K, opts, reporter, source):
 def _check_option_combination(opts, k):
     """Options the estimator refuses together (e.g. --storage blocked with --psd-repair) are a
     usage error (exit 2), found before DATA is read."""
-    from .estimator import KernelKMeans
+    from ..model.estimator import KernelKMeans
 
     try:
         KernelKMeans(**estimator_kwargs(opts, k, "k-means++"))._validate_params()
@@ -518,7 +518,7 @@ def _check_option_combination(opts, k):
 def _check_memory_plan(opts, n, ks, silhouette):
     """Refuse (exit 1) before any large allocation when the fit of the largest k, with the
     silhouette when asked, would need more than ``--memory-limit`` (see ``memory.py``)."""
-    from .memory import check, plan
+    from ..model.memory import check, plan
 
     kw = dict(k=max(ks), dtype=opts["dtype"], approx=opts["approx"],
               n_landmarks=opts["landmarks"], silhouette=silhouette, storage=opts["storage"])
@@ -562,8 +562,8 @@ def predict(ctx, **_):
     opts = effective_options(ctx)
     import numpy as np
 
-    from .data_io import AtomicOutputs, check_output_path, format_labels, write_matrix
-    from .model_file import load_model
+    from ..io.data import AtomicOutputs, check_output_path, format_labels, write_matrix
+    from ..model.model_file import load_model
     from .report import Reporter
 
     for path, what in ((opts["labels"], "labels"), (opts["distances"], "distances")):
@@ -652,7 +652,7 @@ def sweep_command(ctx, **_):
     if opts["k"] is None:
         raise UsageError("missing option --k (e.g. --k 2..10 or --k 2,3,5; or k in --config) "
                          "(see 'kkmeans sweep --help')")
-    from .sweep import parse_ks
+    from ..measures.sweep import parse_ks
 
     try:
         ks = parse_ks(opts["k"])
@@ -671,10 +671,10 @@ def sweep_command(ctx, **_):
     _check_option_combination(opts, ks[0])
     metric = opts["metric"].replace("-", "_")
 
-    from .data_io import AtomicOutputs, check_output_path
-    from .model_file import model_meta, save_model
+    from ..io.data import AtomicOutputs, check_output_path
+    from ..model.model_file import model_meta, save_model
     from .report import Reporter
-    from .sweep import sweep, to_csv
+    from ..measures.sweep import sweep, to_csv
 
     for path, what in ((opts["model"], "model"), (opts["table"], "table"),
                        (opts["plot"], "plot")):
@@ -752,8 +752,8 @@ def sweep_command(ctx, **_):
 @click.option("--debug", is_flag=True, help="Show tracebacks of errors.")
 def info(model_path, json, debug):
     """Print the metadata of a model file: format, kernel, k, n, d, sizes, how it was fitted."""
-    from .data_io import format_json
-    from .model_file import load_model
+    from ..io.data import format_json
+    from ..model.model_file import load_model
     from .report import format_rows, model_info, model_info_rows
 
     details = model_info(model_path, load_model(model_path))

@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from ._version import __version__
-from .errors import ModelFileError
-from .scaling import SCALE_METHODS, Scaler
+from .._version import __version__
+from ..errors import ModelFileError
+from ..io.scaling import SCALE_METHODS, Scaler
 
 FORMAT = "kkmeans-model"
 FORMAT_VERSION = 1
@@ -86,13 +86,13 @@ def model_meta(estimator, scaler, options=None, extra=None):
                       "n_threads": int(stats["n_threads"])},
         "options": dict(options or {}),
     }
-    from .psd import model_meta as psd_meta
+    from ..kernels.psd import model_meta as psd_meta
 
     meta.update(psd_meta(estimator))
-    from .optima import model_meta as optima_meta
+    from ..engine.optima import model_meta as optima_meta
 
     meta.update(optima_meta(estimator))
-    from .nystroem import model_meta as nystroem_meta
+    from ..kernels.nystroem import model_meta as nystroem_meta
 
     meta.update(nystroem_meta(estimator))
     meta.update(extra or {})
@@ -124,13 +124,13 @@ def save_model(handle, estimator, scaler, meta):
     }
     if estimator.X_fit_ is not None:
         arrays["X_fit"] = np.asarray(estimator.X_fit_, dtype=np.float64)
-    from .psd import model_arrays as psd_arrays
+    from ..kernels.psd import model_arrays as psd_arrays
 
     arrays.update(psd_arrays(estimator))
-    from .optima import model_arrays as optima_arrays
+    from ..engine.optima import model_arrays as optima_arrays
 
     arrays.update(optima_arrays(estimator))
-    from .nystroem import model_arrays as nystroem_arrays
+    from ..kernels.nystroem import model_arrays as nystroem_arrays
 
     arrays.update(nystroem_arrays(estimator))
     if scaler.method != "none":
@@ -201,15 +201,15 @@ def load_model(path):
     estimator.n_iter_ = int(meta.get("n_iter", 0))
     estimator.converged_ = bool(meta.get("converged", True))
     estimator.fit_stats_ = dict(meta.get("fit_stats", {}))
-    from .psd import load_state
+    from ..kernels.psd import load_state
 
     estimator.psd_ = load_state(meta, arrays, n, lambda problem: _fail(path, problem))
     estimator.psd_repair = estimator.psd_.repair if estimator.psd_ is not None else "none"
     estimator.solver = meta.get("solver", "lloyd")
-    from .optima import load_state as optima_state
+    from ..engine.optima import load_state as optima_state
 
     optima_state(estimator, meta, arrays, n, lambda problem: _fail(path, problem))
-    from .nystroem import load_state as nystroem_state
+    from ..kernels.nystroem import load_state as nystroem_state
 
     nystroem_state(estimator, meta, arrays, lambda problem: _fail(path, problem))
     return LoadedModel(estimator=estimator, meta=meta, scaler=scaler)
@@ -273,7 +273,7 @@ def _check_meta(path, arrays):
                     f"reads (format_version {FORMAT_VERSION}); upgrade kkmeans-cli")
     if version < 1:
         _fail(path, f"format_version {version} is not supported")
-    from .kernels import GAMMA_KERNELS, KERNELS
+    from ..kernels.functions import GAMMA_KERNELS, KERNELS
 
     if meta["kernel"] not in KERNELS:
         _fail(path, f"unknown kernel {meta['kernel']!r}")
@@ -318,7 +318,7 @@ def _array(path, arrays, key, shape, kind):
 
 def _estimator(path, meta):
     from .estimator import KernelKMeans
-    from .kernels import Kernel
+    from ..kernels.functions import Kernel
 
     kernel = meta["kernel"]
     gamma = float(meta["gamma"]) if "gamma" in meta and meta["gamma"] is not None else None

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._threads import effective_n_threads
+from ..engine.threads import effective_n_threads
 
 #: Above this many points :func:`silhouette_score` samples instead of the exact O(n²) pass.
 MAX_EXACT = 20_000
@@ -89,7 +89,7 @@ class FeatureSums:
 
     def point_centre_sq(self):
         """d(i, c) = K_ii − 2 F[c, i]/W_c + g_c/W_c², shape (n, k), clamped at 0."""
-        from . import _lloyd
+        from ..engine import _lloyd
 
         out = np.empty((self.F.shape[1], self.k))
         _lloyd.distances(self.F, self.g, self.W, self.diag, out, 1)
@@ -111,7 +111,7 @@ def feature_sums(K, labels, sample_weight=None, n_threads=None, *, F=None):
     ``F``, the outer sums of these labels and weights when already computed (e.g. by the fused
     pass of :func:`silhouette_and_sums`), saves the pass.
     """
-    from . import _lloyd
+    from ..engine import _lloyd
 
     K = _check_K(K)
     n = K.shape[0]
@@ -201,7 +201,7 @@ def silhouettes_and_sums(K, labelings, sample_weight=None, n_threads=None, outer
     ``(samples, sums)``, one per labelling.
     """
     from . import _silhouette
-    from .kernels import BLOCK_BYTES
+    from ..kernels.functions import BLOCK_BYTES
 
     K = _check_K(K)
     n = K.shape[0]

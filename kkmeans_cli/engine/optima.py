@@ -38,7 +38,7 @@ Normalized cut (Dhillon, Guan & Kulis, KDD 2004)
 import numpy as np
 
 from . import _hartigan, _lloyd
-from .kernel_source import LazyKernel
+from ..kernels.sources import LazyKernel
 from .lloyd import inner_sums
 
 SPECTRAL_EXACT_MAX = 3000     # exact Lanczos up to this many points, landmarks above
@@ -152,8 +152,8 @@ def embedding_kmeans(A, weights, n_clusters, rng, n_init=EMBEDDING_N_INIT, max_i
     import warnings
 
     from .elkan import elkan
-    from .initialization import kmeans_plusplus
-    from .nystroem import FeatureSpaceSource
+    from .starts import kmeans_plusplus
+    from ..kernels.nystroem import FeatureSpaceSource
 
     source = FeatureSpaceSource(A, n_threads=n_threads)
     best = None

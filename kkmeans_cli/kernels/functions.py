@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._threads import blas_threads, thread_pool
+from ..engine.threads import blas_threads, thread_pool
 
 KERNELS = ("rbf", "linear", "poly", "sigmoid", "laplacian", "chi2", "cosine", "precomputed",
            "precomputed-distance")

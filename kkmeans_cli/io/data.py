@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import DataError, OutputError, UsageError
+from ..errors import DataError, OutputError, UsageError
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".dat")
 NPY_SUFFIXES = (".npy",)

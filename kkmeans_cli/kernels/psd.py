@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._threads import blas_threads
-from .kernels import KKMeansWarning
+from ..engine.threads import blas_threads
+from .functions import KKMeansWarning
 
 PRECOMPUTED = ("precomputed", "precomputed-distance")
 PSD_REPAIRS = ("none", "lingoes", "clip")
@@ -355,7 +355,7 @@ def _coincide(Kb, diag, train_diag):
 def trace_objective(K, diag, labels, weights, n_clusters):
     """Σ_i w_i K_ii − Σ_c g_c / W_c of ``labels`` on K (one pass; no clamping of negative
     distances, unlike the assignment step's inertia)."""
-    from . import _lloyd
+    from ..engine import _lloyd
 
     F = np.empty((n_clusters, K.shape[0]))
     _lloyd.outer_sums_rows(np.ascontiguousarray(K), 0, labels.astype(np.int32), weights, F, 1)

@@ -29,8 +29,8 @@ import time
 
 import numpy as np
 
-from . import _elkan, _lloyd
-from .kernels import BLOCK_BYTES, SMALL_BLOCK, _row_blocks, _Workspace
+from ..engine import _elkan, _lloyd
+from .functions import BLOCK_BYTES, SMALL_BLOCK, _row_blocks, _Workspace
 
 # Own sums of a cluster of m points (BlockedKernel): block rows of at least this many rows,
 # about OWN_SUM_BLOCKS of them, so ~(½ + 1/16) of K(Y, Y) is computed.

@@ -261,7 +261,7 @@ def check(memory_plan, limit=None, **largest_kwargs):
     int or None
         The limit used.
     """
-    from .errors import MemoryPlanError
+    from ..errors import MemoryPlanError
 
     given = limit is not None
     limit = resolve_limit(limit)

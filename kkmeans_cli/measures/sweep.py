@@ -130,7 +130,7 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
     -------
     SweepResult
     """
-    from .estimator import KernelKMeans
+    from ..model.estimator import KernelKMeans
 
     if metric not in SWEEP_METRICS:
         raise ValueError(f"unknown metric {metric!r}; choose from {list(SWEEP_METRICS)}")
@@ -149,7 +149,7 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
     t0 = time.perf_counter()
     if params.get("approx") == "nystroem" and params.get("n_landmarks") is None:
         # One set of landmarks for every k: the default count of the largest k.
-        from .memory import default_landmarks
+        from ..model.memory import default_landmarks
 
         params["n_landmarks"] = default_landmarks(len(X), max(ks))
     # With approx='nystroem', K is the NystroemFeatures of X (features shared by every k).

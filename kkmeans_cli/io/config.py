@@ -8,7 +8,7 @@ import difflib
 
 import click
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 # Options that make no sense inside a config file.
 NOT_CONFIGURABLE = ("config", "help", "version")

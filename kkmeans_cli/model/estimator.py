@@ -5,13 +5,13 @@ import time
 
 import numpy as np
 
-from ._threads import blas_threads, effective_n_threads
-from .errors import NotFittedError
-from .initialization import kmeans_plusplus, random_centres
-from .kernel_source import BlockedKernel, InMemoryKernel, LazyKernel
-from .kernels import KERNELS, Kernel, resolve_gamma
-from .lloyd import LloydResult, lloyd
-from .psd import PRECOMPUTED, PSD_REPAIRS, needs_psd_check
+from ..engine.threads import blas_threads, effective_n_threads
+from ..errors import NotFittedError
+from ..engine.starts import kmeans_plusplus, random_centres
+from ..kernels.sources import BlockedKernel, InMemoryKernel, LazyKernel
+from ..kernels.functions import KERNELS, Kernel, resolve_gamma
+from ..engine.lloyd import LloydResult, lloyd
+from ..kernels.psd import PRECOMPUTED, PSD_REPAIRS, needs_psd_check
 
 INITS = ("k-means++", "spectral", "random")
 ALGORITHMS = ("auto", "lloyd", "elkan")
@@ -236,7 +236,7 @@ class KernelKMeans:
         self.sample_weight_ = weights
         self.X_fit_ = X if self.kernel not in PRECOMPUTED else None
         if self.approx == "nystroem":
-            from .nystroem import finish_fit
+            from ..kernels.nystroem import finish_fit
 
             finish_fit(self, source, best, weights)
         self.n_features_in_ = X.shape[1]
@@ -263,7 +263,7 @@ class KernelKMeans:
         """
         n = X.shape[0]
         if self.approx == "nystroem":
-            from .nystroem import fit_source
+            from ..kernels.nystroem import fit_source
 
             return fit_source(self, X, kernel_matrix, n_threads), weights
         if self.storage == "blocked":
@@ -359,7 +359,7 @@ class KernelKMeans:
         if isinstance(source, LazyKernel):
             return self._iterate_lazy(source, weights, start, n_threads)
         if self._scheme(source) == "elkan":
-            from .elkan import elkan
+            from ..engine.elkan import elkan
 
             return elkan(source, weights, start, self.n_clusters, max_iter=self.max_iter,
                          tol=self.tol, n_threads=n_threads, iterations_done=iterations_done)
@@ -410,7 +410,7 @@ class KernelKMeans:
         """Elkan on kernel values computed in blocks, within the source's budget; past it, the
         kernel matrix is built and the iterations go on from where Elkan stopped (Elkan's
         labels after t updates are Lloyd's, so the result is the same)."""
-        from .elkan import elkan
+        from ..engine.elkan import elkan
 
         if source.matrix is not None:
             return self._iterate(source.matrix, weights, start, n_threads)
@@ -454,7 +454,7 @@ class KernelKMeans:
         with blas_threads(1):
             kernel = self._resolved_kernel(X, gamma_rng)
             if self.approx == "nystroem":
-                from .nystroem import shared_features
+                from ..kernels.nystroem import shared_features
 
                 return shared_features(self, X, kernel, n_threads)
             self._check_memory(X.shape[0], _resolve_dtype(self.dtype))
@@ -473,7 +473,7 @@ class KernelKMeans:
         dict
             name → value; with 'silhouette' also ``silhouette_n_used``.
         """
-        from . import metrics as quality
+        from ..measures import metrics as quality
 
         self._check_fitted()
         n_threads = effective_n_threads(self.n_threads)
@@ -510,11 +510,11 @@ class KernelKMeans:
         return dist
 
     def _nearest(self, X, kernel_diag, want_distances):
-        from . import _lloyd
+        from ..engine import _lloyd
 
         self._check_fitted()
         if self.approx == "nystroem":
-            from .nystroem import nearest
+            from ..kernels.nystroem import nearest
 
             return nearest(self, X, want_distances)
         n_threads = effective_n_threads(self.n_threads)
@@ -571,7 +571,7 @@ class KernelKMeans:
     # -- PSD check and repair, embedding solver (see psd.py, embed.py) --------------------------
     def _psd_transform(self, K, diag, n_threads):
         """The PSD check and ``psd_repair`` of the training kernel; sets ``psd_``."""
-        from .psd import check_and_repair
+        from ..kernels.psd import check_and_repair
 
         K, diag, self.psd_ = check_and_repair(K, diag, self.kernel_, self.psd_repair, n_threads)
         self.psd_.fit_diag = diag
@@ -580,7 +580,7 @@ class KernelKMeans:
 
     def _psd_transform_rows(self, Kb, diag):
         """Distance rows to kernel rows (Gower) and the repair, for new points."""
-        from .psd import transform_rows
+        from ..kernels.psd import transform_rows
 
         X = getattr(self, "_psd_rows", None)
         self._psd_rows = None
@@ -589,8 +589,8 @@ class KernelKMeans:
 
     def _psd_finish(self, weights):
         """Objectives on the kernel used and on the original one, into ``fit_stats_``."""
-        from .lloyd import objective
-        from .psd import lingoes_shift, trace_objective
+        from ..engine.lloyd import objective
+        from ..kernels.psd import lingoes_shift, trace_objective
 
         if not getattr(self, "_psd_pending", False):
             self.psd_ = None
@@ -613,7 +613,7 @@ class KernelKMeans:
 
     def _embed_restarts(self, source, weights, init_labels, rng, n_threads):
         """``solver='embed'``: k-means on the eigen-embedding of K (``embed.solve``)."""
-        from .embed import solve
+        from ..engine.embed import solve
 
         return solve(source, weights, self.n_clusters, rng, self.n_init, self.max_iter,
                      init_labels=init_labels, n_threads=n_threads)
@@ -642,7 +642,7 @@ class KernelKMeans:
 
     # -- better optima (optima.py): start mix, Hartigan refinement, normalized cut ----------
     def _reset_optima(self, n_init, given_labels, n_threads):
-        from .optima import OptimaState
+        from ..engine.optima import OptimaState
 
         self._optima = OptimaState(self, n_init, given_labels, n_threads)
 
@@ -657,14 +657,14 @@ class KernelKMeans:
     def _ncut_transform(self, K, diag, weights, n_threads):
         if self.objective != "ncut":
             return K, diag, weights
-        from .optima import ncut_fit_kernel
+        from ..engine.optima import ncut_fit_kernel
 
         return ncut_fit_kernel(self, K, diag, weights, n_threads)
 
     def _ncut_rows(self, Kb, diag):
         if self.objective != "ncut":
             return Kb, diag
-        from .optima import ncut_rows
+        from ..engine.optima import ncut_rows
 
         return ncut_rows(self, Kb, diag)
 
@@ -707,7 +707,7 @@ class KernelKMeans:
         if isinstance(self.init, str) and self.init not in INITS:
             raise ValueError(f"init must be 'k-means++', 'spectral', 'random' or an array of "
                              f"labels; got {self.init!r}")
-        from .optima import check_params
+        from ..engine.optima import check_params
 
         check_params(self)
         _check_int("n_init", self.n_init, 1)
@@ -812,7 +812,7 @@ def _check_data(X, kernel, square=True):
     if kernel == "chi2" and np.any(X < 0):
         raise ValueError("the chi2 kernel needs non-negative data")
     if kernel in PRECOMPUTED and square:
-        from .psd import check_square
+        from ..kernels.psd import check_square
 
         X = check_square(X, kernel)
     return np.ascontiguousarray(X)

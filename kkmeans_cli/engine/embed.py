@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._threads import blas_threads
+from .threads import blas_threads
 from .lloyd import inner_sums, objective
 
 EXACT_MAX_N = 2000

@@ -44,7 +44,7 @@ class Reporter:
     def engine_warnings(self):
         """Print each warning raised in the block once, as ``kkmeans: warning: ...`` (every
         ``KKMeansWarning`` is shown, not only the first of its kind)."""
-        from .kernels import KKMeansWarning
+        from ..kernels.functions import KKMeansWarning
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", KKMeansWarning)
@@ -150,20 +150,20 @@ def fit_report(estimator, data, scaler, model_path):
         ("model", model_path or "not saved (--no-model)"),
         ("time", _time_text(stats)),
     ]
-    from .psd import report_rows as psd_rows
+    from ..kernels.psd import report_rows as psd_rows
 
     rows[-2:-2] = psd_rows(stats)
-    from .optima import report_rows as optima_rows
+    from ..engine.optima import report_rows as optima_rows
 
     rows[-2:-2] = optima_rows(estimator)
-    from .nystroem import report_rows as nystroem_rows
+    from ..kernels.nystroem import report_rows as nystroem_rows
 
     rows[-2:-2] = nystroem_rows(estimator)
     return rows
 
 
 def _nystroem_summary(estimator):
-    from .nystroem import model_meta
+    from ..kernels.nystroem import model_meta
 
     return model_meta(estimator)
 
@@ -200,7 +200,7 @@ def fit_summary(estimator, data, model_path):
 
 
 def _optima_summary(estimator):
-    from .optima import model_meta
+    from ..engine.optima import model_meta
 
     return model_meta(estimator)
 
@@ -230,7 +230,7 @@ def model_info(path, loaded):
                 "created", "fit_stats", "options"):
         if key in meta:
             info[key] = meta[key]
-    from .psd import INFO_KEYS as PSD_KEYS
+    from ..kernels.psd import INFO_KEYS as PSD_KEYS
 
     info.update({key: meta[key] for key in PSD_KEYS if key in meta})
     info.update({key: meta[key] for key in ("objective", "refine", "ncut", "optima")
@@ -272,7 +272,7 @@ def model_info_rows(info):
                                   f"{sweep.get('metric')} among {sweep.get('ks')}"))
     if info.get("source"):
         rows.insert(4, ("trained on", str(info["source"])))
-    from .psd import info_rows as psd_rows
+    from ..kernels.psd import info_rows as psd_rows
 
     rows[-1:-1] = psd_rows(info)
     if info.get("approx") == "nystroem":

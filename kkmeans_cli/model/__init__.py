@@ -1,0 +1,1 @@
+"""Orchestration and fitted state: the KernelKMeans estimator, the memory plan, the model file."""
