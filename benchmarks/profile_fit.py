@@ -51,7 +51,7 @@ def profile_kernel(X, gamma, dtype, n_threads):
     from kkmeans_cli.kernels import _kernel_matrix
     from kkmeans_cli.engine.threads import blas_threads
     from kkmeans_cli.kernels.functions import (BLAS_THREADS_MIN_FEATURES, Kernel, _parallel_exp,
-                                     _row_blocks, _row_sq_norms)
+                                     row_blocks, _row_sq_norms)
 
     n = X.shape[0]
     out = {}
@@ -80,7 +80,7 @@ def profile_kernel(X, gamma, dtype, n_threads):
         Xc = np.ascontiguousarray(X, dtype=np.float64)
         sq = _row_sq_norms(Xc)
         G_buf = None
-        for i0, i1 in _row_blocks(n, n):
+        for i0, i1 in row_blocks(n, n):
             t = time.perf_counter()
             rows, cols = i1 - i0, i1
             if G_buf is None or G_buf.size < rows * cols:

@@ -40,3 +40,8 @@ class ConfigError(UsageError):
 
 class NotFittedError(KKMeansError, AttributeError):
     """The estimator is used before ``fit``."""
+
+
+class KKMeansWarning(UserWarning):
+    """A warning from kkmeans (relocated empty clusters, a fallback gamma, a kernel that is not
+    positive semidefinite, ...). The CLI shows each one once, on stderr."""

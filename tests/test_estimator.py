@@ -9,7 +9,8 @@ from sklearn.datasets import make_blobs, make_circles, make_moons
 import reference as ref
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine import lloyd as lloyd_module
-from kkmeans_cli.kernels.functions import Kernel, KKMeansWarning
+from kkmeans_cli.errors import KKMeansWarning
+from kkmeans_cli.kernels.functions import Kernel
 
 KERNEL_PARAMS = {
     "rbf": dict(gamma=0.5),

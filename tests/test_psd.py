@@ -16,7 +16,7 @@ from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine import embed
 from kkmeans_cli.kernels import psd
 from kkmeans_cli.errors import ModelFileError
-from kkmeans_cli.kernels.functions import KKMeansWarning
+from kkmeans_cli.errors import KKMeansWarning
 from kkmeans_cli.model.model_file import load_model, model_meta, save_model
 from kkmeans_cli.io.scaling import Scaler
 from reference import objective

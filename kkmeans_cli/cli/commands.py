@@ -475,9 +475,9 @@ def fit(ctx, **_):
 
 def _require_matplotlib():
     """Fail early, before any work, when a plot is asked for and matplotlib is missing."""
-    from .plotting import _figure
+    from .plotting import figure
 
-    _figure()
+    figure()
 
 
 def _fit_silhouette(estimator, X, K, opts, reporter, source):

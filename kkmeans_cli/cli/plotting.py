@@ -18,7 +18,7 @@ class PlotUnavailableError(UsageError):
     """A plot was asked for but matplotlib is not installed."""
 
 
-def _figure(**kwargs):
+def figure(**kwargs):
     """A matplotlib Figure on an Agg canvas; a clear error when matplotlib is missing."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -48,7 +48,7 @@ def plot_sweep(rows, metric, best_k, path):
     ``best_k`` is marked by a dashed vertical line in every panel.
     """
     columns = [c for c in PLOT_COLUMNS if rows and c in rows[0]]
-    fig = _figure(figsize=(3.2 * len(columns), 3.2), layout="constrained")
+    fig = figure(figsize=(3.2 * len(columns), 3.2), layout="constrained")
     axes = fig.subplots(1, len(columns), squeeze=False)[0]
     ks = [r["k"] for r in rows]
     for ax, col in zip(axes, columns):
@@ -88,7 +88,7 @@ def plot_clusters(X, labels, path, title=None):
     """
     labels = np.asarray(labels)
     P = principal_axes(X)
-    fig = _figure(figsize=(6, 5), layout="constrained")
+    fig = figure(figsize=(6, 5), layout="constrained")
     ax = fig.subplots()
     for j, c in enumerate(np.unique(labels)):
         sel = labels == c

@@ -44,7 +44,7 @@ class Reporter:
     def engine_warnings(self):
         """Print each warning raised in the block once, as ``kkmeans: warning: ...`` (every
         ``KKMeansWarning`` is shown, not only the first of its kind)."""
-        from ..kernels.functions import KKMeansWarning
+        from ..errors import KKMeansWarning
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", KKMeansWarning)

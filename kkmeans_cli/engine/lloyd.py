@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _lloyd
-from ..kernels.functions import KKMeansWarning
+from ..errors import KKMeansWarning
 
 # An update that changes the objective by less than this (relative) while labels change is a
 # cycle between tied points (e.g. more clusters than distinct points).

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.threads import blas_threads, thread_pool
+from ..errors import KKMeansWarning
 
 KERNELS = ("rbf", "linear", "poly", "sigmoid", "laplacian", "chi2", "cosine", "precomputed",
            "precomputed-distance")
@@ -34,10 +35,6 @@ SMALL_BLOCK = 1 << 16
 BLAS_THREADS_MIN_FEATURES = 64
 # Pairs sampled for the median heuristic.
 MEDIAN_PAIRS = 20_000
-
-
-class KKMeansWarning(UserWarning):
-    """A warning from kkmeans (relocated empty clusters, a fallback gamma, ...)."""
 
 
 @dataclass(frozen=True)
@@ -95,8 +92,8 @@ class Kernel:
             return gower_kernel(X, dtype=dtype)
         K = np.empty((n, n), dtype=dtype) if out is None else out
         sq = _row_sq_norms(X)
-        work = _Workspace()
-        for i0, i1 in _row_blocks(n, n):
+        work = Workspace()
+        for i0, i1 in row_blocks(n, n):
             self._fill_block(X[i0:i1], X[:i1], sq[i0:i1], sq[:i1], K, i0, n_threads, work)
             _kernel_matrix.mirror_rows(K, i0, i1, n_threads)
         return K
@@ -105,7 +102,7 @@ class Kernel:
         """Kernel rows K(A, B), shape (len(A), len(B)), computed in row blocks of A.
 
         ``out`` (C-contiguous, of that shape and ``dtype``) and ``work`` (a
-        :class:`_Workspace`) let callers that compute many small blocks reuse their memory.
+        :class:`Workspace`) let callers that compute many small blocks reuse their memory.
         """
         A = np.ascontiguousarray(A, dtype=np.float64)
         B = np.ascontiguousarray(B, dtype=np.float64)
@@ -114,14 +111,14 @@ class Kernel:
         if out is None:
             out = np.empty((A.shape[0], B.shape[0]), dtype=dtype)
         sq_a, sq_b = _row_sq_norms(A), _row_sq_norms(B)
-        work = _Workspace() if work is None else work
-        for i0, i1 in _row_blocks(A.shape[0], B.shape[0]):
+        work = Workspace() if work is None else work
+        for i0, i1 in row_blocks(A.shape[0], B.shape[0]):
             self._fill_block(A[i0:i1], B, sq_a[i0:i1], sq_b, out, i0, n_threads, work)
         return out
 
     def cross_blocks(self, A, B, dtype=np.float64, n_threads=1):
         """Yield (i0, i1, K(A[i0:i1], B)) in row blocks that fit the block budget."""
-        for i0, i1 in _row_blocks(A.shape[0], B.shape[0]):
+        for i0, i1 in row_blocks(A.shape[0], B.shape[0]):
             yield i0, i1, self.cross(A[i0:i1], B, dtype=dtype, n_threads=n_threads)
 
     def diag(self, A):
@@ -165,7 +162,7 @@ class Kernel:
                                           n_threads)
 
 
-class _Workspace:
+class Workspace:
     """One float64 buffer reused by every block of a matrix: a fresh 64 MB array per block
     would pay its page faults again each time."""
 
@@ -195,7 +192,7 @@ def _row_sq_norms(X):
     return np.einsum("ij,ij->i", X, X)
 
 
-def _row_blocks(n_rows, n_cols, block_bytes=BLOCK_BYTES):
+def row_blocks(n_rows, n_cols, block_bytes=BLOCK_BYTES):
     step = max(1, min(n_rows, block_bytes // (8 * max(n_cols, 1))))
     for i0 in range(0, n_rows, step):
         yield i0, min(i0 + step, n_rows)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.threads import blas_threads, thread_pool
-from .functions import _row_blocks
+from .functions import row_blocks
 from ..model.memory import BLOCK_BYTES, default_landmarks
 
 #: Eigenvalues of K_mm at most this fraction of the largest are dropped from the transform.
@@ -224,7 +224,7 @@ class FeatureSpaceSource:
     def own_outer_sums(self, labels, weights, n_clusters):
         S = self.cluster_sums(labels, weights, n_clusters)
         out = np.empty(self.n)
-        for r0, r1 in _row_blocks(self.n, self.m):
+        for r0, r1 in row_blocks(self.n, self.m):
             out[r0:r1] = np.einsum("ij,ij->i", self.Phi[r0:r1], S[labels[r0:r1]])
         return out
 
@@ -405,10 +405,10 @@ def silhouette_samples(Phi, labels, n_threads=1):
     """Exact silhouette of every point under the kernel Φ Φᵀ, rows of it made in blocks (never
     the n×n matrix): memory one block of rows."""
     from ..measures import _silhouette
-    from ..measures.metrics import _stacked
+    from ..measures.metrics import stacked
 
     n = Phi.shape[0]
-    codes, counts = _stacked([labels], n)
+    codes, counts = stacked([labels], n)
     diag = _sq_norms(Phi)
     out = np.empty((1, n))
     step = max(1, BLOCK_BYTES // (8 * n))
@@ -438,11 +438,11 @@ def silhouette_score(Phi, labels, *, max_exact=20_000, sample_size=10_000, rando
 
 def feature_sums(Phi, labels, sample_weight=None, n_threads=1):
     """``metrics.FeatureSums`` under Φ Φᵀ: F = S Φᵀ, C = S Sᵀ (O(n·m·k), no n×n matrix)."""
-    from ..measures.metrics import FeatureSums, _check_labels, _check_weights
+    from ..measures.metrics import FeatureSums, check_labels, check_weights
 
     n = Phi.shape[0]
-    codes, k = _check_labels(labels, n)
-    w = _check_weights(sample_weight, n)
+    codes, k = check_labels(labels, n)
+    w = check_weights(sample_weight, n)
     src = FeatureSpaceSource(Phi, n_threads)
     F = np.empty((k, n))
     src.full_outer_sums(codes, w, F)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..engine.threads import blas_threads
-from .functions import KKMeansWarning
+from ..errors import KKMeansWarning
 
 PRECOMPUTED = ("precomputed", "precomputed-distance")
 PSD_REPAIRS = ("none", "lingoes", "clip")

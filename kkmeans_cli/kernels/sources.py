@@ -1,36 +1,26 @@
 """Where the engine gets kernel values from.
 
-The iteration code never touches K directly: it asks a *kernel source* for the three things it
-needs, so that a kernel matrix held in memory and one recomputed in blocks (for data whose n×n
-matrix does not fit) run the same algorithms.
+The iteration code never touches K directly: it asks a *kernel source* for what it needs, so
+that a kernel matrix held in memory, one recomputed in blocks (for data whose n×n matrix does
+not fit), the lazy hand-off between the two and explicit Nyström features run the same
+algorithms (Lloyd, Elkan, k-means++, Hartigan). :class:`KernelSource` declares the contract;
+each implementation states it with ``class X(KernelSource)`` and says what it can do through
+two capability flags instead of being probed with ``hasattr``:
 
-- ``diag``: K_ii (float64);
-- ``full_outer_sums(labels, weights, F)``: F[c, i] = Σ_{j∈c} w_j K_ij, one pass over K;
-- ``update_outer_sums(moved, src, dst, w_moved, F)``: F[src] −= w K[moved], F[dst] += w K[moved];
-- ``rows(idx)``: rows of K as float64 (k-means++ reads columns of K, which are its rows).
-
-Elkan (``elkan.py``) keeps F current only where it needs distances, so it also asks for
-
-- ``record_moves(moved, src, dst, w_moved)``: moves made without updating F (a log is kept by
-  Elkan; a source with explicit cluster sums updates them here);
-- ``refresh_outer_sums(points, stamps, log, F)``: F[:, i] brought up to date for the given
-  points, replaying the log entries from ``stamps[i]`` on;
-- ``pair_sums(points, clusters, labels, weights, F)``: F[c, i] from scratch for the given
-  pairs (n_c kernel values each);
-- ``own_outer_sums(labels, weights, k)``: Σ_{j∈own cluster} w_j K_ij for every point, from
-  scratch (Σ n_c² kernel values);
-- ``submatrix(idx)``: K[idx][:, idx] (kernel sources: representatives of the clusters);
-- ``replays_log``: whether F is brought up to date by replaying the moves (kernel sources)
-  or recomputed per pair from explicit sums (the Nyström features).
+- ``holds_matrix``: K is in memory as ``source.K`` (spectral starts and Hartigan read it);
+- ``explicit_features``: the source holds explicit feature vectors Φ (Nyström), so F is
+  recomputed from cluster sums instead of by replaying a log of moves (``replays_log`` is
+  its negation, kept as the name Elkan uses).
 
 ``kernel_evaluations`` counts the kernel values read (in memory) or computed (blocked).
 """
 import time
+from abc import ABC, abstractmethod
 
 import numpy as np
 
 from ..engine import _elkan, _lloyd
-from .functions import BLOCK_BYTES, SMALL_BLOCK, _row_blocks, _Workspace
+from .functions import BLOCK_BYTES, SMALL_BLOCK, row_blocks, Workspace
 
 # Own sums of a cluster of m points (BlockedKernel): block rows of at least this many rows,
 # about OWN_SUM_BLOCKS of them, so ~(½ + 1/16) of K(Y, Y) is computed.
@@ -38,14 +28,66 @@ OWN_SUM_MIN_ROWS = 128
 OWN_SUM_BLOCKS = 8
 
 
-class _KernelLogSource:
+class KernelSource(ABC):
+    """The contract between the iterations and the kernel values.
+
+    Notation: F is the k×n array of outer sums F[c, i] = Σ_{j∈c} w_j K_ij (float64).
+
+    Attributes every source has: ``n`` (points), ``diag`` (K_ii, float64, shape (n,)),
+    ``kernel_evaluations`` (kernel values read or computed so far), and the capability flags
+    ``holds_matrix`` and ``explicit_features``.
+    """
+
+    holds_matrix = False
+    explicit_features = False
+
+    @property
+    def replays_log(self):
+        """Whether Elkan brings F up to date by replaying its log of moves (kernel sources) or
+        recomputes it per pair from explicit cluster sums (feature sources)."""
+        return not self.explicit_features
+
+    @abstractmethod
+    def full_outer_sums(self, labels, weights, F):
+        """F[c, i] = Σ_{j∈c} w_j K_ij for every c and i: one pass over K."""
+
+    @abstractmethod
+    def update_outer_sums(self, moved, src, dst, w_moved, F):
+        """F[src] −= w K[moved], F[dst] += w K[moved] for the points that moved."""
+
+    @abstractmethod
+    def record_moves(self, moved, src, dst, w_moved):
+        """Moves made without updating F (Elkan keeps a log; a source with explicit cluster
+        sums updates them here)."""
+
+    @abstractmethod
+    def refresh_outer_sums(self, points, stamps, log, F):
+        """F[:, i] brought up to date for the given points, replaying the log entries from
+        ``stamps[i]`` on."""
+
+    @abstractmethod
+    def pair_sums(self, points, clusters, labels, weights, F):
+        """F[c, i] from scratch for the given (point, cluster) pairs (n_c kernel values each)."""
+
+    @abstractmethod
+    def own_outer_sums(self, labels, weights, n_clusters):
+        """Σ_{j∈own cluster} w_j K_ij for every point, from scratch (Σ n_c² kernel values)."""
+
+    @abstractmethod
+    def rows(self, idx):
+        """Rows K[idx] as float64 (k-means++ reads columns of K, which are its rows)."""
+
+
+class _KernelLogSource(KernelSource):
     """What the kernel sources share: Elkan's lazy updates cost one kernel value per point
     and log entry, and nothing to record."""
 
-    replays_log = True
-
     def record_moves(self, moved, src, dst, w_moved):
         pass
+
+    @abstractmethod
+    def submatrix(self, idx):
+        """K[idx][:, idx] as float64 (representatives of the clusters)."""
 
 
 def _cluster_order(labels, n_clusters):
@@ -61,6 +103,8 @@ class InMemoryKernel(_KernelLogSource):
     ``diag`` is K_ii in float64 from the kernel function when there is one (then a float32 K
     does not round it, and fit and predict use the same values); K's diagonal otherwise.
     """
+
+    holds_matrix = True
 
     def __init__(self, K, n_threads=1, diag=None):
         self.K = K
@@ -133,7 +177,7 @@ class BlockedKernel(_KernelLogSource):
         self.n_threads = n_threads
         self.diag = np.asarray(kernel.diag(self.X) if diag is None else diag, dtype=np.float64)
         self.kernel_evaluations = 0
-        self._work, self._out = _Workspace(), _Workspace()
+        self._work, self._out = Workspace(), Workspace()
 
     def full_outer_sums(self, labels, weights, F):
         for i0, _, Kb in self.kernel.cross_blocks(self.X, self.X, dtype=self.dtype,
@@ -160,7 +204,7 @@ class BlockedKernel(_KernelLogSource):
             group = points[g0:g1]
             point, src, dst, weight = log.entries(stamp)
             Y = self.X[point]
-            for r0, r1 in _row_blocks(group.size, point.size):
+            for r0, r1 in row_blocks(group.size, point.size):
                 Kb = self._out.block(r1 - r0, point.size, self.dtype)
                 self.kernel.cross(self.X[group[r0:r1]], Y, dtype=self.dtype,
                                   n_threads=self.n_threads, out=Kb, work=self._work)
@@ -180,7 +224,7 @@ class BlockedKernel(_KernelLogSource):
             rows = points[by_cluster[bounds[c]:bounds[c + 1]]]
             members = order[starts[c]:starts[c + 1]]
             Y, w = self.X[members], weights[members]
-            for r0, r1 in _row_blocks(rows.size, members.size):
+            for r0, r1 in row_blocks(rows.size, members.size):
                 Kb = self._out.block(r1 - r0, members.size, self.dtype)
                 self.kernel.cross(self.X[rows[r0:r1]], Y, dtype=self.dtype,
                                   n_threads=self.n_threads, out=Kb, work=self._work)

@@ -44,7 +44,7 @@ def _check_K(K):
     return K
 
 
-def _check_labels(labels, n, min_clusters=2):
+def check_labels(labels, n, min_clusters=2):
     """Labels as int32 0 … k−1 (relabelled to the labels that occur, in sorted order)."""
     labels = np.asarray(labels)
     if labels.shape != (n,):
@@ -57,7 +57,7 @@ def _check_labels(labels, n, min_clusters=2):
     return codes.astype(np.int32).reshape(n), k
 
 
-def _check_weights(sample_weight, n):
+def check_weights(sample_weight, n):
     if sample_weight is None:
         return np.ones(n)
     w = np.ascontiguousarray(sample_weight, dtype=np.float64)
@@ -115,8 +115,8 @@ def feature_sums(K, labels, sample_weight=None, n_threads=None, *, F=None):
 
     K = _check_K(K)
     n = K.shape[0]
-    labels, k = _check_labels(labels, n)
-    w = _check_weights(sample_weight, n)
+    labels, k = check_labels(labels, n)
+    w = check_weights(sample_weight, n)
     if F is None:
         F = np.empty((k, n))
         _lloyd.outer_sums_rows(K, 0, labels, w, F, effective_n_threads(n_threads))
@@ -161,17 +161,17 @@ def silhouette_samples(K, labels, n_threads=None):
 
     K = _check_K(K)
     n = K.shape[0]
-    codes, counts = _stacked([labels], n)
+    codes, counts = stacked([labels], n)
     diag = np.array(np.diagonal(K), dtype=np.float64)
     out = np.empty((1, n))
     _silhouette.silhouette_rows(K, 0, diag, codes, counts, out, effective_n_threads(n_threads))
     return out[0]
 
 
-def _stacked(labelings, n):
+def stacked(labelings, n):
     """Labellings as (L, n) int32 codes 0 … k_l − 1 and their (L, max k_l) counts (zero
     beyond k_l), the form ``_silhouette.silhouette_rows`` takes."""
-    checked = [_check_labels(labels, n) for labels in labelings]
+    checked = [check_labels(labels, n) for labels in labelings]
     k_max = max(k for _, k in checked)
     codes = np.empty((len(checked), n), dtype=np.int32)
     counts = np.zeros((len(checked), k_max))
@@ -205,10 +205,10 @@ def silhouettes_and_sums(K, labelings, sample_weight=None, n_threads=None, outer
 
     K = _check_K(K)
     n = K.shape[0]
-    w = _check_weights(sample_weight, n)
+    w = check_weights(sample_weight, n)
     diag = np.array(np.diagonal(K), dtype=np.float64)
     n_threads = effective_n_threads(n_threads)
-    codes, counts = _stacked(labelings, n)
+    codes, counts = stacked(labelings, n)
     known = outer_sums is not None and all(F is not None for F in outer_sums)
     group = len(labelings) if known else max(1, BLOCK_BYTES // (8 * n * counts.shape[1]))
     found = []
@@ -246,9 +246,9 @@ def silhouette_blocks(X, labels, kernel, n_threads=None, dtype=np.float64):
 
     X = np.ascontiguousarray(X, dtype=np.float64)
     n = X.shape[0]
-    labels, k = _check_labels(labels, n)
+    labels, k = check_labels(labels, n)
     n_threads = effective_n_threads(n_threads)
-    codes, counts = _stacked([labels], n)
+    codes, counts = stacked([labels], n)
     diag = np.asarray(kernel.diag(X), dtype=np.float64)
     out = np.empty((1, n))
     for i0, _, rows in kernel.cross_blocks(X, X, dtype=dtype, n_threads=n_threads):
