@@ -14,8 +14,9 @@ from cython cimport floating
 from cython.parallel cimport prange
 from libc.math cimport sqrt, INFINITY
 
-cdef enum:
-    CHUNK = 256
+import numpy as np
+
+from ._common cimport centre_terms, sq_dist
 
 
 def update_bounds_and_mark(const int[::1] labels, double[::1] upper, double[:, ::1] lower,
@@ -107,15 +108,14 @@ def assign_marked(const Py_ssize_t[::1] points, const int[::1] labels,
     cdef int a, best_c
     cdef double best, d2, u
     cdef Py_ssize_t n_eval = 0
-    cdef double[::1] lin = _lin(cluster_weights)
-    cdef double[::1] shift = _shift(inner_sums, cluster_weights)
+    cdef double[::1] lin = np.empty(cluster_weights.shape[0])
+    cdef double[::1] shift = np.empty(cluster_weights.shape[0])
+    centre_terms(inner_sums, cluster_weights, &lin[0], &shift[0])
     with nogil:
         for p in prange(n_points, num_threads=n_threads, schedule="static"):
             i = points[p]
             a = labels[i]
-            d2 = diag[i] + lin[a] * F[a, i] + shift[a]
-            if d2 < 0.0:
-                d2 = 0.0
+            d2 = sq_dist(diag[i], lin[a], F[a, i], shift[a])
             n_eval += 1
             best = d2
             best_c = a
@@ -126,9 +126,7 @@ def assign_marked(const Py_ssize_t[::1] points, const int[::1] labels,
                     continue
                 if u <= lower[i, c] or u <= half_dist[best_c, c]:
                     continue
-                d2 = diag[i] + lin[c] * F[c, i] + shift[c]
-                if d2 < 0.0:
-                    d2 = 0.0
+                d2 = sq_dist(diag[i], lin[c], F[c, i], shift[c])
                 n_eval += 1
                 lower[i, c] = sqrt(d2 - err2) if d2 > err2 else 0.0
                 if d2 < best or (d2 == best and c < best_c):
@@ -148,17 +146,16 @@ def exact_bounds(const double[:, ::1] F, const double[::1] inner_sums,
     cdef Py_ssize_t n = F.shape[1], k = F.shape[0]
     cdef Py_ssize_t i, c
     cdef double d2
-    cdef double[::1] lin = _lin(cluster_weights)
-    cdef double[::1] shift = _shift(inner_sums, cluster_weights)
+    cdef double[::1] lin = np.empty(cluster_weights.shape[0])
+    cdef double[::1] shift = np.empty(cluster_weights.shape[0])
+    centre_terms(inner_sums, cluster_weights, &lin[0], &shift[0])
     with nogil:
         for i in prange(n, num_threads=n_threads, schedule="static"):
             for c in range(k):
                 if shift[c] == INFINITY:
                     lower[i, c] = INFINITY
                     continue
-                d2 = diag[i] + lin[c] * F[c, i] + shift[c]
-                if d2 < 0.0:
-                    d2 = 0.0
+                d2 = sq_dist(diag[i], lin[c], F[c, i], shift[c])
                 lower[i, c] = sqrt(d2 - err2) if d2 > err2 else 0.0
                 if c == labels[i]:
                     upper[i] = sqrt(d2 + err2)
@@ -244,30 +241,6 @@ def own_sums_from_matrix(const floating[:, ::1] K, const Py_ssize_t[::1] order,
                 j = order[q]
                 acc = acc + weights[j] * K[i, j]
             out[i] = acc
-
-
-cdef double[::1] _lin(const double[::1] cluster_weights):
-    cdef Py_ssize_t c, k = cluster_weights.shape[0]
-    cdef double[::1] lin = cython_empty(k)
-    for c in range(k):
-        lin[c] = -2.0 / cluster_weights[c] if cluster_weights[c] > 0.0 else 0.0
-    return lin
-
-
-cdef double[::1] _shift(const double[::1] inner_sums, const double[::1] cluster_weights):
-    cdef Py_ssize_t c, k = cluster_weights.shape[0]
-    cdef double[::1] shift = cython_empty(k)
-    for c in range(k):
-        if cluster_weights[c] > 0.0:
-            shift[c] = inner_sums[c] / (cluster_weights[c] * cluster_weights[c])
-        else:
-            shift[c] = INFINITY
-    return shift
-
-
-cdef double[::1] cython_empty(Py_ssize_t k):
-    import numpy as np
-    return np.empty(k, dtype=np.float64)
 
 
 def pair_dots(const double[:, ::1] Phi, const double[:, ::1] S,

@@ -16,6 +16,8 @@ from cython.parallel cimport prange, parallel
 from libc.stdlib cimport malloc, free
 from libc.math cimport INFINITY
 
+from ._common cimport centre_terms, sq_dist
+
 cdef enum:
     CHUNK = 256
     PAD = 16     # doubles (128 bytes) around per-thread buffers: no false sharing
@@ -113,7 +115,7 @@ def assign(const double[:, ::1] F, const double[::1] inner_sums,
     cdef double *best
     cdef int *best_c
     cdef double dist
-    _centre_terms(inner_sums, cluster_weights, lin, shift)
+    centre_terms(inner_sums, cluster_weights, lin, shift)
     with nogil, parallel(num_threads=n_threads):
         best = <double *> malloc(CHUNK * sizeof(double))
         best_c = <int *> malloc(CHUNK * sizeof(int))
@@ -127,9 +129,7 @@ def assign(const double[:, ::1] F, const double[::1] inner_sums,
                 if shift[c] == INFINITY:
                     continue
                 for i in range(i0, i1):
-                    dist = diag[i] + lin[c] * F[c, i] + shift[c]
-                    if dist < 0.0:
-                        dist = 0.0
+                    dist = sq_dist(diag[i], lin[c], F[c, i], shift[c])
                     if dist < best[i - i0]:
                         best[i - i0] = dist
                         best_c[i - i0] = <int> c
@@ -154,28 +154,13 @@ def distances(const double[:, ::1] F, const double[::1] inner_sums,
     cdef double dist
     cdef double *lin = <double *> malloc(k * sizeof(double))
     cdef double *shift = <double *> malloc(k * sizeof(double))
-    _centre_terms(inner_sums, cluster_weights, lin, shift)
+    centre_terms(inner_sums, cluster_weights, lin, shift)
     with nogil:
         for i in prange(n, num_threads=n_threads, schedule="static"):
             for c in range(k):
                 if shift[c] == INFINITY:
                     out[i, c] = INFINITY
                 else:
-                    dist = diag[i] + lin[c] * F[c, i] + shift[c]
-                    out[i, c] = dist if dist > 0.0 else 0.0
+                    out[i, c] = sq_dist(diag[i], lin[c], F[c, i], shift[c])
     free(lin)
     free(shift)
-
-
-cdef void _centre_terms(const double[::1] inner_sums, const double[::1] cluster_weights,
-                        double *lin, double *shift) noexcept:
-    """lin[c] = −2/W_c and shift[c] = g_c/W_c², so d(i, c) = K_ii + lin[c]·F[c, i] + shift[c];
-    shift[c] = +inf marks an empty cluster (W_c ≤ 0)."""
-    cdef Py_ssize_t c
-    for c in range(cluster_weights.shape[0]):
-        if cluster_weights[c] > 0.0:
-            lin[c] = -2.0 / cluster_weights[c]
-            shift[c] = inner_sums[c] / (cluster_weights[c] * cluster_weights[c])
-        else:
-            lin[c] = 0.0
-            shift[c] = INFINITY
