@@ -251,3 +251,46 @@ def test_silhouettes_of_many_labellings_in_one_pass(name, gamma, block_bytes, mo
     many = metrics.scores_many(K, labelings, sample_weight=w)
     for labels, m in zip(labelings, many):
         assert m == pytest.approx(metrics.scores(K, labels, sample_weight=w), rel=1e-12)
+
+
+def _exact_sums(X, labels, w, k):
+    """F, C and W of the linear kernel in exact rational arithmetic (small integer data)."""
+    from fractions import Fraction
+
+    n = len(X)
+    K = [[sum(Fraction(int(a)) * int(b) for a, b in zip(X[i], X[j])) for j in range(n)]
+         for i in range(n)]
+    wf = [Fraction(x) for x in w]
+    F = [[sum(wf[j] * K[i][j] for j in range(n) if labels[j] == c) for i in range(n)]
+         for c in range(k)]
+    C = [[sum(wf[i] * F[b][i] for i in range(n) if labels[i] == a) for b in range(k)]
+         for a in range(k)]
+    W = [sum(wf[i] for i in range(n) if labels[i] == c) for c in range(k)]
+    return F, C, W
+
+
+@pytest.mark.parametrize("case", ["one cluster", "n clusters"])
+def test_feature_sums_any_number_of_clusters(case):
+    """feature_sums is defined for 1 ≤ k ≤ n (one cluster: F = K w, C = wᵀ K w), exactly as
+    rational arithmetic gives them; the measures built on it still need 2 ≤ k ≤ n − 1."""
+    rng = np.random.default_rng(3)
+    X = rng.integers(-20, 21, size=(9, 3)).astype(np.float64)
+    w = rng.integers(1, 5, size=9).astype(np.float64)
+    labels = np.zeros(9, int) if case == "one cluster" else np.arange(9)[::-1]
+    K = X @ X.T  # integers: exact in float64
+    fs = metrics.feature_sums(K, labels, sample_weight=w)
+    codes = np.unique(labels, return_inverse=True)[1]
+    k = int(codes.max()) + 1
+    F, C, W = _exact_sums(X, codes, w, k)
+    assert fs.k == k and np.array_equal(fs.labels, codes)
+    np.testing.assert_array_equal(fs.F, np.array(F, dtype=np.float64))
+    np.testing.assert_array_equal(fs.C, np.array(C, dtype=np.float64))
+    np.testing.assert_array_equal(fs.W, np.array(W, dtype=np.float64))
+    np.testing.assert_array_equal(fs.sizes, np.bincount(codes, minlength=k))
+    for measure in (metrics.simplified_silhouette, metrics.calinski_harabasz,
+                    metrics.davies_bouldin):
+        with pytest.raises(ValueError, match=f"the number of clusters is {k}; valid values "
+                                             "are 2 to n_samples - 1"):
+            measure(K, labels)
+        with pytest.raises(ValueError, match=f"the number of clusters is {k}"):
+            measure(sums=fs)

@@ -45,16 +45,28 @@ def _check_K(K):
 
 
 def check_labels(labels, n, min_clusters=2):
-    """Labels as int32 0 … k−1 (relabelled to the labels that occur, in sorted order)."""
+    """Labels as int32 0 … k−1 (relabelled to the labels that occur, in sorted order).
+
+    The measures need 2 ≤ k ≤ n − 1 (as scikit-learn's); ``min_clusters=1`` (the sums of
+    :func:`feature_sums`, defined for every k) accepts any 1 ≤ k ≤ n.
+    """
     labels = np.asarray(labels)
     if labels.shape != (n,):
         raise ValueError(f"labels must have shape ({n},), got {labels.shape}")
     uniq, codes = np.unique(labels, return_inverse=True)
     k = uniq.size
-    if not min_clusters <= k <= n - 1:
+    if min_clusters <= 1:
+        if k < 1:
+            raise ValueError("labels is empty")
+    else:
+        _check_measure_k(k, n)
+    return codes.astype(np.int32).reshape(n), k
+
+
+def _check_measure_k(k, n):
+    if not 2 <= k <= n - 1:
         raise ValueError(f"the number of clusters is {k}; valid values are 2 to n_samples - 1 "
                          f"({n - 1})")
-    return codes.astype(np.int32).reshape(n), k
 
 
 def check_weights(sample_weight, n):
@@ -106,7 +118,8 @@ class FeatureSums:
 
 
 def feature_sums(K, labels, sample_weight=None, n_threads=None, *, F=None):
-    """One pass over K: the :class:`FeatureSums` of ``labels`` (relabelled to 0 … k−1).
+    """One pass over K: the :class:`FeatureSums` of ``labels`` (relabelled to 0 … k−1), for
+    any number of clusters 1 ≤ k ≤ n (the measures built on them need 2 ≤ k ≤ n − 1).
 
     ``F``, the outer sums of these labels and weights when already computed (e.g. by the fused
     pass of :func:`silhouette_and_sums`), saves the pass.
@@ -115,7 +128,7 @@ def feature_sums(K, labels, sample_weight=None, n_threads=None, *, F=None):
 
     K = _check_K(K)
     n = K.shape[0]
-    labels, k = check_labels(labels, n)
+    labels, k = check_labels(labels, n, min_clusters=1)
     w = check_weights(sample_weight, n)
     if F is None:
         F = np.empty((k, n))
@@ -373,7 +386,10 @@ def _n_points(labels, K, X, kernel):
 
 # -- centre-based measures ------------------------------------------------------------------
 def _sums(K, labels, sample_weight, n_threads, sums):
-    return sums if sums is not None else feature_sums(K, labels, sample_weight, n_threads)
+    """The sums of a centre-based measure, which needs 2 ≤ k ≤ n − 1 clusters."""
+    fs = sums if sums is not None else feature_sums(K, labels, sample_weight, n_threads)
+    _check_measure_k(fs.k, fs.F.shape[1])
+    return fs
 
 
 def simplified_silhouette(K=None, labels=None, sample_weight=None, n_threads=None, *,
