@@ -28,7 +28,7 @@ import numpy as np
 
 from . import _elkan, _lloyd
 from .lloyd import (STALL_RTOL, LloydResult, objective, own_distances,
-                    relocate_empty_clusters, warn_not_converged)
+                    relocate_empty_clusters, warn_not_converged, weighted_move)
 
 # Allowance for the rounding of a squared distance, relative to max K_ii. The sums carry
 # relative errors near 1e-16 per operation; 1e-10 leaves a wide margin and costs nothing
@@ -192,9 +192,11 @@ def elkan(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
         if moved.size == 0:
             converged = True
             break
-        if n_updates == max_iter:
-            break
-        n_updates += 1
+        counted = weighted_move(weights, moved)  # zero-weight moves alone: no iteration
+        if counted:
+            if n_updates == max_iter:
+                break
+            n_updates += 1
 
         # Sums of the new labels from the outer sums of the moved points (engine.md):
         # g_new[c] = g[c] + Σ_m Δ[c, m] (F_old[c, m] + F_new[c, m]), with Δ = ±w.
@@ -236,6 +238,8 @@ def elkan(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
             half_dist[W <= 0, :] = np.inf
             half_dist[:, W <= 0] = np.inf
 
+        if not counted:
+            continue
         previous, obj = obj, objective(diag, weights, g, W)
         trace.append(obj)
         if abs(previous - obj) <= STALL_RTOL * abs(previous) and not n_relocated:

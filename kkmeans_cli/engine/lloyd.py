@@ -98,6 +98,13 @@ def own_distances(diag, own, labels, g, W):
         return np.maximum(diag - 2.0 * own / Wl + g[labels] / Wl ** 2, 0.0)
 
 
+def weighted_move(weights, moved):
+    """Whether a point of positive weight is among ``moved``. Moves of zero-weight points
+    alone change no centre and no objective: they are not an iteration, they do not count
+    towards ``max_iter`` and they are not the cycle the stall rule (``STALL_RTOL``) stops."""
+    return bool(np.any(weights[moved] > 0))
+
+
 def warn_not_converged(scheme, stalled, max_iter):
     why = ("the objective stopped changing while tied points kept moving" if stalled
            else f"max_iter={max_iter} was reached")
@@ -153,6 +160,11 @@ def lloyd(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
         n_distances += n * int(np.count_nonzero(W > 0))
         n_relocated += relocate_empty_clusters(new_labels, dist, weights, n_clusters)
         moved = np.flatnonzero(new_labels != labels)
+        if moved.size and not weighted_move(weights, moved):
+            # Only points of zero weight moved: they follow the centres without changing them
+            # (F, g, W and the objective stay as they are), so this is no iteration.
+            labels[moved] = new_labels[moved]
+            moved = moved[:0]
         if moved.size == 0:
             if fresh:
                 converged = True
