@@ -230,3 +230,45 @@ def test_ncut_model_without_degrees_is_refused(tmp_path):
     with pytest.raises(ModelFileError, match="degrees"):
         load_model(str(broken))
     assert os.path.exists(model)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_every_storage_route_gets_the_same_starts(dtype):
+    """storage='blocked' has no kernel matrix, but its spectral starts (the normalized one
+    too: before, it became k-means++, which also shifted the draws of every later restart)
+    read the same kernel values from blocked rows, so each restart starts, and ends, where
+    the matrix route's does."""
+    X, _ = make_blobs(400, n_features=5, centers=6, cluster_std=2.5, random_state=3)
+    fits = [KernelKMeans(6, n_init=4, random_state=7, storage=storage, dtype=dtype,
+                         refine="none").fit(X) for storage in ("matrix", "blocked")]
+    matrix, blocked = (f.fit_stats_ for f in fits)
+    assert matrix["start_kinds"] == ["spectral", "normalized-spectral", "k-means++",
+                                     "k-means++"]
+    assert blocked["start_kinds"] == matrix["start_kinds"]
+    assert blocked["storage"] == "blocked" and matrix["storage"] == "matrix"
+    np.testing.assert_allclose(blocked["restart_inertias"], matrix["restart_inertias"],
+                               rtol=1e-9)
+    np.testing.assert_array_equal(fits[0].labels_, fits[1].labels_)
+
+
+def test_spectral_starts_equal_on_matrix_blocked_and_lazy_sources():
+    """The start code itself, source by source: both spectral kinds give the same labels
+    from the matrix, from blocked rows and from a lazy source that has not built K."""
+    from kkmeans_cli.kernel_source import BlockedKernel, InMemoryKernel, LazyKernel
+    from kkmeans_cli.kernels import Kernel
+    from kkmeans_cli.optima import SpectralStarts
+
+    X, _ = make_moons(300, noise=0.06, random_state=0)
+    w = np.random.default_rng(0).uniform(0.5, 2.0, len(X))
+    kernel = Kernel("rbf", 2.0)
+    blocked = BlockedKernel(kernel, X)
+    sources = {"matrix": InMemoryKernel(kernel.matrix(X), diag=kernel.diag(X)),
+               "blocked": blocked,
+               "lazy": LazyKernel(BlockedKernel(kernel, X), None, np.inf)}
+    for kind in ("spectral", "normalized-spectral"):
+        found = {name: SpectralStarts().labels(src, w, 2, np.random.default_rng(5), kind)
+                 for name, src in sources.items()}
+        assert found["matrix"] is not None
+        for name in ("blocked", "lazy"):
+            np.testing.assert_array_equal(found[name], found["matrix"], err_msg=(kind, name))
+    assert sources["lazy"].matrix is None

@@ -170,19 +170,26 @@ def embedding_kmeans(A, weights, n_clusters, rng, n_init=EMBEDDING_N_INIT, max_i
 
 def normalized_embedding(source, weights, n_clusters, rng):
     """The spectral embedding of the degree-normalised kernel D⁻¹KD⁻¹ with weights w·d
-    (d = K w, the normalized-cut relaxation, Ng-Jordan-Weiss style), or None when K is not in
-    memory, n > ``SPECTRAL_EXACT_MAX`` or a degree is not positive.
+    (d = K w, the normalized-cut relaxation, Ng-Jordan-Weiss style), or None when
+    n > ``SPECTRAL_EXACT_MAX``, a degree is not positive, or the source is an explicit
+    feature space (Nyström, which has its own ``spectral_embedding``).
+
+    K is the matrix in memory, or for a kernel recomputed in blocks (``storage='blocked'``,
+    the lazy route) its rows, the values the matrix would hold: every storage route gets
+    the same start (n ≤ ``SPECTRAL_EXACT_MAX``, so at most 72 MB, as for
+    :func:`spectral_embedding`).
 
     Returns (A, cluster weights w·d) or None.
     """
     n = source.n
-    if n > SPECTRAL_EXACT_MAX or not hasattr(source, "K"):
+    if n > SPECTRAL_EXACT_MAX or hasattr(source, "spectral_embedding"):
         return None
-    d = degrees(source.K, weights)
+    K = source.K if hasattr(source, "K") else source.rows(np.arange(n))
+    d = degrees(K, weights)
     if not np.all((d > 0) & np.isfinite(d)):
         return None
     wd = weights * d
-    lam, V = _top_eigenpairs(source.K, np.sqrt(weights / d), min(n_clusters, n), rng)
+    lam, V = _top_eigenpairs(K, np.sqrt(weights / d), min(n_clusters, n), rng)
     with np.errstate(divide="ignore"):
         inv = np.where(wd > 0, 1.0 / np.sqrt(wd), 0.0)
     return inv[:, None] * V * np.sqrt(lam)[None, :], wd
