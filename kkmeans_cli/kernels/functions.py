@@ -8,10 +8,22 @@ A :class:`Kernel` holds a kernel's name and resolved parameters and computes
 - ``diag(A)``: K(a, a) for each row of A.
 
 Formulas follow scikit-learn's ``pairwise_kernels``; see ``ext/_kernel_matrix.pyx``.
+
+Data far from the origin
+    The Gram-type kernels get squared distances from products, ‖a‖² + ‖b‖² − 2a·b, which
+    cancel catastrophically when the points share a large offset (at 10⁸ nothing of a unit
+    distance is left), and the linear kernel's objective Σ w_i K_ii − Σ_c g_c/W_c cancels the
+    same way. Both are unchanged by a common shift of the data, so the kernel subtracts one:
+    ``Kernel.offset`` (from :func:`data_offset`, the mean of the training rows) is taken from
+    every row before any product, in ``matrix``, ``cross`` and ``diag`` alike, so the fit,
+    ``predict``, the Nyström features and the measures all see the same centred points.
+    For rbf K itself does not change (up to rounding); for the linear kernel K becomes the
+    Gram matrix of the centred data, whose kernel k-means objective (the inertia) equals
+    the uncentred one. The L1-type kernels take differences directly and need no offset.
 """
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,6 +33,9 @@ from ..errors import KKMeansWarning
 KERNELS = ("rbf", "linear", "poly", "sigmoid", "laplacian", "chi2", "cosine", "precomputed",
            "precomputed-distance")
 GAMMA_KERNELS = ("rbf", "poly", "sigmoid", "laplacian", "chi2")
+# Kernels computed from products whose k-means objective does not change when the data are
+# shifted: the data are centred for them (see the module docstring and data_offset).
+CENTRED_KERNELS = ("rbf", "linear")
 _GRAM_CODE = {"linear": 0, "poly": 1, "rbf": 2, "sigmoid": 3, "cosine": 4}
 _L1_CODE = {"laplacian": 5, "chi2": 6}
 # Bytes of float64 work space for one block of the Gram matrix.
@@ -51,12 +66,17 @@ class Kernel:
         Degree of ``poly``.
     coef0 : float
         Offset of ``poly`` and ``sigmoid``.
+    offset : ndarray of shape (n_features,) or None
+        A point subtracted from every row before the kernel is evaluated (see
+        :func:`data_offset`); None: the rows as given. Not a kernel parameter: for rbf it
+        changes only the rounding, for the linear kernel K but not its k-means objective.
     """
 
     name: str
     gamma: float = None
     degree: int = 3
     coef0: float = 1.0
+    offset: np.ndarray = field(default=None, compare=False, repr=False)
 
     def params(self):
         """The parameters that define this kernel, for reports and model files."""
@@ -75,6 +95,15 @@ class Kernel:
         return f"{self.name}({inner})" if inner else self.name
 
     # -- computation -------------------------------------------------------------------------
+    def centred(self, X):
+        """X − ``offset`` as float64, C-contiguous: the points the kernel formulas see.
+
+        Every method applies it, to every argument, with the same elementwise subtraction,
+        so a row gives the same kernel values in the matrix, in blocks and in ``predict``.
+        """
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        return X if self.offset is None else X - self.offset
+
     def matrix(self, X, dtype=np.float64, n_threads=1, out=None):
         """The symmetric kernel matrix K(X, X) as a C-contiguous ``dtype`` array.
 
@@ -90,6 +119,7 @@ class Kernel:
             from .psd import gower_kernel
 
             return gower_kernel(X, dtype=dtype)
+        X = self.centred(X)
         K = np.empty((n, n), dtype=dtype) if out is None else out
         sq = _row_sq_norms(X)
         work = Workspace()
@@ -104,10 +134,12 @@ class Kernel:
         ``out`` (C-contiguous, of that shape and ``dtype``) and ``work`` (a
         :class:`Workspace`) let callers that compute many small blocks reuse their memory.
         """
-        A = np.ascontiguousarray(A, dtype=np.float64)
-        B = np.ascontiguousarray(B, dtype=np.float64)
         if self.name in ("precomputed", "precomputed-distance"):
             raise ValueError("a precomputed kernel has no kernel function; pass kernel rows")
+        return self._cross(self.centred(A), self.centred(B), dtype, n_threads, out, work)
+
+    def _cross(self, A, B, dtype, n_threads, out, work):
+        """:meth:`cross` of rows already centred (float64, C-contiguous)."""
         if out is None:
             out = np.empty((A.shape[0], B.shape[0]), dtype=dtype)
         sq_a, sq_b = _row_sq_norms(A), _row_sq_norms(B)
@@ -117,15 +149,20 @@ class Kernel:
         return out
 
     def cross_blocks(self, A, B, dtype=np.float64, n_threads=1):
-        """Yield (i0, i1, K(A[i0:i1], B)) in row blocks that fit the block budget."""
+        """Yield (i0, i1, K(A[i0:i1], B)) in row blocks that fit the block budget (A and B
+        centred once, not per block)."""
+        if self.name in ("precomputed", "precomputed-distance"):
+            raise ValueError("a precomputed kernel has no kernel function; pass kernel rows")
+        A, B = self.centred(A), self.centred(B)
         for i0, i1 in row_blocks(A.shape[0], B.shape[0]):
-            yield i0, i1, self.cross(A[i0:i1], B, dtype=dtype, n_threads=n_threads)
+            yield i0, i1, self._cross(A[i0:i1], B, dtype, n_threads, None, None)
 
     def diag(self, A):
         """K(a, a) for every row a of A (float64)."""
         A = np.asarray(A, dtype=np.float64)
         if self.name in ("rbf", "laplacian", "chi2"):
             return np.ones(A.shape[0])
+        A = self.centred(A)
         if self.name == "cosine":
             return (_row_sq_norms(A) > 0).astype(np.float64)
         sq = _row_sq_norms(A)
@@ -196,6 +233,41 @@ def row_blocks(n_rows, n_cols, block_bytes=BLOCK_BYTES):
     step = max(1, min(n_rows, block_bytes // (8 * max(n_cols, 1))))
     for i0 in range(0, n_rows, step):
         yield i0, min(i0 + step, n_rows)
+
+
+def data_offset(kernel, X, objective="kmeans"):
+    """The point a kernel subtracts from the data (``Kernel.offset``), or None.
+
+    The column means of X (unweighted, so that ``KernelKMeans.kernel_matrix(X)`` and a fit
+    with sample weights agree) for the kernels of :data:`CENTRED_KERNELS`; the linear kernel
+    only for the k-means objective (the normalized cut uses K's values, which a shift
+    changes). After the subtraction the points lie around the origin and the squared
+    distances from products keep their digits: shifting the data by 10⁸ changes the result
+    only by the rounding the shifted data carry (about 10⁻⁸ of a unit distance).
+
+    Parameters
+    ----------
+    kernel : str
+    X : ndarray of shape (n_samples, n_features)
+    objective : {'kmeans', 'ncut'}
+
+    Returns
+    -------
+    ndarray of float64, shape (n_features,), read-only, or None
+    """
+    if kernel not in CENTRED_KERNELS or (kernel == "linear" and objective != "kmeans"):
+        return None
+    offset = np.asarray(X, dtype=np.float64).mean(axis=0)
+    offset.flags.writeable = False
+    return offset
+
+
+def with_offset(kernel, offset):
+    """``kernel`` (a :class:`Kernel`) with ``offset`` (array of n_features, or None)."""
+    if offset is not None:
+        offset = np.array(offset, dtype=np.float64)
+        offset.flags.writeable = False
+    return Kernel(kernel.name, kernel.gamma, kernel.degree, kernel.coef0, offset)
 
 
 # -- gamma ------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from ..engine.threads import blas_threads, effective_n_threads
 from ..errors import NotFittedError
 from ..engine.starts import kmeans_plusplus, random_centres
 from ..kernels.sources import BlockedKernel, InMemoryKernel, LazyKernel
-from ..kernels.functions import KERNELS, Kernel, resolve_gamma
+from ..kernels.functions import KERNELS, Kernel, data_offset, resolve_gamma
 from ..engine.lloyd import LloydResult, lloyd
 from ..kernels.psd import PRECOMPUTED, PSD_REPAIRS, needs_psd_check
 
@@ -669,8 +669,13 @@ class KernelKMeans:
         return ncut_rows(self, Kb, diag)
 
     def _resolved_kernel(self, X, gamma_rng):
+        """The kernel with resolved parameters and, for rbf and the linear k-means objective,
+        the data's mean as ``offset`` (``kernels.data_offset``: results do not depend on a
+        common shift of the data, even at 10⁸)."""
         gamma = resolve_gamma(self.kernel, self.gamma, X, gamma_rng)
-        return Kernel(self.kernel, gamma, int(self.degree), float(self.coef0))
+        offset = None if self.kernel in PRECOMPUTED else data_offset(self.kernel, X,
+                                                                      self.objective)
+        return Kernel(self.kernel, gamma, int(self.degree), float(self.coef0), offset)
 
     def _check_init_labels(self, n):
         if isinstance(self.init, str):
