@@ -292,6 +292,8 @@ class KernelKMeans:
             K = _check_kernel_matrix(kernel_matrix, n, dtype)
         diag = np.array(np.diagonal(K), dtype=np.float64) if self.kernel in PRECOMPUTED \
             else self.kernel_.diag(X)
+        if kernel_matrix is not None and self.kernel not in PRECOMPUTED:
+            _check_given_diagonal(K, diag, self.kernel_)
         K, diag, weights = self._transform_fit_kernel(K, diag, weights, n_threads)
         return InMemoryKernel(K, n_threads=n_threads, diag=diag), weights
 
@@ -834,6 +836,20 @@ def _check_weights(sample_weight, n, n_clusters):
     if np.count_nonzero(w) < n_clusters:
         raise ValueError(f"sample_weight has fewer positive entries than n_clusters={n_clusters}")
     return np.ascontiguousarray(w)
+
+
+def _check_given_diagonal(K, diag, kernel):
+    """A given kernel_matrix must be this estimator's K(X, X): its diagonal is compared with
+    K(x, x) (O(n); catches e.g. X Xᵀ of uncentred data for the linear kernel, whose matrix
+    is the Gram matrix of X − ``kernel.offset``)."""
+    scale = max(float(np.max(np.abs(diag))), np.finfo(np.float64).tiny)
+    rtol = 1e-5 if K.dtype == np.float32 else 1e-9
+    if np.max(np.abs(np.diagonal(K) - diag)) > rtol * scale:
+        centred = (" (for the linear kernel: the Gram matrix of the centred data X − mean(X))"
+                   if kernel.offset is not None and kernel.name == "linear" else "")
+        raise ValueError(f"kernel_matrix is not this estimator's kernel matrix of X: its "
+                         f"diagonal differs from K(x, x); compute it with "
+                         f"kernel_matrix(X){centred}")
 
 
 def _check_kernel_matrix(K, n, dtype):
