@@ -224,7 +224,7 @@ def test_info_text_and_json(tmp_path, data):
                      "cluster sizes: 20, 20, 20"):
         assert expected in text.stdout
     info = json.loads(run(["info", tmp_path / "m.npz", "--json"]).stdout)
-    assert info["format"] == "kkmeans-model" and info["format_version"] == 1
+    assert info["format"] == "kkmeans-model" and info["format_version"] == 2
     assert info["kernel"] == "rbf" and info["gamma"] == 0.25
     assert (info["n_clusters"], info["n_samples"], info["n_features"]) == (3, 60, 2)
     assert sorted(info["cluster_sizes"]) == [20, 20, 20]

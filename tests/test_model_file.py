@@ -37,6 +37,10 @@ def test_round_trip_predicts_like_the_fitted_estimator(tmp_path, kernel, params)
     loaded = load_model(path)
     new = loaded.estimator
     assert new.kernel_ == est.kernel_
+    if kernel in ("rbf", "linear"):  # the centring predict must repeat (format version 2)
+        assert np.array_equal(new.kernel_.offset, est.kernel_.offset)
+    else:
+        assert new.kernel_.offset is None and est.kernel_.offset is None
     assert np.array_equal(new.labels_, est.labels_)
     assert np.array_equal(new.X_fit_, est.X_fit_)
     assert np.array_equal(new.inner_sums_, est.inner_sums_)
@@ -58,7 +62,8 @@ def test_archive_holds_plain_arrays_only(tmp_path):
     with np.load(path, allow_pickle=False) as archive:
         assert sorted(archive.files) == sorted(
             ["meta", "X_fit", "labels", "weights", "cluster_sizes", "cluster_weights",
-             "inner_sums", "inertia", "scale_offset", "scale_factor"])
+             "inner_sums", "inertia", "scale_offset", "scale_factor", "kernel_offset"])
+        assert archive["kernel_offset"].shape == (3,)
         assert archive["labels"].dtype == np.int64 and archive["X_fit"].shape == (45, 3)
         assert archive["meta"].shape == () and archive["meta"].dtype.kind == "U"
         assert archive["cluster_sizes"].sum() == 45
@@ -99,13 +104,18 @@ def _variant(tmp_path, src, drop=(), meta=None, meta_text=None, **arrays):
     (dict(inner_sums=np.array([1.0, np.nan, 2.0])), "'inner_sums' holds NaN or infinite"),
     (dict(X_fit=np.ones((45, 2))), "'X_fit' has shape (45, 2), expected (45, 3)"),
     (dict(weights=-np.ones(45)), "'weights' has negative values"),
-    (dict(meta={"format_version": 2}), "format_version 2 is newer than this kkmeans"),
+    (dict(meta={"format_version": 3}), "format_version 3 is newer than this kkmeans"),
     (dict(meta={"format": "other"}), "not a kkmeans model (format is 'other'"),
     (dict(meta={"n_clusters": "3"}), "meta 'n_clusters' is missing or not a int"),
     (dict(meta={"kernel": "magic"}), "unknown kernel 'magic'"),
     (dict(meta={"gamma": -1}), "meta 'gamma' must be a positive number"),
     (dict(meta={"scale": "standard"}), "the required array 'scale_offset' is missing"),
     (dict(meta_text="{not json"), "'meta' is not valid JSON"),
+    (dict(kernel_offset=np.zeros(2)), "'kernel_offset' has shape (2,), expected (3,)"),
+    (dict(kernel_offset=np.array([0.0, np.inf, 0.0])), "'kernel_offset' holds NaN or infinite"),
+    (dict(meta={"format_version": 1}), "'kernel_offset' needs format_version 2"),
+    (dict(meta={"kernel": "poly", "degree": 2, "coef0": 1.0}),
+     "'kernel_offset' is not used by the poly kernel"),
 ])
 def test_invalid_models_are_refused(tmp_path, change, message):
     X, Xs, est, scaler = _fit()
@@ -123,7 +133,7 @@ def test_newer_version_names_both_versions(tmp_path):
     X, Xs, est, scaler = _fit()
     path = _variant(tmp_path, _save(tmp_path / "m.npz", est, scaler),
                     meta={"format_version": 7})
-    with pytest.raises(ModelFileError, match=r"format_version 7 is newer .*format_version 1\)"):
+    with pytest.raises(ModelFileError, match=r"format_version 7 is newer .*format_version 2\)"):
         load_model(path)
 
 
@@ -171,3 +181,34 @@ def test_none_scaler_round_trip(tmp_path):
     loaded = load_model(_save(tmp_path / "m.npz", est, scaler))
     assert loaded.scaler == Scaler("none")
     assert loaded.scaler.transform(X) is X
+
+
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+def test_format_version_1_files_load_with_the_uncentred_kernel(tmp_path, kernel):
+    """A model written before the kernel offset existed (format_version 1, no
+    'kernel_offset', inner sums of the uncentred kernel) still loads, and predicts with the
+    kernel its sums were made with: the brute-force nearest centre of that kernel."""
+    import reference as ref
+
+    X, Xs, est, scaler = _fit(kernel)
+    Xs = Xs + 5.0  # away from the origin, so centred and uncentred linear sums differ
+    est.fit(Xs)
+    gamma = est.gamma_ if kernel == "rbf" else None
+    K = ref.kernel_matrix(Xs, Xs, kernel, gamma=gamma)  # uncentred
+    w, labels = est.sample_weight_, est.labels_
+    g = np.array([w[labels == c] @ K[np.ix_(labels == c, labels == c)] @ w[labels == c]
+                  for c in range(3)])
+    assert kernel == "rbf" or not np.allclose(g, est.inner_sums_)
+    path = _variant(tmp_path, _save(tmp_path / "m.npz", est, scaler), drop=("kernel_offset",),
+                    meta={"format_version": 1}, inner_sums=g)
+    old = load_model(path).estimator
+    assert old.kernel_.offset is None
+    new_points = Xs + np.random.default_rng(0).normal(scale=0.5, size=Xs.shape)
+    K_new = ref.kernel_matrix(new_points, Xs, kernel, gamma=gamma)
+    diag = np.diag(ref.kernel_matrix(new_points, new_points, kernel, gamma=gamma))
+    W = est.cluster_weights_
+    D = np.stack([diag - 2 * K_new[:, labels == c] @ w[labels == c] / W[c] + g[c] / W[c] ** 2
+                  for c in range(3)], axis=1)
+    np.testing.assert_array_equal(old.predict(new_points), np.argmin(D, axis=1))
+    np.testing.assert_allclose(old.transform(new_points), np.maximum(D, 0), rtol=1e-9,
+                               atol=1e-9 * np.abs(D).max())

@@ -3,6 +3,16 @@
 A model holds plain numeric arrays and one JSON string (``meta``); it loads with
 ``allow_pickle=False`` and is checked completely before use, so a file from an untrusted source
 can at worst be refused with a :class:`~kkmeans_cli.errors.ModelFileError`.
+
+Format versions
+    1  the original keys.
+    2  adds ``kernel_offset`` (d float64, optional): the point the kernel subtracts from every
+       row before it is evaluated (``Kernel.offset``, the mean of the training rows for rbf
+       and the linear k-means objective; see ``kernels/functions.py``). ``inner_sums`` and
+       the Nyström arrays were computed with it, and ``predict`` applies it to new rows and
+       ``X_fit`` alike. A version-1 file has none: it loads and predicts with the uncentred
+       kernel its sums were made with. A reader of version 1 refuses version-2 files (it
+       would predict a linear model with the wrong kernel).
 """
 import json
 import zipfile
@@ -16,7 +26,7 @@ from ..errors import ModelFileError
 from ..io.scaling import SCALE_METHODS, Scaler
 
 FORMAT = "kkmeans-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _KEYS_ALWAYS = ("meta", "labels", "weights", "cluster_sizes", "cluster_weights", "inner_sums",
                 "inertia")
 _META_REQUIRED = {"format": str, "format_version": int, "kernel": str, "n_clusters": int,
@@ -124,6 +134,8 @@ def save_model(handle, estimator, scaler, meta):
     }
     if estimator.X_fit_ is not None:
         arrays["X_fit"] = np.asarray(estimator.X_fit_, dtype=np.float64)
+    if getattr(estimator.kernel_, "offset", None) is not None:
+        arrays["kernel_offset"] = np.asarray(estimator.kernel_.offset, dtype=np.float64)
     from ..kernels.psd import model_arrays as psd_arrays
 
     arrays.update(psd_arrays(estimator))
@@ -189,7 +201,7 @@ def load_model(path):
         if np.any(factor <= 0):
             _fail(path, "'scale_factor' must be positive")
         scaler = Scaler(meta["scale"], _array(path, arrays, "scale_offset", (d,), "f"), factor)
-    estimator = _estimator(path, meta)
+    estimator = _estimator(path, meta, _kernel_offset(path, arrays, meta, d))
     estimator.labels_ = labels.astype(np.intp)
     estimator.sample_weight_ = np.ascontiguousarray(weights, dtype=np.float64)
     estimator.cluster_sizes_ = sizes.astype(np.int64)
@@ -316,9 +328,22 @@ def _array(path, arrays, key, shape, kind):
     return value
 
 
-def _estimator(path, meta):
+def _kernel_offset(path, arrays, meta, d):
+    """``kernel_offset`` (format version 2), checked, or None."""
+    from ..kernels.functions import CENTRED_KERNELS
+
+    if "kernel_offset" not in arrays:
+        return None
+    if meta["format_version"] < 2:
+        _fail(path, "'kernel_offset' needs format_version 2")
+    if meta["kernel"] not in CENTRED_KERNELS:
+        _fail(path, f"'kernel_offset' is not used by the {meta['kernel']} kernel")
+    return _array(path, arrays, "kernel_offset", (d,), "f")
+
+
+def _estimator(path, meta, offset=None):
     from .estimator import KernelKMeans
-    from ..kernels.functions import Kernel
+    from ..kernels.functions import Kernel, with_offset
 
     kernel = meta["kernel"]
     gamma = float(meta["gamma"]) if "gamma" in meta and meta["gamma"] is not None else None
@@ -331,6 +356,6 @@ def _estimator(path, meta):
         algorithm=meta.get("algorithm", "auto"),
         random_state=seed if isinstance(seed, int) else None,
         dtype=np.float32 if meta["dtype"] == "float32" else np.float64)
-    estimator.kernel_ = Kernel(kernel, gamma, degree, coef0)
+    estimator.kernel_ = with_offset(Kernel(kernel, gamma, degree, coef0), offset)
     estimator.gamma_ = gamma
     return estimator
