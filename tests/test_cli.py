@@ -219,7 +219,7 @@ def test_info_text_and_json(tmp_path, data):
          tmp_path / "m.npz", *FAST])
     text = run(["info", tmp_path / "m.npz"])
     assert text.exit_code == 0
-    for expected in ("kkmeans-model version 1", "rbf(gamma=0.25)", "k:             3",
+    for expected in ("kkmeans-model version 2", "rbf(gamma=0.25)", "k:             3",
                      "samples:       60", "features:      2 (x0, x1)", "scaling:       standard",
                      "cluster sizes: 20, 20, 20"):
         assert expected in text.stdout
@@ -229,6 +229,7 @@ def test_info_text_and_json(tmp_path, data):
     assert (info["n_clusters"], info["n_samples"], info["n_features"]) == (3, 60, 2)
     assert sorted(info["cluster_sizes"]) == [20, 20, 20]
     assert info["scale"] == "standard" and len(info["scale_offset"]) == 2
+    assert len(info["kernel_offset"]) == 2  # rbf: the kernel centres the (scaled) data
     assert info["seed"] == 0 and info["n_init"] == 3
     assert info["inertia"] > 0
 

@@ -224,6 +224,8 @@ def model_info(path, loaded):
     if loaded.scaler.method != "none":
         info["scale_offset"] = [float(v) for v in loaded.scaler.offset]
         info["scale_factor"] = [float(v) for v in loaded.scaler.factor]
+    if getattr(est.kernel_, "offset", None) is not None:  # the kernel's centring (format 2)
+        info["kernel_offset"] = [float(v) for v in est.kernel_.offset]
     for key in ("algorithm", "seed", "n_init", "n_iter", "converged", "approx", "n_landmarks",
                 "nystroem_rank", "source",
                 "columns", "silhouette", "silhouette_n_used", "silhouette_exact", "sweep",
