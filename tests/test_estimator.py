@@ -361,3 +361,23 @@ def test_zero_weight_points_do_not_decide_convergence(kernel, algorithm):
         assert np.all(own <= D.min(axis=1) + 1e-9 * np.abs(np.diag(K)).max()), seed
         assert est.inertia_ == pytest.approx(ref.objective(K, est.labels_, w), rel=1e-9)
         np.testing.assert_array_equal(est.predict(X), est.labels_)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "linear"])
+def test_default_fit_with_zero_weights_warns_nothing(kernel):
+    """The default fit (20 restarts: spectral starts, k-means++, Hartigan) with a third of
+    the weights zero: no warning (before: 25 'did not converge' warnings in one fit), and
+    the winner is a brute-force fixed point, zero-weight points included."""
+    X, _ = make_blobs(300, centers=5, random_state=2)
+    rng = np.random.default_rng(0)
+    w = rng.uniform(0.5, 2, len(X))
+    w[rng.choice(len(X), 100, replace=False)] = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = KernelKMeans(8, kernel=kernel, random_state=0).fit(X, sample_weight=w)
+    assert est.converged_
+    K = ref.kernel_matrix(X, X, kernel, gamma=est.gamma_)
+    D = ref.distances(K, est.labels_, w, 8)
+    own = D[np.arange(len(X)), est.labels_]
+    assert np.all(own <= D.min(axis=1) + 1e-9 * np.abs(np.diag(K)).max())
+    assert est.inertia_ == pytest.approx(ref.objective(K, est.labels_, w), rel=1e-9)
