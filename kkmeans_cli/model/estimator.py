@@ -129,7 +129,12 @@ class KernelKMeans:
     gamma_ : float or None
         The resolved gamma.
     kernel_ : Kernel
-        The kernel with resolved parameters.
+        The kernel with resolved parameters. For rbf and the linear kernel (objective
+        'kmeans') ``kernel_.offset`` is the mean of the training rows, subtracted from every
+        row before the kernel is evaluated (fit, predict, measures), so that data far from
+        the origin lose no precision (``kernels.functions.data_offset``). ``inertia_`` is
+        Σ w_i ‖φ(x_i) − μ_c‖², which no common shift changes: for the linear kernel it is
+        the k-means inertia of X itself.
     fit_stats_ : dict
         Seconds spent on the kernel matrix and iterations, the inertia of each restart, the
         start method of each restart (``start_kinds``) and of the winner (``best_start``),
@@ -200,7 +205,8 @@ class KernelKMeans:
             Non-negative weights (weighted kernel k-means); 1 for every point by default.
         kernel_matrix : ndarray of shape (n_samples, n_samples), optional
             K(X, X) for this estimator's kernel, already computed (by :meth:`kernel_matrix`),
-            e.g. shared by the fits of a sweep over k. Not copied.
+            e.g. shared by the fits of a sweep over k. Not copied. Its diagonal is checked
+            against K(x, x) (a ``ValueError`` if it differs).
 
         Returns
         -------
@@ -447,8 +453,9 @@ class KernelKMeans:
         return self.fit(X, sample_weight=sample_weight, **fit_params).labels_
 
     def kernel_matrix(self, X):
-        """K(X, X) for this estimator's kernel (gamma resolved as ``fit`` would), to pass to
-        :meth:`fit` as ``kernel_matrix`` for several fits of the same data."""
+        """K(X, X) for this estimator's kernel (gamma and the offset resolved as ``fit``
+        would: for the linear kernel the Gram matrix of X − mean(X)), to pass to :meth:`fit`
+        as ``kernel_matrix`` for several fits of the same data."""
         self._validate_params()
         X = _check_data(X, self.kernel)
         gamma_rng, _ = _rngs(self.random_state)
