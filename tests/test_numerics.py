@@ -148,3 +148,33 @@ def test_a_kernel_matrix_of_uncentred_data_is_refused():
     same = KernelKMeans(3, kernel="linear", n_init=1, random_state=0)
     same.fit(X, kernel_matrix=same.kernel_matrix(X))
     np.testing.assert_array_equal(same.labels_, est.fit(X).labels_)
+
+
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+@pytest.mark.parametrize("storage", ["matrix", "blocked"])
+def test_cli_fit_predict_and_silhouette_of_shifted_data(tmp_path, kernel, storage):
+    """End to end (``--scale none``): the CSV shifted by 10⁸ gets the labels, the saved
+    model's predictions and the silhouette of the unshifted CSV."""
+    import json
+
+    from cli_helpers import FAST, blobs, labels_of, run, write_csv
+
+    X, _ = blobs(n=90, d=3, k=3)
+    found = {}
+    for name, shift in (("base", 0.0), ("far", SHIFT)):
+        path = write_csv(tmp_path / f"{name}.csv", X + shift)
+        model, summary = tmp_path / f"{name}.npz", tmp_path / f"{name}.json"
+        fitted = run(["fit", path, "-k", "3", "--kernel", kernel, "--storage", storage,
+                      "--silhouette", "--summary", summary, "-o", model, *FAST])
+        assert fitted.exit_code == 0, fitted.stderr
+        assert "did not converge" not in fitted.stderr
+        predicted = run(["predict", model, path, "--threads", "1"])
+        assert predicted.exit_code == 0, predicted.stderr
+        found[name] = (labels_of(fitted.stdout), labels_of(predicted.stdout),
+                       json.loads(summary.read_text()))
+    (base, base_pred, base_sum), (far, far_pred, far_sum) = found["base"], found["far"]
+    np.testing.assert_array_equal(far, base)
+    np.testing.assert_array_equal(far_pred, far)
+    np.testing.assert_array_equal(base_pred, base)
+    assert far_sum["inertia"] == pytest.approx(base_sum["inertia"], rel=1e-6)
+    assert far_sum["silhouette"] == pytest.approx(base_sum["silhouette"], rel=1e-6)
