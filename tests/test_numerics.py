@@ -178,3 +178,20 @@ def test_cli_fit_predict_and_silhouette_of_shifted_data(tmp_path, kernel, storag
     np.testing.assert_array_equal(base_pred, base)
     assert far_sum["inertia"] == pytest.approx(base_sum["inertia"], rel=1e-6)
     assert far_sum["silhouette"] == pytest.approx(base_sum["silhouette"], rel=1e-6)
+
+
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+def test_sweep_of_shifted_data(kernel):
+    """A sweep (one kernel matrix shared by every k, measures from one pass) of data
+    shifted by 10⁸ gives the unshifted sweep's rows and best k."""
+    from kkmeans_cli.measures.sweep import sweep
+
+    X, _ = _data(n=200)
+    base = sweep(X, [2, 3, 4, 5], kernel=kernel, random_state=0, n_init=3)
+    far = sweep(X + SHIFT, [2, 3, 4, 5], kernel=kernel, random_state=0, n_init=3)
+    assert far.best_k == base.best_k
+    np.testing.assert_array_equal(far.best_estimator.labels_, base.best_estimator.labels_)
+    for row_far, row_base in zip(far.rows, base.rows):
+        for key in ("inertia", "silhouette", "simplified_silhouette", "calinski_harabasz",
+                    "davies_bouldin"):
+            assert row_far[key] == pytest.approx(row_base[key], rel=1e-6), (row_far["k"], key)
