@@ -254,9 +254,9 @@ def test_every_storage_route_gets_the_same_starts(dtype):
 def test_spectral_starts_equal_on_matrix_blocked_and_lazy_sources():
     """The start code itself, source by source: both spectral kinds give the same labels
     from the matrix, from blocked rows and from a lazy source that has not built K."""
-    from kkmeans_cli.kernel_source import BlockedKernel, InMemoryKernel, LazyKernel
-    from kkmeans_cli.kernels import Kernel
-    from kkmeans_cli.optima import SpectralStarts
+    from kkmeans_cli.engine.optima import SpectralStarts
+    from kkmeans_cli.kernels.functions import Kernel
+    from kkmeans_cli.kernels.sources import BlockedKernel, InMemoryKernel, LazyKernel
 
     X, _ = make_moons(300, noise=0.06, random_state=0)
     w = np.random.default_rng(0).uniform(0.5, 2.0, len(X))
