@@ -3,11 +3,11 @@
 Squared distances from products, ‖x‖² + ‖y‖² − 2x·y, and the linear kernel's objective
 Σ w_i K_ii − Σ_c g_c/W_c cancel catastrophically when the points share a large offset (before
 the kernel centred the data, a shift of 10⁸ left the linear inertia off by 27%, changed the
-labels — ARI 0.44 — and made rbf's K wrong by up to 1). Every kernel k-means quantity of rbf and of the
-linear k-means objective is unchanged by a common shift, so the references here cannot share the
-defect: the same fit on the unshifted data, or ``np.longdouble`` arithmetic on the shifted data
-itself. The only difference left is the rounding the shifted data carry (≈ 10⁸·2⁻⁵³ ≈ 10⁻⁸ per
-coordinate), hence the 10⁻⁶ tolerances.
+labels — ARI 0.44 — and made rbf's K wrong by up to 1). Every kernel k-means quantity of rbf
+and of the linear k-means objective is unchanged by a common shift, so the references here
+cannot share the defect: the same fit on the unshifted data, or ``np.longdouble`` arithmetic
+on the shifted data itself. The only difference left is the rounding the shifted data carry
+(≈ 10⁸·2⁻⁵³ ≈ 10⁻⁸ per coordinate), hence the 10⁻⁶ tolerances.
 """
 import warnings
 
