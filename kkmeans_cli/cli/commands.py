@@ -190,11 +190,15 @@ def data_options(f):
 
 
 def run_options(f):
-    """``--config``, ``--quiet`` and ``--debug``."""
+    """``--config``, ``--quiet``, ``--force`` and ``--debug``."""
     return _apply([
         click.option("--config", default=None, metavar="YAML",
                      help="Run config; keys are long option names with _ (flags win)."),
         click.option("-q", "--quiet", is_flag=True, help="Print nothing on stderr but errors."),
+        click.option("--force", is_flag=True,
+                     help="Replace output files that are read-only (refused otherwise). "
+                          "Outputs are always replaced whole, at the end; a link is followed "
+                          "and kept; devices, FIFOs and /dev/stdout are written to directly."),
         click.option("--debug", is_flag=True, help="Show tracebacks of errors."),
     ], f)
 
@@ -389,9 +393,10 @@ Examples:
 @click.option("--silhouette", is_flag=True,
               help="Also compute the feature-space silhouette (exact up to 20,000 rows, else "
                    "on a stratified sample of 10,000, reported).")
-@click.option("--plot", default=None, metavar="PATH.png",
+@click.option("--plot", default=None, metavar="PATH",
               help="Draw the points coloured by cluster (first two principal axes when there "
-                   "are more than two features); needs matplotlib.")
+                   "are more than two features) as .png, .pdf or .svg by PATH's extension; "
+                   "needs matplotlib.")
 @data_options
 @run_options
 @click.pass_context
@@ -401,7 +406,7 @@ def fit(ctx, **_):
     if opts["n_clusters"] is None:
         raise UsageError("missing option -k/--n-clusters (or n_clusters in --config) "
                          "(see 'kkmeans fit --help')")
-    from ..io.data import AtomicOutputs, check_output_path, format_json, format_labels
+    from ..io.data import AtomicOutputs, check_outputs, format_json, format_labels
     from ..model.estimator import KernelKMeans
     from ..model.model_file import model_meta, save_model
     from .report import Reporter, fit_report, fit_summary, silhouette_text
@@ -412,12 +417,15 @@ def fit(ctx, **_):
         raise UsageError("--plot draws the data points, but with --kernel precomputed DATA is "
                          "a kernel matrix, not points; drop --plot (or fit the original data "
                          "with its kernel)")
-    for path, what in ((model_path, "model"), (opts["labels"], "labels"),
-                       (opts["summary"], "summary"), (opts["plot"], "plot")):
-        if path is not None:
-            check_output_path(path, what)
+    outputs = [(model_path, "model", "-o/--model"), (opts["summary"], "summary", "--summary"),
+               (opts["plot"], "plot", "--plot")]
+    if opts["json"]:
+        outputs.append(("-", "JSON summary", "--json"))
+    if not (opts["json"] and opts["labels"] == "-"):
+        outputs.append((opts["labels"], "labels", "--labels"))
+    check_outputs(outputs, opts["force"])
     if opts["plot"] is not None:
-        _require_matplotlib()
+        _require_matplotlib(opts["plot"])
     reporter = Reporter(opts["quiet"])
     data, scaler, X, weights, init = prepare_fit_data(opts)
     k = opts["n_clusters"]
@@ -452,15 +460,16 @@ def fit(ctx, **_):
                            else silhouette_text(score, X.shape[0])))
     if opts["plot"] is not None:
         report.insert(-1, ("plot", opts["plot"]))
-    with AtomicOutputs() as out:
+    with AtomicOutputs(opts["force"]) as out:
         if model_path is not None:
             meta = model_meta(estimator, scaler, _stored_options(opts), extra)
             save_model(out.open(model_path, "model"), estimator, scaler, meta)
         if opts["plot"] is not None:
-            from .plotting import plot_clusters
+            from .plotting import plot_clusters, plot_format
 
             plot_clusters(data.X, estimator.labels_, out.open(opts["plot"], "plot"),
-                          title=f"{data.source}: k = {k}, {estimator.kernel_.describe()}")
+                          title=f"{data.source}: k = {k}, {estimator.kernel_.describe()}",
+                          fmt=plot_format(opts["plot"]))
         if opts["labels"] != "-":
             out.open(opts["labels"], "labels").write(
                 format_labels(estimator.labels_, data.kept).encode())
@@ -473,10 +482,12 @@ def fit(ctx, **_):
         click.echo(format_labels(estimator.labels_, data.kept), nl=False)
 
 
-def _require_matplotlib():
-    """Fail early, before any work, when a plot is asked for and matplotlib is missing."""
-    from .plotting import figure
+def _require_matplotlib(path):
+    """Fail early, before any work, when the plot's format is unknown or matplotlib is
+    missing."""
+    from .plotting import figure, plot_format
 
+    plot_format(path)
     figure()
 
 
@@ -529,7 +540,7 @@ def _check_memory_plan(opts, n, ks, silhouette):
 
 def _stored_options(opts):
     """The effective options as they go into the model's meta."""
-    return {key: value for key, value in opts.items() if key not in ("debug", "quiet")}
+    return {key: value for key, value in opts.items() if key not in ("debug", "quiet", "force")}
 
 
 PREDICT_EPILOG = """\b
@@ -562,13 +573,12 @@ def predict(ctx, **_):
     opts = effective_options(ctx)
     import numpy as np
 
-    from ..io.data import AtomicOutputs, check_output_path, format_labels, write_matrix
+    from ..io.data import AtomicOutputs, check_outputs, format_labels, write_matrix
     from ..model.model_file import load_model
     from .report import Reporter
 
-    for path, what in ((opts["labels"], "labels"), (opts["distances"], "distances")):
-        if path is not None:
-            check_output_path(path, what)
+    check_outputs([(opts["labels"], "labels", "--labels"),
+                   (opts["distances"], "distances", "--distances")], opts["force"])
     reporter = Reporter(opts["quiet"])
     loaded = load_model(opts["model_path"])
     data = read_input(opts, opts["data"])
@@ -588,7 +598,7 @@ def predict(ctx, **_):
             dist = estimator.transform(X) if opts["distances"] else None
         except ValueError as exc:
             raise DataError(f"{data.source}: {exc}") from exc
-    with AtomicOutputs() as out:
+    with AtomicOutputs(opts["force"]) as out:
         if opts["labels"] != "-":
             out.open(opts["labels"], "labels").write(format_labels(labels, data.kept).encode())
         if dist is not None:
@@ -636,8 +646,9 @@ Examples:
               help="Save the chosen k's model here  [default: no model]")
 @click.option("--table", default="-", show_default=True, metavar="PATH",
               help="Where the CSV table goes (- is stdout).")
-@click.option("--plot", default=None, metavar="PATH.png",
-              help="Draw every measure against k (needs matplotlib).")
+@click.option("--plot", default=None, metavar="PATH",
+              help="Draw every measure against k as .png, .pdf or .svg by PATH's extension "
+                   "(needs matplotlib).")
 @data_options
 @run_options
 @click.pass_context
@@ -671,17 +682,15 @@ def sweep_command(ctx, **_):
     _check_option_combination(opts, ks[0])
     metric = opts["metric"].replace("-", "_")
 
-    from ..io.data import AtomicOutputs, check_output_path
+    from ..io.data import AtomicOutputs, check_outputs
     from ..model.model_file import model_meta, save_model
     from .report import Reporter
     from ..measures.sweep import sweep, to_csv
 
-    for path, what in ((opts["model"], "model"), (opts["table"], "table"),
-                       (opts["plot"], "plot")):
-        if path is not None:
-            check_output_path(path, what)
+    check_outputs([(opts["model"], "model", "-o/--model"), (opts["table"], "table", "--table"),
+                   (opts["plot"], "plot", "--plot")], opts["force"])
     if opts["plot"] is not None:
-        _require_matplotlib()
+        _require_matplotlib(opts["plot"])
     reporter = Reporter(opts["quiet"])
     data, scaler, X, weights, _ = prepare_fit_data(opts)
     n = X.shape[0]
@@ -700,7 +709,7 @@ def sweep_command(ctx, **_):
             raise DataError(f"{data.source}: {exc}") from exc
     best = result.best_estimator
     text = to_csv(result.rows)
-    with AtomicOutputs() as out:
+    with AtomicOutputs(opts["force"]) as out:
         if opts["model"] is not None:
             stored = dict(_stored_options(opts), n_clusters=result.best_k)
             best_row = result.best_row
@@ -716,9 +725,10 @@ def sweep_command(ctx, **_):
         if opts["table"] != "-":
             out.open(opts["table"], "table").write(text.encode())
         if opts["plot"] is not None:
-            from .plotting import plot_sweep
+            from .plotting import plot_format, plot_sweep
 
-            plot_sweep(result.rows, metric, result.best_k, out.open(opts["plot"], "plot"))
+            plot_sweep(result.rows, metric, result.best_k, out.open(opts["plot"], "plot"),
+                       fmt=plot_format(opts["plot"]))
     reporter.sweep_table(result.rows, metric, result.best_k)
     used = result.silhouette_n_used
     sampled = [u for u in used if u < n]
