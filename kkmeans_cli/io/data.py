@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import DataError, OutputError, UsageError
+from ..errors import DataError, KKMeansError, OutputError, UsageError
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".dat")
 NPY_SUFFIXES = (".npy",)
@@ -82,7 +82,7 @@ def split_hdf5_spec(spec):
 
 
 def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
-              missing="error", stdin=None):
+              missing="error", stdin=None, announce=None):
     """Read a data matrix from a file, ``file.h5:/dataset`` or ``-`` (CSV on stdin).
 
     Parameters
@@ -90,8 +90,11 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
     spec : str
         Path, ``path.h5:/dataset`` or ``-``.
     header : bool or None
-        Whether a text file starts with a header line; None detects it (a first line with a
-        cell that is not a number is a header).
+        Whether a text file starts with a header line; None detects it: the first line is a
+        header when none of its fields is a number (and not all of them are empty or missing
+        markers). Lines starting with ``#`` are comments, skipped wherever they are; blank
+        lines before the first line of data are skipped too. Line numbers in messages count
+        every line of the file.
     delimiter : str or None
         Field separator of text files; None picks ``,``, tab or ``;`` from the first line, and
         whitespace when none of them occurs. ``\\t`` or ``tab`` mean a tab.
@@ -103,7 +106,11 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
         What to do with rows holding an empty cell or NaN: report the first one as an error, or
         drop the rows (``DataSet.kept`` tells which rows survived).
     stdin : file-like, optional
-        Text stream read for ``-`` (default ``sys.stdin``).
+        Text stream read for ``-`` (default ``sys.stdin``); its bytes are read (``.buffer``)
+        and decoded as UTF-8 when it has them.
+    announce : callable, optional
+        Called with a line of text when ``-`` is read from a terminal (so a user knows the
+        command waits for typed CSV).
 
     Returns
     -------
@@ -118,7 +125,11 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
     wanted = _parse_columns(columns)
     if path == STDIN:
         stream = stdin if stdin is not None else sys.stdin
-        return _read_text(stream, "<stdin>", header, delimiter, wanted, missing)
+        if announce is not None and _isatty(stream):
+            announce("reading CSV from standard input (the terminal); end it with Ctrl-D, "
+                     "or give a file instead of -")
+        text = _decode_stream(stream, "<stdin>")
+        return _read_text(text, "<stdin>", header, delimiter, wanted, missing)
     if not os.path.exists(path):
         raise DataError(f"{path}: no such file")
     if os.path.isdir(path):
@@ -130,13 +141,11 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
     if suffix in NPY_SUFFIXES:
         return _finish_array(_read_npy(path), path, wanted, missing)
     try:
-        with open(path, newline="", encoding="utf-8-sig") as stream:
-            return _read_text(stream, path, header, delimiter, wanted, missing)
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not a text file ({exc.reason} at byte {exc.start}); "
-                        f"binary data must be .npy or HDF5") from None
+        with open(path, "rb") as stream:
+            raw = stream.read()
     except OSError as exc:
         raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return _read_text(_decode(raw, path), path, header, delimiter, wanted, missing)
 
 
 def read_vector(path, what, *, integer=False):
@@ -179,44 +188,99 @@ def read_vector(path, what, *, integer=False):
 
 
 # -- text -----------------------------------------------------------------------------------
-def _read_text(stream, source, header, delimiter, wanted, missing):
-    lines = stream.read().splitlines()
-    while lines and not lines[-1].strip():
-        lines.pop()
-    if not lines:
-        raise DataError(f"{source}: the file is empty")
-    delimiter = _resolve_delimiter(delimiter, lines[0], source)
-    rows = _split_lines(lines, delimiter)
-    if header is None:
-        header = any(not _is_number_or_missing(cell) for cell in rows[0])
-    names, first_line = None, 1
+def _isatty(stream):
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _decode(raw, source):
+    """UTF-8 text of a file's bytes (a byte-order mark is dropped); binary data is refused."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{source}: not a text file ({exc.reason} at byte {exc.start}); "
+                        f"binary data must be .npy or HDF5 (given as a file)") from None
+
+
+def _decode_stream(stream, source):
+    """The text of a stream: its bytes decoded as UTF-8 when it has them."""
+    binary = getattr(stream, "buffer", None)
+    if binary is not None:
+        try:
+            raw = binary.read()
+        except OSError as exc:
+            raise DataError(f"{source}: cannot read ({exc.strerror or exc})") from None
+        return _decode(raw, source)
+    try:
+        text = stream.read()
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{source}: not text ({exc.reason} at byte {exc.start}); binary "
+                        f"data must be .npy or HDF5 (given as a file)") from None
+    except OSError as exc:
+        raise DataError(f"{source}: cannot read ({exc.strerror or exc})") from None
+    return text.decode("utf-8-sig") if isinstance(text, bytes) else text.lstrip("\ufeff")
+
+
+def _content_lines(text):
+    """(line number, line) of the lines that hold data: comments (``#`` first) and blank
+    lines before the first data line and at the end are left out; numbers count every line."""
+    numbered = [(i + 1, line) for i, line in enumerate(text.splitlines())
+                if not line.lstrip().startswith("#")]
+    start = 0
+    while start < len(numbered) and not numbered[start][1].strip():
+        start += 1
+    end = len(numbered)
+    while end > start and not numbered[end - 1][1].strip():
+        end -= 1
+    return numbered[start:end]
+
+
+def _read_text(text, source, header, delimiter, wanted, missing):
+    numbered = _content_lines(text)
+    if not numbered:
+        raise DataError(f"{source}: the file is empty" if not text.strip() else
+                        f"{source}: holds no data (only comments and blank lines)")
+    delimiter = _resolve_delimiter(delimiter, numbered[0][1], source)
+    rows, line_of = _split_lines(numbered, delimiter, source)
+    detected = header is None
+    if detected:
+        header = _looks_like_header(rows[0])
+    names, first = None, 0
     if header:
         names = [cell.strip() for cell in rows[0]]
-        rows, first_line = rows[1:], 2
+        rows, line_of, first = rows[1:], line_of[1:], line_of[0]
         if not rows:
             raise DataError(f"{source}: has a header line but no data rows")
+    else:
+        first = line_of[0]
     width = len(names) if names is not None else len(rows[0])
     select = _column_indexes(wanted, names, width, source)
     n = len(rows)
     X = np.empty((n, len(select)))
     kept = np.ones(n, dtype=bool)
     for r, cells in enumerate(rows):
-        line = first_line + r
+        line = line_of[r]
         if len(cells) != width:
             if len(cells) == 1 and not cells[0].strip():
                 cells = [""] * width  # a blank line inside the data: a row of missing cells
             else:
                 raise DataError(f"{source}: line {line} has {len(cells)} field"
                                 f"{'' if len(cells) == 1 else 's'}, expected "
-                                f"{width} (as on line {first_line})")
+                                f"{width} (as on line {first})")
         for c, col in enumerate(select):
             cell = cells[col].strip()
             try:
                 value = float(cell)
             except ValueError:
                 if cell.lower() not in MISSING_TOKENS:
+                    hint = ""
+                    if detected and names is None and r == 0:
+                        hint = (f"; line {line} holds numbers, so it was read as data (pass "
+                                f"--header if it is a header)")
                     raise DataError(f"{source}: line {line}, column {_column_name(col, names)}: "
-                                    f"{cell!r} is not a number") from None
+                                    f"{cell!r} is not a number{hint}") from None
                 value = np.nan
             if np.isnan(value):
                 if missing == "error":
@@ -248,21 +312,40 @@ def _resolve_delimiter(delimiter, first_line, source):
     return delimiter
 
 
-def _split_lines(lines, delimiter):
+def _split_lines(numbered, delimiter, source):
+    """The fields of each line and the file line each row starts on."""
     if delimiter is None:
-        return [line.split() or [""] for line in lines]
-    return [row or [""] for row in csv.reader(lines, delimiter=delimiter)]
+        return [line.split() or [""] for _, line in numbered], [i for i, _ in numbered]
+    reader = csv.reader((line for _, line in numbered), delimiter=delimiter)
+    rows, line_of, done = [], [], 0
+    try:
+        for row in reader:
+            rows.append(row or [""])
+            line_of.append(numbered[done][0])
+            done = reader.line_num
+    except csv.Error as exc:
+        line = numbered[min(reader.line_num, len(numbered)) - 1][0]
+        raise DataError(f"{source}: line {line}: cannot be split into fields ({exc})") from None
+    return rows, line_of
 
 
-def _is_number_or_missing(cell):
+def _is_number(cell):
+    """A cell that reads as a number (not a missing marker such as NA or nan)."""
     cell = cell.strip()
     if cell.lower() in MISSING_TOKENS:
-        return True
+        return False
     try:
         float(cell)
     except ValueError:
         return False
     return True
+
+
+def _looks_like_header(cells):
+    """A first line is a header when none of its fields is a number, unless every field is
+    empty or a missing marker (a row of missing values)."""
+    return (not any(_is_number(cell) for cell in cells)
+            and not all(cell.strip().lower() in MISSING_TOKENS for cell in cells))
 
 
 def _column_name(index, names):
@@ -309,18 +392,55 @@ def _column_indexes(wanted, names, width, source):
 
 
 # -- binary formats -------------------------------------------------------------------------
+def read_npy_header(stream):
+    """Shape, Fortran order and dtype from the header of an ``.npy`` stream (which is left at
+    the first data byte), and the header's length in bytes.
+
+    Raises
+    ------
+    ValueError
+        Not an ``.npy`` header, or one NumPy does not read (too long, unknown version).
+    """
+    fmt = np.lib.format
+    version = fmt.read_magic(stream)
+    if version == (1, 0):
+        shape, fortran, dtype = fmt.read_array_header_1_0(stream)
+    elif version == (2, 0):
+        shape, fortran, dtype = fmt.read_array_header_2_0(stream)
+    else:
+        raise ValueError(f".npy format version {version[0]}.{version[1]} is not supported")
+    return shape, fortran, dtype, stream.tell()
+
+
 def _read_npy(path, ndim=(2,)):
+    with open(path, "rb") as stream:
+        magic = stream.read(6)
+        if magic.startswith(b"PK\x03\x04") or magic.startswith(b"PK\x05\x06"):
+            raise DataError(f"{path}: is an .npz archive, not an .npy array")
+        if magic != b"\x93NUMPY":
+            raise DataError(f"{path}: not an .npy file (it does not start as one; a "
+                            f"pickle is never loaded)")
+        stream.seek(0)
+        try:
+            shape, _, dtype, offset = read_npy_header(stream)
+        except (ValueError, OSError, EOFError) as exc:
+            raise DataError(f"{path}: not a valid .npy file ({exc})") from None
+        size = os.fstat(stream.fileno()).st_size
+    if dtype.hasobject:
+        raise DataError(f"{path}: holds Python objects; only numeric arrays are read "
+                        f"(pickles are never loaded)")
+    _check_array_header(shape, dtype, path, ndim)
+    expected = offset + int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if size != expected:
+        raise DataError(f"{path}: {'truncated' if size < expected else 'corrupt'}: its "
+                        f"header declares a {dtype} array of shape {tuple(shape)} "
+                        f"({expected} bytes with the header), the file has {size} bytes")
     try:
         X = np.load(path, allow_pickle=False)
     except ValueError as exc:
-        if "allow_pickle" in str(exc) or "Object arrays" in str(exc):
-            raise DataError(f"{path}: holds Python objects; only numeric arrays are read "
-                            f"(pickles are never loaded)") from None
         raise DataError(f"{path}: not a valid .npy file ({exc})") from None
     except (OSError, EOFError) as exc:
         raise DataError(f"{path}: cannot read .npy file ({exc})") from None
-    if not isinstance(X, np.ndarray):
-        raise DataError(f"{path}: is an .npz archive, not an .npy array")
     return _check_array(X, path, ndim)
 
 
@@ -329,49 +449,89 @@ def _read_hdf5(path, dataset):
 
     try:
         handle = h5py.File(path, "r")
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         raise DataError(f"{path}: not a readable HDF5 file ({exc})") from None
     with handle:
         if dataset is None:
-            names = _hdf5_datasets(handle)
+            names = _hdf5_datasets(handle, path)
             if len(names) != 1:
                 listing = ", ".join(names) if names else "none"
                 raise UsageError(f"{path}: name the dataset as {path}:/path or with --dataset "
                                  f"(datasets: {listing})")
             dataset = names[0]
         source = f"{path}:{dataset}"
-        if dataset not in handle:
-            names = _hdf5_datasets(handle)
-            raise DataError(f"{source}: no such dataset in {path} (datasets: "
-                            f"{', '.join(names) if names else 'none'})")
-        node = handle[dataset]
-        if not isinstance(node, h5py.Dataset):
+        node = _hdf5_node(handle, dataset, path, source)
+        if isinstance(node, h5py.Group):
             raise DataError(f"{source}: is an HDF5 group, not a dataset")
+        if not isinstance(node, h5py.Dataset):
+            raise DataError(f"{source}: is not an HDF5 dataset")
+        _check_array_header(node.shape, node.dtype, source, (2,))
         try:
             X = node[()]
-        except (OSError, TypeError, ValueError) as exc:
-            raise DataError(f"{source}: cannot read dataset ({exc})") from None
+        except Exception as exc:  # noqa: BLE001 -- h5py raises many types for one bad file
+            raise DataError(f"{source}: cannot read dataset ({_hdf5_reason(exc)})") from None
     return _check_array(np.asarray(X), source, (2,)), source
 
 
-def _hdf5_datasets(handle):
+def _hdf5_reason(exc):
+    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+    return " ".join(str(text).split()) or type(exc).__name__
+
+
+def _hdf5_node(handle, dataset, path, source):
+    """The object at ``dataset``; a missing name, a broken soft link or an external link
+    whose file or object cannot be opened is a DataError naming it."""
+    import h5py
+
+    def missing():
+        names = _hdf5_datasets(handle, path)
+        return DataError(f"{source}: no such dataset in {path} (datasets: "
+                         f"{', '.join(names) if names else 'none'})")
+
+    try:
+        link = handle.get(dataset, getlink=True)  # None when there is no such name
+    except Exception:  # noqa: BLE001 -- e.g. a path through a dataset
+        link = None
+    if link is None:
+        raise missing()
+    try:
+        return handle[dataset]
+    except Exception as exc:  # noqa: BLE001 -- KeyError, OSError, RuntimeError from h5py
+        if isinstance(link, h5py.ExternalLink):
+            raise DataError(f"{source}: is an external link to {link.filename}:{link.path}, "
+                            f"which cannot be opened ({_hdf5_reason(exc)})") from None
+        if isinstance(link, h5py.SoftLink):
+            raise DataError(f"{source}: is a link to {link.path}, which does not exist") \
+                from None
+        raise DataError(f"{source}: cannot be opened ({_hdf5_reason(exc)})") from None
+
+
+def _hdf5_datasets(handle, path):
     import h5py
 
     names = []
-    handle.visititems(lambda name, node: names.append("/" + name)
-                      if isinstance(node, h5py.Dataset) else None)
+    try:
+        handle.visititems(lambda name, node: names.append("/" + name)
+                          if isinstance(node, h5py.Dataset) else None)
+    except Exception as exc:  # noqa: BLE001 -- a damaged file
+        raise DataError(f"{path}: cannot list its datasets ({_hdf5_reason(exc)})") from None
     return names
 
 
-def _check_array(X, source, ndim):
-    if X.ndim not in ndim:
-        hint = "; reshape a single feature to (n, 1)" if X.ndim == 1 else ""
+def _check_array_header(shape, dtype, source, ndim):
+    """Shape and dtype checks that need no data (run before reading it)."""
+    if len(shape) not in ndim:
+        hint = "; reshape a single feature to (n, 1)" if len(shape) == 1 else ""
         raise DataError(f"{source}: expected a 2-D array (rows × features), got "
-                        f"{X.ndim}-D shape {X.shape}{hint}")
-    if X.dtype.kind not in "biuf":
-        raise DataError(f"{source}: holds {X.dtype} values; a numeric array is needed")
-    if X.size == 0:
-        raise DataError(f"{source}: the array is empty (shape {X.shape})")
+                        f"{len(shape)}-D shape {tuple(shape)}{hint}")
+    if dtype.kind not in "biuf":
+        raise DataError(f"{source}: holds {dtype} values; a numeric array is needed")
+    if int(np.prod(shape)) == 0:
+        raise DataError(f"{source}: the array is empty (shape {tuple(shape)})")
+
+
+def _check_array(X, source, ndim):
+    _check_array_header(X.shape, X.dtype, source, ndim)
     return X
 
 
