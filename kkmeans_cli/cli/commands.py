@@ -251,7 +251,9 @@ def read_input(opts, spec):
 
     return read_data(spec, header=opts["header"], delimiter=opts["delimiter"],
                      columns=opts["columns"], dataset=opts["dataset"],
-                     missing=opts["missing"], stdin=click.get_text_stream("stdin"))
+                     missing=opts["missing"], stdin=click.get_text_stream("stdin"),
+                     announce=None if opts.get("quiet") else
+                     lambda text: click.echo(f"kkmeans: {text}", err=True))
 
 
 def prepare_fit_data(opts):
@@ -286,6 +288,9 @@ def _per_row(path, what, data, integer):
 
     if path is None:
         return None
+    if path == "-" and data.source == "<stdin>":
+        raise UsageError(f"DATA is read from standard input, so the {what} cannot be too; "
+                         f"give the {what} as a file")
     values = read_vector(path, what, integer=integer)
     if values.shape[0] != data.n_rows:
         raise DataError(f"{path}: has {values.shape[0]} {what}, {data.source} has "
