@@ -5,6 +5,7 @@ A model holds plain numeric arrays and one JSON string (``meta``); it loads with
 can at worst be refused with a :class:`~kkmeans_cli.errors.ModelFileError`.
 """
 import json
+import math
 import zipfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -215,6 +216,29 @@ def load_model(path):
     return LoadedModel(estimator=estimator, meta=meta, scaler=scaler)
 
 
+def _check_nystroem(path, est, slack, unit):
+    """Nystroem features phi(x) = K(x, L) T satisfy |phi(x)|^2 <= K(x, x) (the Nystroem
+    kernel is the original one minus a positive semidefinite Schur complement; Williams and
+    Seeger, "Using the Nystroem method to speed up kernel machines"): checked on the
+    landmarks. The centres are means of features, so |mu_c|^2 <= 1 for kernels bounded by 1.
+    """
+    from .nystroem import features
+
+    L, T = est.landmarks_, est.nystroem_transform_
+    with np.errstate(all="ignore"):
+        Phi = features(L, L, T, est.kernel_)
+        norms = np.einsum("ij,ij->i", Phi, Phi)
+        diag = est.kernel_.diag(L)
+    if not (np.all(np.isfinite(norms)) and np.all(np.isfinite(diag))):
+        _fail(path, "the Nystroem features of the landmarks are not finite numbers")
+    scale = max(1.0, float(np.max(np.abs(diag))))
+    if np.any(norms > diag * (1 + slack) + slack * scale):
+        _fail(path, "'nystroem_transform' does not fit 'landmarks' (its features are longer "
+                    "than the kernel allows)")
+    if unit and np.any(np.einsum("ij,ij->i", est.centers_, est.centers_) > 1 + slack):
+        _fail(path, "'centers' lie outside the feature space of the kernel")
+
+
 # Kernels positive semidefinite for every parameter the loader accepts (poly needs coef0 >= 0).
 _PSD_KERNELS = ("rbf", "laplacian", "chi2", "cosine", "linear")
 
@@ -240,14 +264,35 @@ def _check_consistency(path, meta, est):
         _fail(path, f"'cluster_weights' does not match 'weights' and 'labels' (cluster {c}: "
                     f"{W[c]:.17g}, its members' weights sum to {summed[c]:.17g})")
     slack = 1e-4  # float32 kernels, summation order
+    kernel = meta["kernel"]
+    unit = kernel in ("rbf", "laplacian", "chi2", "cosine")  # |K(x, y)| <= 1
+    if getattr(est, "objective", "kmeans") == "ncut":
+        # The fit's weights are the degree weights times the degrees (Dhillon, Guan and
+        # Kulis, "Kernel k-means, spectral clustering and normalized cuts").
+        if not np.allclose(weights, est.degree_weights_ * est.degrees_, rtol=1e-8, atol=0):
+            _fail(path, "'weights' does not match 'degree_weights' times 'degrees'")
+        if unit and np.any(est.degrees_ > est.degree_weights_.sum() * (1 + slack)):
+            _fail(path, f"'degrees' exceed the sum of 'degree_weights' (the {kernel} kernel "
+                        f"is at most 1)")
     if getattr(est, "approx", "none") == "nystroem":
+        _check_nystroem(path, est, slack, unit)
         expected = W ** 2 * np.einsum("ij,ij->i", est.centers_, est.centers_)
         if not np.allclose(g, expected, rtol=slack, atol=slack * W ** 2 * 1e-12):
             _fail(path, "'inner_sums' does not match 'centers' and 'cluster_weights'")
         return
     state = getattr(est, "psd_", None)
     repair = state.repair if state is not None else "none"
-    kernel = meta["kernel"]
+    if repair == "clip":
+        # Eigenvectors of the centred kernel: orthonormal columns; the grand mean is the mean
+        # of the column means.
+        V = state.components
+        if not np.allclose(V.T @ V, np.eye(V.shape[1]), rtol=0, atol=1e-6):
+            _fail(path, "'psd_components' are not orthonormal eigenvectors")
+        means = state.col_means
+        if abs(state.grand_mean - means.mean()) > 1e-8 * (1 + np.max(np.abs(means))):
+            _fail(path, "meta 'psd_grand_mean' is not the mean of 'psd_col_means'")
+        if kernel == "sigmoid" and np.any(np.abs(means) > 1 + slack):
+            _fail(path, "'psd_col_means' exceed 1, the bound of the sigmoid kernel")
     psd = (kernel in _PSD_KERNELS or (kernel == "poly" and meta.get("coef0", 1.0) >= 0)
            or repair in ("lingoes", "clip")
            or (bool(meta.get("psd_checked")) and meta.get("psd") is True))
@@ -256,6 +301,10 @@ def _check_consistency(path, meta, est):
         if est.X_fit_ is not None and kernel not in ("precomputed", "precomputed-distance"):
             with np.errstate(all="ignore"):
                 diag = est.kernel_.diag(est.X_fit_)
+            if not np.all(np.isfinite(diag)):
+                i = int(np.flatnonzero(~np.isfinite(diag))[0])
+                _fail(path, f"the {kernel} kernel of 'X_fit' row {i + 1} with itself is not "
+                            f"a finite number (overflow)")
         elif state is not None and state.train_diag is not None:
             diag = state.train_diag
         if diag is not None and getattr(est, "objective", "kmeans") == "ncut":
@@ -379,7 +428,7 @@ def _read_archive(path):
         meta = _check_meta(path, raw)
         expected = _expected_shapes(meta)
         n = meta["n_samples"]
-        arrays = {}
+        sizes = {}
         for key, (info, (shape, dtype, offset)) in headers.items():
             if key == "meta":
                 continue
@@ -394,8 +443,19 @@ def _read_archive(path):
             if dtype.kind not in ("iu" if kind == "i" else "fiu") or dtype.itemsize > 8:
                 _fail(path, f"'{key}' has dtype {dtype}, expected "
                             f"{'integers' if kind == 'i' else 'floats'}")
-            size = offset + int(np.prod(shape, dtype=object)) * dtype.itemsize
-            arrays[key] = _member_array(path, archive, info, size)
+            sizes[key] = offset + int(np.prod(shape, dtype=object)) * dtype.itemsize
+            if info.file_size != sizes[key]:
+                _fail(path, f"member {info.filename!r} declares {info.file_size} bytes, but "
+                            f"its dtype and shape make {sizes[key]}")
+        from .memory import default_limit, format_bytes
+
+        total, limit = sum(sizes.values()), default_limit()
+        if limit is not None and total > limit:
+            _fail_plain(path, f"the model's arrays need {format_bytes(total)}, more than the "
+                              f"memory available ({format_bytes(limit)})")
+        # Only now is anything decompressed: every size above is checked.
+        arrays = {key: _member_array(path, archive, headers[key][0], size)
+                  for key, size in sizes.items()}
     arrays["meta"] = raw
     return meta, arrays
 
@@ -439,10 +499,72 @@ def _member_array(path, archive, info, size):
         _fail(path, f"array '{key}' is corrupt or truncated ({exc})")
 
 
+def _real(value):
+    """A finite JSON number (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _count(low):
+    return lambda v: (isinstance(v, int) and not isinstance(v, bool)
+                      and low <= v < 2 ** 63)
+
+
+def _optional(check):
+    return lambda v: v is None or check(v)
+
+
+def _list_of(check):
+    return lambda v: isinstance(v, list) and all(check(x) for x in v)
+
+
+_STR = lambda v: isinstance(v, str)  # noqa: E731
+_BOOL = lambda v: isinstance(v, bool)  # noqa: E731
+_DICT = lambda v: isinstance(v, dict)  # noqa: E731
+# The optional meta entries the loader, ``info`` and ``predict`` read: name -> (check, what).
+_META_OPTIONAL = {
+    "kkmeans_version": (_STR, "a string"), "created": (_STR, "a string"),
+    "degree": (_count(1), "an integer >= 1"), "coef0": (_real, "a finite number"),
+    "gamma": (_optional(_real), "a finite number"),
+    "algorithm": (_STR, "a string"), "seed": (_optional(_count(-2 ** 63)), "an integer"),
+    "n_init": (_count(1), "an integer >= 1"), "n_iter": (_count(0), "an integer >= 0"),
+    "converged": (_BOOL, "true or false"), "inertia": (_real, "a finite number"),
+    "approx": (_STR, "a string"), "solver": (_STR, "a string"),
+    "psd_repair": (_STR, "a string"), "objective": (_STR, "a string"),
+    "refine": (_STR, "a string"), "psd_sigma": (_real, "a finite number"),
+    "psd_grand_mean": (_real, "a finite number"), "psd_objective": (_real, "a finite number"),
+    "psd_objective_original": (_real, "a finite number"), "ncut": (_real, "a finite number"),
+    "psd_lambda_min": (_optional(_real), "a finite number"),
+    "psd_checked": (_BOOL, "true or false"), "psd": (_BOOL, "true or false"),
+    "n_landmarks": (_count(1), "an integer >= 1"), "nystroem_rank": (_count(0), "an integer"),
+    "source": (_STR, "a string"), "columns": (_optional(_list_of(_STR)), "a list of names"),
+    "silhouette": (_optional(_real), "a finite number"),
+    "silhouette_n_used": (_optional(_count(1)), "an integer >= 1"),
+    "silhouette_exact": (_optional(_BOOL), "true or false"),
+    "fit_stats": (_DICT, "an object"), "options": (_DICT, "an object"),
+    "optima": (_DICT, "an object"), "sweep": (_DICT, "an object"),
+}
+
+
+_FIT_STATS = {"kernel_seconds": (_real, "a finite number"),
+              "iteration_seconds": (_real, "a finite number"),
+              "restart_inertias": (_list_of(_real), "a list of finite numbers"),
+              "best_restart": (_count(0), "an integer >= 0"),
+              "n_threads": (_count(1), "an integer >= 1")}
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def _check_meta(path, raw):
     try:
-        meta = json.loads(str(raw))
-    except json.JSONDecodeError as exc:
+        meta = json.loads(str(raw), parse_constant=_no_constant)
+    except (json.JSONDecodeError, ValueError, RecursionError) as exc:
         _fail(path, f"'meta' is not valid JSON ({exc})")
     if not isinstance(meta, dict):
         _fail(path, "'meta' must be a JSON object")
@@ -467,8 +589,22 @@ def _check_meta(path, raw):
     if meta["dtype"] not in ("float64", "float32"):
         _fail(path, f"unknown dtype {meta['dtype']!r}")
     for key in ("n_samples", "n_features", "n_clusters"):
-        if meta[key] < 1:
+        if not 1 <= meta[key] < 2 ** 63:
             _fail(path, f"meta '{key}' must be at least 1")
+    for key, (check, what) in _META_OPTIONAL.items():
+        if key in meta and not check(meta[key]):
+            _fail(path, f"meta '{key}' must be {what}; got {json.dumps(meta[key])[:40]}")
+        if key in meta and what == "a finite number" and meta[key] is not None:
+            meta[key] = float(meta[key])  # a huge JSON integer would reach NumPy as an object
+    if meta.get("psd_checked") and meta.get("psd_lambda_min") is None:
+        _fail(path, "meta 'psd_lambda_min' must be a finite number when 'psd_checked' is true")
+    for key, (check, what) in _FIT_STATS.items():
+        if key in meta.get("fit_stats", {}) and not check(meta["fit_stats"][key]):
+            _fail(path, f"meta 'fit_stats.{key}' must be {what}")
+    sweep = meta.get("sweep", {})
+    if not (_optional(_list_of(_count(1)))(sweep.get("ks")) and _optional(_STR)(
+            sweep.get("metric")) and _optional(_count(1))(sweep.get("best_k"))):
+        _fail(path, "meta 'sweep' must hold ks (integers), metric (a string) and best_k")
     if meta["n_clusters"] > meta["n_samples"]:
         _fail(path, "meta 'n_clusters' is larger than 'n_samples'")
     if meta["kernel"] in ("precomputed", "precomputed-distance") \
@@ -477,13 +613,13 @@ def _check_meta(path, raw):
     if meta["kernel"] in GAMMA_KERNELS:
         gamma = meta.get("gamma")
         if not isinstance(gamma, (int, float)) or isinstance(gamma, bool) or not gamma > 0 \
-                or not np.isfinite(gamma):
+                or not _real(gamma):
             _fail(path, "meta 'gamma' must be a positive number for this kernel")
     if meta["kernel"] == "poly" and (not isinstance(meta.get("degree"), int)
                                      or meta["degree"] < 1):
         _fail(path, "meta 'degree' must be an integer >= 1")
     if meta["kernel"] in ("poly", "sigmoid") and (
-            not isinstance(meta.get("coef0"), (int, float)) or not np.isfinite(meta["coef0"])):
+            not _real(meta.get("coef0"))):
         _fail(path, "meta 'coef0' must be a finite number")
     return meta
 
