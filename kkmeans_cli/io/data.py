@@ -200,8 +200,9 @@ def _decode(raw, source):
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise DataError(f"{source}: not a text file ({exc.reason} at byte {exc.start}); "
-                        f"binary data must be .npy or HDF5 (given as a file)") from None
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise DataError(f"{source}: not a text file ({exc.reason} at byte {exc.start}, line "
+                        f"{line}); binary data must be .npy or HDF5 (given as a file)") from None
 
 
 def _decode_stream(stream, source):
