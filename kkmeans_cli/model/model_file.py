@@ -593,7 +593,9 @@ def _check_meta(path, raw):
             _fail(path, f"meta '{key}' must be at least 1")
     for key, (check, what) in _META_OPTIONAL.items():
         if key in meta and not check(meta[key]):
-            _fail(path, f"meta '{key}' must be {what}; got {json.dumps(meta[key])[:40]}")
+            shown = json.dumps(meta[key])
+            shown = shown if len(shown) <= 40 else shown[:37] + "..."
+            _fail(path, f"meta '{key}' must be {what}; got {shown}")
         if key in meta and what == "a finite number" and meta[key] is not None:
             meta[key] = float(meta[key])  # a huge JSON integer would reach NumPy as an object
     if meta.get("psd_checked") and meta.get("psd_lambda_min") is None:
