@@ -264,3 +264,37 @@ def test_terminal_on_stdin_notice_from_the_real_command(tmp_path):
     quiet = subprocess.run(kkmeans_command() + ["fit", "-", "-k", "1", "--no-model", "-q"],
                            input=b"1,2\n", capture_output=True, cwd=tmp_path, timeout=60)
     assert quiet.stderr == b""  # not a terminal: nothing said
+
+
+# -- relatives: other inputs through the same readers ---------------------------------------------
+def test_device_as_data_is_refused(work):
+    fails(work, ["fit", "/dev/zero", "-k", "1"], 1,
+          "/dev/zero: is a device, not a data file (give - to read standard input)")
+
+
+def test_fifo_as_data_is_read(work):
+    fifo = work / "data.fifo"
+    os.mkfifo(fifo)
+    text = (work / "good.csv").read_text()
+    writer = subprocess.Popen(["sh", "-c", f"cat '{work / 'good.csv'}' > '{fifo}'"])
+    result = run(["fit", fifo, "-k", "3", "--no-model", "--threads", "1", "--n-init", "2",
+                  "-q"])
+    writer.wait(timeout=60)
+    assert result.exit_code == 0, result.stderr
+    assert labels_of(result.stdout).shape == (len(text.splitlines()) - 1,)
+
+
+def test_weights_and_init_files_go_through_the_same_checks(work, links):
+    (work / "w.bin").write_bytes(b"\xff\xfe\x00binary")
+    fails(work, ["fit", work / "good.csv", "-k", "3", "--weights", work / "w.bin"], 1,
+          f"{work / 'w.bin'}: not a text file (invalid start byte at byte 0, line 1); binary "
+          f"data must be .npy or HDF5 (given as a file)")
+    fails(work, ["fit", work / "good.csv", "-k", "3", "--weights", f"{links}:/external"], 1,
+          f"{links}:/external: is an external link to missing.h5:/data, which cannot be "
+          f"opened (Unable to synchronously open object (can't open file))")
+    fails(work, ["fit", work / "good.csv", "-k", "3", "--init", f"{links}:/soft"], 1,
+          f"{links}:/soft: is a link to /nowhere, which does not exist")
+    (work / "init.npy").write_bytes(_npy_with_shape((30,)))
+    fails(work, ["fit", work / "good.csv", "-k", "3", "--init", work / "init.npy"], 1,
+          f"{work / 'init.npy'}: truncated: its header declares a float64 array of shape "
+          f"(30,) (368 bytes with the header), the file has 208 bytes")

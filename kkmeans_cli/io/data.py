@@ -134,6 +134,14 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
         raise DataError(f"{path}: no such file")
     if os.path.isdir(path):
         raise DataError(f"{path}: is a folder, not a data file")
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        # /dev/zero or /dev/urandom would be read forever; a pipe or FIFO is fine.
+        raise DataError(f"{path}: is a device, not a data file (give - to read standard "
+                        f"input)")
     suffix = os.path.splitext(path)[1].lower()
     if dataset is not None or suffix in HDF5_SUFFIXES:
         X, source = _read_hdf5(path, dataset)
