@@ -267,3 +267,64 @@ def test_unknown_plot_extension_is_refused_up_front(work, command):
     _assert_one_error_line(result, 2, f"--plot {work / 'p.jpg'}: unknown plot format '.jpg'; "
                                       f"name the file .png, .pdf or .svg")
     assert _listing(work) == before
+
+
+# -- relatives: inputs, folders, full disks -----------------------------------------------------
+@pytest.mark.parametrize("args, message", [
+    (["fit", "data.csv", "-k", "3", "-o", "data.csv"],
+     "-o/--model names the input DATA ('data.csv'); writing there would replace it"),
+    (["fit", "data.csv", "-k", "3", "--no-model", "--labels", "./data.csv"],
+     "--labels names the input DATA ('data.csv' and './data.csv', the same file); writing "
+     "there would replace it"),
+    (["fit", "data.csv", "-k", "3", "--weights", "w.txt", "--summary", "w.txt"],
+     "--summary names the input --weights ('w.txt'); writing there would replace it"),
+    (["predict", "model.npz", "data.csv", "--labels", "model.npz"],
+     "--labels names the input MODEL ('model.npz'); writing there would replace it"),
+    (["sweep", "data.csv", "--k", "2..3", "--table", "data.csv"],
+     "--table names the input DATA ('data.csv'); writing there would replace it"),
+])
+def test_an_output_never_replaces_an_input(work, monkeypatch, args, message):
+    monkeypatch.chdir(work)
+    np.savetxt(work / "w.txt", np.ones(30))
+    saved = {name: (work / name).read_bytes() for name in os.listdir(work)}
+    result = run(args)
+    _assert_one_error_line(result, 2, message)
+    assert {name: (work / name).read_bytes() for name in os.listdir(work)} == saved
+
+
+def test_output_path_naming_a_folder(work):
+    result = run(["fit", work / "data.csv", "-k", "3", "--no-model", "--labels",
+                  str(work / "newdir") + "/"])
+    _assert_one_error_line(result, 1, f"cannot write the labels to {work / 'newdir'}/: it "
+                                      f"names a folder, not a file")
+    assert not (work / "newdir").exists()
+
+
+def test_full_device_is_a_one_line_error(work):
+    result = run(["predict", work / "model.npz", work / "data.csv", "--labels", "/dev/full"])
+    _assert_one_error_line(result, 1, "cannot write the labels to /dev/full: No space left on "
+                                      "device")
+    proc = subprocess.run(f"{' '.join(kkmeans_command())} predict model.npz data.csv -q "
+                          f"> /dev/full", shell=True, cwd=work, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr == "kkmeans: error: cannot write the output: No space left on device\n"
+
+
+def test_disk_full_while_staging_leaves_nothing(work, monkeypatch):
+    import errno
+
+    (work / "labels.txt").write_bytes(OLD)
+    real_fsync = os.fsync
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    before = _listing(work)
+    result = run(["predict", work / "model.npz", work / "data.csv", "--labels",
+                  work / "labels.txt", "--distances", work / "d.csv"])
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    _assert_one_error_line(result, 1, f"cannot write the labels to {work / 'labels.txt'}: No "
+                                      f"space left on device")
+    assert _listing(work) == before and (work / "labels.txt").read_bytes() == OLD

@@ -10,6 +10,7 @@ Adding a command that fits (e.g. ``sweep``): decorate it with :func:`fit_options
 :func:`effective_options`, the data with :func:`prepare_fit_data` and the estimator's keyword
 arguments with :func:`estimator_kwargs`.
 """
+import errno
 import math
 import os
 import sys
@@ -338,6 +339,9 @@ def _report_error(exc, debug):
         message, code = exc.format_message(), exc.exit_code
     elif isinstance(exc, KKMeansError):
         message, code = str(exc), exc.exit_code
+    elif isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT,
+                                                    errno.EFBIG):
+        message, code = f"cannot write the output: {exc.strerror}", 1  # e.g. a full disk
     elif isinstance(exc, MemoryError):
         message, code = ("not enough memory (try --dtype float32, --approx nystroem or fewer "
                          "rows)"), 1
@@ -428,7 +432,7 @@ def fit(ctx, **_):
         outputs.append(("-", "JSON summary", "--json"))
     if not (opts["json"] and opts["labels"] == "-"):
         outputs.append((opts["labels"], "labels", "--labels"))
-    check_outputs(outputs, opts["force"])
+    check_outputs(outputs, opts["force"], _inputs(opts))
     if opts["plot"] is not None:
         _require_matplotlib(opts["plot"])
     reporter = Reporter(opts["quiet"])
@@ -485,6 +489,14 @@ def fit(ctx, **_):
         click.echo(format_json(summary), nl=False)
     elif opts["labels"] == "-":
         click.echo(format_labels(estimator.labels_, data.kept), nl=False)
+
+
+def _inputs(opts):
+    """The files a command reads, (path, option) for :func:`check_outputs`."""
+    init = opts.get("init")
+    return [(opts["data"], "DATA"), (opts.get("weights"), "--weights"),
+            (init if init not in INIT_CHOICES else None, "--init"),
+            (opts.get("config"), "--config")]
 
 
 def _require_matplotlib(path):
@@ -583,7 +595,8 @@ def predict(ctx, **_):
     from .report import Reporter
 
     check_outputs([(opts["labels"], "labels", "--labels"),
-                   (opts["distances"], "distances", "--distances")], opts["force"])
+                   (opts["distances"], "distances", "--distances")], opts["force"],
+                  [(opts["model_path"], "MODEL")] + _inputs(opts))
     reporter = Reporter(opts["quiet"])
     loaded = load_model(opts["model_path"])
     data = read_input(opts, opts["data"])
@@ -693,7 +706,7 @@ def sweep_command(ctx, **_):
     from ..measures.sweep import sweep, to_csv
 
     check_outputs([(opts["model"], "model", "-o/--model"), (opts["table"], "table", "--table"),
-                   (opts["plot"], "plot", "--plot")], opts["force"])
+                   (opts["plot"], "plot", "--plot")], opts["force"], _inputs(opts))
     if opts["plot"] is not None:
         _require_matplotlib(opts["plot"])
     reporter = Reporter(opts["quiet"])

@@ -693,6 +693,8 @@ def check_output_path(path, what, force=False):
     """
     target = output_target(path)
     fail = f"cannot write the {what} to {path}"
+    if path.endswith(os.sep) or path in ("", ".", ".."):
+        raise OutputError(f"{fail}: it names a folder, not a file")
     if target.kind == "fd":
         if target.fd not in (1, 2) and target.status is None:
             raise OutputError(f"{fail}: file descriptor {target.fd} is not open")
@@ -723,7 +725,7 @@ def check_output_path(path, what, force=False):
     return target
 
 
-def check_outputs(outputs, force=False):
+def check_outputs(outputs, force=False, inputs=()):
     """Check every output of a command before any work (see :func:`check_output_path`).
 
     Parameters
@@ -732,26 +734,41 @@ def check_outputs(outputs, force=False):
         ``option`` names the command-line option for messages (``"--labels"``); outputs
         whose path is None are not written.
     force : bool
+    inputs : iterable of (path or None, option)
+        Files the command reads (DATA, MODEL, ``--weights``...): no output may replace one.
 
     Raises
     ------
     UsageError
-        Two outputs name the same file (also through links, ``..`` or ``/dev/stdout``).
+        Two outputs name the same file (also through links, ``..`` or ``/dev/stdout``), or an
+        output names an input.
     OutputError
         An output cannot be written.
     """
     seen = {}
     given = [(path, what, option) for path, what, option in outputs if path is not None]
+    for path, option in inputs:
+        if path is None or path == STDIN:
+            continue
+        path = split_hdf5_spec(path)[0]
+        target = output_target(path)
+        if target.kind == "fd" or target.status is None:
+            continue  # a missing input is reported when it is read
+        for key in target.identity():
+            seen.setdefault(key, (path, option, "input"))
     for path, what, option in given:
         target = output_target(path)
         for key in target.identity():
             if key in seen:
-                other_path, other_option = seen[key]
+                other_path, other_option, role = seen[key]
                 same = (f"'{path}'" if path == other_path
                         else f"'{other_path}' and '{path}', the same file")
+                if role == "input":
+                    raise UsageError(f"{option} names the input {other_option} ({same}); "
+                                     f"writing there would replace it")
                 raise UsageError(f"{other_option} and {option} both name {same}; give each "
                                  f"output its own file")
-            seen[key] = (path, option)
+            seen[key] = (path, option, "output")
     for path, what, _ in given:
         check_output_path(path, what, force)
 
@@ -807,7 +824,7 @@ class AtomicOutputs:
         if target.kind != "file":
             handle = tempfile.SpooledTemporaryFile(max_size=_DIRECT_BUFFER)
             self._staged.append((handle, None, target, what))
-            return handle
+            return _GuardedFile(handle, f"cannot write the {what} to {path}")
         folder = os.path.dirname(target.real)
         base = os.path.basename(target.real)
         while True:
@@ -823,12 +840,20 @@ class AtomicOutputs:
                                   f"{exc.strerror or exc}") from None
         handle = os.fdopen(fd, "wb")
         self._staged.append((handle, tmp, target, what))
-        return handle
+        return _GuardedFile(handle, f"cannot write the {what} to {path}")
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is not None:
             self._discard()
             return False
+        try:
+            self._commit()
+        except BaseException:
+            self._discard()
+            raise
+        return False
+
+    def _commit(self):
         try:
             for handle, tmp, target, what in self._staged:
                 if tmp is None:
@@ -852,16 +877,17 @@ class AtomicOutputs:
                 except OSError as err:
                     raise OutputError(f"cannot write the {what} to {target.path}: "
                                       f"{err.strerror or err}") from None
-            direct = [entry for entry in self._staged if entry[1] is None]
-            self._staged = []
-            for handle, _, target, what in direct:
-                with handle:
-                    handle.seek(0)
-                    _write_direct(handle, target, what)
-        except BaseException:
-            self._discard()
-            raise
-        return False
+        except OSError as err:
+            if isinstance(err, OutputError):
+                raise
+            raise OutputError(f"cannot write the {what} to {target.path}: "
+                              f"{err.strerror or err}") from None
+        direct = [entry for entry in self._staged if entry[1] is None]
+        self._staged = []
+        for handle, _, target, what in direct:
+            with handle:
+                handle.seek(0)
+                _write_direct(handle, target, what)
 
     def _discard(self):
         for handle, tmp, _, _ in self._staged:
@@ -869,6 +895,23 @@ class AtomicOutputs:
             if tmp is not None and os.path.exists(tmp):
                 os.unlink(tmp)
         self._staged = []
+
+
+class _GuardedFile:
+    """A staged output file whose write errors (a full disk) are one-line OutputErrors."""
+
+    def __init__(self, handle, fail):
+        self._handle = handle
+        self._fail = fail
+
+    def write(self, data):
+        try:
+            return self._handle.write(data)
+        except OSError as err:
+            raise OutputError(f"{self._fail}: {err.strerror or err}") from None
+
+    def __getattr__(self, name):
+        return getattr(self._handle, name)
 
 
 def _write_direct(source, target, what):
