@@ -328,3 +328,12 @@ def test_disk_full_while_staging_leaves_nothing(work, monkeypatch):
     _assert_one_error_line(result, 1, f"cannot write the labels to {work / 'labels.txt'}: No "
                                       f"space left on device")
     assert _listing(work) == before and (work / "labels.txt").read_bytes() == OLD
+
+
+def test_symbolic_link_loop_is_refused(work):
+    os.symlink("b", work / "a")
+    os.symlink("a", work / "b")
+    result = run(["predict", work / "model.npz", work / "data.csv", "--labels", work / "a"])
+    _assert_one_error_line(result, 1, f"cannot write the labels to {work / 'a'}: its symbolic "
+                                      f"links form a loop")
+    assert os.readlink(work / "a") == "b" and os.readlink(work / "b") == "a"

@@ -9,6 +9,7 @@ Writers never leave a half-written file: :class:`AtomicOutputs` stages every fil
 temporary file in the destination folder and renames all of them into place only at the end.
 """
 import csv
+import errno
 import io
 import json
 import os
@@ -695,6 +696,11 @@ def check_output_path(path, what, force=False):
     fail = f"cannot write the {what} to {path}"
     if path.endswith(os.sep) or path in ("", ".", ".."):
         raise OutputError(f"{fail}: it names a folder, not a file")
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OutputError(f"{fail}: its symbolic links form a loop") from None
     if target.kind == "fd":
         if target.fd not in (1, 2) and target.status is None:
             raise OutputError(f"{fail}: file descriptor {target.fd} is not open")
