@@ -298,3 +298,24 @@ def test_weights_and_init_files_go_through_the_same_checks(work, links):
     fails(work, ["fit", work / "good.csv", "-k", "3", "--init", work / "init.npy"], 1,
           f"{work / 'init.npy'}: truncated: its header declares a float64 array of shape "
           f"(30,) (368 bytes with the header), the file has 208 bytes")
+
+
+def test_hdf5_dataset_larger_than_memory_is_refused_unread(work, monkeypatch):
+    from kkmeans_cli import memory
+    from kkmeans_cli.memory import format_bytes
+
+    monkeypatch.setattr(memory, "default_limit", lambda: 2 ** 30)  # fixed: the machine's varies
+    path = work / "big.h5"
+    with h5py.File(path, "w") as f:  # a few KB on disk: chunked, nothing written
+        f.create_dataset("x", shape=(10 ** 7, 10 ** 5), dtype="f8", chunks=(100, 100),
+                         compression="gzip")
+    start = time.perf_counter()
+    fails(work, ["fit", f"{path}:/x", "-k", "2"], 1,
+          f"{path}:/x: the dataset of shape (10000000, 100000) needs {format_bytes(8 * 10 ** 12)}"
+          f" as float64, more than the memory available ({format_bytes(2 ** 30)})")
+    assert time.perf_counter() - start < 10
+
+
+def test_model_given_as_data(work):
+    fails(work, ["fit", work / "model.npz", "-k", "2"], 1,
+          f"{work / 'model.npz'}: is an .npz archive (a model?); DATA is text, .npy or HDF5")

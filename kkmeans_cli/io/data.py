@@ -149,6 +149,8 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
         return _finish_array(X, source, wanted, missing)
     if suffix in NPY_SUFFIXES:
         return _finish_array(_read_npy(path), path, wanted, missing)
+    if suffix == ".npz":
+        raise DataError(f"{path}: is an .npz archive (a model?); DATA is text, .npy or HDF5")
     try:
         with open(path, "rb") as stream:
             raw = stream.read()
@@ -476,6 +478,7 @@ def _read_hdf5(path, dataset):
         if not isinstance(node, h5py.Dataset):
             raise DataError(f"{source}: is not an HDF5 dataset")
         _check_array_header(node.shape, node.dtype, source, (2,))
+        _check_fits_in_memory(node.shape, source)
         try:
             X = node[()]
         except Exception as exc:  # noqa: BLE001 -- h5py raises many types for one bad file
@@ -538,6 +541,18 @@ def _check_array_header(shape, dtype, source, ndim):
         raise DataError(f"{source}: holds {dtype} values; a numeric array is needed")
     if int(np.prod(shape)) == 0:
         raise DataError(f"{source}: the array is empty (shape {tuple(shape)})")
+
+
+def _check_fits_in_memory(shape, source):
+    """Refuse before reading an array whose float64 copy would not fit in the memory
+    available (a compressed HDF5 dataset can declare far more than its file holds)."""
+    from .memory import default_limit, format_bytes
+
+    need, limit = int(np.prod(shape, dtype=object)) * 8, default_limit()
+    if limit is not None and need > limit:
+        raise DataError(f"{source}: the dataset of shape {tuple(shape)} needs "
+                        f"{format_bytes(need)} as float64, more than the memory available "
+                        f"({format_bytes(limit)})")
 
 
 def _check_array(X, source, ndim):
