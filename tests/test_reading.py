@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from cli_helpers import FAST, blobs, kkmeans_command, labels_of, run, run_process, write_csv
-from kkmeans_cli.data_io import read_data
+from kkmeans_cli.io.data import read_data
 
 OLD = b"OLD CONTENT\n"
 
@@ -301,8 +301,8 @@ def test_weights_and_init_files_go_through_the_same_checks(work, links):
 
 
 def test_hdf5_dataset_larger_than_memory_is_refused_unread(work, monkeypatch):
-    from kkmeans_cli import memory
-    from kkmeans_cli.memory import format_bytes
+    from kkmeans_cli.model import memory
+    from kkmeans_cli.model.memory import format_bytes
 
     monkeypatch.setattr(memory, "default_limit", lambda: 2 ** 30)  # fixed: the machine's varies
     path = work / "big.h5"

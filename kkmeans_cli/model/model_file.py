@@ -222,7 +222,7 @@ def _check_nystroem(path, est, slack, unit):
     Seeger, "Using the Nystroem method to speed up kernel machines"): checked on the
     landmarks. The centres are means of features, so |mu_c|^2 <= 1 for kernels bounded by 1.
     """
-    from .nystroem import features
+    from ..kernels.nystroem import features
 
     L, T = est.landmarks_, est.nystroem_transform_
     with np.errstate(all="ignore"):
@@ -466,7 +466,7 @@ def _fail_plain(path, problem):
 
 def _member_header(path, archive, info):
     """(shape, dtype, header bytes) of a member, reading only its ``.npy`` header."""
-    from .data_io import read_npy_header
+    from ..io.data import read_npy_header
 
     key = info.filename[:-4]
     try:
