@@ -10,6 +10,7 @@ Adding a command that fits (e.g. ``sweep``): decorate it with :func:`fit_options
 :func:`effective_options`, the data with :func:`prepare_fit_data` and the estimator's keyword
 arguments with :func:`estimator_kwargs`.
 """
+import errno
 import math
 import os
 import sys
@@ -190,11 +191,15 @@ def data_options(f):
 
 
 def run_options(f):
-    """``--config``, ``--quiet`` and ``--debug``."""
+    """``--config``, ``--quiet``, ``--force`` and ``--debug``."""
     return _apply([
         click.option("--config", default=None, metavar="YAML",
                      help="Run config; keys are long option names with _ (flags win)."),
         click.option("-q", "--quiet", is_flag=True, help="Print nothing on stderr but errors."),
+        click.option("--force", is_flag=True,
+                     help="Replace output files that are read-only (refused otherwise). "
+                          "Outputs are always replaced whole, at the end; a link is followed "
+                          "and kept; devices, FIFOs and /dev/stdout are written to directly."),
         click.option("--debug", is_flag=True, help="Show tracebacks of errors."),
     ], f)
 
@@ -247,7 +252,9 @@ def read_input(opts, spec):
 
     return read_data(spec, header=opts["header"], delimiter=opts["delimiter"],
                      columns=opts["columns"], dataset=opts["dataset"],
-                     missing=opts["missing"], stdin=click.get_text_stream("stdin"))
+                     missing=opts["missing"], stdin=click.get_text_stream("stdin"),
+                     announce=None if opts.get("quiet") else
+                     lambda text: click.echo(f"kkmeans: {text}", err=True))
 
 
 def prepare_fit_data(opts):
@@ -282,6 +289,9 @@ def _per_row(path, what, data, integer):
 
     if path is None:
         return None
+    if path == "-" and data.source == "<stdin>":
+        raise UsageError(f"DATA is read from standard input, so the {what} cannot be too; "
+                         f"give the {what} as a file")
     values = read_vector(path, what, integer=integer)
     if values.shape[0] != data.n_rows:
         raise DataError(f"{path}: has {values.shape[0]} {what}, {data.source} has "
@@ -329,6 +339,9 @@ def _report_error(exc, debug):
         message, code = exc.format_message(), exc.exit_code
     elif isinstance(exc, KKMeansError):
         message, code = str(exc), exc.exit_code
+    elif isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT,
+                                                    errno.EFBIG):
+        message, code = f"cannot write the output: {exc.strerror}", 1  # e.g. a full disk
     elif isinstance(exc, MemoryError):
         message, code = ("not enough memory (try --dtype float32, --approx nystroem or fewer "
                          "rows)"), 1
@@ -389,9 +402,10 @@ Examples:
 @click.option("--silhouette", is_flag=True,
               help="Also compute the feature-space silhouette (exact up to 20,000 rows, else "
                    "on a stratified sample of 10,000, reported).")
-@click.option("--plot", default=None, metavar="PATH.png",
+@click.option("--plot", default=None, metavar="PATH",
               help="Draw the points coloured by cluster (first two principal axes when there "
-                   "are more than two features); needs matplotlib.")
+                   "are more than two features) as .png, .pdf or .svg by PATH's extension; "
+                   "needs matplotlib.")
 @data_options
 @run_options
 @click.pass_context
@@ -401,7 +415,7 @@ def fit(ctx, **_):
     if opts["n_clusters"] is None:
         raise UsageError("missing option -k/--n-clusters (or n_clusters in --config) "
                          "(see 'kkmeans fit --help')")
-    from ..io.data import AtomicOutputs, check_output_path, format_json, format_labels
+    from ..io.data import AtomicOutputs, check_outputs, format_json, format_labels
     from ..model.estimator import KernelKMeans
     from ..model.model_file import model_meta, save_model
     from .report import Reporter, fit_report, fit_summary, silhouette_text
@@ -412,12 +426,15 @@ def fit(ctx, **_):
         raise UsageError("--plot draws the data points, but with --kernel precomputed DATA is "
                          "a kernel matrix, not points; drop --plot (or fit the original data "
                          "with its kernel)")
-    for path, what in ((model_path, "model"), (opts["labels"], "labels"),
-                       (opts["summary"], "summary"), (opts["plot"], "plot")):
-        if path is not None:
-            check_output_path(path, what)
+    outputs = [(model_path, "model", "-o/--model"), (opts["summary"], "summary", "--summary"),
+               (opts["plot"], "plot", "--plot")]
+    if opts["json"]:
+        outputs.append(("-", "JSON summary", "--json"))
+    if not (opts["json"] and opts["labels"] == "-"):
+        outputs.append((opts["labels"], "labels", "--labels"))
+    check_outputs(outputs, opts["force"], _inputs(opts))
     if opts["plot"] is not None:
-        _require_matplotlib()
+        _require_matplotlib(opts["plot"])
     reporter = Reporter(opts["quiet"])
     data, scaler, X, weights, init = prepare_fit_data(opts)
     k = opts["n_clusters"]
@@ -452,15 +469,16 @@ def fit(ctx, **_):
                            else silhouette_text(score, X.shape[0])))
     if opts["plot"] is not None:
         report.insert(-1, ("plot", opts["plot"]))
-    with AtomicOutputs() as out:
+    with AtomicOutputs(opts["force"]) as out:
         if model_path is not None:
             meta = model_meta(estimator, scaler, _stored_options(opts), extra)
             save_model(out.open(model_path, "model"), estimator, scaler, meta)
         if opts["plot"] is not None:
-            from .plotting import plot_clusters
+            from .plotting import plot_clusters, plot_format
 
             plot_clusters(data.X, estimator.labels_, out.open(opts["plot"], "plot"),
-                          title=f"{data.source}: k = {k}, {estimator.kernel_.describe()}")
+                          title=f"{data.source}: k = {k}, {estimator.kernel_.describe()}",
+                          fmt=plot_format(opts["plot"]))
         if opts["labels"] != "-":
             out.open(opts["labels"], "labels").write(
                 format_labels(estimator.labels_, data.kept).encode())
@@ -473,10 +491,20 @@ def fit(ctx, **_):
         click.echo(format_labels(estimator.labels_, data.kept), nl=False)
 
 
-def _require_matplotlib():
-    """Fail early, before any work, when a plot is asked for and matplotlib is missing."""
-    from .plotting import figure
+def _inputs(opts):
+    """The files a command reads, (path, option) for :func:`check_outputs`."""
+    init = opts.get("init")
+    return [(opts["data"], "DATA"), (opts.get("weights"), "--weights"),
+            (init if init not in INIT_CHOICES else None, "--init"),
+            (opts.get("config"), "--config")]
 
+
+def _require_matplotlib(path):
+    """Fail early, before any work, when the plot's format is unknown or matplotlib is
+    missing."""
+    from .plotting import figure, plot_format
+
+    plot_format(path)
     figure()
 
 
@@ -529,7 +557,7 @@ def _check_memory_plan(opts, n, ks, silhouette):
 
 def _stored_options(opts):
     """The effective options as they go into the model's meta."""
-    return {key: value for key, value in opts.items() if key not in ("debug", "quiet")}
+    return {key: value for key, value in opts.items() if key not in ("debug", "quiet", "force")}
 
 
 PREDICT_EPILOG = """\b
@@ -562,13 +590,13 @@ def predict(ctx, **_):
     opts = effective_options(ctx)
     import numpy as np
 
-    from ..io.data import AtomicOutputs, check_output_path, format_labels, write_matrix
+    from ..io.data import AtomicOutputs, check_outputs, format_labels, write_matrix
     from ..model.model_file import load_model
     from .report import Reporter
 
-    for path, what in ((opts["labels"], "labels"), (opts["distances"], "distances")):
-        if path is not None:
-            check_output_path(path, what)
+    check_outputs([(opts["labels"], "labels", "--labels"),
+                   (opts["distances"], "distances", "--distances")], opts["force"],
+                  [(opts["model_path"], "MODEL")] + _inputs(opts))
     reporter = Reporter(opts["quiet"])
     loaded = load_model(opts["model_path"])
     data = read_input(opts, opts["data"])
@@ -588,7 +616,7 @@ def predict(ctx, **_):
             dist = estimator.transform(X) if opts["distances"] else None
         except ValueError as exc:
             raise DataError(f"{data.source}: {exc}") from exc
-    with AtomicOutputs() as out:
+    with AtomicOutputs(opts["force"]) as out:
         if opts["labels"] != "-":
             out.open(opts["labels"], "labels").write(format_labels(labels, data.kept).encode())
         if dist is not None:
@@ -636,8 +664,9 @@ Examples:
               help="Save the chosen k's model here  [default: no model]")
 @click.option("--table", default="-", show_default=True, metavar="PATH",
               help="Where the CSV table goes (- is stdout).")
-@click.option("--plot", default=None, metavar="PATH.png",
-              help="Draw every measure against k (needs matplotlib).")
+@click.option("--plot", default=None, metavar="PATH",
+              help="Draw every measure against k as .png, .pdf or .svg by PATH's extension "
+                   "(needs matplotlib).")
 @data_options
 @run_options
 @click.pass_context
@@ -671,17 +700,15 @@ def sweep_command(ctx, **_):
     _check_option_combination(opts, ks[0])
     metric = opts["metric"].replace("-", "_")
 
-    from ..io.data import AtomicOutputs, check_output_path
+    from ..io.data import AtomicOutputs, check_outputs
     from ..model.model_file import model_meta, save_model
     from .report import Reporter
     from ..measures.sweep import sweep, to_csv
 
-    for path, what in ((opts["model"], "model"), (opts["table"], "table"),
-                       (opts["plot"], "plot")):
-        if path is not None:
-            check_output_path(path, what)
+    check_outputs([(opts["model"], "model", "-o/--model"), (opts["table"], "table", "--table"),
+                   (opts["plot"], "plot", "--plot")], opts["force"], _inputs(opts))
     if opts["plot"] is not None:
-        _require_matplotlib()
+        _require_matplotlib(opts["plot"])
     reporter = Reporter(opts["quiet"])
     data, scaler, X, weights, _ = prepare_fit_data(opts)
     n = X.shape[0]
@@ -700,7 +727,7 @@ def sweep_command(ctx, **_):
             raise DataError(f"{data.source}: {exc}") from exc
     best = result.best_estimator
     text = to_csv(result.rows)
-    with AtomicOutputs() as out:
+    with AtomicOutputs(opts["force"]) as out:
         if opts["model"] is not None:
             stored = dict(_stored_options(opts), n_clusters=result.best_k)
             best_row = result.best_row
@@ -716,9 +743,10 @@ def sweep_command(ctx, **_):
         if opts["table"] != "-":
             out.open(opts["table"], "table").write(text.encode())
         if opts["plot"] is not None:
-            from .plotting import plot_sweep
+            from .plotting import plot_format, plot_sweep
 
-            plot_sweep(result.rows, metric, result.best_k, out.open(opts["plot"], "plot"))
+            plot_sweep(result.rows, metric, result.best_k, out.open(opts["plot"], "plot"),
+                       fmt=plot_format(opts["plot"]))
     reporter.sweep_table(result.rows, metric, result.best_k)
     used = result.silhouette_n_used
     sampled = [u for u in used if u < n]

@@ -1,4 +1,7 @@
-"""PNG plots of a sweep and of a clustering (matplotlib, optional: ``kkmeans-cli[plot]``).
+"""Plots of a sweep and of a clustering (matplotlib, optional: ``kkmeans-cli[plot]``).
+
+The format follows the file's extension: ``.png``, ``.pdf`` or ``.svg`` (PNG when the path has
+no extension, e.g. ``/dev/stdout``); any other extension is refused before any work.
 
 matplotlib is imported only when a plot is drawn, and only its Agg canvas is used (no pyplot,
 no change to the global backend), so the plots work without a display.
@@ -14,8 +17,28 @@ TITLES = {"inertia": "inertia", "silhouette": "silhouette",
           "calinski_harabasz": "Calinski-Harabasz", "davies_bouldin": "Davies-Bouldin"}
 
 
+PLOT_FORMATS = {".png": "png", ".pdf": "pdf", ".svg": "svg", "": "png"}
+
+
 class PlotUnavailableError(UsageError):
     """A plot was asked for but matplotlib is not installed."""
+
+
+def plot_format(path):
+    """The file format of a plot written to ``path``, from its extension.
+
+    Raises
+    ------
+    UsageError
+        The extension is not one of ``.png``, ``.pdf``, ``.svg``.
+    """
+    import os
+
+    suffix = os.path.splitext(os.path.basename(path))[1].lower()
+    if suffix not in PLOT_FORMATS:
+        raise UsageError(f"--plot {path}: unknown plot format {suffix!r}; name the file "
+                         f".png, .pdf or .svg")
+    return PLOT_FORMATS[suffix]
 
 
 def figure(**kwargs):
@@ -32,17 +55,18 @@ def figure(**kwargs):
     return fig
 
 
-def _save(fig, path):
+def _save(fig, path, fmt):
     from ..errors import OutputError
 
     try:
-        fig.savefig(path, format="png", dpi=100)
+        fig.savefig(path, format=fmt, dpi=100)
     except OSError as exc:
         raise OutputError(f"cannot write the plot {path}: {exc}") from exc
 
 
-def plot_sweep(rows, metric, best_k, path):
-    """Draw every measure of sweep ``rows`` against k, one panel each, into the PNG ``path``.
+def plot_sweep(rows, metric, best_k, path, fmt="png"):
+    """Draw every measure of sweep ``rows`` against k, one panel each, into ``path`` (a path
+    or a binary file) in the format ``fmt`` (see :func:`plot_format`).
 
     The panel of ``metric`` (the measure k was chosen by) is highlighted, and the chosen
     ``best_k`` is marked by a dashed vertical line in every panel.
@@ -61,7 +85,7 @@ def plot_sweep(rows, metric, best_k, path):
         ax.set_xlabel("k")
         ax.set_xticks(ks)
     fig.suptitle(f"best k = {best_k} by {TITLES.get(metric, metric)}")
-    _save(fig, path)
+    _save(fig, path, fmt)
 
 
 def principal_axes(X, n_components=2):
@@ -81,8 +105,9 @@ def principal_axes(X, n_components=2):
     return Xc @ vt[:n_components].T
 
 
-def plot_clusters(X, labels, path, title=None):
-    """Scatter the points coloured by cluster into the PNG ``path``.
+def plot_clusters(X, labels, path, title=None, fmt="png"):
+    """Scatter the points coloured by cluster into ``path`` (a path or a binary file) in the
+    format ``fmt`` (see :func:`plot_format`).
 
     When X has more than two features the points are drawn on its first two principal axes.
     """
@@ -99,4 +124,4 @@ def plot_clusters(X, labels, path, title=None):
     if np.unique(labels).size <= 20:
         ax.legend(title="cluster", markerscale=2, fontsize="small")
     ax.set_title(title or f"{np.unique(labels).size} clusters")
-    _save(fig, path)
+    _save(fig, path, fmt)

@@ -9,9 +9,11 @@ Writers never leave a half-written file: :class:`AtomicOutputs` stages every fil
 temporary file in the destination folder and renames all of them into place only at the end.
 """
 import csv
+import errno
 import io
 import json
 import os
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -81,7 +83,7 @@ def split_hdf5_spec(spec):
 
 
 def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
-              missing="error", stdin=None):
+              missing="error", stdin=None, announce=None):
     """Read a data matrix from a file, ``file.h5:/dataset`` or ``-`` (CSV on stdin).
 
     Parameters
@@ -89,8 +91,11 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
     spec : str
         Path, ``path.h5:/dataset`` or ``-``.
     header : bool or None
-        Whether a text file starts with a header line; None detects it (a first line with a
-        cell that is not a number is a header).
+        Whether a text file starts with a header line; None detects it: the first line is a
+        header when none of its fields is a number (and not all of them are empty or missing
+        markers). Lines starting with ``#`` are comments, skipped wherever they are; blank
+        lines before the first line of data are skipped too. Line numbers in messages count
+        every line of the file.
     delimiter : str or None
         Field separator of text files; None picks ``,``, tab or ``;`` from the first line, and
         whitespace when none of them occurs. ``\\t`` or ``tab`` mean a tab.
@@ -102,7 +107,11 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
         What to do with rows holding an empty cell or NaN: report the first one as an error, or
         drop the rows (``DataSet.kept`` tells which rows survived).
     stdin : file-like, optional
-        Text stream read for ``-`` (default ``sys.stdin``).
+        Text stream read for ``-`` (default ``sys.stdin``); its bytes are read (``.buffer``)
+        and decoded as UTF-8 when it has them.
+    announce : callable, optional
+        Called with a line of text when ``-`` is read from a terminal (so a user knows the
+        command waits for typed CSV).
 
     Returns
     -------
@@ -117,25 +126,37 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
     wanted = _parse_columns(columns)
     if path == STDIN:
         stream = stdin if stdin is not None else sys.stdin
-        return _read_text(stream, "<stdin>", header, delimiter, wanted, missing)
+        if announce is not None and _isatty(stream):
+            announce("reading CSV from standard input (the terminal); end it with Ctrl-D, "
+                     "or give a file instead of -")
+        text = _decode_stream(stream, "<stdin>")
+        return _read_text(text, "<stdin>", header, delimiter, wanted, missing)
     if not os.path.exists(path):
         raise DataError(f"{path}: no such file")
     if os.path.isdir(path):
         raise DataError(f"{path}: is a folder, not a data file")
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        # /dev/zero or /dev/urandom would be read forever; a pipe or FIFO is fine.
+        raise DataError(f"{path}: is a device, not a data file (give - to read standard "
+                        f"input)")
     suffix = os.path.splitext(path)[1].lower()
     if dataset is not None or suffix in HDF5_SUFFIXES:
         X, source = _read_hdf5(path, dataset)
         return _finish_array(X, source, wanted, missing)
     if suffix in NPY_SUFFIXES:
         return _finish_array(_read_npy(path), path, wanted, missing)
+    if suffix == ".npz":
+        raise DataError(f"{path}: is an .npz archive (a model?); DATA is text, .npy or HDF5")
     try:
-        with open(path, newline="", encoding="utf-8-sig") as stream:
-            return _read_text(stream, path, header, delimiter, wanted, missing)
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not a text file ({exc.reason} at byte {exc.start}); "
-                        f"binary data must be .npy or HDF5") from None
+        with open(path, "rb") as stream:
+            raw = stream.read()
     except OSError as exc:
         raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return _read_text(_decode(raw, path), path, header, delimiter, wanted, missing)
 
 
 def read_vector(path, what, *, integer=False):
@@ -178,44 +199,100 @@ def read_vector(path, what, *, integer=False):
 
 
 # -- text -----------------------------------------------------------------------------------
-def _read_text(stream, source, header, delimiter, wanted, missing):
-    lines = stream.read().splitlines()
-    while lines and not lines[-1].strip():
-        lines.pop()
-    if not lines:
-        raise DataError(f"{source}: the file is empty")
-    delimiter = _resolve_delimiter(delimiter, lines[0], source)
-    rows = _split_lines(lines, delimiter)
-    if header is None:
-        header = any(not _is_number_or_missing(cell) for cell in rows[0])
-    names, first_line = None, 1
+def _isatty(stream):
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _decode(raw, source):
+    """UTF-8 text of a file's bytes (a byte-order mark is dropped); binary data is refused."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise DataError(f"{source}: not a text file ({exc.reason} at byte {exc.start}, line "
+                        f"{line}); binary data must be .npy or HDF5 (given as a file)") from None
+
+
+def _decode_stream(stream, source):
+    """The text of a stream: its bytes decoded as UTF-8 when it has them."""
+    binary = getattr(stream, "buffer", None)
+    if binary is not None:
+        try:
+            raw = binary.read()
+        except OSError as exc:
+            raise DataError(f"{source}: cannot read ({exc.strerror or exc})") from None
+        return _decode(raw, source)
+    try:
+        text = stream.read()
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{source}: not text ({exc.reason} at byte {exc.start}); binary "
+                        f"data must be .npy or HDF5 (given as a file)") from None
+    except OSError as exc:
+        raise DataError(f"{source}: cannot read ({exc.strerror or exc})") from None
+    return text.decode("utf-8-sig") if isinstance(text, bytes) else text.lstrip("\ufeff")
+
+
+def _content_lines(text):
+    """(line number, line) of the lines that hold data: comments (``#`` first) and blank
+    lines before the first data line and at the end are left out; numbers count every line."""
+    numbered = [(i + 1, line) for i, line in enumerate(text.splitlines())
+                if not line.lstrip().startswith("#")]
+    start = 0
+    while start < len(numbered) and not numbered[start][1].strip():
+        start += 1
+    end = len(numbered)
+    while end > start and not numbered[end - 1][1].strip():
+        end -= 1
+    return numbered[start:end]
+
+
+def _read_text(text, source, header, delimiter, wanted, missing):
+    numbered = _content_lines(text)
+    if not numbered:
+        raise DataError(f"{source}: the file is empty" if not text.strip() else
+                        f"{source}: holds no data (only comments and blank lines)")
+    delimiter = _resolve_delimiter(delimiter, numbered[0][1], source)
+    rows, line_of = _split_lines(numbered, delimiter, source)
+    detected = header is None
+    if detected:
+        header = _looks_like_header(rows[0])
+    names, first = None, 0
     if header:
         names = [cell.strip() for cell in rows[0]]
-        rows, first_line = rows[1:], 2
+        rows, line_of, first = rows[1:], line_of[1:], line_of[0]
         if not rows:
             raise DataError(f"{source}: has a header line but no data rows")
+    else:
+        first = line_of[0]
     width = len(names) if names is not None else len(rows[0])
     select = _column_indexes(wanted, names, width, source)
     n = len(rows)
     X = np.empty((n, len(select)))
     kept = np.ones(n, dtype=bool)
     for r, cells in enumerate(rows):
-        line = first_line + r
+        line = line_of[r]
         if len(cells) != width:
             if len(cells) == 1 and not cells[0].strip():
                 cells = [""] * width  # a blank line inside the data: a row of missing cells
             else:
                 raise DataError(f"{source}: line {line} has {len(cells)} field"
                                 f"{'' if len(cells) == 1 else 's'}, expected "
-                                f"{width} (as on line {first_line})")
+                                f"{width} (as on line {first})")
         for c, col in enumerate(select):
             cell = cells[col].strip()
             try:
                 value = float(cell)
             except ValueError:
                 if cell.lower() not in MISSING_TOKENS:
+                    hint = ""
+                    if detected and names is None and r == 0:
+                        hint = (f"; line {line} holds numbers, so it was read as data (pass "
+                                f"--header if it is a header)")
                     raise DataError(f"{source}: line {line}, column {_column_name(col, names)}: "
-                                    f"{cell!r} is not a number") from None
+                                    f"{cell!r} is not a number{hint}") from None
                 value = np.nan
             if np.isnan(value):
                 if missing == "error":
@@ -247,21 +324,40 @@ def _resolve_delimiter(delimiter, first_line, source):
     return delimiter
 
 
-def _split_lines(lines, delimiter):
+def _split_lines(numbered, delimiter, source):
+    """The fields of each line and the file line each row starts on."""
     if delimiter is None:
-        return [line.split() or [""] for line in lines]
-    return [row or [""] for row in csv.reader(lines, delimiter=delimiter)]
+        return [line.split() or [""] for _, line in numbered], [i for i, _ in numbered]
+    reader = csv.reader((line for _, line in numbered), delimiter=delimiter)
+    rows, line_of, done = [], [], 0
+    try:
+        for row in reader:
+            rows.append(row or [""])
+            line_of.append(numbered[done][0])
+            done = reader.line_num
+    except csv.Error as exc:
+        line = numbered[min(reader.line_num, len(numbered)) - 1][0]
+        raise DataError(f"{source}: line {line}: cannot be split into fields ({exc})") from None
+    return rows, line_of
 
 
-def _is_number_or_missing(cell):
+def _is_number(cell):
+    """A cell that reads as a number (not a missing marker such as NA or nan)."""
     cell = cell.strip()
     if cell.lower() in MISSING_TOKENS:
-        return True
+        return False
     try:
         float(cell)
     except ValueError:
         return False
     return True
+
+
+def _looks_like_header(cells):
+    """A first line is a header when none of its fields is a number, unless every field is
+    empty or a missing marker (a row of missing values)."""
+    return (not any(_is_number(cell) for cell in cells)
+            and not all(cell.strip().lower() in MISSING_TOKENS for cell in cells))
 
 
 def _column_name(index, names):
@@ -308,18 +404,55 @@ def _column_indexes(wanted, names, width, source):
 
 
 # -- binary formats -------------------------------------------------------------------------
+def read_npy_header(stream):
+    """Shape, Fortran order and dtype from the header of an ``.npy`` stream (which is left at
+    the first data byte), and the header's length in bytes.
+
+    Raises
+    ------
+    ValueError
+        Not an ``.npy`` header, or one NumPy does not read (too long, unknown version).
+    """
+    fmt = np.lib.format
+    version = fmt.read_magic(stream)
+    if version == (1, 0):
+        shape, fortran, dtype = fmt.read_array_header_1_0(stream)
+    elif version == (2, 0):
+        shape, fortran, dtype = fmt.read_array_header_2_0(stream)
+    else:
+        raise ValueError(f".npy format version {version[0]}.{version[1]} is not supported")
+    return shape, fortran, dtype, stream.tell()
+
+
 def _read_npy(path, ndim=(2,)):
+    with open(path, "rb") as stream:
+        magic = stream.read(6)
+        if magic.startswith(b"PK\x03\x04") or magic.startswith(b"PK\x05\x06"):
+            raise DataError(f"{path}: is an .npz archive, not an .npy array")
+        if magic != b"\x93NUMPY":
+            raise DataError(f"{path}: not an .npy file (it does not start as one; a "
+                            f"pickle is never loaded)")
+        stream.seek(0)
+        try:
+            shape, _, dtype, offset = read_npy_header(stream)
+        except (ValueError, OSError, EOFError) as exc:
+            raise DataError(f"{path}: not a valid .npy file ({exc})") from None
+        size = os.fstat(stream.fileno()).st_size
+    if dtype.hasobject:
+        raise DataError(f"{path}: holds Python objects; only numeric arrays are read "
+                        f"(pickles are never loaded)")
+    _check_array_header(shape, dtype, path, ndim)
+    expected = offset + int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if size != expected:
+        raise DataError(f"{path}: {'truncated' if size < expected else 'corrupt'}: its "
+                        f"header declares a {dtype} array of shape {tuple(shape)} "
+                        f"({expected} bytes with the header), the file has {size} bytes")
     try:
         X = np.load(path, allow_pickle=False)
     except ValueError as exc:
-        if "allow_pickle" in str(exc) or "Object arrays" in str(exc):
-            raise DataError(f"{path}: holds Python objects; only numeric arrays are read "
-                            f"(pickles are never loaded)") from None
         raise DataError(f"{path}: not a valid .npy file ({exc})") from None
     except (OSError, EOFError) as exc:
         raise DataError(f"{path}: cannot read .npy file ({exc})") from None
-    if not isinstance(X, np.ndarray):
-        raise DataError(f"{path}: is an .npz archive, not an .npy array")
     return _check_array(X, path, ndim)
 
 
@@ -328,49 +461,102 @@ def _read_hdf5(path, dataset):
 
     try:
         handle = h5py.File(path, "r")
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         raise DataError(f"{path}: not a readable HDF5 file ({exc})") from None
     with handle:
         if dataset is None:
-            names = _hdf5_datasets(handle)
+            names = _hdf5_datasets(handle, path)
             if len(names) != 1:
                 listing = ", ".join(names) if names else "none"
                 raise UsageError(f"{path}: name the dataset as {path}:/path or with --dataset "
                                  f"(datasets: {listing})")
             dataset = names[0]
         source = f"{path}:{dataset}"
-        if dataset not in handle:
-            names = _hdf5_datasets(handle)
-            raise DataError(f"{source}: no such dataset in {path} (datasets: "
-                            f"{', '.join(names) if names else 'none'})")
-        node = handle[dataset]
-        if not isinstance(node, h5py.Dataset):
+        node = _hdf5_node(handle, dataset, path, source)
+        if isinstance(node, h5py.Group):
             raise DataError(f"{source}: is an HDF5 group, not a dataset")
+        if not isinstance(node, h5py.Dataset):
+            raise DataError(f"{source}: is not an HDF5 dataset")
+        _check_array_header(node.shape, node.dtype, source, (2,))
+        _check_fits_in_memory(node.shape, source)
         try:
             X = node[()]
-        except (OSError, TypeError, ValueError) as exc:
-            raise DataError(f"{source}: cannot read dataset ({exc})") from None
+        except Exception as exc:  # noqa: BLE001 -- h5py raises many types for one bad file
+            raise DataError(f"{source}: cannot read dataset ({_hdf5_reason(exc)})") from None
     return _check_array(np.asarray(X), source, (2,)), source
 
 
-def _hdf5_datasets(handle):
+def _hdf5_reason(exc):
+    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+    return " ".join(str(text).split()) or type(exc).__name__
+
+
+def _hdf5_node(handle, dataset, path, source):
+    """The object at ``dataset``; a missing name, a broken soft link or an external link
+    whose file or object cannot be opened is a DataError naming it."""
+    import h5py
+
+    def missing():
+        names = _hdf5_datasets(handle, path)
+        return DataError(f"{source}: no such dataset in {path} (datasets: "
+                         f"{', '.join(names) if names else 'none'})")
+
+    try:
+        link = handle.get(dataset, getlink=True)  # None when there is no such name
+    except Exception:  # noqa: BLE001 -- e.g. a path through a dataset
+        link = None
+    if link is None:
+        raise missing()
+    try:
+        return handle[dataset]
+    except Exception as exc:  # noqa: BLE001 -- KeyError, OSError, RuntimeError from h5py
+        if isinstance(link, h5py.ExternalLink):
+            raise DataError(f"{source}: is an external link to {link.filename}:{link.path}, "
+                            f"which cannot be opened ({_hdf5_reason(exc)})") from None
+        if isinstance(link, h5py.SoftLink):
+            raise DataError(f"{source}: is a link to {link.path}, which does not exist") \
+                from None
+        raise DataError(f"{source}: cannot be opened ({_hdf5_reason(exc)})") from None
+
+
+def _hdf5_datasets(handle, path):
     import h5py
 
     names = []
-    handle.visititems(lambda name, node: names.append("/" + name)
-                      if isinstance(node, h5py.Dataset) else None)
+    try:
+        handle.visititems(lambda name, node: names.append("/" + name)
+                          if isinstance(node, h5py.Dataset) else None)
+    except Exception as exc:  # noqa: BLE001 -- a damaged file
+        raise DataError(f"{path}: cannot list its datasets ({_hdf5_reason(exc)})") from None
     return names
 
 
-def _check_array(X, source, ndim):
-    if X.ndim not in ndim:
-        hint = "; reshape a single feature to (n, 1)" if X.ndim == 1 else ""
+def _check_array_header(shape, dtype, source, ndim):
+    """Shape and dtype checks that need no data (run before reading it)."""
+    if len(shape) not in ndim:
+        hint = "; reshape a single feature to (n, 1)" if len(shape) == 1 else ""
         raise DataError(f"{source}: expected a 2-D array (rows × features), got "
-                        f"{X.ndim}-D shape {X.shape}{hint}")
-    if X.dtype.kind not in "biuf":
-        raise DataError(f"{source}: holds {X.dtype} values; a numeric array is needed")
-    if X.size == 0:
-        raise DataError(f"{source}: the array is empty (shape {X.shape})")
+                        f"{len(shape)}-D shape {tuple(shape)}{hint}")
+    if dtype.kind not in "biuf":
+        raise DataError(f"{source}: holds {dtype} values; a numeric array is needed")
+    if int(np.prod(shape)) == 0:
+        raise DataError(f"{source}: the array is empty (shape {tuple(shape)})")
+
+
+def _check_fits_in_memory(shape, source):
+    """Refuse before reading an array whose float64 copy would not fit in the memory
+    available (a compressed HDF5 dataset can declare far more than its file holds)."""
+    from ..model.memory import default_limit, format_bytes
+
+    need, limit = int(np.prod(shape, dtype=object)) * 8, default_limit()
+    if limit is not None and need > limit:
+        raise DataError(f"{source}: the dataset of shape {tuple(shape)} needs "
+                        f"{format_bytes(need)} as float64, more than the memory available "
+                        f"({format_bytes(limit)})")
+
+
+def _check_array(X, source, ndim):
+    _check_array_header(X.shape, X.dtype, source, ndim)
     return X
 
 
@@ -398,7 +584,114 @@ def _kept_dataset(X, kept, source, names):
 
 
 # -- writing --------------------------------------------------------------------------------
-def check_output_path(path, what):
+@dataclass
+class OutputTarget:
+    """Where an output path really goes.
+
+    Attributes
+    ----------
+    kind : {'fd', 'special', 'file'}
+        ``fd``: an open file descriptor (``-``, ``/dev/stdout``, ``/dev/fd/N``), written to as
+        it is; ``special``: an existing character device or FIFO (``/dev/null``, a named pipe),
+        opened and written to directly; ``file``: a regular file (existing or new), replaced
+        atomically through a temporary file in its folder.
+    path : str
+        The path as given (for messages).
+    real : str or None
+        For ``special`` and ``file``: the path with every symbolic link resolved (a link is
+        followed, its target written, the link itself kept).
+    fd : int or None
+        For ``fd``: the descriptor.
+    status : os.stat_result or None
+        Of the existing target.
+    """
+
+    kind: str
+    path: str
+    real: str = None
+    fd: int = None
+    status: os.stat_result = None
+
+    def identity(self):
+        """Keys that are equal for two outputs that would write the same file (empty for the
+        null device, where any number of outputs may go)."""
+        keys = set()
+        if self.kind == "fd":
+            keys.add(("fd", self.fd))
+        elif self.real is not None:
+            keys.add(("path", self.real))
+        st = self.status
+        if st is not None:
+            if stat.S_ISCHR(st.st_mode) and st.st_rdev == _null_device():
+                return set()
+            keys.add(("inode", st.st_dev, st.st_ino))
+        return keys
+
+
+def _null_device():
+    try:
+        return os.stat(os.devnull).st_rdev
+    except OSError:  # pragma: no cover - every POSIX system has one
+        return None
+
+
+def _fd_of_stream(name):
+    """The descriptor and stat of ``sys.stdout``/``sys.stderr`` (None when it has none, as
+    under click's test runner)."""
+    stream = getattr(sys, name)
+    try:
+        fd = stream.fileno()
+        return fd, os.fstat(fd)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None, None
+
+
+def _fd_path(path):
+    """The descriptor N when ``path`` (after following its links) is ``/dev/stdout``,
+    ``/dev/stderr``, ``/dev/fd/N`` or ``/proc/self/fd/N``; else None."""
+    own = os.path.realpath("/proc/self/fd")
+    names = {"/dev/stdout": 1, "/dev/stderr": 2}
+    current = os.path.abspath(path)
+    for _ in range(40):  # the kernel's own limit on a chain of links
+        if current in names:
+            return names[current]
+        base = os.path.basename(current)
+        if base.isdigit() and os.path.realpath(os.path.dirname(current)) in (
+                own, "/dev/fd", "/proc/self/fd"):
+            return int(base)
+        if not os.path.islink(current):
+            return None
+        current = os.path.normpath(os.path.join(os.path.dirname(current),
+                                                os.readlink(current)))
+    return None
+
+
+def output_target(path):
+    """Classify an output path (see :class:`OutputTarget`); no checks beyond that."""
+    if path == STDIN:
+        fd, st = _fd_of_stream("stdout")
+        return OutputTarget("fd", path, fd=1, status=st)
+    fd = _fd_path(path)
+    if fd is not None:
+        if fd in (1, 2):
+            _, st = _fd_of_stream("stdout" if fd == 1 else "stderr")
+        else:
+            try:
+                st = os.fstat(fd)
+            except OSError:
+                st = None
+        return OutputTarget("fd", path, fd=fd, status=st)
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return OutputTarget("file", path, real=real)
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+        return OutputTarget("special", path, real=real, status=st)
+    return OutputTarget("file", path, real=real, status=st)
+
+
+def check_output_path(path, what, force=False):
     """Fail early, before any work, when ``path`` cannot be written.
 
     Parameters
@@ -407,20 +700,98 @@ def check_output_path(path, what):
         Output file (``-`` is stdout and always fine).
     what : str
         What goes there, for messages (``"model"``, ``"labels"``).
+    force : bool
+        Replace an existing read-only file (``--force``); refused otherwise.
+
+    Returns
+    -------
+    OutputTarget
     """
-    if path == STDIN:
-        return
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise OutputError(f"cannot write the {what} to {path}: it is a folder")
+    target = output_target(path)
+    fail = f"cannot write the {what} to {path}"
+    if path.endswith(os.sep) or path in ("", ".", ".."):
+        raise OutputError(f"{fail}: it names a folder, not a file")
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OutputError(f"{fail}: its symbolic links form a loop") from None
+    if target.kind == "fd":
+        if target.fd not in (1, 2) and target.status is None:
+            raise OutputError(f"{fail}: file descriptor {target.fd} is not open")
+        return target
+    st = target.status
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise OutputError(f"{fail}: it is a folder")
+    if st is not None and not (stat.S_ISREG(st.st_mode) or target.kind == "special"):
+        raise OutputError(f"{fail}: it is not a regular file, FIFO or character device")
+    if target.kind == "special":
+        if not os.access(target.real, os.W_OK):
+            raise OutputError(f"{fail}: permission denied")
+        return target
+    shown = path if target.real == os.path.abspath(path) else f"{path} (-> {target.real})"
+    folder = os.path.dirname(target.real)
     existing = _existing_ancestor(folder)
     if not os.path.isdir(existing):
-        raise OutputError(f"cannot write the {what} to {path}: {existing} is a file, not a "
-                          f"folder")
+        raise OutputError(f"{fail}: {existing} is a file, not a folder")
     if existing != folder:
-        raise OutputError(f"cannot write the {what} to {path}: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise OutputError(f"cannot write the {what} to {path}: folder {folder} is not writable")
+        raise OutputError(f"cannot write the {what} to {shown}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write the {what} to {shown}: folder {folder} is not "
+                          f"writable")
+    if st is not None and not force and (not st.st_mode & 0o222
+                                         or not os.access(target.real, os.W_OK)):
+        raise OutputError(f"cannot write the {what} to {shown}: the file is read-only "
+                          f"(use --force to replace it)")
+    return target
+
+
+def check_outputs(outputs, force=False, inputs=()):
+    """Check every output of a command before any work (see :func:`check_output_path`).
+
+    Parameters
+    ----------
+    outputs : iterable of (path or None, what, option)
+        ``option`` names the command-line option for messages (``"--labels"``); outputs
+        whose path is None are not written.
+    force : bool
+    inputs : iterable of (path or None, option)
+        Files the command reads (DATA, MODEL, ``--weights``...): no output may replace one.
+
+    Raises
+    ------
+    UsageError
+        Two outputs name the same file (also through links, ``..`` or ``/dev/stdout``), or an
+        output names an input.
+    OutputError
+        An output cannot be written.
+    """
+    seen = {}
+    given = [(path, what, option) for path, what, option in outputs if path is not None]
+    for path, option in inputs:
+        if path is None or path == STDIN:
+            continue
+        path = split_hdf5_spec(path)[0]
+        target = output_target(path)
+        if target.kind == "fd" or target.status is None:
+            continue  # a missing input is reported when it is read
+        for key in target.identity():
+            seen.setdefault(key, (path, option, "input"))
+    for path, what, option in given:
+        target = output_target(path)
+        for key in target.identity():
+            if key in seen:
+                other_path, other_option, role = seen[key]
+                same = (f"'{path}'" if path == other_path
+                        else f"'{other_path}' and '{path}', the same file")
+                if role == "input":
+                    raise UsageError(f"{option} names the input {other_option} ({same}); "
+                                     f"writing there would replace it")
+                raise UsageError(f"{other_option} and {option} both name {same}; give each "
+                                 f"output its own file")
+            seen[key] = (path, option, "output")
+    for path, what, _ in given:
+        check_output_path(path, what, force)
 
 
 def _existing_ancestor(folder):
@@ -430,61 +801,180 @@ def _existing_ancestor(folder):
     return folder
 
 
+_DIRECT_BUFFER = 32 * 2 ** 20  # staged in memory up to this, then in a temporary file
+
+
 class AtomicOutputs:
     """Stage output files and put them in place together, or not at all.
 
-    Use as a context manager; ``open(path)`` returns a binary file object writing to a
-    temporary file in the destination folder. When the block ends without an exception every
-    staged file is renamed onto its destination (``os.replace``); on an exception or interrupt
-    the temporary files are removed and existing destinations are untouched.
+    Use as a context manager; ``open(path, what)`` returns a binary file object. When the
+    block ends without an exception every staged regular file is renamed onto its destination
+    (``os.replace``), then what goes to a descriptor, device or FIFO is written there; on an
+    exception or interrupt nothing is written, the temporary files are removed and existing
+    destinations are untouched.
+
+    A regular file is staged as a temporary file in the folder of its real path (a symbolic
+    link is followed and kept). A new file gets mode ``0666 & ~umask`` like any file a
+    program creates; a replaced file keeps its mode (and, for root, its owner). An existing
+    read-only file is refused unless ``force``. Standard output (``-``, ``/dev/stdout``),
+    other descriptors, character devices such as ``/dev/null`` and FIFOs are never replaced:
+    their bytes are held until the end and written to them directly.
+
+    Parameters
+    ----------
+    force : bool
+        Replace existing read-only files.
     """
 
-    def __init__(self):
+    def __init__(self, force=False):
+        self.force = force
         self._staged = []
+        self._identities = {}
 
     def __enter__(self):
         return self
 
     def open(self, path, what):
         """A writable binary file that becomes ``path`` when the block succeeds."""
-        check_output_path(path, what)
-        folder = os.path.dirname(os.path.abspath(path))
-        try:
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.",
-                                       suffix=".tmp")
-        except OSError as exc:
-            raise OutputError(f"cannot write the {what} to {path}: "
-                              f"{exc.strerror or exc}") from None
+        target = check_output_path(path, what, self.force)
+        for key in target.identity():
+            if key in self._identities:
+                raise UsageError(f"the {self._identities[key]} and the {what} both go to "
+                                 f"{path}; give each output its own file")
+            self._identities[key] = what
+        if target.kind != "file":
+            handle = tempfile.SpooledTemporaryFile(max_size=_DIRECT_BUFFER)
+            self._staged.append((handle, None, target, what))
+            return _GuardedFile(handle, f"cannot write the {what} to {path}")
+        folder = os.path.dirname(target.real)
+        base = os.path.basename(target.real)
+        while True:
+            tmp = os.path.join(folder, f".{base}.{os.urandom(4).hex()}.tmp")
+            try:
+                # 0o666 and the umask: the mode any newly created file gets.
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                break
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise OutputError(f"cannot write the {what} to {path}: "
+                                  f"{exc.strerror or exc}") from None
         handle = os.fdopen(fd, "wb")
-        self._staged.append((handle, tmp, path, what))
-        return handle
+        self._staged.append((handle, tmp, target, what))
+        return _GuardedFile(handle, f"cannot write the {what} to {path}")
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is not None:
             self._discard()
             return False
         try:
-            for handle, tmp, path, what in self._staged:
-                handle.flush()
-                os.fsync(handle.fileno())
-                handle.close()
-            for handle, tmp, path, what in self._staged:
-                try:
-                    os.replace(tmp, path)
-                except OSError as err:
-                    raise OutputError(f"cannot write the {what} to {path}: "
-                                      f"{err.strerror or err}") from None
+            self._commit()
         except BaseException:
             self._discard()
             raise
         return False
 
+    def _commit(self):
+        try:
+            for handle, tmp, target, what in self._staged:
+                if tmp is None:
+                    continue
+                handle.flush()
+                if target.status is not None:  # a replaced file keeps its mode and owner
+                    os.fchmod(handle.fileno(), stat.S_IMODE(target.status.st_mode))
+                    if os.geteuid() == 0 and (target.status.st_uid, target.status.st_gid) != (
+                            os.geteuid(), os.getegid()):
+                        try:
+                            os.fchown(handle.fileno(), target.status.st_uid, target.status.st_gid)
+                        except OSError:
+                            pass
+                os.fsync(handle.fileno())
+                handle.close()
+            for handle, tmp, target, what in self._staged:
+                if tmp is None:
+                    continue
+                try:
+                    os.replace(tmp, target.real)
+                except OSError as err:
+                    raise OutputError(f"cannot write the {what} to {target.path}: "
+                                      f"{err.strerror or err}") from None
+        except OSError as err:
+            if isinstance(err, OutputError):
+                raise
+            raise OutputError(f"cannot write the {what} to {target.path}: "
+                              f"{err.strerror or err}") from None
+        direct = [entry for entry in self._staged if entry[1] is None]
+        self._staged = []
+        for handle, _, target, what in direct:
+            with handle:
+                handle.seek(0)
+                _write_direct(handle, target, what)
+
     def _discard(self):
         for handle, tmp, _, _ in self._staged:
             handle.close()
-            if os.path.exists(tmp):
+            if tmp is not None and os.path.exists(tmp):
                 os.unlink(tmp)
         self._staged = []
+
+
+class _GuardedFile:
+    """A staged output file whose write errors (a full disk) are one-line OutputErrors."""
+
+    def __init__(self, handle, fail):
+        self._handle = handle
+        self._fail = fail
+
+    def write(self, data):
+        try:
+            return self._handle.write(data)
+        except OSError as err:
+            raise OutputError(f"{self._fail}: {err.strerror or err}") from None
+
+    def __getattr__(self, name):
+        return getattr(self._handle, name)
+
+
+def _write_direct(source, target, what):
+    """Copy the staged bytes to a descriptor, character device or FIFO as they are."""
+    fail = f"cannot write the {what} to {target.path}"
+    if target.kind == "fd" and target.fd in (1, 2):
+        stream = sys.stdout if target.fd == 1 else sys.stderr
+        stream.flush()
+        binary = getattr(stream, "buffer", None)
+        if binary is not None:
+            _copy(source, binary.write)
+            binary.flush()
+        else:
+            stream.write(source.read().decode())
+            stream.flush()
+        return
+    close = target.kind != "fd"
+    try:
+        fd = target.fd if target.kind == "fd" else os.open(target.real, os.O_WRONLY)
+    except OSError as exc:
+        raise OutputError(f"{fail}: {exc.strerror or exc}") from None
+    try:
+        _copy(source, lambda chunk: _write_all(fd, chunk))
+    except OSError as exc:
+        raise OutputError(f"{fail}: {exc.strerror or exc}") from None
+    finally:
+        if close:
+            os.close(fd)
+
+
+def _copy(source, write):
+    while True:
+        chunk = source.read(2 ** 20)
+        if not chunk:
+            return
+        write(chunk)
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def format_labels(labels, kept=None):

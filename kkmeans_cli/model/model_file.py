@@ -15,6 +15,7 @@ Format versions
        would predict a linear model with the wrong kernel).
 """
 import json
+import math
 import zipfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -171,8 +172,7 @@ def load_model(path):
     ModelFileError
         One line naming the file and the problem.
     """
-    arrays = _read_archive(path)
-    meta = _check_meta(path, arrays)
+    meta, arrays = _read_archive(path)
     n, d, k = meta["n_samples"], meta["n_features"], meta["n_clusters"]
     precomputed = meta["kernel"] in ("precomputed", "precomputed-distance")
     nystroem = meta.get("approx", "none") == "nystroem"  # landmarks replace X_fit
@@ -224,64 +224,371 @@ def load_model(path):
     from ..kernels.nystroem import load_state as nystroem_state
 
     nystroem_state(estimator, meta, arrays, lambda problem: _fail(path, problem))
+    _check_consistency(path, meta, estimator)
     return LoadedModel(estimator=estimator, meta=meta, scaler=scaler)
 
 
+def _check_nystroem(path, est, slack, unit):
+    """Nystroem features phi(x) = K(x, L) T satisfy |phi(x)|^2 <= K(x, x) (the Nystroem
+    kernel is the original one minus a positive semidefinite Schur complement; Williams and
+    Seeger, "Using the Nystroem method to speed up kernel machines"): checked on the
+    landmarks. The centres are means of features, so |mu_c|^2 <= 1 for kernels bounded by 1.
+    """
+    from ..kernels.nystroem import features
+
+    L, T = est.landmarks_, est.nystroem_transform_
+    with np.errstate(all="ignore"):
+        Phi = features(L, L, T, est.kernel_)
+        norms = np.einsum("ij,ij->i", Phi, Phi)
+        diag = est.kernel_.diag(L)
+    if not (np.all(np.isfinite(norms)) and np.all(np.isfinite(diag))):
+        _fail(path, "the Nystroem features of the landmarks are not finite numbers")
+    scale = max(1.0, float(np.max(np.abs(diag))))
+    if np.any(norms > diag * (1 + slack) + slack * scale):
+        _fail(path, "'nystroem_transform' does not fit 'landmarks' (its features are longer "
+                    "than the kernel allows)")
+    if unit and np.any(np.einsum("ij,ij->i", est.centers_, est.centers_) > 1 + slack):
+        _fail(path, "'centers' lie outside the feature space of the kernel")
+
+
+# Kernels positive semidefinite for every parameter the loader accepts (poly needs coef0 >= 0).
+_PSD_KERNELS = ("rbf", "laplacian", "chi2", "cosine", "linear")
+
+
+def _check_consistency(path, meta, est):
+    """The invariants ``predict`` and ``transform`` rely on, between the arrays.
+
+    Each cluster's weight W_c is positive and is the sum of its members' weights (so every
+    cluster has members). The inner sums g_c = sum_{i,j in c} w_i w_j K_ij are finite and, for
+    a positive semidefinite kernel (or a repaired one), non-negative and at most
+    (sum_{i in c} w_i sqrt(K_ii))^2 (Cauchy-Schwarz) when the diagonal K_ii is known; a
+    kernel bounded by 1 in absolute value (sigmoid) has |g_c| <= W_c^2. For a Nystroem model
+    g_c = W_c^2 |mu_c|^2 of its stored centre.
+    """
+    labels, weights, k = est.labels_, est.sample_weight_, est.n_clusters
+    W, g = est.cluster_weights_, est.inner_sums_
+    if not np.all(W > 0):
+        c = int(np.flatnonzero(~(W > 0))[0])
+        _fail(path, f"'cluster_weights' must be positive; cluster {c} has {W[c]:g}")
+    summed = np.bincount(labels, weights=weights, minlength=k)
+    if not np.allclose(summed, W, rtol=1e-8, atol=0):
+        c = int(np.argmax(np.abs(summed - W) / W))
+        _fail(path, f"'cluster_weights' does not match 'weights' and 'labels' (cluster {c}: "
+                    f"{W[c]:.17g}, its members' weights sum to {summed[c]:.17g})")
+    slack = 1e-4  # float32 kernels, summation order
+    kernel = meta["kernel"]
+    unit = kernel in ("rbf", "laplacian", "chi2", "cosine")  # |K(x, y)| <= 1
+    if getattr(est, "objective", "kmeans") == "ncut":
+        # The fit's weights are the degree weights times the degrees (Dhillon, Guan and
+        # Kulis, "Kernel k-means, spectral clustering and normalized cuts").
+        if not np.allclose(weights, est.degree_weights_ * est.degrees_, rtol=1e-8, atol=0):
+            _fail(path, "'weights' does not match 'degree_weights' times 'degrees'")
+        if unit and np.any(est.degrees_ > est.degree_weights_.sum() * (1 + slack)):
+            _fail(path, f"'degrees' exceed the sum of 'degree_weights' (the {kernel} kernel "
+                        f"is at most 1)")
+    if getattr(est, "approx", "none") == "nystroem":
+        _check_nystroem(path, est, slack, unit)
+        expected = W ** 2 * np.einsum("ij,ij->i", est.centers_, est.centers_)
+        if not np.allclose(g, expected, rtol=slack, atol=slack * W ** 2 * 1e-12):
+            _fail(path, "'inner_sums' does not match 'centers' and 'cluster_weights'")
+        return
+    state = getattr(est, "psd_", None)
+    repair = state.repair if state is not None else "none"
+    if repair == "clip":
+        # Eigenvectors of the centred kernel: orthonormal columns; the grand mean is the mean
+        # of the column means.
+        V = state.components
+        if not np.allclose(V.T @ V, np.eye(V.shape[1]), rtol=0, atol=1e-6):
+            _fail(path, "'psd_components' are not orthonormal eigenvectors")
+        means = state.col_means
+        if abs(state.grand_mean - means.mean()) > 1e-8 * (1 + np.max(np.abs(means))):
+            _fail(path, "meta 'psd_grand_mean' is not the mean of 'psd_col_means'")
+        if kernel == "sigmoid" and np.any(np.abs(means) > 1 + slack):
+            _fail(path, "'psd_col_means' exceed 1, the bound of the sigmoid kernel")
+    psd = (kernel in _PSD_KERNELS or (kernel == "poly" and meta.get("coef0", 1.0) >= 0)
+           or repair in ("lingoes", "clip")
+           or (bool(meta.get("psd_checked")) and meta.get("psd") is True))
+    diag = None
+    if repair != "clip":
+        if est.X_fit_ is not None and kernel not in ("precomputed", "precomputed-distance"):
+            with np.errstate(all="ignore"):
+                diag = est.kernel_.diag(est.X_fit_)
+            if not np.all(np.isfinite(diag)):
+                i = int(np.flatnonzero(~np.isfinite(diag))[0])
+                _fail(path, f"the {kernel} kernel of 'X_fit' row {i + 1} with itself is not "
+                            f"a finite number (overflow)")
+        elif state is not None and state.train_diag is not None:
+            diag = state.train_diag
+        if diag is not None and getattr(est, "objective", "kmeans") == "ncut":
+            diag = diag / est.degrees_ ** 2
+        if diag is not None and repair == "lingoes":
+            diag = diag + state.sigma * (1.0 - 1.0 / labels.shape[0])
+    if psd:
+        if diag is not None and np.all(np.isfinite(diag)):
+            bound = np.bincount(labels, weights=weights * np.sqrt(np.maximum(diag, 0)),
+                                minlength=k) ** 2
+        else:
+            bound = None
+        scale = bound if bound is not None else np.abs(g)
+        low = g < -slack * scale - 1e-300
+        if np.any(low):
+            c = int(np.flatnonzero(low)[0])
+            _fail(path, f"'inner_sums' must be >= 0 for the {kernel} kernel; cluster {c} has "
+                        f"{g[c]:g}")
+        if bound is not None:
+            high = g > bound * (1 + slack) + 1e-300
+            if np.any(high):
+                c = int(np.flatnonzero(high)[0])
+                _fail(path, f"'inner_sums' is too large for the {kernel} kernel: cluster {c} "
+                            f"has {g[c]:g}, at most {bound[c]:g} for its points and weights")
+    elif kernel == "sigmoid":
+        high = np.abs(g) > W ** 2 * (1 + slack)
+        if np.any(high):
+            c = int(np.flatnonzero(high)[0])
+            _fail(path, f"'inner_sums' is too large for the sigmoid kernel: cluster {c} has "
+                        f"{g[c]:g}, at most {W[c] ** 2:g} in absolute value")
+
+
 def _fail(path, problem):
-    raise ModelFileError(f"{path}: {problem}")
+    raise ModelFileError(f"{path}: corrupt model: {problem}")
+
+
+def _not_a_model(path, why):
+    raise ModelFileError(f"{path}: not a kkmeans model file ({why})")
+
+
+# Every array a model may hold: 'U' a string, 'i' integers, 'f' numbers read as float64.
+_MEMBER_KINDS = {"meta": "U", "labels": "i", "weights": "f", "cluster_sizes": "i",
+                 "cluster_weights": "f", "inner_sums": "f", "inertia": "f", "X_fit": "f",
+                 "scale_offset": "f", "scale_factor": "f", "psd_train_diag": "f",
+                 "psd_components": "f", "psd_eigenvalues": "f", "psd_col_means": "f",
+                 "degrees": "f", "degree_weights": "f", "landmarks": "f",
+                 "nystroem_transform": "f", "centers": "f"}
+_META_MAX_BYTES = 64 * 2 ** 20
+
+
+def _expected_shapes(meta):
+    """The shape of every array from the meta's n, d, k (and m landmarks); None is a size
+    only bounded (by n), checked in full where the array is used."""
+    n, d, k = meta["n_samples"], meta["n_features"], meta["n_clusters"]
+    m = meta.get("n_landmarks")
+    if not isinstance(m, int) or isinstance(m, bool) or not 1 <= m <= n:
+        m = None
+    return {"labels": (n,), "weights": (n,), "cluster_sizes": (k,), "cluster_weights": (k,),
+            "inner_sums": (k,), "inertia": (), "X_fit": (n, d), "scale_offset": (d,),
+            "scale_factor": (d,), "psd_train_diag": (n,), "psd_components": (n, None),
+            "psd_eigenvalues": (None,), "psd_col_means": (n,), "degrees": (n,),
+            "degree_weights": (n,), "landmarks": (m, d), "nystroem_transform": (m, m),
+            "centers": (k, m)}
 
 
 def _read_archive(path):
-    """Every array of the archive, read without pickle."""
+    """The metadata and every array of the archive, checked before they are read.
+
+    The zip directory is read first: every member must be a known array (an unknown member is
+    refused unread); each member's ``.npy`` header (a few hundred bytes) gives its dtype and
+    shape, which must be plain numbers (never objects, which would need pickle) and agree
+    with what ``meta`` declares; and the member's size in the zip header must be exactly that
+    shape's bytes. Only then is anything decompressed, so a file cannot make the loader read
+    more than the model it claims to be.
+    """
+    import os
+
+    if not os.path.exists(path):
+        _fail_plain(path, "no such file")
+    if os.path.isdir(path):
+        _fail_plain(path, "is a folder, not a model file")
     try:
-        archive = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        _fail(path, "no such file")
-    except IsADirectoryError:
-        _fail(path, "is a folder, not a model file")
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        _fail(path, f"not a kkmeans model (cannot be read as an .npz archive: {exc})")
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        _fail(path, "is a single .npy array, not a kkmeans model archive")
-    arrays = {}
+        with open(path, "rb") as stream:
+            magic = stream.read(6)
+    except OSError as exc:
+        _fail_plain(path, f"cannot read ({exc.strerror or exc})")
+    if magic == b"\x93NUMPY":
+        _not_a_model(path, "it is a single .npy array, not a kkmeans model archive")
+    if not magic.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        _not_a_model(path, "a model is the .npz archive 'kkmeans fit' writes; this file is "
+                           "not a zip archive")
+    try:
+        archive = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as exc:
+        _not_a_model(path, f"cannot be read as an .npz archive: {exc}")
     with archive:
-        for key in archive.files:
-            try:
-                value = archive[key]
-            except ValueError as exc:
-                if "allow_pickle" in str(exc) or "Object arrays" in str(exc):
-                    _fail(path, f"array '{key}' holds pickled Python objects; refused (a model "
-                                f"file holds plain numeric arrays only and is never unpickled)")
-                _fail(path, f"array '{key}' is corrupt ({exc})")
-            except (OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
-                _fail(path, f"array '{key}' is corrupt or truncated ({exc})")
-            if value.dtype.hasobject:
-                _fail(path, f"array '{key}' holds Python objects; refused")
-            arrays[key] = value
-    return arrays
+        infos = archive.infolist()
+        names = [info.filename for info in infos]
+        if "meta.npy" not in names:
+            _not_a_model(path, "no 'meta' entry")
+        for info in infos:
+            key = info.filename[:-4] if info.filename.endswith(".npy") else None
+            if key not in _MEMBER_KINDS:
+                _fail(path, f"unknown member {info.filename!r} (refused unread; a model holds "
+                            f"only the arrays of its format)")
+            if names.count(info.filename) > 1:
+                _fail(path, f"member {info.filename!r} appears more than once")
+            if info.flag_bits & 0x1:
+                _fail(path, f"member {info.filename!r} is encrypted")
+            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                _fail(path, f"member {info.filename!r} uses an unsupported compression")
+        headers = {info.filename[:-4]: (info, _member_header(path, archive, info))
+                   for info in infos}
+        info, (shape, dtype, offset) = headers["meta"]
+        if shape != () or dtype.kind != "U":
+            _fail(path, "'meta' must be a 0-d string array holding JSON")
+        if info.file_size > _META_MAX_BYTES:
+            _fail(path, f"'meta' declares {info.file_size} bytes, more than a model's "
+                        f"metadata ({_META_MAX_BYTES} bytes at most)")
+        raw = _member_array(path, archive, info, offset + dtype.itemsize)
+        meta = _check_meta(path, raw)
+        expected = _expected_shapes(meta)
+        n = meta["n_samples"]
+        sizes = {}
+        for key, (info, (shape, dtype, offset)) in headers.items():
+            if key == "meta":
+                continue
+            want = expected[key]
+            if len(shape) != len(want) or any(
+                    (w is not None and s != w) or (w is None and not 1 <= s <= n)
+                    for s, w in zip(shape, want)):
+                shown = tuple("r" if w is None else w for w in want)
+                _fail(path, f"'{key}' has shape {tuple(shape)}, expected {shown} from meta "
+                            f"(n = {n}, d = {meta['n_features']}, k = {meta['n_clusters']})")
+            kind = _MEMBER_KINDS[key]
+            if dtype.kind not in ("iu" if kind == "i" else "fiu") or dtype.itemsize > 8:
+                _fail(path, f"'{key}' has dtype {dtype}, expected "
+                            f"{'integers' if kind == 'i' else 'floats'}")
+            sizes[key] = offset + int(np.prod(shape, dtype=object)) * dtype.itemsize
+            if info.file_size != sizes[key]:
+                _fail(path, f"member {info.filename!r} declares {info.file_size} bytes, but "
+                            f"its dtype and shape make {sizes[key]}")
+        from .memory import default_limit, format_bytes
+
+        total, limit = sum(sizes.values()), default_limit()
+        if limit is not None and total > limit:
+            _fail_plain(path, f"the model's arrays need {format_bytes(total)}, more than the "
+                              f"memory available ({format_bytes(limit)})")
+        # Only now is anything decompressed: every size above is checked.
+        arrays = {key: _member_array(path, archive, headers[key][0], size)
+                  for key, size in sizes.items()}
+    arrays["meta"] = raw
+    return meta, arrays
 
 
-def _check_meta(path, arrays):
-    if "meta" not in arrays:
-        _fail(path, "not a kkmeans model (no 'meta' entry)")
-    raw = arrays["meta"]
-    if raw.shape != () or raw.dtype.kind != "U":
-        _fail(path, "'meta' must be a 0-d string array holding JSON")
+def _fail_plain(path, problem):
+    raise ModelFileError(f"{path}: {problem}")
+
+
+def _member_header(path, archive, info):
+    """(shape, dtype, header bytes) of a member, reading only its ``.npy`` header."""
+    from ..io.data import read_npy_header
+
+    key = info.filename[:-4]
     try:
-        meta = json.loads(str(raw))
-    except json.JSONDecodeError as exc:
+        with archive.open(info) as stream:
+            shape, fortran, dtype, offset = read_npy_header(stream)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, RuntimeError) as exc:
+        if "allow_pickle" in str(exc) or "Object arrays" in str(exc):
+            _fail(path, f"array '{key}' holds pickled Python objects; refused (a model file "
+                        f"holds plain numeric arrays only and is never unpickled)")
+        _fail(path, f"array '{key}' is corrupt or truncated ({exc})")
+    if dtype.hasobject:
+        _fail(path, f"array '{key}' holds pickled Python objects; refused (a model file "
+                    f"holds plain numeric arrays only and is never unpickled)")
+    if dtype.names is not None or dtype.subdtype is not None:
+        _fail(path, f"array '{key}' has the structured dtype {dtype}; refused")
+    return tuple(shape), dtype, offset
+
+
+def _member_array(path, archive, info, size):
+    """A member read in full, after its zip header was checked to declare ``size`` bytes
+    (zipfile never decompresses more than the declared size)."""
+    key = info.filename[:-4]
+    if info.file_size != size:
+        _fail(path, f"member {info.filename!r} declares {info.file_size} bytes, but its "
+                    f"dtype and shape make {size}")
+    try:
+        with archive.open(info) as stream:
+            return np.lib.format.read_array(stream, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, RuntimeError) as exc:
+        _fail(path, f"array '{key}' is corrupt or truncated ({exc})")
+
+
+def _real(value):
+    """A finite JSON number (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _count(low):
+    return lambda v: (isinstance(v, int) and not isinstance(v, bool)
+                      and low <= v < 2 ** 63)
+
+
+def _optional(check):
+    return lambda v: v is None or check(v)
+
+
+def _list_of(check):
+    return lambda v: isinstance(v, list) and all(check(x) for x in v)
+
+
+_STR = lambda v: isinstance(v, str)  # noqa: E731
+_BOOL = lambda v: isinstance(v, bool)  # noqa: E731
+_DICT = lambda v: isinstance(v, dict)  # noqa: E731
+# The optional meta entries the loader, ``info`` and ``predict`` read: name -> (check, what).
+_META_OPTIONAL = {
+    "kkmeans_version": (_STR, "a string"), "created": (_STR, "a string"),
+    "degree": (_count(1), "an integer >= 1"), "coef0": (_real, "a finite number"),
+    "gamma": (_optional(_real), "a finite number"),
+    "algorithm": (_STR, "a string"), "seed": (_optional(_count(-2 ** 63)), "an integer"),
+    "n_init": (_count(1), "an integer >= 1"), "n_iter": (_count(0), "an integer >= 0"),
+    "converged": (_BOOL, "true or false"), "inertia": (_real, "a finite number"),
+    "approx": (_STR, "a string"), "solver": (_STR, "a string"),
+    "psd_repair": (_STR, "a string"), "objective": (_STR, "a string"),
+    "refine": (_STR, "a string"), "psd_sigma": (_real, "a finite number"),
+    "psd_grand_mean": (_real, "a finite number"), "psd_objective": (_real, "a finite number"),
+    "psd_objective_original": (_real, "a finite number"), "ncut": (_real, "a finite number"),
+    "psd_lambda_min": (_optional(_real), "a finite number"),
+    "psd_checked": (_BOOL, "true or false"), "psd": (_BOOL, "true or false"),
+    "n_landmarks": (_count(1), "an integer >= 1"), "nystroem_rank": (_count(0), "an integer"),
+    "source": (_STR, "a string"), "columns": (_optional(_list_of(_STR)), "a list of names"),
+    "silhouette": (_optional(_real), "a finite number"),
+    "silhouette_n_used": (_optional(_count(1)), "an integer >= 1"),
+    "silhouette_exact": (_optional(_BOOL), "true or false"),
+    "fit_stats": (_DICT, "an object"), "options": (_DICT, "an object"),
+    "optima": (_DICT, "an object"), "sweep": (_DICT, "an object"),
+}
+
+
+_FIT_STATS = {"kernel_seconds": (_real, "a finite number"),
+              "iteration_seconds": (_real, "a finite number"),
+              "restart_inertias": (_list_of(_real), "a list of finite numbers"),
+              "best_restart": (_count(0), "an integer >= 0"),
+              "n_threads": (_count(1), "an integer >= 1")}
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _check_meta(path, raw):
+    try:
+        meta = json.loads(str(raw), parse_constant=_no_constant)
+    except (json.JSONDecodeError, ValueError, RecursionError) as exc:
         _fail(path, f"'meta' is not valid JSON ({exc})")
     if not isinstance(meta, dict):
         _fail(path, "'meta' must be a JSON object")
     if meta.get("format") != FORMAT:
-        _fail(path, f"not a kkmeans model (format is {meta.get('format')!r}, expected {FORMAT!r})")
+        _not_a_model(path, f"format is {meta.get('format')!r}, expected {FORMAT!r}")
     for key, kind in _META_REQUIRED.items():
         value = meta.get(key)
         if not isinstance(value, kind) or isinstance(value, bool):
             _fail(path, f"meta '{key}' is missing or not a {kind.__name__}")
     version = meta["format_version"]
     if version > FORMAT_VERSION:
-        _fail(path, f"format_version {version} is newer than this kkmeans ({__version__}) "
+        _fail_plain(path, f"format_version {version} is newer than this kkmeans ({__version__}) "
                     f"reads (format_version {FORMAT_VERSION}); upgrade kkmeans-cli")
     if version < 1:
         _fail(path, f"format_version {version} is not supported")
@@ -294,8 +601,24 @@ def _check_meta(path, arrays):
     if meta["dtype"] not in ("float64", "float32"):
         _fail(path, f"unknown dtype {meta['dtype']!r}")
     for key in ("n_samples", "n_features", "n_clusters"):
-        if meta[key] < 1:
+        if not 1 <= meta[key] < 2 ** 63:
             _fail(path, f"meta '{key}' must be at least 1")
+    for key, (check, what) in _META_OPTIONAL.items():
+        if key in meta and not check(meta[key]):
+            shown = json.dumps(meta[key])
+            shown = shown if len(shown) <= 40 else shown[:37] + "..."
+            _fail(path, f"meta '{key}' must be {what}; got {shown}")
+        if key in meta and what == "a finite number" and meta[key] is not None:
+            meta[key] = float(meta[key])  # a huge JSON integer would reach NumPy as an object
+    if meta.get("psd_checked") and meta.get("psd_lambda_min") is None:
+        _fail(path, "meta 'psd_lambda_min' must be a finite number when 'psd_checked' is true")
+    for key, (check, what) in _FIT_STATS.items():
+        if key in meta.get("fit_stats", {}) and not check(meta["fit_stats"][key]):
+            _fail(path, f"meta 'fit_stats.{key}' must be {what}")
+    sweep = meta.get("sweep", {})
+    if not (_optional(_list_of(_count(1)))(sweep.get("ks")) and _optional(_STR)(
+            sweep.get("metric")) and _optional(_count(1))(sweep.get("best_k"))):
+        _fail(path, "meta 'sweep' must hold ks (integers), metric (a string) and best_k")
     if meta["n_clusters"] > meta["n_samples"]:
         _fail(path, "meta 'n_clusters' is larger than 'n_samples'")
     if meta["kernel"] in ("precomputed", "precomputed-distance") \
@@ -304,13 +627,13 @@ def _check_meta(path, arrays):
     if meta["kernel"] in GAMMA_KERNELS:
         gamma = meta.get("gamma")
         if not isinstance(gamma, (int, float)) or isinstance(gamma, bool) or not gamma > 0 \
-                or not np.isfinite(gamma):
+                or not _real(gamma):
             _fail(path, "meta 'gamma' must be a positive number for this kernel")
     if meta["kernel"] == "poly" and (not isinstance(meta.get("degree"), int)
                                      or meta["degree"] < 1):
         _fail(path, "meta 'degree' must be an integer >= 1")
     if meta["kernel"] in ("poly", "sigmoid") and (
-            not isinstance(meta.get("coef0"), (int, float)) or not np.isfinite(meta["coef0"])):
+            not _real(meta.get("coef0"))):
         _fail(path, "meta 'coef0' must be a finite number")
     return meta
 

@@ -1,0 +1,321 @@
+"""Reading data: header detection, comment lines and their line numbers, binary input, HDF5
+links, data files given where a model belongs, .npy headers, and the notice when standard input
+is a terminal. Each failure is one ``kkmeans: error:`` line with exit code 1 (2 for usage), and
+nothing is written."""
+import io
+import os
+import pty
+import select
+import subprocess
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+from cli_helpers import FAST, blobs, kkmeans_command, labels_of, run, run_process, write_csv
+from kkmeans_cli.io.data import read_data
+
+OLD = b"OLD CONTENT\n"
+
+
+@pytest.fixture
+def work(tmp_path):
+    X, _ = blobs(n=30, d=2, k=3)
+    write_csv(tmp_path / "good.csv", X)
+    result = run(["fit", tmp_path / "good.csv", "-k", "3", "-o", tmp_path / "model.npz",
+                  *FAST, "--quiet"])
+    assert result.exit_code == 0, result.stderr
+    (tmp_path / "labels.txt").write_bytes(OLD)
+    return tmp_path
+
+
+def fails(work, args, code, line, input=None):
+    """The command fails with exactly ``line`` on stderr, nothing on stdout, and leaves the
+    folder as it was (the labels file untouched, no model, no temporary files)."""
+    before = sorted(os.listdir(work))
+    extra = (["--labels", work / "labels.txt"] + (["-o", work / "new.npz"]
+                                                  if args[0] == "fit" else []))
+    result = run(list(args) + extra, input=input)
+    assert result.exit_code == code, result.stderr
+    assert result.stderr == f"kkmeans: error: {line}\n"
+    assert result.stdout == ""
+    assert sorted(os.listdir(work)) == before
+    assert (work / "labels.txt").read_bytes() == OLD
+
+
+# -- header detection -----------------------------------------------------------------------
+def test_first_line_with_a_number_is_data_so_a_typo_is_reported(work):
+    (work / "typo.csv").write_text("1.0,2.O\n1,2\n3,4\n5,6\n")
+    fails(work, ["fit", work / "typo.csv", "-k", "2"], 1,
+          f"{work / 'typo.csv'}: line 1, column 2: '2.O' is not a number; line 1 holds "
+          f"numbers, so it was read as data (pass --header if it is a header)")
+
+
+@pytest.mark.parametrize("first, header", [
+    ("x,y", True), ("x,NA", True), ("1.0,y", False), ("NA,NA", False), (",", False),
+    ("nan,3", False), ("inf,y", False), ("a b,c", True)])
+def test_header_only_when_no_field_is_a_number(first, header):
+    text = f"{first}\n1,2\n3,4\n"
+    try:
+        data = read_data("-", stdin=io.StringIO(text), missing="drop")
+    except ValueError as exc:  # data with a bad value: reported on line 1
+        assert not header and "line 1" in str(exc)
+        return
+    assert (data.columns is not None) == header
+    assert data.n_rows == (2 if header else 3)
+
+
+def test_header_option_still_wins(work):
+    (work / "num.csv").write_text("1,2\n3,4\n5,6\n7,8\n")
+    result = run(["fit", work / "num.csv", "-k", "2", "--header", "--no-model", *FAST, "-q"])
+    assert result.exit_code == 0 and labels_of(result.stdout).shape == (3,)
+
+
+# -- comments and line numbers --------------------------------------------------------------
+def test_comment_lines_are_skipped_and_counted(work):
+    (work / "c.csv").write_text("# made by hand\n# x, y in metres\nx,y\n1,2\n# a note\n3,4\n"
+                                "5\n")
+    fails(work, ["fit", work / "c.csv", "-k", "2"], 1,
+          f"{work / 'c.csv'}: line 7 has 1 field, expected 2 (as on line 3)")
+    (work / "d.csv").write_text("# no header\n\n1,2\n3,x\n")
+    fails(work, ["fit", work / "d.csv", "-k", "2"], 1,
+          f"{work / 'd.csv'}: line 4, column 2: 'x' is not a number")
+    (work / "e.csv").write_text("# only\n# comments\n\n")
+    fails(work, ["fit", work / "e.csv", "-k", "2"], 1,
+          f"{work / 'e.csv'}: holds no data (only comments and blank lines)")
+
+
+def test_comment_lines_do_not_shift_labels(work):
+    (work / "c.csv").write_text("# header follows\nx,y\n0,0\n# between rows\n0,0.1\n10,10\n"
+                                "10,10.1\n")
+    result = run(["fit", work / "c.csv", "-k", "2", "--no-model", *FAST, "-q"])
+    assert result.exit_code == 0, result.stderr
+    labels = labels_of(result.stdout)
+    assert labels.shape == (4,) and labels[0] == labels[1] != labels[2] == labels[3]
+
+
+def test_comment_line_numbers_as_subprocess(work):
+    (work / "c.csv").write_text("# comment\nx,y\n1,2\n3\n")
+    result = run_process(["fit", "c.csv", "-k", "1", "--no-model"], work)
+    assert result.returncode == 1
+    assert result.stderr == "kkmeans: error: c.csv: line 4 has 1 field, expected 2 (as on " \
+                            "line 2)\n"
+    assert result.stdout == ""
+
+
+# -- binary and undecodable input -----------------------------------------------------------
+def test_binary_data_on_stdin(work):
+    fails(work, ["fit", "-", "-k", "2"], 1,
+          "<stdin>: not a text file (invalid start byte at byte 0, line 1); binary data must "
+          "be .npy or HDF5 (given as a file)", input=b"\x93NUMPY\x01\x00\xff\xfe binary")
+    proc = subprocess.run(kkmeans_command() + ["fit", "-", "-k", "2", "--no-model"],
+                          input=os.urandom(64) + b"\xff", capture_output=True, cwd=work,
+                          timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(b"kkmeans: error: <stdin>: not a text file (")
+    assert len(proc.stderr.splitlines()) == 1 and b"unexpected" not in proc.stderr
+
+
+def test_undecodable_file_and_split_errors(work):
+    (work / "latin.csv").write_bytes(b"x,y\n1,2\n3,\xe9\n")
+    fails(work, ["fit", work / "latin.csv", "-k", "1"], 1,
+          f"{work / 'latin.csv'}: not a text file (invalid continuation byte at byte 10, "
+          f"line 3); binary data must be .npy or HDF5 (given as a file)")
+    (work / "long.csv").write_text("x,y\n1," + "9" * 200_000 + "\n")
+    fails(work, ["fit", work / "long.csv", "-k", "1"], 1,
+          f"{work / 'long.csv'}: line 2: cannot be split into fields (field larger than "
+          f"field limit (131072))")
+
+
+# -- HDF5 -----------------------------------------------------------------------------------
+@pytest.fixture
+def links(work):
+    path = work / "links.h5"
+    with h5py.File(path, "w") as f:
+        f["good"] = np.ones((4, 2))
+        f["external"] = h5py.ExternalLink("missing.h5", "/data")
+        f["soft"] = h5py.SoftLink("/nowhere")
+        f.create_group("group")
+    return path
+
+
+@pytest.mark.parametrize("dataset, message", [
+    ("/external", "is an external link to missing.h5:/data, which cannot be opened (Unable to "
+                  "synchronously open object (can't open file))"),
+    ("/soft", "is a link to /nowhere, which does not exist"),
+    ("/group", "is an HDF5 group, not a dataset"),
+    ("/good/deeper", "no such dataset in {path} (datasets: /good)"),
+])
+def test_hdf5_links_and_names_that_cannot_be_read(work, links, dataset, message):
+    fails(work, ["fit", f"{links}:{dataset}", "-k", "1"], 1,
+          f"{links}:{dataset}: " + message.format(path=links))
+
+
+def test_hdf5_external_link_to_a_good_file_is_read(work):
+    with h5py.File(work / "target.h5", "w") as f:
+        f["data"] = np.arange(12.0).reshape(6, 2)
+    with h5py.File(work / "outer.h5", "w") as f:
+        f["x"] = h5py.ExternalLink("target.h5", "/data")
+    result = run(["fit", f"{work / 'outer.h5'}:/x", "-k", "2", "--no-model", *FAST, "-q"],
+                 env={"HDF5_EXT_PREFIX": str(work)})
+    assert result.exit_code == 0, result.stderr
+    assert labels_of(result.stdout).shape == (6,)
+
+
+# -- a data file where a model belongs --------------------------------------------------------
+@pytest.mark.parametrize("command", ["info", "predict"])
+def test_data_file_given_as_model(work, command):
+    args = (["info", work / "good.csv"] if command == "info"
+            else ["predict", work / "good.csv", work / "good.csv", "--labels",
+                  work / "labels.txt"])
+    result = run(args)
+    assert result.exit_code == 1
+    assert result.stderr == (f"kkmeans: error: {work / 'good.csv'}: not a kkmeans model file "
+                             f"(a model is the .npz archive 'kkmeans fit' writes; this file "
+                             f"is not a zip archive)\n")
+    assert "allow_pickle" not in result.stderr and "pickle.load" not in result.stderr
+    assert (work / "labels.txt").read_bytes() == OLD
+    np.save(work / "array.npy", np.ones((3, 2)))
+    result = run(["info", work / "array.npy"])
+    assert result.exit_code == 1
+    assert "not a kkmeans model file (it is a single .npy array" in result.stderr
+
+
+# -- .npy headers ---------------------------------------------------------------------------
+def test_npy_header_checked_against_the_file_size(work):
+    np.save(work / "ok.npy", np.ones((5, 2)))
+    data = (work / "ok.npy").read_bytes()
+    (work / "cut.npy").write_bytes(data[:-8])
+    fails(work, ["fit", work / "cut.npy", "-k", "1"], 1,
+          f"{work / 'cut.npy'}: truncated: its header declares a float64 array of shape "
+          f"(5, 2) (208 bytes with the header), the file has 200 bytes")
+    (work / "huge.npy").write_bytes(_npy_with_shape((10 ** 9, 10 ** 9)))
+    start = time.perf_counter()
+    fails(work, ["fit", work / "huge.npy", "-k", "1"], 1,
+          f"{work / 'huge.npy'}: truncated: its header declares a float64 array of shape "
+          f"(1000000000, 1000000000) (8000000000000000128 bytes with the header), the file has "
+          f"208 bytes")
+    assert time.perf_counter() - start < 5
+    (work / "pickle.npy").write_bytes(b"\x80\x04\x95 not numpy")
+    fails(work, ["fit", work / "pickle.npy", "-k", "1"], 1,
+          f"{work / 'pickle.npy'}: not an .npy file (it does not start as one; a pickle is "
+          f"never loaded)")
+    np.save(work / "obj.npy", np.array([[1, "a"]], dtype=object), allow_pickle=True)
+    fails(work, ["fit", work / "obj.npy", "-k", "1"], 1,
+          f"{work / 'obj.npy'}: holds Python objects; only numeric arrays are read (pickles "
+          f"are never loaded)")
+
+
+def _npy_with_shape(shape):
+    """An .npy file whose header declares ``shape`` but holds ten numbers."""
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buf, {"descr": "<f8", "fortran_order": False, "shape": shape})
+    header = buf.getvalue()
+    return header + np.arange(10.0).tobytes()
+
+
+# -- standard input -------------------------------------------------------------------------
+def test_weights_and_data_both_from_stdin_is_a_usage_error(work):
+    fails(work, ["fit", "-", "-k", "1", "--weights", "-"], 2,
+          "DATA is read from standard input, so the weights cannot be too; give the weights "
+          "as a file", input="1,2\n3,4\n")
+
+
+def test_terminal_on_stdin_gets_a_notice():
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    said = []
+    data = read_data("-", stdin=Terminal("1,2\n3,4\n"), announce=said.append)
+    assert data.X.shape == (2, 2)
+    assert said == ["reading CSV from standard input (the terminal); end it with Ctrl-D, or "
+                    "give a file instead of -"]
+    said.clear()
+    read_data("-", stdin=io.StringIO("1,2\n"), announce=said.append)  # a pipe: no notice
+    assert said == []
+
+
+def test_terminal_on_stdin_notice_from_the_real_command(tmp_path):
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(kkmeans_command() + ["fit", "-", "-k", "1", "--no-model",
+                                                 "--threads", "1"],
+                            stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=tmp_path)
+    os.close(slave)
+    try:
+        # The notice comes before any input is typed.
+        ready, _, _ = select.select([proc.stderr], [], [], 60)
+        assert ready
+        line = proc.stderr.readline().decode()
+        assert line == ("kkmeans: reading CSV from standard input (the terminal); end it "
+                        "with Ctrl-D, or give a file instead of -\n")
+        os.write(master, b"1,2\n3,4\n")
+        os.write(master, b"\x04")  # Ctrl-D at the start of a line: end of input
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert out.decode().split() == ["0", "0"]
+    quiet = subprocess.run(kkmeans_command() + ["fit", "-", "-k", "1", "--no-model", "-q"],
+                           input=b"1,2\n", capture_output=True, cwd=tmp_path, timeout=60)
+    assert quiet.stderr == b""  # not a terminal: nothing said
+
+
+# -- relatives: other inputs through the same readers ---------------------------------------------
+def test_device_as_data_is_refused(work):
+    fails(work, ["fit", "/dev/zero", "-k", "1"], 1,
+          "/dev/zero: is a device, not a data file (give - to read standard input)")
+
+
+def test_fifo_as_data_is_read(work):
+    fifo = work / "data.fifo"
+    os.mkfifo(fifo)
+    text = (work / "good.csv").read_text()
+    writer = subprocess.Popen(["sh", "-c", f"cat '{work / 'good.csv'}' > '{fifo}'"])
+    result = run(["fit", fifo, "-k", "3", "--no-model", "--threads", "1", "--n-init", "2",
+                  "-q"])
+    writer.wait(timeout=60)
+    assert result.exit_code == 0, result.stderr
+    assert labels_of(result.stdout).shape == (len(text.splitlines()) - 1,)
+
+
+def test_weights_and_init_files_go_through_the_same_checks(work, links):
+    (work / "w.bin").write_bytes(b"\xff\xfe\x00binary")
+    fails(work, ["fit", work / "good.csv", "-k", "3", "--weights", work / "w.bin"], 1,
+          f"{work / 'w.bin'}: not a text file (invalid start byte at byte 0, line 1); binary "
+          f"data must be .npy or HDF5 (given as a file)")
+    fails(work, ["fit", work / "good.csv", "-k", "3", "--weights", f"{links}:/external"], 1,
+          f"{links}:/external: is an external link to missing.h5:/data, which cannot be "
+          f"opened (Unable to synchronously open object (can't open file))")
+    fails(work, ["fit", work / "good.csv", "-k", "3", "--init", f"{links}:/soft"], 1,
+          f"{links}:/soft: is a link to /nowhere, which does not exist")
+    (work / "init.npy").write_bytes(_npy_with_shape((30,)))
+    fails(work, ["fit", work / "good.csv", "-k", "3", "--init", work / "init.npy"], 1,
+          f"{work / 'init.npy'}: truncated: its header declares a float64 array of shape "
+          f"(30,) (368 bytes with the header), the file has 208 bytes")
+
+
+def test_hdf5_dataset_larger_than_memory_is_refused_unread(work, monkeypatch):
+    from kkmeans_cli.model import memory
+    from kkmeans_cli.model.memory import format_bytes
+
+    monkeypatch.setattr(memory, "default_limit", lambda: 2 ** 30)  # fixed: the machine's varies
+    path = work / "big.h5"
+    with h5py.File(path, "w") as f:  # a few KB on disk: chunked, nothing written
+        f.create_dataset("x", shape=(10 ** 7, 10 ** 5), dtype="f8", chunks=(100, 100),
+                         compression="gzip")
+    start = time.perf_counter()
+    fails(work, ["fit", f"{path}:/x", "-k", "2"], 1,
+          f"{path}:/x: the dataset of shape (10000000, 100000) needs {format_bytes(8 * 10 ** 12)}"
+          f" as float64, more than the memory available ({format_bytes(2 ** 30)})")
+    assert time.perf_counter() - start < 10
+
+
+def test_model_given_as_data(work):
+    fails(work, ["fit", work / "model.npz", "-k", "2"], 1,
+          f"{work / 'model.npz'}: is an .npz archive (a model?); DATA is text, .npy or HDF5")
