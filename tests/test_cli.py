@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -168,7 +169,7 @@ def test_csv_npy_hdf5_stdin_give_identical_labels(tmp_path, data):
         run(["fit", f"{tmp_path / 'data.h5'}:/group/features", *common]).stdout,
         run(["fit", tmp_path / "data.h5", "--dataset", "/group/features", *common]).stdout,
         run(["fit", tmp_path / "data.tsv", *common]).stdout,
-        run(["fit", "-", *common], input=open(path).read()).stdout,
+        run(["fit", "-", *common], input=Path(path).read_text()).stdout,
     ]
     first = labels_of(outputs[0])
     assert first.shape == (60,)

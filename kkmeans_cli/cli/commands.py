@@ -247,7 +247,7 @@ def read_input(opts, spec):
 
     return read_data(spec, header=opts["header"], delimiter=opts["delimiter"],
                      columns=opts["columns"], dataset=opts["dataset"],
-                     missing=opts["missing"], stdin=click.get_text_stream("stdin"))
+                     missing=opts["missing"], stdin=sys.stdin)
 
 
 def prepare_fit_data(opts):

@@ -5,6 +5,7 @@ silences all of it (errors are printed by the CLI's error handler, not here). Pr
 shown only when stderr is a terminal.
 """
 import contextlib
+import sys
 import warnings
 
 import click
@@ -24,7 +25,7 @@ class Reporter:
 
         self.quiet = quiet
         self.console = Console(stderr=True, highlight=False, soft_wrap=True,
-                               file=click.get_text_stream("stderr"))
+                               file=sys.stderr)
 
     @contextlib.contextmanager
     def progress(self, message):

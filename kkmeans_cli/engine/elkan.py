@@ -238,7 +238,8 @@ def elkan(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
 
         previous, obj = obj, objective(diag, weights, g, W)
         trace.append(obj)
-        if abs(previous - obj) <= STALL_RTOL * abs(previous) and not n_relocated:
+        if (abs(previous - obj) <= STALL_RTOL * abs(previous) and not n_relocated
+                and np.any(w_moved > 0)):  # weight-0 moves change no centre
             stalled = True
             break
 

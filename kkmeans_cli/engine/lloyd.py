@@ -177,8 +177,10 @@ def lloyd(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
         previous, obj = obj, objective(diag, weights, g, W)
         trace.append(obj)
         change = abs(previous - obj)
-        if change <= STALL_RTOL * abs(previous) and not n_relocated:
+        if (change <= STALL_RTOL * abs(previous) and not n_relocated
+                and np.any(weights[moved] > 0)):
             # Labels change but the objective does not: ties between coinciding points.
+            # (Points of weight 0 moving change no centre: the next pass confirms.)
             stalled = True
             break
         if tol > 0 and change <= tol * abs(previous):

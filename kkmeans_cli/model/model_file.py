@@ -222,15 +222,26 @@ def _fail(path, problem):
 def _read_archive(path):
     """Every array of the archive, read without pickle."""
     try:
-        archive = np.load(path, allow_pickle=False)
+        # Opened here, not by np.load: np.load leaves its own file open when the archive
+        # turns out not to be a zip file.
+        stream = open(path, "rb")
     except FileNotFoundError:
         _fail(path, "no such file")
     except IsADirectoryError:
         _fail(path, "is a folder, not a model file")
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        _fail(path, f"not a kkmeans model (cannot be read as an .npz archive: {exc})")
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        _fail(path, "is a single .npy array, not a kkmeans model archive")
+    except OSError as exc:
+        _fail(path, f"cannot be read ({exc.strerror or exc})")
+    with stream:
+        try:
+            archive = np.load(stream, allow_pickle=False)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+            _fail(path, f"not a kkmeans model (cannot be read as an .npz archive: {exc})")
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            _fail(path, "is a single .npy array, not a kkmeans model archive")
+        return _read_members(path, archive)
+
+
+def _read_members(path, archive):
     arrays = {}
     with archive:
         for key in archive.files:
