@@ -10,6 +10,7 @@ Adding a command that fits (e.g. ``sweep``): decorate it with :func:`fit_options
 :func:`effective_options`, the data with :func:`prepare_fit_data` and the estimator's keyword
 arguments with :func:`estimator_kwargs`.
 """
+import difflib
 import math
 import os
 import sys
@@ -262,31 +263,70 @@ def prepare_fit_data(opts):
     weights : ndarray or None
     init : str or ndarray
     """
+    import numpy as np
+
     from ..io.scaling import fit_scaler
 
     if opts["kernel"] in PRECOMPUTED_KERNELS and opts["scale"] != "none":
         raise UsageError(f"--scale cannot be used with --kernel {opts['kernel']} (DATA is an "
                          f"n×n matrix)")
     data = read_input(opts, opts["data"])
-    weights = _per_row(opts["weights"], "weights", data, integer=False)
+    weights = _per_row(opts["weights"], "--weights", "weights", data)
+    if weights is not None:
+        negative = np.flatnonzero(weights < 0)
+        if negative.size:
+            raise DataError(f"--weights {opts['weights']}: weight {negative[0] + 1} is negative "
+                            f"({weights[negative[0]]:g}); sample weights must be >= 0")
     init = opts["init"]
-    if init not in INIT_CHOICES:
-        init = _per_row(init, "initial labels", data, integer=True)
+    if init_is_file(init):
+        init = _per_row(init, "--init", "initial labels", data, integer=True)
+        k = opts.get("n_clusters")
+        outside = np.flatnonzero((init < 0) | (init >= (k or 0)))
+        if k is not None and outside.size:
+            raise DataError(f"--init {opts['init']}: label {init[outside[0]]} (value "
+                            f"{outside[0] + 1}) is outside 0..{k - 1} (-k {k})")
     scaler = fit_scaler(data.X, opts["scale"])
     return data, scaler, scaler.transform(data.X), weights, init
 
 
-def _per_row(path, what, data, integer):
-    """One value per row of DATA from ``path``, keeping the rows DATA kept."""
+def _per_row(path, option, what, data, integer=False):
+    """One value per row of DATA from ``path`` (given as ``option``), keeping the rows DATA
+    kept; every error names the option and the file."""
     from ..io.data import read_vector
 
     if path is None:
         return None
-    values = read_vector(path, what, integer=integer)
+    try:
+        values = read_vector(path, what, integer=integer)
+    except DataError as exc:
+        raise DataError(f"{option} {exc}") from None
     if values.shape[0] != data.n_rows:
-        raise DataError(f"{path}: has {values.shape[0]} {what}, {data.source} has "
+        raise DataError(f"{option} {path}: has {values.shape[0]} {what}, {data.source} has "
                         f"{data.n_rows} rows")
     return values[data.kept]
+
+
+def init_is_file(value):
+    """Whether ``--init VALUE`` names a file of initial labels (else it is a start method).
+
+    Raises
+    ------
+    UsageError
+        VALUE is neither a method nor an existing file and does not look like a path (no
+        folder, no extension) or is close to a method name: ``--init kmeans++``.
+    DataError
+        VALUE looks like a path to a file that does not exist.
+    """
+    if value in INIT_CHOICES:
+        return False
+    if os.path.exists(value):
+        return True
+    close = difflib.get_close_matches(value.lower(), INIT_CHOICES, n=1, cutoff=0.6)
+    if close or not (os.sep in value or os.path.splitext(value)[1]):
+        hint = f"; did you mean --init {close[0]}?" if close else ""
+        raise UsageError(f"--init {value}: not a start method ({', '.join(INIT_CHOICES)}) "
+                         f"and no such file{hint}")
+    raise DataError(f"--init {value}: no such file")
 
 
 # -- the command group and its error handling ----------------------------------------------
@@ -309,6 +349,19 @@ class KKMeansGroup(click.Group):
             sys.exit(code)
         return code
 
+    def parse_args(self, ctx, args):
+        # Bare ``kkmeans``: the usage and the commands on stderr, exit 2 (as git and pip do).
+        if not args and not ctx.resilient_parsing:
+            formatter = ctx.make_formatter()
+            self.format_usage(ctx, formatter)
+            self.format_commands(ctx, formatter)
+            formatter.write_paragraph()
+            formatter.write_text("Run 'kkmeans COMMAND --help' for the options of a command, "
+                                 "'kkmeans --help' for more.")
+            click.echo(formatter.getvalue().rstrip("\n"), err=True)
+            ctx.exit(2)
+        return super().parse_args(ctx, args)
+
 
 def _debug_wanted(argv):
     return "--debug" in argv or os.environ.get("KKMEANS_DEBUG", "") not in ("", "0")
@@ -328,7 +381,9 @@ def _report_error(exc, debug):
     elif isinstance(exc, click.ClickException):
         message, code = exc.format_message(), exc.exit_code
     elif isinstance(exc, KKMeansError):
-        message, code = str(exc), exc.exit_code
+        from .report import cli_wording
+
+        message, code = cli_wording(str(exc)), exc.exit_code
     elif isinstance(exc, MemoryError):
         message, code = ("not enough memory (try --dtype float32, --approx nystroem or fewer "
                          "rows)"), 1
@@ -341,10 +396,30 @@ def _report_error(exc, debug):
     return code
 
 
+def _print_version(ctx, value):
+    """``kkmeans --version``: the version, and whether the engine runs threads (OpenMP)."""
+    if not value or ctx.resilient_parsing:
+        return
+    click.echo(f"kkmeans {__version__}\n{engine_description()}")
+    ctx.exit()
+
+
+def engine_description():
+    """``engine: OpenMP, 2 threads by default`` or that it was built without OpenMP."""
+    from ..engine import _openmp
+
+    if not _openmp.openmp_enabled():
+        return "engine: built without OpenMP (serial: 1 thread, same results)"
+    n = max(1, _openmp.max_threads() or os.cpu_count() or 1)
+    return (f"engine: built with OpenMP, {n} thread{'' if n == 1 else 's'} by default "
+            f"(--threads or OMP_NUM_THREADS to change)")
+
+
 @click.group(cls=KKMeansGroup, context_settings={"help_option_names": ["-h", "--help"],
                                                  "max_content_width": 100})
-@click.version_option(__version__, "-V", "--version", prog_name="kkmeans",
-                      message="%(prog)s %(version)s")
+@click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=lambda ctx, param, value: _print_version(ctx, value),
+              help="Show the version and how the engine was built, and exit.")
 def cli():
     """Kernel k-means clustering.
 
@@ -407,6 +482,7 @@ def fit(ctx, **_):
     from .report import Reporter, fit_report, fit_summary, silhouette_text
 
     _check_option_combination(opts, opts["n_clusters"])
+    init_is_file(opts["init"])
     model_path = None if opts["no_model"] else opts["model"]
     if opts["plot"] is not None and opts["kernel"] in PRECOMPUTED_KERNELS:
         raise UsageError("--plot draws the data points, but with --kernel precomputed DATA is "
@@ -436,6 +512,8 @@ def fit(ctx, **_):
                  and estimator.approx != "nystroem" and estimator.storage != "blocked"
                  else None)
             estimator.fit(X, sample_weight=weights, kernel_matrix=K)
+        except UsageError:
+            raise  # options that cannot work on this data (exit 2)
         except ValueError as exc:
             raise DataError(f"{data.source}: {exc}") from exc
     summary = fit_summary(estimator, data, model_path)
@@ -661,7 +739,7 @@ def sweep_command(ctx, **_):
     if ks[0] < 2:
         raise UsageError(f"--k {opts['k']}: every k must be at least 2 (the measures compare "
                          f"clusters)")
-    if opts["init"] not in INIT_CHOICES:
+    if init_is_file(opts["init"]):
         raise UsageError("--init PATH fixes the number of clusters and cannot be used with "
                          "sweep; use --init k-means++, spectral or random")
     if opts["storage"] == "blocked":
@@ -696,6 +774,8 @@ def sweep_command(ctx, **_):
         try:
             result = sweep(X, ks, metric=metric, sample_weight=weights, progress=advance,
                            **params)
+        except UsageError:
+            raise  # options that cannot work on this data (exit 2)
         except ValueError as exc:
             raise DataError(f"{data.source}: {exc}") from exc
     best = result.best_estimator

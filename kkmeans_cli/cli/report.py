@@ -5,10 +5,35 @@ silences all of it (errors are printed by the CLI's error handler, not here). Pr
 shown only when stderr is a terminal.
 """
 import contextlib
+import re
 import sys
 import warnings
 
 import click
+
+
+# Keyword arguments of KernelKMeans whose command-line option is not --<name with - for _>.
+_API_OPTIONS = {"n_clusters": "-k", "random_state": "--seed", "n_threads": "--threads",
+                "n_landmarks": "--landmarks", "sample_weight": "--weights"}
+_API_PARAMS = ("n_clusters", "kernel", "gamma", "degree", "coef0", "init", "n_init",
+               "max_iter", "tol", "algorithm", "random_state", "dtype", "n_threads",
+               "psd_repair", "solver", "objective", "refine", "approx", "n_landmarks",
+               "memory_limit", "storage")
+_API_SETTING = re.compile(r"\b(" + "|".join(_API_PARAMS)
+                          + r")=(?:'([^']*)'|\"([^\"]*)\"|([-+0-9.eE]+\b))")
+_REPEATED = re.compile(r"((?:-k|--[a-z0-9-]+) [^\s(),;]+) \(\1\)")
+
+
+def cli_wording(text):
+    """A message of the Python API in the words of the command line: ``algorithm='lloyd'``
+    becomes ``--algorithm lloyd``, ``n_clusters=3`` becomes ``-k 3``; a setting followed by
+    its own API spelling in parentheses is said once."""
+    def option(match):
+        name = match.group(1)
+        value = next(v for v in match.groups()[1:] if v is not None)
+        return f"{_API_OPTIONS.get(name, '--' + name.replace('_', '-'))} {value}"
+
+    return _REPEATED.sub(r"\1", _API_SETTING.sub(option, text))
 
 
 class Reporter:
@@ -108,7 +133,7 @@ class Reporter:
     def warn(self, text):
         """One warning line."""
         if not self.quiet:
-            click.echo(f"kkmeans: warning: {text}", err=True)
+            click.echo(f"kkmeans: warning: {cli_wording(text)}", err=True)
 
     def table(self, title, rows):
         """(label, value) rows under a title: a rich grid on a terminal, plain text otherwise."""
