@@ -18,6 +18,7 @@ import traceback
 
 import click
 
+from .._text import plural
 from .._version import __version__
 from ..errors import DataError, KKMeansError, UsageError
 
@@ -301,8 +302,8 @@ def _per_row(path, option, what, data, integer=False):
     except DataError as exc:
         raise DataError(f"{option} {exc}") from None
     if values.shape[0] != data.n_rows:
-        raise DataError(f"{option} {path}: has {values.shape[0]} {what}, {data.source} has "
-                        f"{data.n_rows} rows")
+        raise DataError(f"{option} {path}: has {plural(values.shape[0], what[:-1], what)}, "
+                        f"{data.source} has {plural(data.n_rows, 'row')}")
     return values[data.kept]
 
 
@@ -654,7 +655,7 @@ def predict(ctx, **_):
     if data.X.shape[1] != expected:
         what = {"precomputed": "kernel columns", "precomputed-distance": "distance columns"
                 }.get(loaded.meta["kernel"], "features")
-        raise DataError(f"{data.source}: has {data.X.shape[1]} columns, the model "
+        raise DataError(f"{data.source}: has {plural(data.X.shape[1], 'column')}, the model "
                         f"{opts['model_path']} expects {expected} {what}"
                         + ("; pick them with --columns" if data.X.shape[1] > expected else ""))
     estimator = loaded.estimator
@@ -675,7 +676,7 @@ def predict(ctx, **_):
             write_matrix(out.open(opts["distances"], "distances"), opts["distances"], full)
     sizes = np.bincount(labels, minlength=estimator.n_clusters)
     reporter.table("kkmeans predict", [
-        ("data", f"{data.source}: {data.X.shape[0]} rows"
+        ("data", f"{data.source}: {plural(data.X.shape[0], 'row')}"
                  + (f" ({data.n_dropped} dropped)" if data.n_dropped else "")),
         ("model", f"{opts['model_path']}: {estimator.kernel_.describe()}, "
                   f"k = {estimator.n_clusters}"),
@@ -764,7 +765,7 @@ def sweep_command(ctx, **_):
     data, scaler, X, weights, _ = prepare_fit_data(opts)
     n = X.shape[0]
     if ks[-1] > n - 1:
-        raise DataError(f"{data.source}: k = {ks[-1]} is too large for {n} rows (a sweep "
+        raise DataError(f"{data.source}: k = {ks[-1]} is too large for {plural(n, 'row')} (a sweep "
                         f"needs k ≤ rows − 1 = {n - 1}); use a smaller --k")
     _check_memory_plan(opts, n, ks, "from-kernel")
     params = estimator_kwargs(opts, ks[0], opts["init"])
@@ -803,8 +804,8 @@ def sweep_command(ctx, **_):
     used = result.silhouette_n_used
     sampled = [u for u in used if u < n]
     rows = [
-        ("data", f"{data.source}: {n} samples × {X.shape[1]} features"
-                 + (f" ({data.n_dropped} rows with missing values dropped)"
+        ("data", f"{data.source}: {plural(n, 'sample')} × {plural(X.shape[1], 'feature')}"
+                 + (f" ({plural(data.n_dropped, 'row')} with missing values dropped)"
                     if data.n_dropped else "")),
         ("kernel", best.kernel_.describe()),
         ("chosen k", f"{result.best_k} by {opts['metric']}"
@@ -820,7 +821,7 @@ def sweep_command(ctx, **_):
         rows.append(("plot", opts["plot"]))
     rows.append(("time", f"kernel matrix {result.kernel_seconds:.3f} s (once), fits and "
                          f"measures {sum(r['seconds'] for r in result.rows):.3f} s "
-                         f"({len(ks)} ks)"))
+                         f"({plural(len(ks), 'k')})"))
     reporter.table("kkmeans sweep", rows)
     if opts["table"] == "-":
         click.echo(text, nl=False)

@@ -11,6 +11,8 @@ import warnings
 
 import click
 
+from .._text import plural
+
 
 # Keyword arguments of KernelKMeans whose command-line option is not --<name with - for _>.
 _API_OPTIONS = {"n_clusters": "-k", "random_state": "--seed", "n_threads": "--threads",
@@ -22,6 +24,9 @@ _API_PARAMS = ("n_clusters", "kernel", "gamma", "degree", "coef0", "init", "n_in
 _API_SETTING = re.compile(r"\b(" + "|".join(_API_PARAMS)
                           + r")=(?:'([^']*)'|\"([^\"]*)\"|([-+0-9.eE]+\b))")
 _REPEATED = re.compile(r"((?:-k|--[a-z0-9-]+) [^\s(),;]+) \(\1\)")
+
+
+_TRAILING_BLANKS = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)
 
 
 def cli_wording(text):
@@ -128,7 +133,12 @@ class Reporter:
             chosen = row["k"] == best_k
             table.add_row("*" if chosen else "", *[_cell(key, row[key]) for key in heads],
                           style="bold green" if chosen else None)
-        self.console.print(table)
+        with self.console.capture() as captured:
+            self.console.print(table)
+        # rich pads every cell to its column's width: no spaces at the ends of lines.
+        text = _TRAILING_BLANKS.sub(r"\1", captured.get())
+        self.console.file.write(text)
+        self.console.file.flush()
 
     def warn(self, text):
         """One warning line."""
@@ -160,8 +170,8 @@ def fit_report(estimator, data, scaler, model_path):
     n, d = data.X.shape
     restarts = len(stats["restart_inertias"])
     rows = [
-        ("data", f"{data.source}: {n} samples × {d} features"
-                 + (f" ({_plural(data.n_dropped, 'row')} with missing values dropped)"
+        ("data", f"{data.source}: {plural(n, 'sample')} × {plural(d, 'feature')}"
+                 + (f" ({plural(data.n_dropped, 'row')} with missing values dropped)"
                     if data.n_dropped else "")),
         ("k", str(estimator.n_clusters)),
         ("kernel", estimator.kernel_.describe()
@@ -174,7 +184,7 @@ def fit_report(estimator, data, scaler, model_path):
         ("inertia", f"{estimator.inertia_:.6g}"),
         ("cluster sizes", ", ".join(str(int(s)) for s in estimator.cluster_sizes_)),
         ("model", model_path or "not saved (--no-model)"),
-        ("time", _time_text(stats)),
+        ("time", _time_text(stats, _threads_text(estimator, stats["n_threads"], n))),
     ]
     from ..kernels.psd import report_rows as psd_rows
 
@@ -206,7 +216,7 @@ def fit_summary(estimator, data, model_path):
         "n_clusters": int(estimator.n_clusters),
         **estimator.kernel_.params(),
         "n_init": len(stats["restart_inertias"]),
-        "best_restart": int(stats["best_restart"]),
+        "best_restart": int(stats["best_restart"]) + 1,  # 1-based, as the report's "#1"
         "restart_inertias": [float(v) for v in stats["restart_inertias"]],
         "n_iter": int(estimator.n_iter_),
         "converged": bool(estimator.converged_),
@@ -290,7 +300,7 @@ def model_info_rows(info):
     ]
     if info.get("silhouette") is not None:
         how = ("exact" if info.get("silhouette_exact")
-               else f"sample of {info.get('silhouette_n_used')} points")
+               else f"sample of {plural(info.get('silhouette_n_used'), 'point')}")
         rows.insert(-1, ("silhouette", f"{info['silhouette']:.6f} ({how})"))
     if info.get("sweep"):
         sweep = info["sweep"]
@@ -302,7 +312,7 @@ def model_info_rows(info):
 
     rows[-1:-1] = psd_rows(info)
     if info.get("approx") == "nystroem":
-        rows.insert(-1, ("approximation", f"Nyström, {info.get('n_landmarks')} landmarks "
+        rows.insert(-1, ("approximation", f"Nyström, {plural(info.get('n_landmarks'), 'landmark')} "
                                           f"(rank {info.get('nystroem_rank')})"))
     if info.get("objective") == "ncut":
         rows[-1:-1] = [("objective", f"ncut = {info.get('ncut', float('nan')):.6g} "
@@ -329,22 +339,29 @@ def _cell(key, value):
 
 def silhouette_text(result, n):
     """``0.712345 (exact)`` or ``... (stratified sample of m of n points)``."""
-    how = "exact" if result.exact else f"stratified sample of {result.n_used} of {n} points"
+    how = ("exact" if result.exact
+           else f"stratified sample of {result.n_used} of {plural(n, 'point')}")
     return f"{result.score:.6f} ({how})"
 
 
-def _plural(count, noun):
-    return f"{count} {noun}{'' if count == 1 else 's'}"
+def _threads_text(estimator, used, n):
+    """The threads a fit used, and why fewer than asked for: ``2 threads``, ``1 of 2 threads:
+    fewer than 2,000 points``, ``1 thread: engine built without OpenMP``."""
+    from ..engine import _openmp
+    from ..engine.threads import effective_n_threads
+    from ..model.estimator import SMALL_N
+
+    if not _openmp.openmp_enabled():
+        return f"{plural(used, 'thread')}: engine built without OpenMP"
+    available = effective_n_threads(getattr(estimator, "n_threads", None))
+    if used < available and n < SMALL_N:
+        return f"{used} of {available} threads: fewer than {SMALL_N:,} points"
+    return plural(used, "thread")
 
 
-def _threads(n):
-    return f"{n} thread" if n == 1 else f"{n} threads"
-
-
-def _time_text(stats):
+def _time_text(stats, threads):
     """Where the time went; a fit without the kernel matrix computed kernel values in blocks
     during its iterations (``fit_stats_['storage']``)."""
-    threads = _threads(stats["n_threads"])
     iterations = f"iterations {stats['iteration_seconds']:.3f} s"
     storage = stats.get("storage", "matrix")
     if storage == "blocked":

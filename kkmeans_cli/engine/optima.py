@@ -38,6 +38,7 @@ Normalized cut (Dhillon, Guan & Kulis, KDD 2004)
 import numpy as np
 
 from . import _hartigan, _lloyd
+from .._text import plural
 from ..errors import OptionConflictError
 from ..kernels.sources import LazyKernel
 from .lloyd import inner_sums
@@ -566,7 +567,8 @@ def report_rows(est):
         if stats.get("refine") == "hartigan" and stats.get("refine_skipped"):
             text += " (Hartigan skipped: it needs the kernel matrix)"
         elif stats.get("refine") == "hartigan":
-            text += (f" → Hartigan {refined:.6g} ({stats.get('refine_moves', 0)} moves, "
+            moves = plural(stats.get("refine_moves", 0), "move")
+            text += (f" → Hartigan {refined:.6g} ({moves}, "
                      f"−{lloyd_obj - refined:.3g})")
         rows.append(("stages", text))
     return rows
