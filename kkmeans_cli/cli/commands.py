@@ -461,6 +461,9 @@ Examples:
 @click.option("--labels", default="-", show_default=True, metavar="PATH",
               help="Where the labels go, one per row of DATA (- is stdout).")
 @click.option("--summary", default=None, metavar="PATH", help="Also write a JSON summary.")
+@click.option("--with-data", is_flag=True,
+              help="Write each row of DATA followed by its label, as CSV (the columns used; "
+                   "a header line, when DATA has one, ends in 'label').")
 @click.option("--json", is_flag=True, help="Print the JSON summary on stdout instead of labels.")
 @click.option("--silhouette", is_flag=True,
               help="Also compute the feature-space silhouette (exact up to 20,000 rows, else "
@@ -477,7 +480,7 @@ def fit(ctx, **_):
     if opts["n_clusters"] is None:
         raise UsageError("missing option -k/--n-clusters (or n_clusters in --config) "
                          "(see 'kkmeans fit --help')")
-    from ..io.data import AtomicOutputs, check_output_path, format_json, format_labels
+    from ..io.data import AtomicOutputs, check_output_path, format_json
     from ..model.estimator import KernelKMeans
     from ..model.model_file import model_meta, save_model
     from .report import Reporter, fit_report, fit_summary, silhouette_text
@@ -485,6 +488,9 @@ def fit(ctx, **_):
     _check_option_combination(opts, opts["n_clusters"])
     init_is_file(opts["init"])
     model_path = None if opts["no_model"] else opts["model"]
+    if opts["json"] and opts["with_data"]:
+        raise UsageError("--json prints the summary instead of the labels; --with-data "
+                         "cannot be used with it (write the summary with --summary PATH)")
     if opts["plot"] is not None and opts["kernel"] in PRECOMPUTED_KERNELS:
         raise UsageError("--plot draws the data points, but with --kernel precomputed DATA is "
                          "a kernel matrix, not points; drop --plot (or fit the original data "
@@ -542,14 +548,54 @@ def fit(ctx, **_):
                           title=f"{data.source}: k = {k}, {estimator.kernel_.describe()}")
         if opts["labels"] != "-":
             out.open(opts["labels"], "labels").write(
-                format_labels(estimator.labels_, data.kept).encode())
+                _labels_text(opts, estimator.labels_, data).encode())
         if opts["summary"]:
             out.open(opts["summary"], "summary").write(format_json(summary).encode())
     reporter.table("kkmeans fit", report)
     if opts["json"]:
         click.echo(format_json(summary), nl=False)
     elif opts["labels"] == "-":
-        click.echo(format_labels(estimator.labels_, data.kept), nl=False)
+        click.echo(_labels_text(opts, estimator.labels_, data), nl=False)
+
+
+def _labels_text(opts, labels, data):
+    """What goes where the labels go: one label per row of DATA (-1 for a dropped row), or
+    with ``--with-data`` each row's values and then its label, as CSV."""
+    from ..io.data import format_labels
+
+    if not opts.get("with_data"):
+        return format_labels(labels, data.kept)
+    return format_data_with_labels(data, labels)
+
+
+def format_data_with_labels(data, labels):
+    """CSV of DATA's rows (the columns used, values as read) each followed by its label.
+
+    A header line, when DATA has one, names the columns and then ``label``. A row dropped by
+    ``--missing drop`` keeps its place with empty cells and the label -1. Numbers are written
+    in the shortest form that reads back to the same float64 (``3`` for 3.0).
+    """
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    if data.columns is not None:
+        writer.writerow([*data.columns, "label"])
+    labels = iter(int(v) for v in labels)
+    rows = iter(data.X.tolist())
+    empty = [""] * data.X.shape[1]
+    for kept in data.kept.tolist():
+        if kept:
+            writer.writerow([*map(_number_text, next(rows)), next(labels)])
+        else:
+            writer.writerow([*empty, -1])
+    return out.getvalue()
+
+
+def _number_text(value):
+    text = repr(value)
+    return text[:-2] if text.endswith(".0") else text
 
 
 def _require_matplotlib():
@@ -625,6 +671,9 @@ Examples:
               help="Where the labels go (- is stdout).")
 @click.option("--distances", default=None, metavar="PATH",
               help="Write the n×k squared feature-space distances (.npy, else CSV).")
+@click.option("--with-data", is_flag=True,
+              help="Write each row of DATA followed by its label, as CSV (the columns used; "
+                   "a header line, when DATA has one, ends in 'label').")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="OpenMP and BLAS threads  [default: all cores]")
 @data_options
@@ -641,7 +690,7 @@ def predict(ctx, **_):
     opts = effective_options(ctx)
     import numpy as np
 
-    from ..io.data import AtomicOutputs, check_output_path, format_labels, write_matrix
+    from ..io.data import AtomicOutputs, check_output_path, write_matrix
     from ..model.model_file import load_model
     from .report import Reporter
 
@@ -669,7 +718,7 @@ def predict(ctx, **_):
             raise DataError(f"{data.source}: {exc}") from exc
     with AtomicOutputs() as out:
         if opts["labels"] != "-":
-            out.open(opts["labels"], "labels").write(format_labels(labels, data.kept).encode())
+            out.open(opts["labels"], "labels").write(_labels_text(opts, labels, data).encode())
         if dist is not None:
             full = np.full((data.n_rows, dist.shape[1]), np.nan)
             full[data.kept] = dist
@@ -683,7 +732,7 @@ def predict(ctx, **_):
         ("cluster sizes", ", ".join(str(int(s)) for s in sizes)),
     ])
     if opts["labels"] == "-":
-        click.echo(format_labels(labels, data.kept), nl=False)
+        click.echo(_labels_text(opts, labels, data), nl=False)
 
 
 SWEEP_METRICS = ("silhouette", "simplified-silhouette", "calinski-harabasz", "davies-bouldin",
