@@ -416,8 +416,16 @@ def engine_description():
             f"(--threads or OMP_NUM_THREADS to change)")
 
 
-@click.group(cls=KKMeansGroup, context_settings={"help_option_names": ["-h", "--help"],
-                                                 "max_content_width": 100})
+CLI_EPILOG = """\b
+Shell completion of commands, options and choices (add the line to the shell start-up file):
+  bash:  eval "$(_KKMEANS_COMPLETE=bash_source kkmeans)"      (~/.bashrc)
+  zsh:   eval "$(_KKMEANS_COMPLETE=zsh_source kkmeans)"       (~/.zshrc)
+  fish:  _KKMEANS_COMPLETE=fish_source kkmeans | source       (~/.config/fish/config.fish)
+"""
+
+
+@click.group(cls=KKMeansGroup, epilog=CLI_EPILOG,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True,
               callback=lambda ctx, param, value: _print_version(ctx, value),
               help="Show the version and how the engine was built, and exit.")

@@ -312,7 +312,8 @@ def model_info_rows(info):
 
     rows[-1:-1] = psd_rows(info)
     if info.get("approx") == "nystroem":
-        rows.insert(-1, ("approximation", f"Nyström, {plural(info.get('n_landmarks'), 'landmark')} "
+        landmarks = plural(info.get("n_landmarks"), "landmark")
+        rows.insert(-1, ("approximation", f"Nyström, {landmarks} "
                                           f"(rank {info.get('nystroem_rank')})"))
     if info.get("objective") == "ncut":
         rows[-1:-1] = [("objective", f"ncut = {info.get('ncut', float('nan')):.6g} "
