@@ -13,11 +13,13 @@ import pytest
 import yaml
 
 from cli_helpers import ROOT, blobs, labels_of, run, run_process, write_csv
-from kkmeans_cli import _openmp, __version__
+from kkmeans_cli import __version__
 from kkmeans_cli._text import plural
-from kkmeans_cli.cli import cli, format_data_with_labels
-from kkmeans_cli.config import configurable_params
-from kkmeans_cli.data_io import read_data
+from kkmeans_cli.cli import cli
+from kkmeans_cli.cli.commands import format_data_with_labels
+from kkmeans_cli.engine import _openmp
+from kkmeans_cli.io.config import configurable_params
+from kkmeans_cli.io.data import read_data
 
 FAST = ["--threads", "1", "--n-init", "2"]
 CONFIGS = sorted(os.listdir(os.path.join(ROOT, "configs")))
@@ -343,6 +345,6 @@ def test_threads_are_reported_honestly(work):
 def test_no_click_deprecated_stream_helpers():
     # click.get_text_stream is deprecated (removed in Click 9): stdin and stderr are used
     # directly (CliRunner swaps them too).
-    for name in ("cli.py", "report.py"):
-        with open(os.path.join(ROOT, "kkmeans_cli", name)) as f:
+    for name in ("commands.py", "report.py"):
+        with open(os.path.join(ROOT, "kkmeans_cli", "cli", name)) as f:
             assert "get_text_stream" not in f.read()
