@@ -348,3 +348,20 @@ def test_no_click_deprecated_stream_helpers():
     for name in ("commands.py", "report.py"):
         with open(os.path.join(ROOT, "kkmeans_cli", "cli", name)) as f:
             assert "get_text_stream" not in f.read()
+
+
+def test_api_words_become_command_line_words():
+    from kkmeans_cli.cli.report import cli_wording
+
+    assert cli_wording("Use algorithm='lloyd' or psd_repair='lingoes'") == (
+        "Use --algorithm lloyd or --psd-repair lingoes")
+    assert cli_wording("--psd-repair lingoes (psd_repair='lingoes') repairs it") == (
+        "--psd-repair lingoes repairs it")
+    assert cli_wording("n_clusters=5 is larger; random_state=3; n_threads, n_landmarks=40") == (
+        "-k 5 is larger; --seed 3; --threads, --landmarks 40")
+    assert cli_wording("sample_weight must be >= 0; approx, psd_repair need K") == (
+        "--weights must be >= 0; approx, --psd-repair need K")
+    # Ordinary words and other names stay as they are.
+    for text in ("the median heuristic for gamma; using gamma = 1.0", "n_samples = 3",
+                 "the kernel matrix", "x_n_init"):
+        assert cli_wording(text) == text

@@ -23,6 +23,9 @@ _API_PARAMS = ("n_clusters", "kernel", "gamma", "degree", "coef0", "init", "n_in
                "memory_limit", "storage")
 _API_SETTING = re.compile(r"\b(" + "|".join(_API_PARAMS)
                           + r")=(?:'([^']*)'|\"([^\"]*)\"|([-+0-9.eE]+\b))")
+# Parameter names with an underscore are never ordinary words: said bare, they are options too.
+_API_NAME = re.compile(r"(?<![\w'=-])(" + "|".join(p for p in _API_PARAMS + ("sample_weight",)
+                                                  if "_" in p) + r")\b(?!=)")
 _REPEATED = re.compile(r"((?:-k|--[a-z0-9-]+) [^\s(),;]+) \(\1\)")
 
 
@@ -38,7 +41,10 @@ def cli_wording(text):
         value = next(v for v in match.groups()[1:] if v is not None)
         return f"{_API_OPTIONS.get(name, '--' + name.replace('_', '-'))} {value}"
 
-    return _REPEATED.sub(r"\1", _API_SETTING.sub(option, text))
+    text = _API_SETTING.sub(option, text)
+    text = _API_NAME.sub(lambda m: _API_OPTIONS.get(m.group(1),
+                                                    "--" + m.group(1).replace("_", "-")), text)
+    return _REPEATED.sub(r"\1", text)
 
 
 class Reporter:
