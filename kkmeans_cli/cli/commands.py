@@ -455,6 +455,7 @@ Examples:
   kkmeans fit data.csv --config configs/rbf.yaml -k 4 --summary run.json
   kkmeans fit data.tsv -k 3 --columns x,y --scale standard --missing drop
   kkmeans fit examples/blobs.csv -k 4 --silhouette --plot clusters.png
+  kkmeans fit examples/blobs.csv -k 4 --no-model --with-data > labelled.csv
 """
 
 
@@ -669,6 +670,7 @@ PREDICT_EPILOG = """\b
 Examples:
   kkmeans predict model.npz new.csv | sort | uniq -c
   kkmeans predict model.npz new.npy --labels new-labels.txt --distances dist.csv
+  kkmeans predict model.npz new.csv --with-data > new-labelled.csv
 """
 
 
