@@ -154,7 +154,8 @@ def fit_options(f):
                      help="OpenMP and BLAS threads  [default: all cores]"),
         click.option("--memory-limit", type=SizeType(), default=None,
                      help="Refuse before allocating more than this (8G, 500M, 1.5GB or "
-                          "bytes)  [default: 80% of the available RAM]"),
+                          "bytes; binary units: 1G = 1024³ bytes = 1 GiB)  [default: 80% of "
+                          "the available RAM]"),
         click.option("--approx", type=click.Choice(APPROX_CHOICES), default="none",
                      show_default=True,
                      help="nystroem: k-means on Nyström features of --landmarks points "
