@@ -38,6 +38,13 @@ class ConfigError(UsageError):
     """A YAML run config is not valid YAML, has an unknown key or a value of the wrong type."""
 
 
+class OptionConflictError(UsageError):
+    """Options that cannot work together, found out only once the data is seen (Elkan on a
+    kernel matrix that turns out not to be positive semidefinite, the normalized cut on a
+    kernel with a non-positive degree). A ``ValueError`` for the Python API; on the command
+    line a usage error (exit code 2), since the remedy is a different option."""
+
+
 class NotFittedError(KKMeansError, AttributeError):
     """The estimator is used before ``fit``."""
 

@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -45,7 +46,7 @@ def test_help_lists_commands_and_examples():
 def test_version():
     result = run(["--version"])
     assert result.exit_code == 0
-    assert result.stdout.strip() == f"kkmeans {__version__}"
+    assert result.stdout.splitlines()[0] == f"kkmeans {__version__}"
 
 
 def test_help_does_not_import_numpy():
@@ -104,8 +105,14 @@ def test_shell_config_and_flag(tmp_path, data):
     with np.load(tmp_path / "model.npz", allow_pickle=False) as model:
         meta = json.loads(str(model["meta"]))
     assert meta["n_clusters"] == 4
-    assert meta["scale"] == "standard"  # from the config
     assert meta["options"]["config"] == config
+    # linear.yaml sets n_clusters 4 and the linear kernel: the flag -k 3 wins over the former.
+    config = os.path.join(ROOT, "configs", "linear.yaml")
+    result = run_shell(f"kkmeans fit data.csv --config {config} -k 3 --threads 1", tmp_path)
+    assert result.returncode == 0, result.stderr
+    with np.load(tmp_path / "model.npz", allow_pickle=False) as model:
+        meta = json.loads(str(model["meta"]))
+    assert (meta["n_clusters"], meta["kernel"], meta["n_init"]) == (3, "linear", 10)
 
 
 def test_process_errors_are_one_line_without_traceback(tmp_path):
@@ -125,7 +132,7 @@ def test_python_dash_m_runs_the_cli(tmp_path):
     result = subprocess.run([sys.executable, "-m", "kkmeans_cli", "--version"],
                             capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0
-    assert result.stdout.strip() == f"kkmeans {__version__}"
+    assert result.stdout.splitlines()[0] == f"kkmeans {__version__}"
     assert kkmeans_command()  # either the script on PATH or the module
 
 
@@ -168,7 +175,7 @@ def test_csv_npy_hdf5_stdin_give_identical_labels(tmp_path, data):
         run(["fit", f"{tmp_path / 'data.h5'}:/group/features", *common]).stdout,
         run(["fit", tmp_path / "data.h5", "--dataset", "/group/features", *common]).stdout,
         run(["fit", tmp_path / "data.tsv", *common]).stdout,
-        run(["fit", "-", *common], input=open(path).read()).stdout,
+        run(["fit", "-", *common], input=Path(path).read_text()).stdout,
     ]
     first = labels_of(outputs[0])
     assert first.shape == (60,)

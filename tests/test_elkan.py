@@ -397,9 +397,9 @@ def test_cli_rejects_unknown_algorithm(csv_data):
 
 @pytest.mark.parametrize("args,message", [
     (["fit", "-k", "3", "--storage", "blocked", "--psd-repair", "lingoes"],
-     "storage='blocked' runs exact kernel k-means"),
+     "--storage blocked runs exact kernel k-means"),
     (["fit", "-k", "3", "--storage", "blocked", "--objective", "ncut"],
-     "storage='blocked' runs exact kernel k-means"),
+     "--storage blocked runs exact kernel k-means"),
     (["sweep", "--k", "2..4", "--storage", "blocked"], "--storage blocked has none"),
 ])
 def test_cli_blocked_storage_conflicts_are_usage_errors(csv_data, tmp_path, args, message):

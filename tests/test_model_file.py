@@ -1,6 +1,7 @@
 """Saving, loading and validating model files (``kkmeans_cli.model.model_file``)."""
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -169,7 +170,7 @@ def test_not_an_archive(tmp_path):
 
 def test_truncated_archive(tmp_path):
     X, Xs, est, scaler = _fit()
-    data = open(_save(tmp_path / "m.npz", est, scaler), "rb").read()
+    data = Path(_save(tmp_path / "m.npz", est, scaler)).read_bytes()
     for cut in (len(data) // 3, len(data) - 30):
         (tmp_path / "cut.npz").write_bytes(data[:cut])
         with pytest.raises(ModelFileError, match="cut.npz: "):

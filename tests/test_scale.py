@@ -55,7 +55,7 @@ def test_plan_counts_the_kernel_matrix_by_dtype():
 
 
 def test_fit_refuses_a_million_points_before_allocating(monkeypatch):
-    # The kernel matrix of 10^6 points is 8 TB: the plan refuses with the default limit
+    # The kernel matrix of 10^6 points is 8 TB (7.28 TiB): the plan refuses with the default limit
     # (80% of the available RAM) before anything n×n is allocated.
     monkeypatch.setattr(Kernel, "matrix",
                         lambda *a, **k: pytest.fail("the kernel matrix was allocated"))
@@ -64,7 +64,7 @@ def test_fit_refuses_a_million_points_before_allocating(monkeypatch):
     with pytest.raises(MemoryPlanError) as info:
         KernelKMeans(3, gamma=1.0).fit(X)
     message = str(info.value)
-    assert "8 TB" in message and "80% of the available RAM" in message
+    assert "7.28 TiB" in message and "80% of the available RAM" in message
     assert "--dtype float32" in message and "--approx nystroem" in message
     assert "smaller sample" in message
 
@@ -86,7 +86,7 @@ def test_blocked_storage_is_planned_and_offered(monkeypatch):
                         lambda *a, **kw: pytest.fail("the kernel matrix was allocated"))
     with pytest.raises(MemoryPlanError) as info:
         KernelKMeans(k, gamma=0.1, memory_limit="200M").fit(X)
-    assert "--storage blocked (needs 136 MB)" in str(info.value)
+    assert "--storage blocked (needs 129 MiB)" in str(info.value)
     blocked = memory.plan(6000, k, storage="blocked")
     assert "kernel matrix" not in blocked.items and "Elkan bounds" in blocked.items
     # ... which fits that limit without a kernel matrix and predicts its own labels ...
@@ -114,7 +114,7 @@ def test_cli_memory_limit_refuses_with_exit_1_and_no_file(tmp_path):
     assert res.exit_code == 1
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kkmeans: error: not enough memory")
-    assert "limit is 1.05 MB (--memory-limit)" in lines[0] and "--approx nystroem" in lines[0]
+    assert "limit is 1 MiB (--memory-limit)" in lines[0] and "--approx nystroem" in lines[0]
     assert res.stdout == "" and not model.exists()
     res = run(["sweep", data, "--k", "2..3", "--memory-limit", "1M", "-o", model] + FAST)
     assert res.exit_code == 1 and "not enough memory" in res.stderr and not model.exists()

@@ -10,6 +10,7 @@ Adding a command that fits (e.g. ``sweep``): decorate it with :func:`fit_options
 :func:`effective_options`, the data with :func:`prepare_fit_data` and the estimator's keyword
 arguments with :func:`estimator_kwargs`.
 """
+import difflib
 import errno
 import math
 import os
@@ -18,6 +19,7 @@ import traceback
 
 import click
 
+from .._text import plural
 from .._version import __version__
 from ..errors import DataError, KKMeansError, UsageError
 
@@ -153,7 +155,8 @@ def fit_options(f):
                      help="OpenMP and BLAS threads  [default: all cores]"),
         click.option("--memory-limit", type=SizeType(), default=None,
                      help="Refuse before allocating more than this (8G, 500M, 1.5GB or "
-                          "bytes)  [default: 80% of the available RAM]"),
+                          "bytes; binary units: 1G = 1024³ bytes = 1 GiB)  [default: 80% of "
+                          "the available RAM]"),
         click.option("--approx", type=click.Choice(APPROX_CHOICES), default="none",
                      show_default=True,
                      help="nystroem: k-means on Nyström features of --landmarks points "
@@ -252,7 +255,7 @@ def read_input(opts, spec):
 
     return read_data(spec, header=opts["header"], delimiter=opts["delimiter"],
                      columns=opts["columns"], dataset=opts["dataset"],
-                     missing=opts["missing"], stdin=click.get_text_stream("stdin"),
+                     missing=opts["missing"], stdin=sys.stdin,
                      announce=None if opts.get("quiet") else
                      lambda text: click.echo(f"kkmeans: {text}", err=True))
 
@@ -269,22 +272,35 @@ def prepare_fit_data(opts):
     weights : ndarray or None
     init : str or ndarray
     """
+    import numpy as np
+
     from ..io.scaling import fit_scaler
 
     if opts["kernel"] in PRECOMPUTED_KERNELS and opts["scale"] != "none":
         raise UsageError(f"--scale cannot be used with --kernel {opts['kernel']} (DATA is an "
                          f"n×n matrix)")
     data = read_input(opts, opts["data"])
-    weights = _per_row(opts["weights"], "weights", data, integer=False)
+    weights = _per_row(opts["weights"], "--weights", "weights", data)
+    if weights is not None:
+        negative = np.flatnonzero(weights < 0)
+        if negative.size:
+            raise DataError(f"--weights {opts['weights']}: weight {negative[0] + 1} is negative "
+                            f"({weights[negative[0]]:g}); sample weights must be >= 0")
     init = opts["init"]
-    if init not in INIT_CHOICES:
-        init = _per_row(init, "initial labels", data, integer=True)
+    if init_is_file(init):
+        init = _per_row(init, "--init", "initial labels", data, integer=True)
+        k = opts.get("n_clusters")
+        outside = np.flatnonzero((init < 0) | (init >= (k or 0)))
+        if k is not None and outside.size:
+            raise DataError(f"--init {opts['init']}: label {init[outside[0]]} (value "
+                            f"{outside[0] + 1}) is outside 0..{k - 1} (-k {k})")
     scaler = fit_scaler(data.X, opts["scale"])
     return data, scaler, scaler.transform(data.X), weights, init
 
 
-def _per_row(path, what, data, integer):
-    """One value per row of DATA from ``path``, keeping the rows DATA kept."""
+def _per_row(path, option, what, data, integer=False):
+    """One value per row of DATA from ``path`` (given as ``option``), keeping the rows DATA
+    kept; every error names the option and the file."""
     from ..io.data import read_vector
 
     if path is None:
@@ -292,11 +308,37 @@ def _per_row(path, what, data, integer):
     if path == "-" and data.source == "<stdin>":
         raise UsageError(f"DATA is read from standard input, so the {what} cannot be too; "
                          f"give the {what} as a file")
-    values = read_vector(path, what, integer=integer)
+    try:
+        values = read_vector(path, what, integer=integer)
+    except DataError as exc:
+        raise DataError(f"{option} {exc}") from None
     if values.shape[0] != data.n_rows:
-        raise DataError(f"{path}: has {values.shape[0]} {what}, {data.source} has "
-                        f"{data.n_rows} rows")
+        raise DataError(f"{option} {path}: has {plural(values.shape[0], what[:-1], what)}, "
+                        f"{data.source} has {plural(data.n_rows, 'row')}")
     return values[data.kept]
+
+
+def init_is_file(value):
+    """Whether ``--init VALUE`` names a file of initial labels (else it is a start method).
+
+    Raises
+    ------
+    UsageError
+        VALUE is neither a method nor an existing file and does not look like a path (no
+        folder, no extension) or is close to a method name: ``--init kmeans++``.
+    DataError
+        VALUE looks like a path to a file that does not exist.
+    """
+    if value in INIT_CHOICES:
+        return False
+    if os.path.exists(value):
+        return True
+    close = difflib.get_close_matches(value.lower(), INIT_CHOICES, n=1, cutoff=0.6)
+    if close or not (os.sep in value or os.path.splitext(value)[1]):
+        hint = f"; did you mean --init {close[0]}?" if close else ""
+        raise UsageError(f"--init {value}: not a start method ({', '.join(INIT_CHOICES)}) "
+                         f"and no such file{hint}")
+    raise DataError(f"--init {value}: no such file")
 
 
 # -- the command group and its error handling ----------------------------------------------
@@ -319,6 +361,19 @@ class KKMeansGroup(click.Group):
             sys.exit(code)
         return code
 
+    def parse_args(self, ctx, args):
+        # Bare ``kkmeans``: the usage and the commands on stderr, exit 2 (as git and pip do).
+        if not args and not ctx.resilient_parsing:
+            formatter = ctx.make_formatter()
+            self.format_usage(ctx, formatter)
+            self.format_commands(ctx, formatter)
+            formatter.write_paragraph()
+            formatter.write_text("Run 'kkmeans COMMAND --help' for the options of a command, "
+                                 "'kkmeans --help' for more.")
+            click.echo(formatter.getvalue().rstrip("\n"), err=True)
+            ctx.exit(2)
+        return super().parse_args(ctx, args)
+
 
 def _debug_wanted(argv):
     return "--debug" in argv or os.environ.get("KKMEANS_DEBUG", "") not in ("", "0")
@@ -338,7 +393,9 @@ def _report_error(exc, debug):
     elif isinstance(exc, click.ClickException):
         message, code = exc.format_message(), exc.exit_code
     elif isinstance(exc, KKMeansError):
-        message, code = str(exc), exc.exit_code
+        from .report import cli_wording
+
+        message, code = cli_wording(str(exc)), exc.exit_code
     elif isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT,
                                                     errno.EFBIG):
         message, code = f"cannot write the output: {exc.strerror}", 1  # e.g. a full disk
@@ -354,10 +411,38 @@ def _report_error(exc, debug):
     return code
 
 
-@click.group(cls=KKMeansGroup, context_settings={"help_option_names": ["-h", "--help"],
-                                                 "max_content_width": 100})
-@click.version_option(__version__, "-V", "--version", prog_name="kkmeans",
-                      message="%(prog)s %(version)s")
+def _print_version(ctx, value):
+    """``kkmeans --version``: the version, and whether the engine runs threads (OpenMP)."""
+    if not value or ctx.resilient_parsing:
+        return
+    click.echo(f"kkmeans {__version__}\n{engine_description()}")
+    ctx.exit()
+
+
+def engine_description():
+    """``engine: OpenMP, 2 threads by default`` or that it was built without OpenMP."""
+    from ..engine import _openmp
+
+    if not _openmp.openmp_enabled():
+        return "engine: built without OpenMP (serial: 1 thread, same results)"
+    n = max(1, _openmp.max_threads() or os.cpu_count() or 1)
+    return (f"engine: built with OpenMP, {n} thread{'' if n == 1 else 's'} by default "
+            f"(--threads or OMP_NUM_THREADS to change)")
+
+
+CLI_EPILOG = """\b
+Shell completion of commands, options and choices (add the line to the shell start-up file):
+  bash:  eval "$(_KKMEANS_COMPLETE=bash_source kkmeans)"      (~/.bashrc)
+  zsh:   eval "$(_KKMEANS_COMPLETE=zsh_source kkmeans)"       (~/.zshrc)
+  fish:  _KKMEANS_COMPLETE=fish_source kkmeans | source       (~/.config/fish/config.fish)
+"""
+
+
+@click.group(cls=KKMeansGroup, epilog=CLI_EPILOG,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=lambda ctx, param, value: _print_version(ctx, value),
+              help="Show the version and how the engine was built, and exit.")
 def cli():
     """Kernel k-means clustering.
 
@@ -384,6 +469,7 @@ Examples:
   kkmeans fit data.csv --config configs/rbf.yaml -k 4 --summary run.json
   kkmeans fit data.tsv -k 3 --columns x,y --scale standard --missing drop
   kkmeans fit examples/blobs.csv -k 4 --silhouette --plot clusters.png
+  kkmeans fit examples/blobs.csv -k 4 --no-model --with-data > labelled.csv
 """
 
 
@@ -398,6 +484,9 @@ Examples:
 @click.option("--labels", default="-", show_default=True, metavar="PATH",
               help="Where the labels go, one per row of DATA (- is stdout).")
 @click.option("--summary", default=None, metavar="PATH", help="Also write a JSON summary.")
+@click.option("--with-data", is_flag=True,
+              help="Write each row of DATA followed by its label, as CSV (the columns used; "
+                   "a header line, when DATA has one, ends in 'label').")
 @click.option("--json", is_flag=True, help="Print the JSON summary on stdout instead of labels.")
 @click.option("--silhouette", is_flag=True,
               help="Also compute the feature-space silhouette (exact up to 20,000 rows, else "
@@ -415,13 +504,17 @@ def fit(ctx, **_):
     if opts["n_clusters"] is None:
         raise UsageError("missing option -k/--n-clusters (or n_clusters in --config) "
                          "(see 'kkmeans fit --help')")
-    from ..io.data import AtomicOutputs, check_outputs, format_json, format_labels
+    from ..io.data import AtomicOutputs, check_outputs, format_json
     from ..model.estimator import KernelKMeans
     from ..model.model_file import model_meta, save_model
     from .report import Reporter, fit_report, fit_summary, silhouette_text
 
     _check_option_combination(opts, opts["n_clusters"])
+    init_is_file(opts["init"])
     model_path = None if opts["no_model"] else opts["model"]
+    if opts["json"] and opts["with_data"]:
+        raise UsageError("--json prints the summary instead of the labels; --with-data "
+                         "cannot be used with it (write the summary with --summary PATH)")
     if opts["plot"] is not None and opts["kernel"] in PRECOMPUTED_KERNELS:
         raise UsageError("--plot draws the data points, but with --kernel precomputed DATA is "
                          "a kernel matrix, not points; drop --plot (or fit the original data "
@@ -453,6 +546,8 @@ def fit(ctx, **_):
                  and estimator.approx != "nystroem" and estimator.storage != "blocked"
                  else None)
             estimator.fit(X, sample_weight=weights, kernel_matrix=K)
+        except UsageError:
+            raise  # options that cannot work on this data (exit 2)
         except ValueError as exc:
             raise DataError(f"{data.source}: {exc}") from exc
     summary = fit_summary(estimator, data, model_path)
@@ -481,14 +576,54 @@ def fit(ctx, **_):
                           fmt=plot_format(opts["plot"]))
         if opts["labels"] != "-":
             out.open(opts["labels"], "labels").write(
-                format_labels(estimator.labels_, data.kept).encode())
+                _labels_text(opts, estimator.labels_, data).encode())
         if opts["summary"]:
             out.open(opts["summary"], "summary").write(format_json(summary).encode())
     reporter.table("kkmeans fit", report)
     if opts["json"]:
         click.echo(format_json(summary), nl=False)
     elif opts["labels"] == "-":
-        click.echo(format_labels(estimator.labels_, data.kept), nl=False)
+        click.echo(_labels_text(opts, estimator.labels_, data), nl=False)
+
+
+def _labels_text(opts, labels, data):
+    """What goes where the labels go: one label per row of DATA (-1 for a dropped row), or
+    with ``--with-data`` each row's values and then its label, as CSV."""
+    from ..io.data import format_labels
+
+    if not opts.get("with_data"):
+        return format_labels(labels, data.kept)
+    return format_data_with_labels(data, labels)
+
+
+def format_data_with_labels(data, labels):
+    """CSV of DATA's rows (the columns used, values as read) each followed by its label.
+
+    A header line, when DATA has one, names the columns and then ``label``. A row dropped by
+    ``--missing drop`` keeps its place with empty cells and the label -1. Numbers are written
+    in the shortest form that reads back to the same float64 (``3`` for 3.0).
+    """
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    if data.columns is not None:
+        writer.writerow([*data.columns, "label"])
+    labels = iter(int(v) for v in labels)
+    rows = iter(data.X.tolist())
+    empty = [""] * data.X.shape[1]
+    for kept in data.kept.tolist():
+        if kept:
+            writer.writerow([*map(_number_text, next(rows)), next(labels)])
+        else:
+            writer.writerow([*empty, -1])
+    return out.getvalue()
+
+
+def _number_text(value):
+    text = repr(value)
+    return text[:-2] if text.endswith(".0") else text
 
 
 def _inputs(opts):
@@ -564,6 +699,7 @@ PREDICT_EPILOG = """\b
 Examples:
   kkmeans predict model.npz new.csv | sort | uniq -c
   kkmeans predict model.npz new.npy --labels new-labels.txt --distances dist.csv
+  kkmeans predict model.npz new.csv --with-data > new-labelled.csv
 """
 
 
@@ -574,6 +710,9 @@ Examples:
               help="Where the labels go (- is stdout).")
 @click.option("--distances", default=None, metavar="PATH",
               help="Write the n×k squared feature-space distances (.npy, else CSV).")
+@click.option("--with-data", is_flag=True,
+              help="Write each row of DATA followed by its label, as CSV (the columns used; "
+                   "a header line, when DATA has one, ends in 'label').")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="OpenMP and BLAS threads  [default: all cores]")
 @data_options
@@ -590,7 +729,7 @@ def predict(ctx, **_):
     opts = effective_options(ctx)
     import numpy as np
 
-    from ..io.data import AtomicOutputs, check_outputs, format_labels, write_matrix
+    from ..io.data import AtomicOutputs, check_outputs, write_matrix
     from ..model.model_file import load_model
     from .report import Reporter
 
@@ -604,7 +743,7 @@ def predict(ctx, **_):
     if data.X.shape[1] != expected:
         what = {"precomputed": "kernel columns", "precomputed-distance": "distance columns"
                 }.get(loaded.meta["kernel"], "features")
-        raise DataError(f"{data.source}: has {data.X.shape[1]} columns, the model "
+        raise DataError(f"{data.source}: has {plural(data.X.shape[1], 'column')}, the model "
                         f"{opts['model_path']} expects {expected} {what}"
                         + ("; pick them with --columns" if data.X.shape[1] > expected else ""))
     estimator = loaded.estimator
@@ -618,21 +757,21 @@ def predict(ctx, **_):
             raise DataError(f"{data.source}: {exc}") from exc
     with AtomicOutputs(opts["force"]) as out:
         if opts["labels"] != "-":
-            out.open(opts["labels"], "labels").write(format_labels(labels, data.kept).encode())
+            out.open(opts["labels"], "labels").write(_labels_text(opts, labels, data).encode())
         if dist is not None:
             full = np.full((data.n_rows, dist.shape[1]), np.nan)
             full[data.kept] = dist
             write_matrix(out.open(opts["distances"], "distances"), opts["distances"], full)
     sizes = np.bincount(labels, minlength=estimator.n_clusters)
     reporter.table("kkmeans predict", [
-        ("data", f"{data.source}: {data.X.shape[0]} rows"
+        ("data", f"{data.source}: {plural(data.X.shape[0], 'row')}"
                  + (f" ({data.n_dropped} dropped)" if data.n_dropped else "")),
         ("model", f"{opts['model_path']}: {estimator.kernel_.describe()}, "
                   f"k = {estimator.n_clusters}"),
         ("cluster sizes", ", ".join(str(int(s)) for s in sizes)),
     ])
     if opts["labels"] == "-":
-        click.echo(format_labels(labels, data.kept), nl=False)
+        click.echo(_labels_text(opts, labels, data), nl=False)
 
 
 SWEEP_METRICS = ("silhouette", "simplified-silhouette", "calinski-harabasz", "davies-bouldin",
@@ -690,7 +829,7 @@ def sweep_command(ctx, **_):
     if ks[0] < 2:
         raise UsageError(f"--k {opts['k']}: every k must be at least 2 (the measures compare "
                          f"clusters)")
-    if opts["init"] not in INIT_CHOICES:
+    if init_is_file(opts["init"]):
         raise UsageError("--init PATH fixes the number of clusters and cannot be used with "
                          "sweep; use --init k-means++, spectral or random")
     if opts["storage"] == "blocked":
@@ -713,7 +852,7 @@ def sweep_command(ctx, **_):
     data, scaler, X, weights, _ = prepare_fit_data(opts)
     n = X.shape[0]
     if ks[-1] > n - 1:
-        raise DataError(f"{data.source}: k = {ks[-1]} is too large for {n} rows (a sweep "
+        raise DataError(f"{data.source}: k = {ks[-1]} is too large for {plural(n, 'row')} (a sweep "
                         f"needs k ≤ rows − 1 = {n - 1}); use a smaller --k")
     _check_memory_plan(opts, n, ks, "from-kernel")
     params = estimator_kwargs(opts, ks[0], opts["init"])
@@ -723,6 +862,8 @@ def sweep_command(ctx, **_):
         try:
             result = sweep(X, ks, metric=metric, sample_weight=weights, progress=advance,
                            **params)
+        except UsageError:
+            raise  # options that cannot work on this data (exit 2)
         except ValueError as exc:
             raise DataError(f"{data.source}: {exc}") from exc
     best = result.best_estimator
@@ -751,8 +892,8 @@ def sweep_command(ctx, **_):
     used = result.silhouette_n_used
     sampled = [u for u in used if u < n]
     rows = [
-        ("data", f"{data.source}: {n} samples × {X.shape[1]} features"
-                 + (f" ({data.n_dropped} rows with missing values dropped)"
+        ("data", f"{data.source}: {plural(n, 'sample')} × {plural(X.shape[1], 'feature')}"
+                 + (f" ({plural(data.n_dropped, 'row')} with missing values dropped)"
                     if data.n_dropped else "")),
         ("kernel", best.kernel_.describe()),
         ("chosen k", f"{result.best_k} by {opts['metric']}"
@@ -768,7 +909,7 @@ def sweep_command(ctx, **_):
         rows.append(("plot", opts["plot"]))
     rows.append(("time", f"kernel matrix {result.kernel_seconds:.3f} s (once), fits and "
                          f"measures {sum(r['seconds'] for r in result.rows):.3f} s "
-                         f"({len(ks)} ks)"))
+                         f"({plural(len(ks), 'k')})"))
     reporter.table("kkmeans sweep", rows)
     if opts["table"] == "-":
         click.echo(text, nl=False)

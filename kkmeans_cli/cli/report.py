@@ -5,9 +5,46 @@ silences all of it (errors are printed by the CLI's error handler, not here). Pr
 shown only when stderr is a terminal.
 """
 import contextlib
+import re
+import sys
 import warnings
 
 import click
+
+from .._text import plural
+
+
+# Keyword arguments of KernelKMeans whose command-line option is not --<name with - for _>.
+_API_OPTIONS = {"n_clusters": "-k", "random_state": "--seed", "n_threads": "--threads",
+                "n_landmarks": "--landmarks", "sample_weight": "--weights"}
+_API_PARAMS = ("n_clusters", "kernel", "gamma", "degree", "coef0", "init", "n_init",
+               "max_iter", "tol", "algorithm", "random_state", "dtype", "n_threads",
+               "psd_repair", "solver", "objective", "refine", "approx", "n_landmarks",
+               "memory_limit", "storage")
+_API_SETTING = re.compile(r"\b(" + "|".join(_API_PARAMS)
+                          + r")=(?:'([^']*)'|\"([^\"]*)\"|([-+0-9.eE]+\b))")
+# Parameter names with an underscore are never ordinary words: said bare, they are options too.
+_API_NAME = re.compile(r"(?<![\w'=-])(" + "|".join(p for p in _API_PARAMS + ("sample_weight",)
+                                                  if "_" in p) + r")\b(?!=)")
+_REPEATED = re.compile(r"((?:-k|--[a-z0-9-]+) [^\s(),;]+) \(\1\)")
+
+
+_TRAILING_BLANKS = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)
+
+
+def cli_wording(text):
+    """A message of the Python API in the words of the command line: ``algorithm='lloyd'``
+    becomes ``--algorithm lloyd``, ``n_clusters=3`` becomes ``-k 3``; a setting followed by
+    its own API spelling in parentheses is said once."""
+    def option(match):
+        name = match.group(1)
+        value = next(v for v in match.groups()[1:] if v is not None)
+        return f"{_API_OPTIONS.get(name, '--' + name.replace('_', '-'))} {value}"
+
+    text = _API_SETTING.sub(option, text)
+    text = _API_NAME.sub(lambda m: _API_OPTIONS.get(m.group(1),
+                                                    "--" + m.group(1).replace("_", "-")), text)
+    return _REPEATED.sub(r"\1", text)
 
 
 class Reporter:
@@ -24,7 +61,7 @@ class Reporter:
 
         self.quiet = quiet
         self.console = Console(stderr=True, highlight=False, soft_wrap=True,
-                               file=click.get_text_stream("stderr"))
+                               file=sys.stderr)
 
     @contextlib.contextmanager
     def progress(self, message):
@@ -102,12 +139,17 @@ class Reporter:
             chosen = row["k"] == best_k
             table.add_row("*" if chosen else "", *[_cell(key, row[key]) for key in heads],
                           style="bold green" if chosen else None)
-        self.console.print(table)
+        with self.console.capture() as captured:
+            self.console.print(table)
+        # rich pads every cell to its column's width: no spaces at the ends of lines.
+        text = _TRAILING_BLANKS.sub(r"\1", captured.get())
+        self.console.file.write(text)
+        self.console.file.flush()
 
     def warn(self, text):
         """One warning line."""
         if not self.quiet:
-            click.echo(f"kkmeans: warning: {text}", err=True)
+            click.echo(f"kkmeans: warning: {cli_wording(text)}", err=True)
 
     def table(self, title, rows):
         """(label, value) rows under a title: a rich grid on a terminal, plain text otherwise."""
@@ -134,8 +176,8 @@ def fit_report(estimator, data, scaler, model_path):
     n, d = data.X.shape
     restarts = len(stats["restart_inertias"])
     rows = [
-        ("data", f"{data.source}: {n} samples × {d} features"
-                 + (f" ({_plural(data.n_dropped, 'row')} with missing values dropped)"
+        ("data", f"{data.source}: {plural(n, 'sample')} × {plural(d, 'feature')}"
+                 + (f" ({plural(data.n_dropped, 'row')} with missing values dropped)"
                     if data.n_dropped else "")),
         ("k", str(estimator.n_clusters)),
         ("kernel", estimator.kernel_.describe()
@@ -148,7 +190,7 @@ def fit_report(estimator, data, scaler, model_path):
         ("inertia", f"{estimator.inertia_:.6g}"),
         ("cluster sizes", ", ".join(str(int(s)) for s in estimator.cluster_sizes_)),
         ("model", model_path or "not saved (--no-model)"),
-        ("time", _time_text(stats)),
+        ("time", _time_text(stats, _threads_text(estimator, stats["n_threads"], n))),
     ]
     from ..kernels.psd import report_rows as psd_rows
 
@@ -180,7 +222,7 @@ def fit_summary(estimator, data, model_path):
         "n_clusters": int(estimator.n_clusters),
         **estimator.kernel_.params(),
         "n_init": len(stats["restart_inertias"]),
-        "best_restart": int(stats["best_restart"]),
+        "best_restart": int(stats["best_restart"]) + 1,  # 1-based, as the report's "#1"
         "restart_inertias": [float(v) for v in stats["restart_inertias"]],
         "n_iter": int(estimator.n_iter_),
         "converged": bool(estimator.converged_),
@@ -266,7 +308,7 @@ def model_info_rows(info):
     ]
     if info.get("silhouette") is not None:
         how = ("exact" if info.get("silhouette_exact")
-               else f"sample of {info.get('silhouette_n_used')} points")
+               else f"sample of {plural(info.get('silhouette_n_used'), 'point')}")
         rows.insert(-1, ("silhouette", f"{info['silhouette']:.6f} ({how})"))
     if info.get("sweep"):
         sweep = info["sweep"]
@@ -278,7 +320,8 @@ def model_info_rows(info):
 
     rows[-1:-1] = psd_rows(info)
     if info.get("approx") == "nystroem":
-        rows.insert(-1, ("approximation", f"Nyström, {info.get('n_landmarks')} landmarks "
+        landmarks = plural(info.get("n_landmarks"), "landmark")
+        rows.insert(-1, ("approximation", f"Nyström, {landmarks} "
                                           f"(rank {info.get('nystroem_rank')})"))
     if info.get("objective") == "ncut":
         rows[-1:-1] = [("objective", f"ncut = {info.get('ncut', float('nan')):.6g} "
@@ -305,22 +348,29 @@ def _cell(key, value):
 
 def silhouette_text(result, n):
     """``0.712345 (exact)`` or ``... (stratified sample of m of n points)``."""
-    how = "exact" if result.exact else f"stratified sample of {result.n_used} of {n} points"
+    how = ("exact" if result.exact
+           else f"stratified sample of {result.n_used} of {plural(n, 'point')}")
     return f"{result.score:.6f} ({how})"
 
 
-def _plural(count, noun):
-    return f"{count} {noun}{'' if count == 1 else 's'}"
+def _threads_text(estimator, used, n):
+    """The threads a fit used, and why fewer than asked for: ``2 threads``, ``1 of 2 threads:
+    fewer than 2,000 points``, ``1 thread: engine built without OpenMP``."""
+    from ..engine import _openmp
+    from ..engine.threads import effective_n_threads
+    from ..model.estimator import SMALL_N
+
+    if not _openmp.openmp_enabled():
+        return f"{plural(used, 'thread')}: engine built without OpenMP"
+    available = effective_n_threads(getattr(estimator, "n_threads", None))
+    if used < available and n < SMALL_N:
+        return f"{used} of {available} threads: fewer than {SMALL_N:,} points"
+    return plural(used, "thread")
 
 
-def _threads(n):
-    return f"{n} thread" if n == 1 else f"{n} threads"
-
-
-def _time_text(stats):
+def _time_text(stats, threads):
     """Where the time went; a fit without the kernel matrix computed kernel values in blocks
     during its iterations (``fit_stats_['storage']``)."""
-    threads = _threads(stats["n_threads"])
     iterations = f"iterations {stats['iteration_seconds']:.3f} s"
     storage = stats.get("storage", "matrix")
     if storage == "blocked":

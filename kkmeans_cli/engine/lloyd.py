@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _lloyd
+from .._text import plural
 from ..errors import KKMeansWarning
 
 # An update that changes the objective by less than this (relative) while labels change is a
@@ -85,8 +86,8 @@ def relocate_empty_clusters(labels, distances, weights, n_clusters):
         labels[i] = empty[moved]
         moved += 1
     if moved:
-        warnings.warn(f"{moved} empty cluster(s) refilled with the points farthest from their "
-                      "centres", KKMeansWarning, stacklevel=3)
+        warnings.warn(f"{plural(moved, 'empty cluster')} refilled with the points farthest "
+                      "from their centres", KKMeansWarning, stacklevel=3)
     return moved
 
 
@@ -191,6 +192,7 @@ def lloyd(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
         change = abs(previous - obj)
         if change <= STALL_RTOL * abs(previous) and not n_relocated:
             # Labels change but the objective does not: ties between coinciding points.
+            # (Moves of weight-0 points alone never get here: see weighted_move above.)
             stalled = True
             break
         if tol > 0 and change <= tol * abs(previous):

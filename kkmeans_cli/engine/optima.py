@@ -38,6 +38,8 @@ Normalized cut (Dhillon, Guan & Kulis, KDD 2004)
 import numpy as np
 
 from . import _hartigan, _lloyd
+from .._text import plural
+from ..errors import OptionConflictError
 from ..kernels.sources import LazyKernel
 from .lloyd import inner_sums
 
@@ -387,7 +389,9 @@ def check_degrees(d, what="training point"):
     """Degrees must be positive and finite for the normalized cut."""
     bad = np.flatnonzero(~(d > 0) | ~np.isfinite(d))
     if bad.size:
-        raise ValueError(f"objective='ncut' needs positive degrees Σ_j u_j K_ij, but {what} "
+        # Training degrees follow from the kernel chosen: a different option is the remedy.
+        error = OptionConflictError if what == "training point" else ValueError
+        raise error(f"objective='ncut' needs positive degrees Σ_j u_j K_ij, but {what} "
                          f"{bad[0]} has degree {d[bad[0]]:.6g}; use a non-negative kernel "
                          f"(rbf, laplacian, chi2) or objective='kmeans'")
 
@@ -438,6 +442,11 @@ def check_params(est):
         raise ValueError(f"objective must be 'kmeans' or 'ncut'; got {est.objective!r}")
     if est.refine not in ("auto",) + REFINES:
         raise ValueError(f"refine must be 'auto', 'hartigan' or 'none'; got {est.refine!r}")
+    if est.objective == "ncut" and est.kernel == "precomputed-distance":
+        raise ValueError("objective='ncut' needs positive degrees Σ_j K_ij, but the kernel of "
+                         "a distance matrix (kernel='precomputed-distance', Gower double "
+                         "centring) has every row sum 0; use objective='kmeans', or give a "
+                         "similarity matrix with kernel='precomputed'")
     if est.objective == "ncut" and getattr(est, "approx", "none") != "none":
         raise ValueError("objective='ncut' needs the exact kernel matrix; it cannot be used "
                          "with approx='nystroem'")
@@ -565,7 +574,8 @@ def report_rows(est):
         if stats.get("refine") == "hartigan" and stats.get("refine_skipped"):
             text += " (Hartigan skipped: it needs the kernel matrix)"
         elif stats.get("refine") == "hartigan":
-            text += (f" → Hartigan {refined:.6g} ({stats.get('refine_moves', 0)} moves, "
+            moves = plural(stats.get("refine_moves", 0), "move")
+            text += (f" → Hartigan {refined:.6g} ({moves}, "
                      f"−{lloyd_obj - refined:.3g})")
         rows.append(("stages", text))
     return rows

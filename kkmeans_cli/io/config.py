@@ -3,6 +3,8 @@
 Precedence is built-in defaults < config < flags: a config value is used for every option the
 user did not give on the command line (click's parameter source tells which ones they gave).
 Keys are the long option names with ``_`` for ``-`` (``n_clusters``, ``n_init``, ``gamma``).
+One config serves every command: a key of another command (``n_clusters`` for ``sweep``, the
+fit options for ``predict``) is ignored; a key no command knows is an error.
 """
 import difflib
 
@@ -61,6 +63,20 @@ def configurable_params(command):
             if isinstance(p, click.Option) and p.name not in NOT_CONFIGURABLE}
 
 
+def known_keys(ctx):
+    """Every config key of every command of the program (the command's own when it stands
+    alone), by name → the option of the first command that has it."""
+    root = ctx.find_root().command
+    commands = list(getattr(root, "commands", {}).values()) or [ctx.command]
+    if ctx.command not in commands:
+        commands.append(ctx.command)
+    keys = {}
+    for command in commands:
+        for name, param in configurable_params(command).items():
+            keys.setdefault(name, param)
+    return keys
+
+
 def apply_config(ctx, config, path):
     """Merge config values into ``ctx.params`` where the user gave no flag.
 
@@ -81,13 +97,16 @@ def apply_config(ctx, config, path):
     Raises
     ------
     ConfigError
-        A key that is not an option of the command (naming the closest valid key), or a value
-        of the wrong type (naming the key).
+        A key that is not an option of any command (naming the closest valid key), or a value
+        of the wrong type (naming the key). Keys of other commands are ignored.
     """
     params = configurable_params(ctx.command)
+    known = known_keys(ctx)
     for key, value in config.items():
-        if not isinstance(key, str) or key not in params:
-            raise ConfigError(_unknown_key_message(path, key, params))
+        if not isinstance(key, str) or key not in known:
+            raise ConfigError(_unknown_key_message(path, key, known))
+        if key not in params:
+            continue  # an option of another command
         if _given_on_command_line(ctx, key):
             continue
         ctx.params[key] = convert_value(ctx, params[key], value, path)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._text import plural
 from ..errors import DataError, OutputError, UsageError
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".dat")
@@ -184,7 +185,7 @@ def read_vector(path, what, *, integer=False):
         values, source = data.X, data.source
     if values.shape[1] != 1:
         raise DataError(f"{source}: {what} need one value per line; found "
-                        f"{values.shape[1]} columns")
+                        f"{plural(values.shape[1], 'column')}")
     values = values[:, 0]
     if not np.all(np.isfinite(values)):
         row = int(np.flatnonzero(~np.isfinite(values))[0]) + 1
@@ -390,7 +391,7 @@ def _column_indexes(wanted, names, width, source):
             index = int(item)
             if not 0 <= index < width:
                 raise UsageError(f"--columns: index {index} is out of range; {source} has "
-                                 f"{width} columns (0-based indexes 0..{width - 1})")
+                                 f"{plural(width, 'column')} (0-based indexes 0..{width - 1})")
         elif names is None:
             raise UsageError(f"--columns: {item!r} is a name but {source} has no header line; "
                              f"use 0-based indexes or --header")

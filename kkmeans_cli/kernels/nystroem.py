@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._text import plural
 from ..engine.threads import blas_threads, thread_pool
 from .functions import row_blocks
 from ..model.memory import BLOCK_BYTES, default_landmarks
@@ -558,6 +559,6 @@ def report_rows(estimator):
     """Rows of the fit report (``report.fit_report``): the approximation, when there is one."""
     if getattr(estimator, "approx", "none") != "nystroem":
         return []
-    return [("approximation", f"Nyström, {estimator.n_landmarks_} landmarks (rank "
+    return [("approximation", f"Nyström, {plural(estimator.n_landmarks_, 'landmark')} (rank "
                               f"{estimator.nystroem_rank_}); inertia in the Nyström feature "
                               f"space; 'kernel matrix' time is the landmark features")]

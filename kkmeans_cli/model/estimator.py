@@ -6,7 +6,7 @@ import time
 import numpy as np
 
 from ..engine.threads import blas_threads, effective_n_threads
-from ..errors import NotFittedError
+from ..errors import NotFittedError, OptionConflictError
 from ..engine.starts import kmeans_plusplus, random_centres
 from ..kernels.sources import BlockedKernel, InMemoryKernel, LazyKernel
 from ..kernels.functions import KERNELS, Kernel, data_offset, resolve_gamma
@@ -394,9 +394,10 @@ class KernelKMeans:
         """
         euclidean, why = self._euclidean(source)
         if self.algorithm == "elkan" and not euclidean:
-            raise ValueError(f"algorithm='elkan' needs a positive semidefinite kernel (its "
-                             f"bounds use the triangle inequality in feature space); {why}. "
-                             f"Use algorithm='lloyd' or psd_repair='lingoes'")
+            raise OptionConflictError(
+                f"algorithm='elkan' needs a positive semidefinite kernel (its bounds use the "
+                f"triangle inequality in feature space); {why}. Use algorithm='lloyd' or "
+                f"psd_repair='lingoes'")
         if self.algorithm != "auto":
             return self.algorithm
         d = getattr(self, "_fit_n_features", 0)

@@ -68,9 +68,10 @@ class MemoryPlan:
 
 
 def format_bytes(n):
-    """Bytes for people: ``12.8 GB``, ``512 MB``, ``4.0 kB`` (decimal units, as ``df -H``)."""
+    """Bytes for people: ``12 GiB``, ``512 MiB``, ``4 KiB`` — binary units, as
+    ``--memory-limit`` reads them (``100M`` is 100 MiB and is echoed so)."""
     n = float(n)
-    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= size:
             value = n / size
             return f"{value:.3g} {unit}" if value < 100 else f"{value:.0f} {unit}"
