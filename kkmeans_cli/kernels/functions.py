@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import _options
 from ..engine.threads import blas_threads, thread_pool
 from ..errors import KKMeansWarning
 
-KERNELS = ("rbf", "linear", "poly", "sigmoid", "laplacian", "chi2", "cosine", "precomputed",
-           "precomputed-distance")
+KERNELS = _options.KERNELS
 GAMMA_KERNELS = ("rbf", "poly", "sigmoid", "laplacian", "chi2")
 _GRAM_CODE = {"linear": 0, "poly": 1, "rbf": 2, "sigmoid": 3, "cosine": 4}
 _L1_CODE = {"laplacian": 5, "chi2": 6}
