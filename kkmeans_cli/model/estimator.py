@@ -51,6 +51,11 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
                    BaseEstimator):
     """Kernel k-means clustering (weighted, exact, Lloyd iterations on the kernel matrix).
 
+    A scikit-learn estimator: parameters are checked against ``_parameter_constraints``
+    (``params.py``) and their combinations by ``params.check_param_combination`` when ``fit``
+    starts (``InvalidParameterError``); it works with ``clone``, ``Pipeline``,
+    ``GridSearchCV`` and pickle; ``predict`` and ``transform`` do not modify the estimator.
+
     Minimises Σ_i w_i ‖φ(x_i) − μ_{c(i)}‖² in the feature space of a kernel, with the squared
     distance d(i, c) = K_ii − 2 F[c, i]/W_c + g_c/W_c² computed from the outer sums
     F[c, i] = Σ_{j∈c} w_j K_ij and inner sums g_c = Σ_{i,j∈c} w_i w_j K_ij.
@@ -86,10 +91,11 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         start. 'elkan' skips distances with bounds (``elkan.py``) and needs a positive
         semidefinite kernel. 'auto': Elkan on a blocked kernel and on Nyström features,
         Lloyd on a kernel matrix in memory (see :meth:`_scheme`).
-    random_state : int, numpy Generator or None
-        Seeds every random choice (gamma sample, starts). Same seed → same result, whatever
-        ``n_threads``.
-    dtype : {numpy.float64, numpy.float32}, default float64
+    random_state : int, RandomState instance, numpy Generator or None
+        Seeds every random choice (gamma sample, starts). Same int → same result, whatever
+        ``n_threads``. A ``RandomState`` (or None: numpy's global one) is drawn from, as in
+        scikit-learn; a ``Generator`` lends its seed sequence.
+    dtype : {'float64', 'float32'} or the numpy type, default 'float64'
         Storage of the kernel matrix; sums are always float64.
     n_threads : int or None
         OpenMP and BLAS threads (None: every core).
