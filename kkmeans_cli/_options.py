@@ -5,8 +5,8 @@ Read by the command line (``click.Choice`` lists, option defaults) and by
 defaults), so the two cannot drift apart. This module imports nothing, so ``kkmeans --help``
 stays free of NumPy and scikit-learn.
 
-Each ``*_CHOICES`` tuple lists the values in the order the help text shows them; the first
-entry of a tuple is not necessarily its default (see ``DEFAULTS``).
+Each tuple lists the allowed values in the order the help text shows them; the first entry
+is not necessarily the default (see ``DEFAULTS``).
 """
 
 KERNELS = ("rbf", "linear", "poly", "sigmoid", "laplacian", "chi2", "cosine", "precomputed",
