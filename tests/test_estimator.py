@@ -318,7 +318,7 @@ def test_bad_parameters_raise(params, message):
 @pytest.mark.parametrize("X, weights, message", [
     (np.ones((5, 2)), None, "larger than the number of samples"),
     (np.array([[0.0, np.nan]] * 10), None, "NaN"),
-    (np.ones(10), None, "2-D"),
+    (np.ones(10), None, "Expected 2D array"),
     (np.ones((10, 2)), -np.ones(10), "non-negative"),
     (np.ones((10, 2)), np.ones(9), "shape"),
     (-np.ones((10, 2)), None, "non-negative data"),

@@ -421,9 +421,9 @@ def test_tiny_asymmetry_is_rounding_and_accepted():
 
 
 def test_bad_parameters():
-    with pytest.raises(ValueError, match="psd_repair must be one of"):
+    with pytest.raises(ValueError, match="'psd_repair' parameter of KernelKMeans must be"):
         KernelKMeans(2, kernel="precomputed", psd_repair="higham").fit(F6)
-    with pytest.raises(ValueError, match="solver must be"):
+    with pytest.raises(ValueError, match="'solver' parameter of KernelKMeans must be"):
         KernelKMeans(2, kernel="precomputed", solver="spectral").fit(F6)
     with pytest.raises(ValueError, match="distance rows must be >= 0"):
         fit(D6, kernel="precomputed-distance").predict(-D6)

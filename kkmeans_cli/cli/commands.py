@@ -20,25 +20,26 @@ import traceback
 import click
 
 from .._text import plural
+from .. import _options
+from .._options import DEFAULTS
 from .._version import __version__
 from ..errors import DataError, KKMeansError, UsageError
 
-# Kept in step with kernels.KERNELS (a test checks); not imported from there to keep NumPy out
-# of ``kkmeans --help``.
-KERNEL_CHOICES = ("rbf", "linear", "poly", "sigmoid", "laplacian", "chi2", "cosine",
-                  "precomputed", "precomputed-distance")
-PRECOMPUTED_KERNELS = ("precomputed", "precomputed-distance")  # DATA is an n×n matrix
-PSD_REPAIR_CHOICES = ("none", "lingoes", "clip")
-SOLVER_CHOICES = ("lloyd", "embed")
-SCALE_CHOICES = ("none", "standard", "minmax")
-ALGORITHM_CHOICES = ("auto", "lloyd", "elkan")
-STORAGE_CHOICES = ("auto", "matrix", "blocked")
-DTYPE_CHOICES = ("float64", "float32")
-DEFAULT_N_INIT = 20  # the API default (a test keeps them in step)
+# The choices and defaults come from the one table the estimator's parameter constraints use
+# (_options.py, which imports nothing: ``kkmeans --help`` loads neither NumPy nor sklearn).
+KERNEL_CHOICES = _options.KERNELS
+PRECOMPUTED_KERNELS = _options.PRECOMPUTED_KERNELS  # DATA is an n×n matrix
+PSD_REPAIR_CHOICES = _options.PSD_REPAIRS
+SOLVER_CHOICES = _options.SOLVERS
+SCALE_CHOICES = _options.SCALES
+ALGORITHM_CHOICES = _options.ALGORITHMS
+STORAGE_CHOICES = _options.STORAGES
+DTYPE_CHOICES = _options.DTYPES
+DEFAULT_N_INIT = DEFAULTS["n_init"]
 EXIT_INTERRUPTED = 130
-INIT_CHOICES = ("k-means++", "spectral", "random")
-OBJECTIVE_CHOICES = ("kmeans", "ncut")
-REFINE_CHOICES = ("auto", "hartigan", "none")
+INIT_CHOICES = _options.INITS
+OBJECTIVE_CHOICES = _options.OBJECTIVES
+REFINE_CHOICES = _options.REFINES
 
 
 class GammaType(click.ParamType):
@@ -81,7 +82,7 @@ class SizeType(click.ParamType):
         return "SIZE"
 
 
-APPROX_CHOICES = ("none", "nystroem")
+APPROX_CHOICES = _options.APPROXES
 
 
 # -- shared option groups ------------------------------------------------------------------
@@ -95,53 +96,59 @@ def fit_options(f):
     """The options of fitting a model (everything but k and the outputs), shared by the
     commands that fit."""
     return _apply([
-        click.option("--kernel", type=click.Choice(KERNEL_CHOICES), default="rbf",
+        click.option("--kernel", type=click.Choice(KERNEL_CHOICES), default=DEFAULTS["kernel"],
                      show_default=True,
                      help="Kernel; 'precomputed': DATA is the n×n kernel matrix; "
                           "'precomputed-distance': DATA is the n×n dissimilarity matrix "
                           "(kernel by Gower double centering)."),
-        click.option("--gamma", type=GammaType(), default="median", show_default=True,
+        click.option("--gamma", type=GammaType(), default=DEFAULTS["gamma"], show_default=True,
                      help="Kernel width. median: 1/(2·median squared pair distance); "
                           "scale: 1/(n_features·Var(X))."),
-        click.option("--degree", type=click.IntRange(min=1), default=3, show_default=True,
+        click.option("--degree", type=click.IntRange(min=1), default=DEFAULTS["degree"],
+                     show_default=True,
                      help="Degree of the poly kernel."),
-        click.option("--coef0", type=float, default=1.0, show_default=True,
+        click.option("--coef0", type=float, default=DEFAULTS["coef0"], show_default=True,
                      help="Offset of the poly and sigmoid kernels."),
-        click.option("--scale", type=click.Choice(SCALE_CHOICES), default="none",
+        click.option("--scale", type=click.Choice(SCALE_CHOICES), default=DEFAULTS["scale"],
                      show_default=True,
                      help="Feature scaling fitted on DATA, stored in the model."),
-        click.option("--init", default="k-means++", show_default=True,
+        click.option("--init", default=DEFAULTS["init"], show_default=True,
                      metavar="k-means++|spectral|random|PATH",
                      help="Starting centres, or a file with one initial label per row. "
                           "spectral: k-means on the leading eigenvectors of K. With "
                           "k-means++ and several restarts, restart 1 is spectral."),
         click.option("--n-init", type=click.IntRange(min=1), default=DEFAULT_N_INIT,
                      show_default=True, help="Restarts; the lowest inertia wins."),
-        click.option("--max-iter", type=click.IntRange(min=1), default=300, show_default=True,
+        click.option("--max-iter", type=click.IntRange(min=1), default=DEFAULTS["max_iter"],
+                     show_default=True,
                      help="Iterations per restart at most."),
-        click.option("--tol", type=click.FloatRange(min=0), default=1e-4, show_default=True,
+        click.option("--tol", type=click.FloatRange(min=0), default=DEFAULTS["tol"],
+                     show_default=True,
                      help="Stop when the relative objective change is at most this."),
-        click.option("--objective", type=click.Choice(OBJECTIVE_CHOICES), default="kmeans",
+        click.option("--objective", type=click.Choice(OBJECTIVE_CHOICES),
+                     default=DEFAULTS["objective"],
                      show_default=True,
                      help="kmeans: within-cluster scatter in feature space; ncut: the "
                           "normalized cut (degree-weighted kernel k-means)."),
-        click.option("--refine", type=click.Choice(REFINE_CHOICES), default="auto",
+        click.option("--refine", type=click.Choice(REFINE_CHOICES), default=DEFAULTS["refine"],
                      show_default=True,
                      help="Hartigan single-point moves after Lloyd; auto: on unless --init "
                           "is a labels file."),
-        click.option("--algorithm", type=click.Choice(ALGORITHM_CHOICES), default="auto",
+        click.option("--algorithm", type=click.Choice(ALGORITHM_CHOICES),
+                     default=DEFAULTS["algorithm"],
                      show_default=True,
                      help="Iteration scheme; all give the same labels from the same start. "
                           "elkan skips distances with bounds (positive semidefinite kernels); "
                           "auto: elkan with --storage blocked or --approx nystroem where "
                           "measured faster (fewer than 32 features; blocked also with "
                           "k >= 20), else lloyd."),
-        click.option("--psd-repair", type=click.Choice(PSD_REPAIR_CHOICES), default="none",
+        click.option("--psd-repair", type=click.Choice(PSD_REPAIR_CHOICES),
+                     default=DEFAULTS["psd_repair"],
                      show_default=True,
                      help="For a kernel that is not positive semidefinite (sigmoid, "
                           "precomputed): lingoes adds sigma(I - 11'/n) and keeps the optimal "
                           "clustering; clip zeroes negative eigenvalues (changes it)."),
-        click.option("--solver", type=click.Choice(SOLVER_CHOICES), default="lloyd",
+        click.option("--solver", type=click.Choice(SOLVER_CHOICES), default=DEFAULTS["solver"],
                      show_default=True,
                      help="lloyd: iterations on K; embed: k-means on the eigen-embedding "
                           "V Lambda^1/2 of K (a cross-check)."),
@@ -149,7 +156,7 @@ def fit_options(f):
                      help="File with one non-negative sample weight per row."),
         click.option("--seed", type=int, default=0, show_default=True,
                      help="Seed of all randomness (same seed, same labels)."),
-        click.option("--dtype", type=click.Choice(DTYPE_CHOICES), default="float64",
+        click.option("--dtype", type=click.Choice(DTYPE_CHOICES), default=DEFAULTS["dtype"],
                      show_default=True, help="Storage of the kernel matrix."),
         click.option("--threads", type=click.IntRange(min=1), default=None,
                      help="OpenMP and BLAS threads  [default: all cores]"),
@@ -157,11 +164,12 @@ def fit_options(f):
                      help="Refuse before allocating more than this (8G, 500M, 1.5GB or "
                           "bytes; binary units: 1G = 1024³ bytes = 1 GiB)  [default: 80% of "
                           "the available RAM]"),
-        click.option("--approx", type=click.Choice(APPROX_CHOICES), default="none",
+        click.option("--approx", type=click.Choice(APPROX_CHOICES), default=DEFAULTS["approx"],
                      show_default=True,
                      help="nystroem: k-means on Nyström features of --landmarks points "
                           "(O(n·m) memory instead of the n×n kernel matrix)."),
-        click.option("--storage", type=click.Choice(STORAGE_CHOICES), default="auto",
+        click.option("--storage", type=click.Choice(STORAGE_CHOICES),
+                     default=DEFAULTS["storage"],
                      show_default=True,
                      help="matrix: compute the n×n kernel matrix once and hold it. blocked: "
                           "never hold it; recompute kernel values in blocks when needed "
@@ -186,7 +194,8 @@ def data_options(f):
                      help="Columns to use, by header name or 0-based index."),
         click.option("--dataset", default=None, metavar="/PATH",
                      help="HDF5 dataset (same as DATA given as file.h5:/PATH)."),
-        click.option("--missing", type=click.Choice(("error", "drop")), default="error",
+        click.option("--missing", type=click.Choice(_options.MISSING),
+                     default=DEFAULTS["missing"],
                      show_default=True,
                      help="Rows with an empty cell or NaN: stop with an error, or drop them "
                           "(their label is printed as -1)."),
@@ -668,14 +677,12 @@ def _fit_silhouette(estimator, X, K, opts, reporter, source):
 
 
 def _check_option_combination(opts, k):
-    """Options the estimator refuses together (e.g. --storage blocked with --psd-repair) are a
-    usage error (exit 2), found before DATA is read."""
+    """Options the estimator refuses together (e.g. --storage blocked with --psd-repair) are
+    found before DATA is read: ``InvalidParameterError`` is a ``UsageError`` (exit 2)."""
     from ..model.estimator import KernelKMeans
+    from ..model.params import validate_params
 
-    try:
-        KernelKMeans(**estimator_kwargs(opts, k, "k-means++"))._validate_params()
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    validate_params(KernelKMeans(**estimator_kwargs(opts, k, "k-means++")))
 
 
 def _check_memory_plan(opts, n, ks, silhouette):

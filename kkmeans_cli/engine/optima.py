@@ -37,10 +37,11 @@ Normalized cut (Dhillon, Guan & Kulis, KDD 2004)
 """
 import numpy as np
 
-from . import _hartigan, _lloyd
+from .. import _options
 from .._text import plural
 from ..errors import OptionConflictError
 from ..kernels.sources import LazyKernel
+from . import _hartigan, _lloyd
 from .lloyd import inner_sums
 
 SPECTRAL_EXACT_MAX = 3000     # exact Lanczos up to this many points, landmarks above
@@ -55,8 +56,8 @@ MIN_GAIN_RTOL = 1e-10         # a move must gain more than this × Σ w_i K_ii
 # hartigan_may_move computes exact distances for at most this fraction of the points
 MAY_MOVE_EXACT_FRACTION = 0.1
 ROW_BLOCK = 512
-OBJECTIVES = ("kmeans", "ncut")
-REFINES = ("hartigan", "none")
+OBJECTIVES = _options.OBJECTIVES
+REFINES = tuple(r for r in _options.REFINES if r != "auto")  # the refinements
 
 
 # -- spectral start --------------------------------------------------------------------------
@@ -434,22 +435,6 @@ def ncut_rows(est, Kb, diag):
     inv = 1.0 / dx
     Kb = scale_rows(np.ascontiguousarray(Kb), inv, 1.0 / est.degrees_)
     return Kb, (None if diag is None else np.asarray(diag, dtype=np.float64) * inv * inv)
-
-
-def check_params(est):
-    """Validate ``objective`` and ``refine`` (ValueError)."""
-    if est.objective not in OBJECTIVES:
-        raise ValueError(f"objective must be 'kmeans' or 'ncut'; got {est.objective!r}")
-    if est.refine not in ("auto",) + REFINES:
-        raise ValueError(f"refine must be 'auto', 'hartigan' or 'none'; got {est.refine!r}")
-    if est.objective == "ncut" and est.kernel == "precomputed-distance":
-        raise ValueError("objective='ncut' needs positive degrees Σ_j K_ij, but the kernel of "
-                         "a distance matrix (kernel='precomputed-distance', Gower double "
-                         "centring) has every row sum 0; use objective='kmeans', or give a "
-                         "similarity matrix with kernel='precomputed'")
-    if est.objective == "ncut" and getattr(est, "approx", "none") != "none":
-        raise ValueError("objective='ncut' needs the exact kernel matrix; it cannot be used "
-                         "with approx='nystroem'")
 
 
 class OptimaState:

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SCALE_METHODS = ("none", "standard", "minmax")
+from .._options import SCALES as SCALE_METHODS
 
 
 @dataclass

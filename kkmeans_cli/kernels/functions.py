@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import _options
 from ..engine.threads import blas_threads, thread_pool
 from ..errors import KKMeansWarning
 
-KERNELS = ("rbf", "linear", "poly", "sigmoid", "laplacian", "chi2", "cosine", "precomputed",
-           "precomputed-distance")
+KERNELS = _options.KERNELS
 GAMMA_KERNELS = ("rbf", "poly", "sigmoid", "laplacian", "chi2")
 # Kernels computed from products whose k-means objective does not change when the data are
 # shifted: the data are centred for them (see the module docstring and data_offset).

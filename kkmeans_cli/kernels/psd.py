@@ -31,11 +31,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import _options
 from ..engine.threads import blas_threads
 from ..errors import KKMeansWarning
 
-PRECOMPUTED = ("precomputed", "precomputed-distance")
-PSD_REPAIRS = ("none", "lingoes", "clip")
+PRECOMPUTED = _options.PRECOMPUTED_KERNELS
+PSD_REPAIRS = _options.PSD_REPAIRS
 # |A − Aᵀ| up to this times max |A| is rounding in a symmetric matrix (then A is symmetrised).
 SYMMETRY_RTOL = 1e-6
 # Full eigendecomposition up to this n; Lanczos above.
@@ -308,7 +309,7 @@ def transform_rows(Kb, diag, state, kernel_name, X_new=None, X_fit=None):
         if zero_dist is not None:
             same = zero_dist
         elif X_new is not None and X_fit is not None:
-            same = _same_rows(X_new, X_fit, state)
+            same = _same_rows(X_new, X_fit)
         else:
             same = _coincide(Kb, diag, state.train_diag)
         Kb = Kb - state.sigma / n
@@ -325,16 +326,17 @@ def transform_rows(Kb, diag, state, kernel_name, X_new=None, X_fit=None):
     return Kb, diag
 
 
-def _same_rows(X_new, X_fit, state):
-    """same[i, j]: new row i equals training row j (the first such j only)."""
-    if getattr(state, "_row_index", None) is None:
-        index = {}
-        for j, row in enumerate(np.ascontiguousarray(X_fit, dtype=np.float64)):
-            index.setdefault(row.tobytes(), j)
-        state._row_index = index
+def _same_rows(X_new, X_fit):
+    """same[i, j]: new row i equals training row j (the first such j only).
+
+    The index of training rows is rebuilt on each call (O(n·d), small beside the kernel rows)
+    rather than cached on ``state``: prediction writes nothing to the fitted model."""
+    index = {}
+    for j, row in enumerate(np.ascontiguousarray(X_fit, dtype=np.float64)):
+        index.setdefault(row.tobytes(), j)
     same = np.zeros((X_new.shape[0], X_fit.shape[0]), dtype=bool)
     for i, row in enumerate(np.ascontiguousarray(X_new, dtype=np.float64)):
-        j = state._row_index.get(row.tobytes())
+        j = index.get(row.tobytes())
         if j is not None:
             same[i, j] = True
     return same

@@ -1,21 +1,21 @@
 """``KernelKMeans``: weighted kernel k-means with a scikit-learn style API."""
-import inspect
-import numbers
 import time
 
 import numpy as np
+from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin,
+                          TransformerMixin)
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from ..engine.threads import blas_threads, effective_n_threads
-from ..errors import NotFittedError, OptionConflictError
-from ..engine.starts import kmeans_plusplus, random_centres
-from ..kernels.sources import BlockedKernel, InMemoryKernel, LazyKernel
-from ..kernels.functions import KERNELS, Kernel, data_offset, resolve_gamma
+from .. import _options
+from ..errors import OptionConflictError
 from ..engine.lloyd import LloydResult, lloyd
-from ..kernels.psd import PRECOMPUTED, PSD_REPAIRS, needs_psd_check
+from ..engine.starts import kmeans_plusplus, random_centres
+from ..engine.threads import blas_threads, effective_n_threads
+from ..kernels.functions import Kernel, data_offset, resolve_gamma
+from ..kernels.psd import PRECOMPUTED, needs_psd_check
+from ..kernels.sources import BlockedKernel, InMemoryKernel, LazyKernel
+from .params import PARAMETER_CONSTRAINTS, fit_rngs, resolve_dtype, validate_params
 
-INITS = ("k-means++", "spectral", "random")
-ALGORITHMS = ("auto", "lloyd", "elkan")
-STORAGES = ("auto", "matrix", "blocked")
 # storage='auto' (see KernelKMeans._lazy): a fit with one start of at least LAZY_MIN_N points
 # starts without the kernel matrix (Elkan on kernel values computed in blocks) and builds the
 # matrix once those iterations have computed LAZY_BUDGET·n² kernel values (building K computes
@@ -28,11 +28,34 @@ ELKAN_MIN_CLUSTERS = 20
 # Below this many points a parallel region costs more than its work (and waits on a busy
 # core); results do not depend on the thread count, so small fits run on one thread.
 SMALL_N = 2000
-DTYPES = {"float64": np.float64, "float32": np.float32}
+_D = _options.DEFAULTS
+
+# Checks of scikit-learn's ``check_estimator`` that cannot hold for kernel k-means, with the
+# reason (pass to ``check_estimator``/``parametrize_with_checks`` as ``expected_failed_checks``;
+# scikit-learn ≥ 1.6 keeps this list outside the tags).
+EXPECTED_FAILED_CHECKS = {
+    "check_sample_weight_equivalence_on_dense_data": (
+        "an integer weight and repeated rows give the same objective (tests/test_sklearn_api.py "
+        "checks it from the same start), but the random choices are drawn over the rows: "
+        "k-means++ and the median-gamma sample of pairs see n rows in one case and the "
+        "repeated rows in the other, so the starts, gamma and hence the local optimum reached "
+        "differ"),
+}
 
 
-class KernelKMeans:
+def expected_failed_checks(estimator):
+    """:data:`EXPECTED_FAILED_CHECKS`: check name → why it cannot hold."""
+    return dict(EXPECTED_FAILED_CHECKS)
+
+
+class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
+                   BaseEstimator):
     """Kernel k-means clustering (weighted, exact, Lloyd iterations on the kernel matrix).
+
+    A scikit-learn estimator: parameters are checked against ``_parameter_constraints``
+    (``params.py``) and their combinations by ``params.check_param_combination`` when ``fit``
+    starts (``InvalidParameterError``); it works with ``clone``, ``Pipeline``,
+    ``GridSearchCV`` and pickle; ``predict`` and ``transform`` do not modify the estimator.
 
     Minimises Σ_i w_i ‖φ(x_i) − μ_{c(i)}‖² in the feature space of a kernel, with the squared
     distance d(i, c) = K_ii − 2 F[c, i]/W_c + g_c/W_c² computed from the outer sums
@@ -69,10 +92,11 @@ class KernelKMeans:
         start. 'elkan' skips distances with bounds (``elkan.py``) and needs a positive
         semidefinite kernel. 'auto': Elkan on a blocked kernel and on Nyström features,
         Lloyd on a kernel matrix in memory (see :meth:`_scheme`).
-    random_state : int, numpy Generator or None
-        Seeds every random choice (gamma sample, starts). Same seed → same result, whatever
-        ``n_threads``.
-    dtype : {numpy.float64, numpy.float32}, default float64
+    random_state : int, RandomState instance, numpy Generator or None
+        Seeds every random choice (gamma sample, starts). Same int → same result, whatever
+        ``n_threads``. A ``RandomState`` (or None: numpy's global one) is drawn from, as in
+        scikit-learn; a ``Generator`` lends its seed sequence.
+    dtype : {'float64', 'float32'} or the numpy type, default 'float64'
         Storage of the kernel matrix; sums are always float64.
     n_threads : int or None
         OpenMP and BLAS threads (None: every core).
@@ -146,11 +170,15 @@ class KernelKMeans:
         With ``objective='ncut'``: the degrees d and the sample weights u they were made with.
     """
 
-    def __init__(self, n_clusters=8, *, kernel="rbf", gamma="median", degree=3, coef0=1.0,
-                 init="k-means++", n_init=20, max_iter=300, tol=1e-4, algorithm="auto",
-                 random_state=None, dtype=np.float64, n_threads=None, approx="none",
-                 n_landmarks=None, memory_limit=None, objective="kmeans", refine="auto",
-                 psd_repair="none", solver="lloyd", storage="auto"):
+    _parameter_constraints = PARAMETER_CONSTRAINTS
+
+    def __init__(self, n_clusters=_D["n_clusters"], *, kernel=_D["kernel"], gamma=_D["gamma"],
+                 degree=_D["degree"], coef0=_D["coef0"], init=_D["init"], n_init=_D["n_init"],
+                 max_iter=_D["max_iter"], tol=_D["tol"], algorithm=_D["algorithm"],
+                 random_state=None, dtype=_D["dtype"], n_threads=None, approx=_D["approx"],
+                 n_landmarks=None, memory_limit=None, objective=_D["objective"],
+                 refine=_D["refine"], psd_repair=_D["psd_repair"], solver=_D["solver"],
+                 storage=_D["storage"]):
         self.n_clusters = n_clusters
         self.kernel = kernel
         self.gamma = gamma
@@ -174,23 +202,26 @@ class KernelKMeans:
         self.storage = storage
 
     # -- scikit-learn conventions ------------------------------------------------------------
-    def get_params(self, deep=True):
-        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
-        return {name: getattr(self, name) for name in names}
+    def _validate_params(self):
+        """Every parameter against ``_parameter_constraints``, then the rules between them
+        (:func:`kkmeans_cli.params.validate_params`; raises ``InvalidParameterError``)."""
+        validate_params(self)
 
-    def set_params(self, **params):
-        valid = self.get_params()
-        for key, value in params.items():
-            if key not in valid:
-                raise ValueError(f"invalid parameter {key!r} for KernelKMeans")
-            setattr(self, key, value)
-        return self
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # A precomputed kernel takes the n×n kernel (or distance) matrix as X.
+        tags.input_tags.pairwise = self.kernel in PRECOMPUTED
+        tags.input_tags.positive_only = self.kernel == "chi2"
+        tags.input_tags.allow_nan = False
+        tags.input_tags.sparse = False
+        # transform returns float64 distances whatever the input's type.
+        tags.transformer_tags.preserves_dtype = ["float64"]
+        return tags
 
-    def __repr__(self):
-        default = type(self)().get_params()
-        changed = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items()
-                            if not _same(v, default[k]))
-        return f"KernelKMeans({changed})"
+    @property
+    def _n_features_out(self):
+        """Columns of :meth:`transform` (one distance per cluster), for get_feature_names_out."""
+        return self.n_clusters
 
     # -- fitting -----------------------------------------------------------------------------
     def fit(self, X, y=None, sample_weight=None, *, kernel_matrix=None):
@@ -213,17 +244,17 @@ class KernelKMeans:
         self
         """
         self._validate_params()
-        X = _check_data(X, self.kernel)
+        X = _check_data(X, self.kernel, estimator=self, reset=True)
         n = X.shape[0]
         if self.n_clusters > n:
             raise ValueError(f"n_clusters={self.n_clusters} is larger than the number of "
-                             f"samples ({n})")
+                             f"samples (n_samples={n})")
         weights = _check_weights(sample_weight, n, self.n_clusters)
         init_labels = self._check_init_labels(n)
         self._fit_n_features = X.shape[1]
-        gamma_rng, fit_rng = _rngs(self.random_state)
+        gamma_rng, fit_rng = fit_rngs(self.random_state)
         n_threads = effective_n_threads(self.n_threads) if n >= SMALL_N else 1
-        dtype = _resolve_dtype(self.dtype)
+        dtype = resolve_dtype(self.dtype)
         with blas_threads(1):  # OpenMP does the parallel work; see kernels.py for GEMMs
             self.kernel_ = self._resolved_kernel(X, gamma_rng)
             t0 = time.perf_counter()
@@ -338,10 +369,12 @@ class KernelKMeans:
         K, diag, weights = self._ncut_transform(K, diag, weights, n_threads)
         return K, diag, weights
 
-    def _transform_rows(self, Kb, diag):
+    def _transform_rows(self, Kb, diag, X_rows):
         """The changes of :meth:`_transform_fit_kernel` applied to kernel rows K(new, train)
-        and to K(new, new) (``diag``, None when unknown). Returns Kb, diag."""
-        Kb, diag = self._psd_transform_rows(Kb, diag)
+        and to K(new, new) (``diag``, None when unknown) of the points ``X_rows`` (rows of
+        the kernel matrix itself for a precomputed kernel). Returns Kb, diag; writes nothing
+        to ``self``, so predictions may run in several threads at once."""
+        Kb, diag = self._psd_transform_rows(Kb, diag, X_rows)
         Kb, diag = self._ncut_rows(Kb, diag)
         return Kb, diag
 
@@ -459,7 +492,7 @@ class KernelKMeans:
         as ``kernel_matrix`` for several fits of the same data."""
         self._validate_params()
         X = _check_data(X, self.kernel)
-        gamma_rng, _ = _rngs(self.random_state)
+        gamma_rng, _ = fit_rngs(self.random_state)
         n_threads = effective_n_threads(self.n_threads)
         with blas_threads(1):
             kernel = self._resolved_kernel(X, gamma_rng)
@@ -467,8 +500,8 @@ class KernelKMeans:
                 from ..kernels.nystroem import shared_features
 
                 return shared_features(self, X, kernel, n_threads)
-            self._check_memory(X.shape[0], _resolve_dtype(self.dtype))
-            return kernel.matrix(X, dtype=_resolve_dtype(self.dtype), n_threads=n_threads)
+            self._check_memory(X.shape[0], resolve_dtype(self.dtype))
+            return kernel.matrix(X, dtype=resolve_dtype(self.dtype), n_threads=n_threads)
 
     def scores(self, metrics=("silhouette", "simplified_silhouette", "calinski_harabasz",
                               "davies_bouldin"), *, kernel_matrix=None, **options):
@@ -497,7 +530,7 @@ class KernelKMeans:
             if self.X_fit_ is None:
                 raise ValueError("a precomputed model needs kernel_matrix to be scored")
             with blas_threads(1):
-                kernel_matrix = self.kernel_.matrix(self.X_fit_, dtype=_resolve_dtype(self.dtype),
+                kernel_matrix = self.kernel_.matrix(self.X_fit_, dtype=resolve_dtype(self.dtype),
                                                     n_threads=n_threads)
         return quality.scores(kernel_matrix, self.labels_, metrics=tuple(metrics),
                               sample_weight=self.sample_weight_, n_threads=n_threads, **options)
@@ -523,13 +556,13 @@ class KernelKMeans:
         from ..engine import _lloyd
 
         self._check_fitted()
+        X = _check_data(X, self.kernel, square=False, estimator=self, reset=False)
         if self.approx == "nystroem":
             from ..kernels.nystroem import nearest
 
             return nearest(self, X, want_distances)
         n_threads = effective_n_threads(self.n_threads)
-        dtype = _resolve_dtype(self.dtype)
-        X = _check_data(X, self.kernel, square=False)
+        dtype = resolve_dtype(self.dtype)
         n_fit = self.labels_.shape[0]
         expected = n_fit if self.kernel in PRECOMPUTED else self.n_features_in_
         if X.shape[1] != expected:
@@ -574,8 +607,9 @@ class KernelKMeans:
             blocks = ((i0, i1, Kb, self.kernel_.diag(X[i0:i1])) for i0, i1, Kb in
                       self.kernel_.cross_blocks(X, self.X_fit_, dtype=dtype, n_threads=n_threads))
         for i0, i1, Kb, diag in blocks:
-            self._psd_rows = X[i0:i1]  # which training points they are (Lingoes, psd.py)
-            Kb, diag = self._transform_rows(Kb, diag)
+            # X[i0:i1]: which points the rows belong to (a Lingoes shift needs to know when a
+            # new point is a training point, psd.py).
+            Kb, diag = self._transform_rows(Kb, diag, X[i0:i1])
             yield i0, i1, np.ascontiguousarray(Kb, dtype=dtype), diag
 
     # -- PSD check and repair, embedding solver (see psd.py, embed.py) --------------------------
@@ -588,14 +622,13 @@ class KernelKMeans:
         self._psd_pending = True
         return K, diag
 
-    def _psd_transform_rows(self, Kb, diag):
+    def _psd_transform_rows(self, Kb, diag, X_rows):
         """Distance rows to kernel rows (Gower) and the repair, for new points."""
         from ..kernels.psd import transform_rows
 
-        X = getattr(self, "_psd_rows", None)
-        self._psd_rows = None
         return transform_rows(Kb, diag, getattr(self, "psd_", None), self.kernel,
-                              X_new=X if self.X_fit_ is not None else None, X_fit=self.X_fit_)
+                              X_new=X_rows if self.X_fit_ is not None else None,
+                              X_fit=self.X_fit_)
 
     def _psd_finish(self, weights):
         """Objectives on the kernel used and on the original one, into ``fit_stats_``."""
@@ -701,70 +734,7 @@ class KernelKMeans:
         return labels.astype(np.int32)
 
     def _check_fitted(self):
-        if not hasattr(self, "labels_"):
-            raise NotFittedError("this KernelKMeans is not fitted yet; call fit first")
-
-    def _validate_params(self):
-        _check_int("n_clusters", self.n_clusters, 1)
-        if self.kernel not in KERNELS:
-            raise ValueError(f"kernel must be one of {', '.join(KERNELS)}; got {self.kernel!r}")
-        if isinstance(self.gamma, str):
-            if self.gamma not in ("median", "scale"):
-                raise ValueError(f"gamma must be a positive number, 'median' or 'scale'; "
-                                 f"got {self.gamma!r}")
-        elif (not isinstance(self.gamma, numbers.Real) or isinstance(self.gamma, bool)
-              or not np.isfinite(self.gamma) or self.gamma <= 0):
-            raise ValueError(f"gamma must be a positive number, 'median' or 'scale'; "
-                             f"got {self.gamma!r}")
-        _check_int("degree", self.degree, 1)
-        if not isinstance(self.coef0, numbers.Real) or not np.isfinite(self.coef0):
-            raise ValueError(f"coef0 must be a finite number; got {self.coef0!r}")
-        if isinstance(self.init, str) and self.init not in INITS:
-            raise ValueError(f"init must be 'k-means++', 'spectral', 'random' or an array of "
-                             f"labels; got {self.init!r}")
-        from ..engine.optima import check_params
-
-        check_params(self)
-        _check_int("n_init", self.n_init, 1)
-        _check_int("max_iter", self.max_iter, 1)
-        if (not isinstance(self.tol, numbers.Real) or isinstance(self.tol, bool)
-                or not np.isfinite(self.tol) or self.tol < 0):
-            raise ValueError(f"tol must be a number >= 0; got {self.tol!r}")
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}; "
-                             f"got {self.algorithm!r}")
-        _resolve_dtype(self.dtype)
-        if self.psd_repair not in PSD_REPAIRS:
-            raise ValueError(f"psd_repair must be one of {', '.join(PSD_REPAIRS)}; "
-                             f"got {self.psd_repair!r}")
-        if self.solver not in ("lloyd", "embed"):
-            raise ValueError(f"solver must be 'lloyd' or 'embed'; got {self.solver!r}")
-        if getattr(self, "approx", "none") != "none" and (self.psd_repair != "none"
-                                                          or self.solver != "lloyd"):
-            raise ValueError("psd_repair and solver='embed' need the exact kernel matrix; "
-                             "they cannot be used with an approximation (approx)")
-        if self.n_threads is not None:
-            _check_int("n_threads", self.n_threads, 1)
-        if self.approx not in ("none", "nystroem"):
-            raise ValueError(f"approx must be 'none' or 'nystroem'; got {self.approx!r}")
-        if self.storage not in STORAGES:
-            raise ValueError(f"storage must be 'auto', 'matrix' or 'blocked'; "
-                             f"got {self.storage!r}")
-        if self.storage == "blocked":
-            if self.kernel in PRECOMPUTED:
-                raise ValueError("storage='blocked' recomputes kernel rows from the data; a "
-                                 "precomputed kernel has no kernel function")
-            if (self.approx != "none" or self.psd_repair != "none" or self.solver != "lloyd"
-                    or self.objective != "kmeans"):
-                raise ValueError("storage='blocked' runs exact kernel k-means on kernel rows "
-                                 "recomputed in blocks; approx, psd_repair, solver='embed' "
-                                 "and objective='ncut' need other kernels")
-        if self.n_landmarks is not None:
-            _check_int("n_landmarks", self.n_landmarks, 1)
-        if self.memory_limit is not None:
-            from .memory import resolve_limit
-
-            resolve_limit(self.memory_limit)
+        check_is_fitted(self, "labels_")
 
 
 def _storage_used(source):
@@ -779,48 +749,17 @@ def _storage_used(source):
     return "features"
 
 
-def _same(a, b):
-    try:
-        return bool(a == b) if not isinstance(a, np.ndarray) else False
-    except Exception:
-        return False
-
-
-def _check_int(name, value, minimum):
-    if (not isinstance(value, numbers.Integral) or isinstance(value, bool)
-            or value < minimum):
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
-
-
-def _resolve_dtype(dtype):
-    key = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
-    if key not in DTYPES:
-        raise ValueError(f"dtype must be float64 or float32; got {dtype!r}")
-    return DTYPES[key]
-
-
-def _rngs(random_state):
-    """Independent generators for the gamma sample and for the starts."""
-    if isinstance(random_state, np.random.Generator):
-        seq = random_state.bit_generator.seed_seq
-    elif random_state is None or isinstance(random_state, numbers.Integral):
-        seq = np.random.SeedSequence(random_state)
+def _check_data(X, kernel, square=True, estimator=None, reset=False):
+    """X as a C-contiguous float64 array, checked: scikit-learn's ``validate_data`` when an
+    ``estimator`` is given (``reset=True`` in fit records ``n_features_in_`` and feature names,
+    ``reset=False`` in predict checks them), else ``check_array``; then finite values (the
+    first bad entry named), non-negative data for chi2, and a square matrix for a precomputed
+    kernel in fit."""
+    options = dict(dtype=np.float64, order="C", ensure_all_finite=False)
+    if estimator is not None:
+        X = validate_data(estimator, X, reset=reset, **options)
     else:
-        raise ValueError(f"random_state must be an int, a numpy Generator or None; "
-                         f"got {random_state!r}")
-    gamma_seq, fit_seq = seq.spawn(2)
-    return np.random.default_rng(gamma_seq), np.random.default_rng(fit_seq)
-
-
-def _check_data(X, kernel, square=True):
-    try:
-        X = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"X must be numeric: {exc}") from None
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D (n_samples, n_features); got {X.ndim}-D")
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"X is empty (shape {X.shape})")
+        X = check_array(X, **options)
     if not np.all(np.isfinite(X)):
         bad = np.argwhere(~np.isfinite(X))[0]
         raise ValueError(f"X contains NaN or infinity (first at row {bad[0]}, column {bad[1]})")
@@ -830,6 +769,8 @@ def _check_data(X, kernel, square=True):
         from ..kernels.psd import check_square
 
         X = check_square(X, kernel)
+    if not X.flags.writeable:  # a read-only buffer (memory map): the engine's views need write
+        X = X.copy()
     return np.ascontiguousarray(X)
 
 
@@ -842,7 +783,8 @@ def _check_weights(sample_weight, n, n_clusters):
     if not np.all(np.isfinite(w)) or np.any(w < 0):
         raise ValueError("sample_weight must be finite and non-negative")
     if np.count_nonzero(w) < n_clusters:
-        raise ValueError(f"sample_weight has fewer positive entries than n_clusters={n_clusters}")
+        raise ValueError(f"sample_weight has fewer non-zero entries ({np.count_nonzero(w)}) "
+                         f"than n_clusters={n_clusters}")
     return np.ascontiguousarray(w)
 
 

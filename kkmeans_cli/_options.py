@@ -1,0 +1,51 @@
+"""The allowed values and defaults of every choice parameter, in one table.
+
+Read by the command line (``click.Choice`` lists, option defaults) and by
+:class:`~kkmeans_cli.estimator.KernelKMeans` (its ``_parameter_constraints`` and ``__init__``
+defaults), so the two cannot drift apart. This module imports nothing, so ``kkmeans --help``
+stays free of NumPy and scikit-learn.
+
+Each tuple lists the allowed values in the order the help text shows them; the first entry
+is not necessarily the default (see ``DEFAULTS``).
+"""
+
+KERNELS = ("rbf", "linear", "poly", "sigmoid", "laplacian", "chi2", "cosine", "precomputed",
+           "precomputed-distance")
+# Kernels whose DATA is an n×n matrix (kernel values, or dissimilarities turned into a kernel
+# by Gower's double centring) rather than points.
+PRECOMPUTED_KERNELS = ("precomputed", "precomputed-distance")
+GAMMA_RULES = ("median", "scale")
+INITS = ("k-means++", "spectral", "random")
+ALGORITHMS = ("auto", "lloyd", "elkan")
+STORAGES = ("auto", "matrix", "blocked")
+DTYPES = ("float64", "float32")
+APPROXES = ("none", "nystroem")
+OBJECTIVES = ("kmeans", "ncut")
+REFINES = ("auto", "hartigan", "none")
+PSD_REPAIRS = ("none", "lingoes", "clip")
+SOLVERS = ("lloyd", "embed")
+SCALES = ("none", "standard", "minmax")
+MISSING = ("error", "drop")
+
+# Defaults shared by ``KernelKMeans.__init__`` and the command line's options.
+DEFAULTS = {
+    "n_clusters": 8,   # the estimator's default; the command line requires -k
+    "kernel": "rbf",
+    "gamma": "median",
+    "degree": 3,
+    "coef0": 1.0,
+    "init": "k-means++",
+    "n_init": 20,
+    "max_iter": 300,
+    "tol": 1e-4,
+    "algorithm": "auto",
+    "dtype": "float64",
+    "approx": "none",
+    "objective": "kmeans",
+    "refine": "auto",
+    "psd_repair": "none",
+    "solver": "lloyd",
+    "storage": "auto",
+    "scale": "none",
+    "missing": "error",
+}

@@ -1,0 +1,153 @@
+"""The parameters of :class:`~kkmeans_cli.estimator.KernelKMeans`: what each may be, which
+combinations are refused, and how ``random_state`` becomes generators.
+
+- :data:`PARAMETER_CONSTRAINTS` declares each parameter's allowed types and values with
+  scikit-learn's own constraint objects; the choice lists come from :mod:`kkmeans_cli._options`,
+  the table the command line's ``click.Choice`` lists are built from as well.
+- :func:`check_param_combination` holds every rule that involves two parameters.
+- :func:`validate_params` runs both and raises :class:`InvalidParameterError`, which is at
+  once scikit-learn's ``InvalidParameterError`` (so ``except ValueError`` and scikit-learn's
+  tooling work) and our :class:`~kkmeans_cli.errors.UsageError` (so the command line reports
+  it with exit code 2 by its type alone).
+"""
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import InvalidParameterError as _SklearnInvalidParameter
+from sklearn.utils._param_validation import (Interval, Options, StrOptions,
+                                             validate_parameter_constraints)
+
+from .. import _options
+from ..errors import UsageError
+
+
+class InvalidParameterError(UsageError, _SklearnInvalidParameter):
+    """A parameter of ``KernelKMeans`` has a value or type it cannot take, or a combination
+    of parameters is refused (exit code 2 on the command line)."""
+
+
+def _positive_int():
+    return Interval(Integral, 1, None, closed="left")
+
+
+PARAMETER_CONSTRAINTS = {
+    "n_clusters": [_positive_int()],
+    "kernel": [StrOptions(set(_options.KERNELS))],
+    # closed="neither" with no right end excludes +inf; NaN never satisfies an Interval.
+    "gamma": [Interval(Real, 0, None, closed="neither"), StrOptions(set(_options.GAMMA_RULES))],
+    "degree": [_positive_int()],
+    "coef0": [Interval(Real, None, None, closed="neither")],
+    "init": [StrOptions(set(_options.INITS)), "array-like"],
+    "n_init": [_positive_int()],
+    "max_iter": [_positive_int()],
+    "tol": [Interval(Real, 0, None, closed="left")],
+    "algorithm": [StrOptions(set(_options.ALGORITHMS))],
+    # int, RandomState or None as everywhere in scikit-learn; a numpy Generator as well.
+    "random_state": ["random_state", np.random.Generator],
+    "dtype": [StrOptions(set(_options.DTYPES)),
+              Options(type, {np.float64, np.float32}),
+              Options(np.dtype, {np.dtype(name) for name in _options.DTYPES})],
+    "n_threads": [_positive_int(), None],
+    "approx": [StrOptions(set(_options.APPROXES))],
+    "n_landmarks": [_positive_int(), None],
+    # Bytes, or a size string such as '8G' (parsed in check_param_combination).
+    "memory_limit": [Interval(Real, 1, None, closed="left"), str, None],
+    "objective": [StrOptions(set(_options.OBJECTIVES))],
+    "refine": [StrOptions(set(_options.REFINES))],
+    "psd_repair": [StrOptions(set(_options.PSD_REPAIRS))],
+    "solver": [StrOptions(set(_options.SOLVERS))],
+    "storage": [StrOptions(set(_options.STORAGES))],
+}
+
+
+def validate_params(estimator):
+    """Check every parameter of ``estimator`` against :data:`PARAMETER_CONSTRAINTS`, then
+    :func:`check_param_combination`.
+
+    Raises
+    ------
+    InvalidParameterError
+    """
+    params = estimator.get_params(deep=False)
+    try:
+        validate_parameter_constraints(PARAMETER_CONSTRAINTS, params,
+                                       caller_name=type(estimator).__name__)
+    except _SklearnInvalidParameter as exc:
+        raise InvalidParameterError(str(exc)) from None
+    check_param_combination(params)
+
+
+def check_param_combination(params):
+    """The rules between parameters, each valid alone (``params``: name → value).
+
+    - ``storage='blocked'`` recomputes kernel values from the data: no precomputed kernel, and
+      none of the features that need the whole kernel matrix (``approx``, ``psd_repair``,
+      ``solver='embed'``, ``objective='ncut'``);
+    - ``approx='nystroem'`` works on explicit features: no ``psd_repair``, no
+      ``solver='embed'`` and no ``objective='ncut'`` (they need the exact kernel matrix);
+    - ``objective='ncut'`` needs positive degrees: not the Gower kernel of a distance matrix;
+    - ``memory_limit`` given as a string must parse as a size.
+
+    Raises
+    ------
+    InvalidParameterError
+    """
+    if params["storage"] == "blocked":
+        if params["kernel"] in _options.PRECOMPUTED_KERNELS:
+            raise InvalidParameterError(
+                "storage='blocked' recomputes kernel rows from the data; a precomputed kernel "
+                "has no kernel function")
+        if (params["approx"] != "none" or params["psd_repair"] != "none"
+                or params["solver"] != "lloyd" or params["objective"] != "kmeans"):
+            raise InvalidParameterError(
+                "storage='blocked' runs exact kernel k-means on kernel rows recomputed in "
+                "blocks; approx, psd_repair, solver='embed' and objective='ncut' need other "
+                "kernels")
+    if params["approx"] != "none":
+        if params["psd_repair"] != "none" or params["solver"] != "lloyd":
+            raise InvalidParameterError(
+                "psd_repair and solver='embed' need the exact kernel matrix; they cannot be "
+                "used with an approximation (approx)")
+        if params["objective"] == "ncut":
+            raise InvalidParameterError(
+                "objective='ncut' needs the exact kernel matrix; it cannot be used with "
+                "approx='nystroem'")
+    if params["objective"] == "ncut" and params["kernel"] == "precomputed-distance":
+        raise InvalidParameterError(
+            "objective='ncut' needs positive degrees Σ_j K_ij, but the kernel of a distance "
+            "matrix (kernel='precomputed-distance', Gower double centring) has every row sum "
+            "0; use objective='kmeans', or give a similarity matrix with "
+            "kernel='precomputed'")
+    if isinstance(params["memory_limit"], str):
+        from .memory import parse_size
+
+        try:
+            parse_size(params["memory_limit"])
+        except ValueError as exc:
+            raise InvalidParameterError(f"memory_limit: {exc}") from None
+
+
+def resolve_dtype(dtype):
+    """The numpy type of a valid ``dtype`` parameter ('float64', np.float32, ...)."""
+    return np.float32 if np.dtype(dtype) == np.float32 else np.float64
+
+
+def fit_rngs(random_state):
+    """Independent generators for the gamma sample and for the starts.
+
+    An int seeds them (the same int, the same fit); a numpy ``Generator`` lends its seed
+    sequence; ``None`` and a ``RandomState`` are turned into a seed as scikit-learn's
+    ``check_random_state`` would (``None``: numpy's global ``RandomState``), by drawing from
+    it, so a ``RandomState`` passed to two fits gives two different fits, as in scikit-learn.
+    """
+    if isinstance(random_state, np.random.Generator):
+        seq = random_state.bit_generator.seed_seq
+    elif isinstance(random_state, Integral) and not isinstance(random_state, bool):
+        seq = np.random.SeedSequence(int(random_state))
+    else:
+        state = check_random_state(random_state)
+        seq = np.random.SeedSequence(
+            state.randint(np.iinfo(np.uint32).max, size=4, dtype=np.uint32).tolist())
+    gamma_seq, fit_seq = seq.spawn(2)
+    return np.random.default_rng(gamma_seq), np.random.default_rng(fit_seq)

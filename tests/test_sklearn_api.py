@@ -1,0 +1,354 @@
+"""KernelKMeans as a scikit-learn estimator: every check of ``check_estimator``, Pipeline,
+clone, GridSearchCV, pickling, parameter validation, random_state, thread-safe prediction,
+and the one table of choices shared with the command line."""
+import copy
+import os
+import pickle
+import subprocess
+import sys
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import click
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import make_blobs
+from sklearn.metrics import silhouette_score as sk_silhouette
+from sklearn.model_selection import GridSearchCV, KFold
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils._param_validation import InvalidParameterError as SklearnInvalidParameter
+from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from cli_helpers import ROOT, blobs, run
+from kkmeans_cli import _options
+from kkmeans_cli.cli import commands as cli_module
+from kkmeans_cli.errors import KKMeansError, KKMeansWarning, UsageError
+from kkmeans_cli.measures.metrics import silhouette_score
+from kkmeans_cli.model.estimator import KernelKMeans, expected_failed_checks
+from kkmeans_cli.model.params import (PARAMETER_CONSTRAINTS, InvalidParameterError,
+                                      check_param_combination)
+
+# Checks whose tiny data sets (12 rows of a few distinct points, some weights zero) are fitted
+# with the default k = 8: empty clusters are refilled, with a KKMeansWarning saying so.
+WARNS_ON_DEGENERATE_DATA = {"check_sample_weights_shape", "check_sample_weights_not_overwritten",
+                            "check_sample_weight_equivalence_on_dense_data"}
+
+
+def _check_name(check):
+    return getattr(check, "func", check).__name__
+
+
+# -- scikit-learn's estimator checks --------------------------------------------------------
+@parametrize_with_checks([KernelKMeans()], expected_failed_checks=expected_failed_checks)
+def test_sklearn_estimator_checks(estimator, check):
+    name = _check_name(check)
+    if name == "check_array_api_input":
+        # SciPy reads SCIPY_ARRAY_API once, at import: run this check in a fresh interpreter.
+        _array_api_check_in_subprocess(check)
+        return
+    with warnings.catch_warnings():
+        if name in WARNS_ON_DEGENERATE_DATA:
+            warnings.simplefilter("ignore", KKMeansWarning)
+        check(estimator)
+
+
+def _array_api_check_in_subprocess(check):
+    kwargs = dict(check.keywords)
+    code = ("from kkmeans_cli.model.estimator import KernelKMeans\n"
+            "from sklearn.utils.estimator_checks import check_array_api_input\n"
+            f"check_array_api_input('KernelKMeans', KernelKMeans(), **{kwargs!r})\n"
+            "print('passed')\n")
+    env = dict(os.environ, SCIPY_ARRAY_API="1", PYTHONPATH=ROOT + os.pathsep
+               + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "passed"
+
+
+def test_expected_failures_are_few_and_explained():
+    expected = expected_failed_checks(KernelKMeans())
+    assert list(expected) == ["check_sample_weight_equivalence_on_dense_data"]
+    assert all(len(reason) > 80 for reason in expected.values())
+
+
+def test_integer_weights_equal_repeated_rows_from_the_same_start():
+    """What the expected failure above does hold: weight w_i and w_i copies of row i have the
+    same objective, so from the same start (and the same gamma) the fits are the same."""
+    X, _ = make_blobs(40, centers=3, random_state=1)
+    w = np.random.default_rng(0).integers(1, 5, size=40)
+    start = np.arange(40) % 3
+    params = dict(gamma=0.2, refine="hartigan", n_threads=1)
+    weighted = KernelKMeans(3, init=start, **params).fit(X, sample_weight=w)
+    rows = np.repeat(np.arange(40), w)
+    repeated = KernelKMeans(3, init=start[rows], **params).fit(X[rows])
+    assert repeated.inertia_ == pytest.approx(weighted.inertia_, rel=1e-12)
+    np.testing.assert_array_equal(repeated.labels_, weighted.labels_[rows])
+    np.testing.assert_array_equal(weighted.predict(X), repeated.predict(X))
+
+
+# -- composition: Pipeline, clone, GridSearchCV, pickle -------------------------------------
+def test_pipeline_equals_the_steps_by_hand():
+    X, _ = make_blobs(150, centers=3, n_features=4, random_state=0)
+    pipe = Pipeline([("scale", StandardScaler()),
+                     ("kkm", KernelKMeans(3, random_state=0, n_init=3))]).fit(X)
+    Xs = StandardScaler().fit_transform(X)
+    direct = KernelKMeans(3, random_state=0, n_init=3).fit(Xs)
+    np.testing.assert_array_equal(pipe.named_steps["kkm"].labels_, direct.labels_)
+    np.testing.assert_array_equal(pipe.predict(X), direct.predict(Xs))
+    np.testing.assert_allclose(pipe.transform(X), direct.transform(Xs), rtol=1e-12)
+    # fit parameters reach the step: sample weights through the pipeline
+    w = np.linspace(0.5, 2.0, 150)
+    weighted = pipe.fit(X, kkm__sample_weight=w).named_steps["kkm"]
+    again = KernelKMeans(3, random_state=0, n_init=3).fit(Xs, sample_weight=w)
+    assert weighted.inertia_ == again.inertia_
+
+
+def test_clone_gives_an_unfitted_twin_that_fits_the_same():
+    X, _ = make_blobs(100, centers=3, random_state=2)
+    est = KernelKMeans(3, kernel="poly", degree=2, gamma=0.1, n_init=4, random_state=5,
+                       dtype="float32").fit(X)
+    twin = clone(est)
+    assert twin.get_params() == est.get_params()
+    assert not hasattr(twin, "labels_")
+    np.testing.assert_array_equal(twin.fit(X).labels_, est.labels_)
+
+
+def _feature_space_silhouette(estimator, X, y=None):
+    """Scorer: the silhouette of the predicted labels in the kernel's feature space."""
+    labels = estimator.predict(X)
+    K = estimator.kernel_.matrix(np.asarray(X, dtype=np.float64))
+    return silhouette_score(labels, K=K).score
+
+
+def test_grid_search_by_silhouette_picks_the_true_number_of_clusters():
+    X, _ = make_blobs(240, centers=4, cluster_std=0.6, random_state=3)
+    cv = KFold(3, shuffle=True, random_state=0)
+    search = GridSearchCV(KernelKMeans(random_state=0, n_init=3, n_threads=1),
+                          {"n_clusters": [2, 3, 4, 5, 6]}, scoring=_feature_space_silhouette,
+                          cv=cv).fit(X)
+    assert search.best_params_ == {"n_clusters": 4}
+    # the score of the winner, recomputed by hand on the same folds
+    scores = [_feature_space_silhouette(
+        KernelKMeans(4, random_state=0, n_init=3, n_threads=1).fit(X[train]), X[test])
+        for train, test in cv.split(X)]
+    assert search.best_score_ == pytest.approx(np.mean(scores), rel=1e-12)
+
+
+def test_linear_kernel_silhouette_scorer_equals_sklearn():
+    X, _ = make_blobs(90, centers=3, random_state=4)
+    est = KernelKMeans(3, kernel="linear", random_state=0, n_init=2).fit(X)
+    assert _feature_space_silhouette(est, X) == pytest.approx(
+        sk_silhouette(X, est.predict(X)), rel=1e-9)
+
+
+@pytest.mark.parametrize("params", [
+    dict(),
+    dict(kernel="sigmoid", gamma=0.5, coef0=1.0, psd_repair="lingoes"),
+    dict(objective="ncut"),
+    dict(approx="nystroem", n_landmarks=30),
+])
+def test_pickle_round_trip_predicts_the_same(params):
+    X, _ = make_blobs(120, centers=3, random_state=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KKMeansWarning)  # sigmoid: "not PSD" is the point here
+        est = KernelKMeans(3, random_state=0, n_init=2, **params).fit(X)
+    back = pickle.loads(pickle.dumps(est))
+    Xn = X + 0.1
+    np.testing.assert_array_equal(back.labels_, est.labels_)
+    np.testing.assert_array_equal(back.predict(Xn), est.predict(Xn))
+    np.testing.assert_array_equal(back.transform(Xn), est.transform(Xn))
+    assert back.get_params() == est.get_params()
+
+
+# -- parameters -----------------------------------------------------------------------------
+def test_invalid_parameter_error_is_usage_value_and_sklearn_error():
+    with pytest.raises(InvalidParameterError,
+                       match="'psd_repair' parameter of KernelKMeans must be a str among") as info:
+        KernelKMeans(2, psd_repair="higham").fit(np.ones((4, 2)))
+    for base in (UsageError, KKMeansError, ValueError, SklearnInvalidParameter):
+        assert isinstance(info.value, base)
+    assert info.value.exit_code == 2
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(storage="blocked", kernel="precomputed"), "precomputed kernel has no kernel function"),
+    (dict(storage="blocked", psd_repair="lingoes"), "storage='blocked' runs exact"),
+    (dict(storage="blocked", solver="embed"), "storage='blocked' runs exact"),
+    (dict(storage="blocked", objective="ncut"), "storage='blocked' runs exact"),
+    (dict(storage="blocked", approx="nystroem"), "storage='blocked' runs exact"),
+    (dict(approx="nystroem", psd_repair="clip"), "need the exact kernel matrix"),
+    (dict(approx="nystroem", solver="embed"), "need the exact kernel matrix"),
+    (dict(approx="nystroem", objective="ncut"), "objective='ncut' needs the exact"),
+    (dict(memory_limit="eight gigs"), "memory_limit"),
+])
+def test_cross_parameter_rules(params, message):
+    full = KernelKMeans(2, **params).get_params()
+    with pytest.raises(InvalidParameterError, match=message):
+        check_param_combination(full)
+    with pytest.raises(InvalidParameterError, match=message):
+        KernelKMeans(2, **params).fit(np.eye(5))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--storage", "blocked", "--psd-repair", "lingoes"], "storage='blocked' runs exact"),
+    (["--approx", "nystroem", "--objective", "ncut"], "objective='ncut' needs the exact"),
+])
+def test_cli_maps_invalid_parameters_to_exit_2_before_reading_data(tmp_path, args, message):
+    model = tmp_path / "m.npz"
+    missing = tmp_path / "not-there.csv"   # never read: the options are refused first
+    result = run(["fit", missing, "-k", 2, "-o", model] + args)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("kkmeans: error: ") and message in result.stderr
+    assert not model.exists()
+
+
+def test_random_state_accepts_int_randomstate_none_and_generator():
+    X, _ = make_blobs(80, centers=3, random_state=7)
+    fit = lambda rs: KernelKMeans(3, n_init=2, random_state=rs, n_threads=1).fit(X)  # noqa: E731
+    np.testing.assert_array_equal(fit(3).labels_, fit(3).labels_)
+    a = fit(np.random.RandomState(11))
+    b = fit(np.random.RandomState(11))
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    assert a.gamma_ == b.gamma_
+    g1 = fit(np.random.default_rng(5))
+    g2 = fit(np.random.default_rng(5))
+    np.testing.assert_array_equal(g1.labels_, g2.labels_)
+    np.random.seed(4)  # None draws from numpy's global RandomState, as in scikit-learn
+    n1 = fit(None)
+    np.random.seed(4)
+    n2 = fit(None)
+    np.testing.assert_array_equal(n1.labels_, n2.labels_)
+    # a RandomState is drawn from, as scikit-learn's estimators do: its second use is not a
+    # replay of the first
+    state = np.random.RandomState(11)
+    fit(state)
+    assert not np.array_equal(state.get_state()[1], np.random.RandomState(11).get_state()[1])
+    with pytest.raises(InvalidParameterError, match="'random_state' parameter"):
+        fit("seed")
+
+
+def test_tags_say_what_the_estimator_accepts():
+    tags = KernelKMeans().__sklearn_tags__()
+    assert tags.estimator_type == "clusterer"
+    assert not tags.input_tags.pairwise and not tags.input_tags.sparse
+    assert not tags.input_tags.allow_nan and not tags.input_tags.positive_only
+    assert tags.transformer_tags.preserves_dtype == ["float64"]
+    assert KernelKMeans(kernel="precomputed").__sklearn_tags__().input_tags.pairwise
+    assert KernelKMeans(kernel="precomputed-distance").__sklearn_tags__().input_tags.pairwise
+    assert KernelKMeans(kernel="chi2").__sklearn_tags__().input_tags.positive_only
+
+
+# -- one table of choices for the estimator and the command line ----------------------------
+CHOICE_PARAMS = {"kernel": "KERNELS", "algorithm": "ALGORITHMS", "storage": "STORAGES",
+                 "init": "INITS", "objective": "OBJECTIVES", "refine": "REFINES",
+                 "psd_repair": "PSD_REPAIRS", "approx": "APPROXES", "solver": "SOLVERS",
+                 "dtype": "DTYPES", "gamma": "GAMMA_RULES"}
+
+
+@pytest.mark.parametrize("param, table", sorted(CHOICE_PARAMS.items()))
+def test_estimator_constraints_come_from_the_options_table(param, table):
+    options = [c for c in PARAMETER_CONSTRAINTS[param] if isinstance(c, StrOptions)]
+    assert len(options) == 1 and options[0].options == set(getattr(_options, table))
+    if param in _options.DEFAULTS:
+        assert KernelKMeans().get_params()[param] == _options.DEFAULTS[param]
+
+
+def test_cli_choices_and_defaults_come_from_the_options_table():
+    fit_params = {p.name: p for p in cli_module.fit.params}
+    for param, table in CHOICE_PARAMS.items():
+        option = fit_params[param]
+        if isinstance(option.type, click.Choice):
+            assert tuple(option.type.choices) == getattr(_options, table)
+        assert option.default == _options.DEFAULTS[param]
+    assert tuple(fit_params["scale"].type.choices) == _options.SCALES
+    assert tuple(fit_params["missing"].type.choices) == _options.MISSING
+    for name in ("n_init", "max_iter", "tol", "degree", "coef0"):
+        assert (fit_params[name].default == _options.DEFAULTS[name]
+                == KernelKMeans().get_params()[name])
+
+
+def test_help_imports_neither_numpy_nor_sklearn():
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "kkmeans_cli", "--help"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0 and "Usage: kkmeans" in done.stdout
+    imported = {line.rsplit("|", 1)[-1].strip().split(".")[0]
+                for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "kkmeans_cli" in imported and "click" in imported
+    assert not imported & {"numpy", "sklearn", "scipy", "h5py", "rich"}
+
+
+# -- predict and transform are pure --------------------------------------------------------
+def _snapshot(obj):
+    """A deep copy of an object's attributes, to compare before and after."""
+    return copy.deepcopy({k: v for k, v in vars(obj).items()})
+
+
+def _assert_same_state(before, after):
+    assert before.keys() == after.keys()
+    for key in before:
+        a, b = before[key], after[key]
+        if isinstance(a, np.ndarray):
+            np.testing.assert_array_equal(a, b, err_msg=key)
+        elif hasattr(a, "__dict__") and not isinstance(a, type):
+            _assert_same_state(_snapshot(a), _snapshot(b))
+        else:
+            assert a == b, key
+
+
+PURE_CASES = [
+    dict(),
+    dict(kernel="sigmoid", gamma=0.5, coef0=1.0, psd_repair="lingoes"),
+    dict(kernel="sigmoid", gamma=0.5, coef0=1.0, psd_repair="clip"),
+    dict(objective="ncut"),
+    dict(approx="nystroem", n_landmarks=40),
+]
+
+
+@pytest.mark.parametrize("params", PURE_CASES)
+def test_predict_and_transform_write_nothing_to_the_estimator(params):
+    X, _ = make_blobs(150, centers=3, random_state=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KKMeansWarning)
+        est = KernelKMeans(3, random_state=0, n_init=2, **params).fit(X)
+    attributes = dict(vars(est))
+    before = _snapshot(est)
+    est.predict(X[:50])   # training points among them (the Lingoes shift looks for those)
+    est.transform(X + 0.05)
+    assert {k: id(v) for k, v in vars(est).items()} == {k: id(v) for k, v in attributes.items()}
+    _assert_same_state(before, _snapshot(est))
+
+
+@pytest.mark.parametrize("params", PURE_CASES)
+def test_predict_from_many_threads_equals_serial(params):
+    X, _ = make_blobs(300, centers=4, random_state=9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KKMeansWarning)
+        est = KernelKMeans(4, random_state=0, n_init=2, n_threads=1, **params).fit(X[:200])
+    # Different inputs in each call, half of them training points: a call that read another
+    # call's rows (the old side channel) would give other labels.
+    chunks = [X[i:i + 37] for i in range(0, 300, 37)] * 4
+    serial = [(est.predict(c), est.transform(c)) for c in chunks]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        parallel = list(pool.map(lambda c: (est.predict(c), est.transform(c)), chunks))
+    for (labels_s, dist_s), (labels_p, dist_p) in zip(serial, parallel):
+        np.testing.assert_array_equal(labels_p, labels_s)
+        np.testing.assert_array_equal(dist_p, dist_s)
+
+
+def test_precomputed_model_predicts_in_threads():
+    X, _ = blobs(n=90, k=3, seed=1)
+    K = X @ X.T
+    est = KernelKMeans(3, kernel="precomputed", random_state=0, n_init=2, n_threads=1).fit(K)
+    rows = [K[i:i + 10] for i in range(0, 90, 10)] * 3
+    serial = [est.predict(r) for r in rows]
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        parallel = list(pool.map(est.predict, rows))
+    for s, p in zip(serial, parallel):
+        np.testing.assert_array_equal(p, s)
+    np.testing.assert_array_equal(np.concatenate(serial[:9]), est.labels_)
