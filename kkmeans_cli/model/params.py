@@ -102,8 +102,8 @@ def check_param_combination(params):
                 or params["solver"] != "lloyd" or params["objective"] != "kmeans"):
             raise InvalidParameterError(
                 "storage='blocked' runs exact kernel k-means on kernel rows recomputed in "
-                "blocks; approx, psd_repair, solver='embed' and objective='ncut' need other "
-                "kernels")
+                "blocks; approx='nystroem', psd_repair, solver='embed' and objective='ncut' "
+                "need other kernels")
     if params["approx"] != "none":
         if params["psd_repair"] != "none" or params["solver"] != "lloyd":
             raise InvalidParameterError(
