@@ -436,3 +436,18 @@ def test_zero_stream_helper_matches_zlib():
     assert crc == zlib.crc32(bytes(7000))
     assert _crc32_combine(zlib.crc32(b"head"), zlib.crc32(bytes(12345)), 12345) == \
         zlib.crc32(b"head" + bytes(12345))
+
+
+def test_member_twice_is_refused(models, tmp_path):
+    """Two members of one name: which one a reader takes is not defined; refused."""
+    import warnings
+
+    dst = tmp_path / "twice.npz"
+    with zipfile.ZipFile(models / "rbf.npz") as src, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Duplicate name", UserWarning)
+        with zipfile.ZipFile(dst, "w") as out:
+            for info in src.infolist():
+                out.writestr(info.filename, src.read(info))
+            out.writestr("inner_sums.npy", src.read("inner_sums.npy"))
+    _predict_fails(models, tmp_path, dst, "rbf",
+                   "corrupt model: member 'inner_sums.npy' appears more than once")
