@@ -319,3 +319,22 @@ def test_hdf5_dataset_larger_than_memory_is_refused_unread(work, monkeypatch):
 def test_model_given_as_data(work):
     fails(work, ["fit", work / "model.npz", "-k", "2"], 1,
           f"{work / 'model.npz'}: is an .npz archive (a model?); DATA is text, .npy or HDF5")
+
+
+def test_hdf5_damaged_files(work):
+    path = work / "t.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("c", data=np.ones((1000, 2)), chunks=(100, 2), compression="gzip")
+        offset = f["c"].id.get_chunk_info(0).byte_offset
+    data = bytearray(path.read_bytes())
+    data[offset:offset + 20] = b"\xff" * 20  # a compressed chunk that does not inflate
+    (work / "bad.h5").write_bytes(bytes(data))
+    fails(work, ["fit", f"{work / 'bad.h5'}:/c", "-k", "2"], 1,
+          f"{work / 'bad.h5'}:/c: cannot read dataset (Can't synchronously read data (filter "
+          f"returned failure during read))")
+    (work / "cut.h5").write_bytes(bytes(data[:len(data) // 2]))
+    result = run(["fit", f"{work / 'cut.h5'}:/c", "-k", "2", "--no-model"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith(f"kkmeans: error: {work / 'cut.h5'}: not a readable HDF5 "
+                                    f"file (")
+    assert len(result.stderr.splitlines()) == 1
