@@ -186,7 +186,9 @@ def data_options(f):
     """The options of reading DATA."""
     return _apply([
         click.option("--header/--no-header", default=None,
-                     help="Whether text DATA starts with a header line  [default: detect]"),
+                     help="Whether text DATA starts with a header line  [default: detect: "
+                          "a first line with no number in it]. Lines starting with # are "
+                          "comments."),
         click.option("--delimiter", default=None, metavar="CHAR",
                      help="Field separator of text DATA ('tab', 'whitespace')  "
                           "[default: detect , tab ; or whitespace]"),

@@ -941,14 +941,17 @@ def _write_direct(source, target, what):
     fail = f"cannot write the {what} to {target.path}"
     if target.kind == "fd" and target.fd in (1, 2):
         stream = sys.stdout if target.fd == 1 else sys.stderr
-        stream.flush()
-        binary = getattr(stream, "buffer", None)
-        if binary is not None:
-            _copy(source, binary.write)
-            binary.flush()
-        else:
-            stream.write(source.read().decode())
+        try:
             stream.flush()
+            binary = getattr(stream, "buffer", None)
+            if binary is not None:
+                _copy(source, binary.write)
+                binary.flush()
+            else:
+                stream.write(source.read().decode())
+                stream.flush()
+        except OSError as exc:
+            raise OutputError(f"{fail}: {exc.strerror or exc}") from None
         return
     close = target.kind != "fd"
     try:

@@ -414,16 +414,19 @@ def _read_archive(path):
         _not_a_model(path, f"cannot be read as an .npz archive: {exc}")
     with archive:
         infos = archive.infolist()
-        names = [info.filename for info in infos]
+        names = {info.filename for info in infos}
         if "meta.npy" not in names:
             _not_a_model(path, "no 'meta' entry")
+        if len(names) != len(infos):
+            seen = set()
+            twice = next(info.filename for info in infos
+                         if info.filename in seen or seen.add(info.filename))
+            _fail(path, f"member {twice!r} appears more than once")
         for info in infos:
             key = info.filename[:-4] if info.filename.endswith(".npy") else None
             if key not in _MEMBER_KINDS:
                 _fail(path, f"unknown member {info.filename!r} (refused unread; a model holds "
                             f"only the arrays of its format)")
-            if names.count(info.filename) > 1:
-                _fail(path, f"member {info.filename!r} appears more than once")
             if info.flag_bits & 0x1:
                 _fail(path, f"member {info.filename!r} is encrypted")
             if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
