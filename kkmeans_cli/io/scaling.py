@@ -55,11 +55,12 @@ def fit_scaler(X, method):
     X = np.asarray(X, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         if method == "standard":
-            offset, factor = X.mean(axis=0), X.std(axis=0)
-            if not (np.all(np.isfinite(offset)) and np.all(np.isfinite(factor))):
-                # Moments of X / s, s the column's largest |x|: the sums of squares cannot
-                # overflow (data near 1e200 or 1e308 scale as well as any other).
-                s = np.abs(X).max(axis=0)
+            s = np.abs(X).max(axis=0)
+            if np.all((s == 0) | ((s > 1e-100) & (s < 1e100))):
+                offset, factor = X.mean(axis=0), X.std(axis=0)
+            else:
+                # Moments of X / s, s the column's largest |x|: the squares can neither
+                # overflow nor underflow (data near 1e±200 or 1e308 scale like any other).
                 s = np.where(s > 0, s, 1.0)
                 Xs = X / s
                 offset, factor = Xs.mean(axis=0) * s, Xs.std(axis=0) * s

@@ -410,7 +410,7 @@ def check_range(name, X, total_weight, kernel=None, what="X", offset=None):
         elif name == "poly" and kernel is not None and kernel.gamma is not None:
             inner = np.log(np.exp(np.minimum(log_q, log_max)) * kernel.gamma
                            + abs(kernel.coef0))
-            inner = np.where(np.isfinite(log_q) & (log_q < log_max), inner, np.inf)
+            inner = np.where(log_q < log_max, inner, np.inf)
             bad = kernel.degree * inner + log_sums > log_max
             rule = (f"4·m²·(gamma·‖x‖² + |coef0|)^degree must stay below {FLOAT_MAX:.3g} "
                     f"(m = {m:.6g}; the poly kernel's values and their sums)")

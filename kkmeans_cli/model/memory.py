@@ -197,7 +197,7 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
         alone = plan(n, k, storage="blocked", silhouette="blocks", **common).items
         score = alone.get("silhouette sample", alone.get("silhouette", 0))
         if score > fit_plan.total:
-            fit_plan.items["silhouette, after the fit"] = score - fit_plan.total
+            fit_plan.items["silhouette sample after the fit"] = score - fit_plan.total
         for option in list(fit_plan.alternatives):
             other = {"--dtype float32": dict(storage=storage, dtype="float32"),
                      "--approx nystroem": dict(approx="nystroem"),
