@@ -90,8 +90,11 @@ def test_gower_kernel_of_the_example_is_the_papers():
 
 
 def test_example_before_repair_warns_and_finds_the_papers_objective():
+    # The optimum is asserted on the embedding solver, which scores all 31 partitions (Lloyd
+    # from random starts reaches a local optimum that depends on the seed).
     with pytest.warns(KKMeansWarning, match="not positive semidefinite.*lingoes"):
-        model = KernelKMeans(2, **FAST).set_params(kernel="precomputed-distance").fit(D6)
+        model = KernelKMeans(2, **FAST).set_params(kernel="precomputed-distance",
+                                                   solver="embed").fit(D6)
     # The paper's clustering [1, 2, 1, 1, 2, 1] with cost 1908; no partition does better.
     assert objective(F6, paper_labels([1, 2, 1, 1, 2, 1])) == pytest.approx(1908)
     best, optima = optimal_partitions(F6, 2)
@@ -117,7 +120,7 @@ def _weighted_centre_cost(K, labels, w):
 
 
 def test_example_after_lingoes_keeps_the_clustering_and_shifts_the_objective():
-    model = fit(D6, kernel="precomputed-distance", psd_repair="lingoes")
+    model = fit(D6, kernel="precomputed-distance", psd_repair="lingoes", solver="embed")
     sigma = model.fit_stats_["psd_sigma"]
     assert sigma == pytest.approx(1090.376, abs=1e-3)
     K2 = lingoes(F6, sigma)
@@ -137,6 +140,14 @@ def test_example_after_lingoes_keeps_the_clustering_and_shifts_the_objective():
     _, after = optimal_partitions(K2, 2)
     assert before == after
     assert partition(model.labels_) in after
+    # Lloyd from random starts: guaranteed only a valid fixed point no better than the
+    # optimum, with the repair's exact shift.
+    for seed in range(3):
+        lloyd = fit(D6, kernel="precomputed-distance", psd_repair="lingoes", random_state=seed)
+        assert lloyd.converged_ and lloyd.fit_stats_["objective_used"] >= 6269.502 - 1e-3
+        assert lloyd.fit_stats_["objective_used"] - lloyd.fit_stats_["objective_original"] == \
+            pytest.approx(sigma * (6 - 2))
+        np.testing.assert_array_equal(lloyd.predict(D6), lloyd.labels_)
 
 
 def test_example_after_cailliez_constant_changes_the_clustering():
@@ -152,7 +163,7 @@ def test_example_after_cailliez_constant_changes_the_clustering():
     D_c = D6 + kappa * (1 - np.eye(n))
     K_c = gower(D_c)
     assert np.linalg.eigvalsh(K_c)[0] > -1e-6  # Euclidean now
-    model = fit(D_c, kernel="precomputed-distance")
+    model = fit(D_c, kernel="precomputed-distance", solver="embed")  # exhaustive: the optimum
     assert model.fit_stats_["psd"] is True
     # The paper: [1, 1, 2, 2, 1, 2] with cost 19317.864 — not the original clustering.
     assert objective(K_c, paper_labels([1, 1, 2, 2, 1, 2])) == pytest.approx(19317.864,
@@ -525,7 +536,7 @@ def test_cli_fit_predict_info_with_lingoes(tmp_path):
     np.savetxt(path, D6, delimiter=",", fmt="%g")
     model = tmp_path / "m.npz"
     result = run(["fit", path, "-k", 2, "--kernel", "precomputed-distance", "--psd-repair",
-                  "lingoes", "-o", model, "--threads", 1, "--n-init", 5])
+                  "lingoes", "-o", model, "--threads", 1, "--n-init", 5, "--solver", "embed"])
     assert result.exit_code == 0, result.stderr
     labels = labels_of(result.stdout)
     assert "psd check" in result.stderr and "not PSD" in result.stderr
