@@ -157,9 +157,9 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
     n_rows = len(X)
     if isinstance(ks, str):
         ks = parse_ks(ks, max_k=n_rows - 1)
-    elif isinstance(ks, range) and len(ks) and max(ks) > n_rows - 1:
+    elif isinstance(ks, range) and len(ks) and max(ks[0], ks[-1]) > n_rows - 1:
         raise ValueError(f"every k must be between 2 and n_samples - 1 = {n_rows - 1}; "
-                         f"got up to {max(ks)}")
+                         f"got up to {max(ks[0], ks[-1])}")
     else:
         ks = sorted({int(k) for k in ks})
     if not ks:
