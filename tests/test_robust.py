@@ -14,12 +14,12 @@ import pytest
 
 from cli_helpers import FAST, labels_of, run, run_process, write_csv
 from kkmeans_cli import KernelKMeans
-from kkmeans_cli import estimator as estimator_module
-from kkmeans_cli.errors import (DataError, KKMeansError, TooFewDistinctPointsError,
+from kkmeans_cli.errors import (KKMeansError, KKMeansWarning, TooFewDistinctPointsError,
                                 ValueRangeError)
-from kkmeans_cli.kernels import FLOAT_MAX, KKMeansWarning, check_range, count_distinct
-from kkmeans_cli.memory import plan
-from kkmeans_cli.sweep import parse_ks, sweep
+from kkmeans_cli.kernels.functions import FLOAT_MAX, check_range, count_distinct
+from kkmeans_cli.measures.sweep import parse_ks, sweep
+from kkmeans_cli.model import estimator as estimator_module
+from kkmeans_cli.model.memory import plan
 
 
 def _data(n=30, seed=0):
@@ -133,7 +133,7 @@ def test_scale_standard_makes_huge_data_usable(tmp_path):
 
 
 def test_scale_standard_of_tiny_data_is_not_a_constant_column():
-    from kkmeans_cli.scaling import fit_scaler
+    from kkmeans_cli.io.scaling import fit_scaler
 
     X = _data()
     tiny = fit_scaler(X * 1e-200, "standard")
@@ -254,7 +254,7 @@ def test_sweep_skips_ks_above_the_distinct_points(tmp_path):
         result.stderr
     rows = result.stdout.splitlines()
     assert len(rows) == 2 and rows[1].startswith("2,")
-    assert "chosen k:   2" in result.stderr and "(1 ks)" in result.stderr
+    assert "chosen k:   2" in result.stderr and "(1 k)" in result.stderr
     info = run(["info", tmp_path / "m.npz", "--json"])
     assert '"n_clusters": 2' in info.stdout
     same = _write(tmp_path / "same.csv", np.full((50, 2), 1.5))
@@ -343,11 +343,11 @@ def test_fit_blocked_silhouette_fits_the_memory_the_plan_names(tmp_path):
     refused = run(["fit", data, "-k", 3, "--n-init", 1, "--silhouette", "--memory-limit",
                    "700M", "--storage", "blocked", "--no-model", "--threads", 1])
     assert refused.exit_code == 1 and refused.stdout == ""
-    _only_error_line(refused, "needs 801 MB", "silhouette sample after the fit")
+    _only_error_line(refused, "needs 764 MiB", "silhouette sample after the fit")
     auto = run(["fit", data, "-k", 3, "--n-init", 1, "--silhouette", "--memory-limit", "1G",
                 "--no-model", "--threads", 1])
     assert auto.exit_code == 1  # storage auto may build K (3.5 GB): the way out is named
-    _only_error_line(auto, "--storage blocked (needs 801 MB)")
+    _only_error_line(auto, "--storage blocked (needs 764 MiB)")
 
 
 def test_sweep_memory_refusal_only_suggests_what_sweep_accepts(tmp_path):
@@ -384,9 +384,10 @@ def test_predict_on_duplicated_training_data_returns_labels(storage, kernel, gam
 
 def test_an_exact_tie_goes_to_the_lowest_cluster_in_fit_and_predict():
     # 1-D linear kernel: clusters {-2, 0} (centre -1) and {1}; the point 0 is at squared
-    # distance 1 from both centres, exactly. Ten copies of each point.
-    X = np.repeat(np.array([[-2.0], [0.0], [1.0]]), 10, axis=0)
-    start = np.repeat([0, 0, 1], 10)
+    # distance 1 from both centres, exactly (copies 10, 10, 20: the mean the linear kernel
+    # subtracts is 0, so the products stay exact).
+    X = np.repeat(np.array([[-2.0], [0.0], [1.0]]), [10, 10, 20], axis=0)
+    start = np.repeat([0, 0, 1], [10, 10, 20])
     est = KernelKMeans(2, kernel="linear", init=start, random_state=0).fit(X)
     assert est.converged_
     np.testing.assert_array_equal(est.labels_, start)  # the tie kept in cluster 0

@@ -370,7 +370,7 @@ def check_range(name, X, total_weight, kernel=None, what="X", offset=None):
         bad = ~np.isfinite(X).all(axis=1)
         _refuse_rows(bad, np.abs(raw), f"the data's mean ({_format_offset(offset)}) or the "
                      f"distance to it overflows floating point (1.8e308)", what,
-                     ValueRangeError)
+                     ValueRangeError, score=np.abs(raw).max(axis=1))
     m = max(float(X.shape[0]), float(total_weight))
     log_max = math.log(FLOAT_MAX)
     log_sums = math.log(4.0) + 2.0 * math.log(m)
@@ -419,7 +419,8 @@ def check_range(name, X, total_weight, kernel=None, what="X", offset=None):
             rule = (f"4·‖x‖² must stay below {FLOAT_MAX:.3g} (" + (
                 "the squared distances ‖x‖² + ‖y‖² − 2x·y of the rbf kernel" if name == "rbf"
                 else f"the squared norms and products x·y of the {name} kernel") + ")")
-        _refuse_rows(bad, absx, rule, what, ValueRangeError)
+        _refuse_rows(bad, absx, rule, what, ValueRangeError, score=log_q,
+                     raw=None if offset is None else np.abs(raw))
 
 
 def _format_offset(offset):
@@ -428,12 +429,17 @@ def _format_offset(offset):
     return shown + (", ..." if offset.shape[0] > 3 else "")
 
 
-def _refuse_rows(bad, absx, rule, what, error):
+def _refuse_rows(bad, absx, rule, what, error, score=None, raw=None):
+    """Raise for the first bad row (with ``score``: the bad row of largest score, e.g. the
+    row farthest from the data's mean), at its largest |value| (of X − offset); the value
+    shown is the row's own (``raw``, the data as given)."""
     if np.any(bad):
-        row = int(np.flatnonzero(bad)[0])
+        rows = np.flatnonzero(bad)
+        row = int(rows[0] if score is None else rows[np.argmax(score[rows])])
         col = int(np.argmax(absx[row]))
-        raise error(row, col, f"the value {float(absx[row, col]):.6g} is too large for "
-                              f"floating point: {rule}; rescale the data", what=what)
+        value = float((absx if raw is None else raw)[row, col])
+        raise error(row, col, f"the value {value:.6g} is too large for floating point: "
+                              f"{rule}; rescale the data", what=what)
 
 
 def count_distinct(X, at_least, weights=None, name=None):
