@@ -14,7 +14,7 @@ import pytest
 
 from cli_helpers import FAST, labels_of, run, run_process, write_csv
 from kkmeans_cli import KernelKMeans
-from kkmeans_cli.errors import (KKMeansError, KKMeansWarning, TooFewDistinctPointsError,
+from kkmeans_cli.errors import (DataError, KKMeansError, KKMeansWarning, TooFewDistinctPointsError,
                                 ValueRangeError)
 from kkmeans_cli.kernels.functions import FLOAT_MAX, check_range, count_distinct
 from kkmeans_cli.measures.sweep import parse_ks, sweep
@@ -207,6 +207,21 @@ def test_the_linear_rule_counts_the_total_weight():
     with pytest.raises(ValueRangeError):
         check_range("linear", ok, n)
     check_range("rbf", ok, n)  # rbf values are at most 1: only 4·‖x‖² counts
+
+
+def test_weights_whose_sums_overflow_are_refused(tmp_path):
+    X = _data()
+    w = np.full(30, 1e153)  # (Σw)² = 9e308
+    with pytest.raises(DataError, match=r"sample_weight sums to 3e\+154: 4·\(Σw\)² must stay"):
+        KernelKMeans(2, n_init=1).fit(X, sample_weight=w)
+    est = KernelKMeans(2, n_init=1, random_state=0).fit(X, sample_weight=w / 1e153)
+    assert np.isfinite(est.inertia_)
+    np.savetxt(tmp_path / "w.txt", w)
+    result = run(["fit", _write(tmp_path / "d.csv", X), "-k", 2, "--weights",
+                  tmp_path / "w.txt", "-o", tmp_path / "m.npz", *FAST])
+    assert result.exit_code == 1 and result.stdout == ""
+    _only_error_line(result, "w.txt: sums to 3e+154", "only their ratios matter")
+    assert not (tmp_path / "m.npz").exists()
 
 
 def test_a_fit_near_the_limit_stays_finite():

@@ -296,6 +296,11 @@ def prepare_fit_data(opts):
         if negative.size:
             raise DataError(f"--weights {opts['weights']}: weight {negative[0] + 1} is negative "
                             f"({weights[negative[0]]:g}); sample weights must be >= 0")
+        from ..model.estimator import weights_too_large
+
+        problem = weights_too_large(weights)
+        if problem:
+            raise DataError(f"--weights {opts['weights']}: {problem}")
     init = opts["init"]
     if init_is_file(init):
         init = _per_row(init, "--init", "initial labels", data, integer=True)

@@ -11,7 +11,8 @@ from ..errors import DataError, OptionConflictError, TooFewDistinctPointsError
 from ..engine.lloyd import LloydResult, lloyd
 from ..engine.starts import kmeans_plusplus, random_centres
 from ..engine.threads import blas_threads, effective_n_threads
-from ..kernels.functions import Kernel, check_range, count_distinct, data_offset, resolve_gamma
+from ..kernels.functions import (FLOAT_MAX, Kernel, check_range, count_distinct, data_offset,
+                                 resolve_gamma)
 from ..kernels.psd import PRECOMPUTED, needs_psd_check
 from ..kernels.sources import BlockedKernel, InMemoryKernel, LazyKernel
 from .params import PARAMETER_CONSTRAINTS, fit_rngs, resolve_dtype, validate_params
@@ -837,7 +838,24 @@ def _check_weights(sample_weight, n, n_clusters):
     if np.count_nonzero(w) < n_clusters:
         raise ValueError(f"sample_weight has fewer non-zero entries ({np.count_nonzero(w)}) "
                          f"than n_clusters={n_clusters}")
+    problem = weights_too_large(w)
+    if problem:
+        raise DataError(f"sample_weight {problem}")
     return np.ascontiguousarray(w)
+
+
+def weights_too_large(w):
+    """Why sample weights are too large for floating point, or None: kernel k-means forms
+    sums of up to (Σ w)² weighted kernel values (the inner sums), so 4·(Σ w)² must stay below
+    1.8e308. Only the ratios of the weights matter: dividing them all by one number keeps the
+    clustering."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(np.sum(w, dtype=np.float64))
+    if 4.0 * total * total < FLOAT_MAX:
+        return None
+    return (f"sums to {total:.6g}: 4·(Σw)² must stay below {FLOAT_MAX:.3g} (kernel k-means "
+            f"sums up to (Σw)² weighted kernel values); divide the weights by a common "
+            f"factor (only their ratios matter)")
 
 
 def _check_given_diagonal(K, diag, kernel):
