@@ -52,3 +52,25 @@ class NotFittedError(KKMeansError, AttributeError):
 class KKMeansWarning(UserWarning):
     """A warning from kkmeans (relocated empty clusters, a fallback gamma, a kernel that is not
     positive semidefinite, ...). The CLI shows each one once, on stderr."""
+
+
+class ValueRangeError(DataError):
+    """Data whose kernel values, distances or the sums kernel k-means forms of them overflow
+    floating point. ``row`` and ``column`` (0-based) locate the value that breaks the rule,
+    ``detail`` states the rule; the message is ``X row R, column C: detail``."""
+
+    def __init__(self, row, column, detail, what="X"):
+        self.row, self.column, self.detail, self.what = int(row), int(column), detail, what
+        super().__init__(f"{what} row {self.row}, column {self.column}: {detail}")
+
+
+class TooFewDistinctPointsError(DataError):
+    """Fewer distinct points (of positive weight) than clusters: some clusters would have to
+    share a point, and their centres would coincide."""
+
+    def __init__(self, n_distinct, n_clusters):
+        self.n_distinct, self.n_clusters = int(n_distinct), int(n_clusters)
+        super().__init__(
+            f"the data have {self.n_distinct} distinct point{'' if n_distinct == 1 else 's'}"
+            f" (of positive weight), fewer than the {self.n_clusters} clusters asked for; "
+            f"k can be at most {self.n_distinct}")

@@ -305,8 +305,10 @@ def test_output_folder_not_writable(work):
 
 # -- degenerate data ------------------------------------------------------------------------
 def test_all_points_identical_warns_and_falls_back(work):
+    # k = 1: the one cluster there is, with the gamma fallback (k = 2 is refused: see
+    # test_cli_refuses_fewer_distinct_points_than_k in test_robust.py).
     write_csv(work / "same.csv", np.full((10, 2), 3.0))
-    result = run(["fit", work / "same.csv", "-k", "2", "-o", work / "same.npz", *FAST])
+    result = run(["fit", work / "same.csv", "-k", "1", "-o", work / "same.npz", *FAST])
     assert result.exit_code == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "warning" in line]
     assert warnings, result.stderr
@@ -316,7 +318,7 @@ def test_all_points_identical_warns_and_falls_back(work):
     assert labels_of(result.stdout).shape == (10,)
     info = json.loads(run(["info", work / "same.npz", "--json"]).stdout)
     assert info["gamma"] == 1.0
-    quiet = run(["fit", work / "same.csv", "-k", "2", "--no-model", "--quiet", *FAST])
+    quiet = run(["fit", work / "same.csv", "-k", "1", "--no-model", "--quiet", *FAST])
     assert quiet.stderr == ""
 
 

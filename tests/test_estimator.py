@@ -179,13 +179,20 @@ def test_empty_cluster_is_relocated_with_a_warning():
     assert est.inertia_ == pytest.approx(want_inertia, rel=1e-9)
 
 
-def test_more_clusters_than_distinct_points_does_not_crash():
+def test_more_clusters_than_distinct_points_is_refused():
+    # Clusters would have to share a point (Lloyd cycled between coinciding centres); as many
+    # clusters as distinct points is the exact partition.
+    from kkmeans_cli.errors import KKMeansError, TooFewDistinctPointsError
+
     X = np.repeat(np.array([[0.0, 0.0], [1.0, 1.0]]), 10, axis=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", KKMeansWarning)
-        est = KernelKMeans(3, gamma=1.0, random_state=0).fit(X)
-    assert np.all(est.cluster_sizes_ > 0)
+    with pytest.raises(TooFewDistinctPointsError, match="2 distinct points.*3 clusters") as e:
+        KernelKMeans(3, gamma=1.0, random_state=0).fit(X)
+    assert isinstance(e.value, ValueError) and isinstance(e.value, KKMeansError)
+    assert (e.value.n_distinct, e.value.n_clusters) == (2, 3)
+    est = KernelKMeans(2, gamma=1.0, random_state=0).fit(X)
+    assert np.all(est.cluster_sizes_ == 10) and est.converged_
     assert est.inertia_ == pytest.approx(0.0, abs=1e-12)
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
 
 
 @pytest.mark.parametrize("kernel", sorted(KERNEL_PARAMS))
@@ -274,10 +281,8 @@ def test_median_gamma_is_half_inverse_median_squared_distance():
 
 def test_identical_points_fall_back_to_gamma_one_with_warning():
     X = np.ones((20, 3))
-    # Two clusters of identical points: every start empties one (refilled).
-    with pytest.warns(KKMeansWarning, match="empty cluster"), \
-            pytest.warns(KKMeansWarning, match="gamma"):
-        est = KernelKMeans(2, random_state=0).fit(X)
+    with pytest.warns(KKMeansWarning, match="gamma"):
+        est = KernelKMeans(1, random_state=0).fit(X)
     assert est.gamma_ == 1.0
     assert np.isfinite(est.inertia_)
 

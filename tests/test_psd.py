@@ -4,14 +4,16 @@ The worked example is seed 002's 6-point non-Euclidean distance matrix; the Cail
 is computed here as a test-only reference (the package does not offer it: it does not keep the
 clustering).
 """
+import contextlib
 import itertools
 import os
+import subprocess
 import warnings
 
 import numpy as np
 import pytest
 
-from cli_helpers import blobs, labels_of, run
+from cli_helpers import blobs, kkmeans_command, labels_of, run
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine import embed
 from kkmeans_cli.kernels import psd
@@ -88,8 +90,11 @@ def test_gower_kernel_of_the_example_is_the_papers():
 
 
 def test_example_before_repair_warns_and_finds_the_papers_objective():
+    # The optimum is asserted on the embedding solver, which scores all 31 partitions (Lloyd
+    # from random starts reaches a local optimum that depends on the seed).
     with pytest.warns(KKMeansWarning, match="not positive semidefinite.*lingoes"):
-        model = KernelKMeans(2, **FAST).set_params(kernel="precomputed-distance").fit(D6)
+        model = KernelKMeans(2, **FAST).set_params(kernel="precomputed-distance",
+                                                   solver="embed").fit(D6)
     # The paper's clustering [1, 2, 1, 1, 2, 1] with cost 1908; no partition does better.
     assert objective(F6, paper_labels([1, 2, 1, 1, 2, 1])) == pytest.approx(1908)
     best, optima = optimal_partitions(F6, 2)
@@ -115,7 +120,7 @@ def _weighted_centre_cost(K, labels, w):
 
 
 def test_example_after_lingoes_keeps_the_clustering_and_shifts_the_objective():
-    model = fit(D6, kernel="precomputed-distance", psd_repair="lingoes")
+    model = fit(D6, kernel="precomputed-distance", psd_repair="lingoes", solver="embed")
     sigma = model.fit_stats_["psd_sigma"]
     assert sigma == pytest.approx(1090.376, abs=1e-3)
     K2 = lingoes(F6, sigma)
@@ -135,6 +140,14 @@ def test_example_after_lingoes_keeps_the_clustering_and_shifts_the_objective():
     _, after = optimal_partitions(K2, 2)
     assert before == after
     assert partition(model.labels_) in after
+    # Lloyd from random starts: guaranteed only a valid fixed point no better than the
+    # optimum, with the repair's exact shift.
+    for seed in range(3):
+        lloyd = fit(D6, kernel="precomputed-distance", psd_repair="lingoes", random_state=seed)
+        assert lloyd.converged_ and lloyd.fit_stats_["objective_used"] >= 6269.502 - 1e-3
+        assert lloyd.fit_stats_["objective_used"] - lloyd.fit_stats_["objective_original"] == \
+            pytest.approx(sigma * (6 - 2))
+        np.testing.assert_array_equal(lloyd.predict(D6), lloyd.labels_)
 
 
 def test_example_after_cailliez_constant_changes_the_clustering():
@@ -150,7 +163,7 @@ def test_example_after_cailliez_constant_changes_the_clustering():
     D_c = D6 + kappa * (1 - np.eye(n))
     K_c = gower(D_c)
     assert np.linalg.eigvalsh(K_c)[0] > -1e-6  # Euclidean now
-    model = fit(D_c, kernel="precomputed-distance")
+    model = fit(D_c, kernel="precomputed-distance", solver="embed")  # exhaustive: the optimum
     assert model.fit_stats_["psd"] is True
     # The paper: [1, 1, 2, 2, 1, 2] with cost 19317.864 — not the original clustering.
     assert objective(K_c, paper_labels([1, 1, 2, 2, 1, 2])) == pytest.approx(19317.864,
@@ -279,8 +292,96 @@ def test_embed_solver_truncated_route(monkeypatch):
 
 
 def test_embed_solver_on_the_repaired_example():
+    # Five random restarts found 6377.502 (a local optimum) with OPENBLAS_CORETYPE=Haswell and
+    # 6269.502 without: the 6-point example is so symmetric that its embedding distances tie
+    # in exact arithmetic and BLAS rounding broke the ties. Six points into two clusters are
+    # 31 partitions: the solver scores them all.
     model = fit(D6, kernel="precomputed-distance", psd_repair="lingoes", solver="embed")
     assert model.fit_stats_["objective_used"] == pytest.approx(6269.502, abs=1e-3)
+    K2 = lingoes(F6, model.fit_stats_["psd_sigma"])
+    best, optima = optimal_partitions(K2, 2)
+    assert model.fit_stats_["objective_used"] == pytest.approx(best, rel=1e-12)
+    assert partition(model.labels_) in optima
+    assert model.fit_stats_["restart_inertias"] == [model.inertia_]
+    assert model.converged_ and np.array_equal(model.predict(D6), model.labels_)
+
+
+@pytest.mark.parametrize("n,k", [(1, 1), (5, 1), (5, 5), (6, 2), (7, 3), (8, 4), (10, 3)])
+def test_partitions_are_every_partition_once(n, k):
+    P = embed.partitions(n, k)
+    assert P.shape == (embed.stirling2(n, k), n)
+    assert len({partition(p) for p in P}) == P.shape[0]
+    assert all(len(np.unique(p)) == k for p in P)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_embed_exhaustive_search_finds_the_brute_force_optimum(seed):
+    rng = np.random.default_rng(seed)
+    n, k = 8, 3
+    Y = rng.normal(size=(n, 3))
+    K = Y @ Y.T if seed % 2 else Y @ Y.T - 2.0 * np.eye(n)  # PSD, and not PSD
+    w = rng.uniform(0.5, 2.0, size=n)
+    model = fit(K, k, kernel="precomputed", solver="embed", n_init=1)
+    best, optima = optimal_partitions(K, k)
+    assert model.inertia_ == pytest.approx(best, rel=1e-12)
+    assert partition(model.labels_) in optima
+    psd_check = (contextlib.nullcontext() if seed % 2 else
+                 pytest.warns(KKMeansWarning, match="not positive semidefinite"))
+    with psd_check:
+        weighted = KernelKMeans(k, kernel="precomputed", solver="embed", n_init=1,
+                                random_state=0).fit(K, sample_weight=w)
+    wbest, woptima = optimal_partitions(K, k, w)
+    assert weighted.inertia_ == pytest.approx(wbest, rel=1e-12)
+    assert partition(weighted.labels_) in woptima
+
+
+def _grid(side, copies=1):
+    """Points of a square grid (every distance ties with many others), each ``copies`` times."""
+    g = np.arange(side, dtype=float)
+    return np.repeat(np.array([(x, y) for x in g for y in g]), copies, axis=0)
+
+
+def test_embed_solver_breaks_ties_the_same_way_with_any_blas(tmp_path):
+    # A 6×6 grid (36 points, too many to enumerate): distances tie everywhere, so rounding of
+    # the BLAS kernels chose between optima; the result must not depend on them, nor on the
+    # thread count (a subprocess per environment).
+    path = tmp_path / "grid.csv"
+    np.savetxt(path, _grid(6), delimiter=",", fmt="%g")
+    d6 = tmp_path / "d6.csv"
+    np.savetxt(d6, D6, delimiter=",", fmt="%g")
+    outputs = {}
+    for env in ({"OPENBLAS_CORETYPE": "Haswell"}, {"OPENBLAS_CORETYPE": None},
+                {"OMP_NUM_THREADS": "1"}, {"OMP_NUM_THREADS": "2"}):
+        full = {k: v for k, v in os.environ.items() if k not in env and k != "OPENBLAS_L2_SIZE"}
+        full.update({k: v for k, v in env.items() if v is not None})
+        grid = subprocess.run(kkmeans_command() + [
+            "fit", str(path), "-k", "4", "--kernel", "linear", "--solver", "embed",
+            "--n-init", "5", "--no-model", "-q"], capture_output=True, text=True, env=full,
+            timeout=120)
+        small = subprocess.run(kkmeans_command() + [
+            "fit", str(d6), "-k", "2", "--kernel", "precomputed-distance", "--psd-repair",
+            "lingoes", "--solver", "embed", "--n-init", "5", "--no-model", "-q"],
+            capture_output=True, text=True, env=full, timeout=120)
+        assert grid.returncode == 0 and small.returncode == 0, grid.stderr + small.stderr
+        outputs[str(env)] = (grid.stdout, small.stdout)
+    assert len(set(outputs.values())) == 1, outputs
+    grid_labels, small_labels = next(iter(outputs.values()))
+    X = _grid(6)
+    labels = labels_of(grid_labels)
+    lloyd = fit(X, 4, kernel="linear", n_init=10)
+    assert objective(X @ X.T, labels) == pytest.approx(lloyd.inertia_, rel=1e-12)  # 4 squares
+    sigma = -psd.smallest_eigenvalue(F6)[0]
+    assert objective(lingoes(F6, sigma), labels_of(small_labels)) == \
+        pytest.approx(6269.502, abs=1e-3)
+
+
+def test_embed_solver_first_start_is_deterministic():
+    # Restart 0 is a farthest-point start: one start gives the same fit for every seed.
+    X, _ = blobs(60, k=3, seed=5)
+    fits = [fit(X, 3, kernel="rbf", gamma=0.1, solver="embed", n_init=1, random_state=seed)
+            for seed in (0, 1, 2)]
+    assert all(np.array_equal(f.labels_, fits[0].labels_) for f in fits)
+    assert fits[0].converged_ and np.array_equal(fits[0].predict(X), fits[0].labels_)
 
 
 # -- precomputed matrices give the labels of the kernel they came from -------------------------
@@ -435,7 +536,7 @@ def test_cli_fit_predict_info_with_lingoes(tmp_path):
     np.savetxt(path, D6, delimiter=",", fmt="%g")
     model = tmp_path / "m.npz"
     result = run(["fit", path, "-k", 2, "--kernel", "precomputed-distance", "--psd-repair",
-                  "lingoes", "-o", model, "--threads", 1, "--n-init", 5])
+                  "lingoes", "-o", model, "--threads", 1, "--n-init", 5, "--solver", "embed"])
     assert result.exit_code == 0, result.stderr
     labels = labels_of(result.stdout)
     assert "psd check" in result.stderr and "not PSD" in result.stderr

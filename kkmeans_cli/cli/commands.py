@@ -15,6 +15,7 @@ import errno
 import math
 import os
 import sys
+import time
 import traceback
 
 import click
@@ -297,6 +298,11 @@ def prepare_fit_data(opts):
         if negative.size:
             raise DataError(f"--weights {opts['weights']}: weight {negative[0] + 1} is negative "
                             f"({weights[negative[0]]:g}); sample weights must be >= 0")
+        from ..model.estimator import weights_too_large
+
+        problem = weights_too_large(weights)
+        if problem:
+            raise DataError(f"--weights {opts['weights']}: {problem}")
     init = opts["init"]
     if init_is_file(init):
         init = _per_row(init, "--init", "initial labels", data, integer=True)
@@ -306,7 +312,51 @@ def prepare_fit_data(opts):
             raise DataError(f"--init {opts['init']}: label {init[outside[0]]} (value "
                             f"{outside[0] + 1}) is outside 0..{k - 1} (-k {k})")
     scaler = fit_scaler(data.X, opts["scale"])
-    return data, scaler, scaler.transform(data.X), weights, init
+    X = scaler.transform(data.X)
+    total = data.X.shape[0] if weights is None else float(weights.sum())
+    check_values(data, X, opts["kernel"], total, opts["scale"], objective=opts["objective"])
+    return data, scaler, X, weights, init
+
+
+def _check_distinct(data, X, k, weights, kernel, option="-k"):
+    """Refuse (exit 1) a k above the number of distinct points of DATA, before any work."""
+    from ..errors import TooFewDistinctPointsError
+    from ..kernels.functions import count_distinct
+
+    distinct = count_distinct(X, k, weights, kernel)
+    if distinct < k:
+        raise DataError(f"{data.source}: {TooFewDistinctPointsError(distinct, k)}; use a "
+                        f"smaller {option}")
+
+
+def check_values(data, X, kernel, total_weight, scale="none", resolved=None,
+                 objective="kmeans"):
+    """Refuse (exit 1) data whose kernel cannot be computed in floating point, before any
+    work: non-finite values after ``--scale``, and the rule of ``kernels.check_range`` (the
+    message states it), with the row of DATA (1-based, header not counted) and its column."""
+    import numpy as np
+
+    from ..errors import ValueRangeError
+    from ..kernels.functions import check_range, data_offset
+
+    rows = np.flatnonzero(data.kept)
+
+    def where(r, c):
+        name = data.columns[c] if data.columns else str(c + 1)
+        return f"{data.source}: row {int(rows[r]) + 1}, column {name}"
+
+    finite = np.isfinite(X)
+    if not finite.all():
+        r, c = np.argwhere(~finite)[0]
+        raise DataError(f"{where(r, c)}: the value {data.X[r, c]:g} is {X[r, c]} after "
+                        f"--scale {scale} (the scaling overflows floating point)")
+    try:
+        offset = (resolved.offset if resolved is not None else
+                  None if kernel in PRECOMPUTED_KERNELS else
+                  data_offset(kernel, X, objective, quiet=True))
+        check_range(kernel, X, total_weight, kernel=resolved, offset=offset)
+    except ValueRangeError as exc:
+        raise DataError(f"{where(exc.row, exc.column)}: {exc.detail}") from None
 
 
 def _per_row(path, option, what, data, integer=False):
@@ -545,18 +595,26 @@ def fit(ctx, **_):
     if k > X.shape[0]:
         raise DataError(f"{data.source}: k = {k} is larger than the number of rows "
                         f"({X.shape[0]}); use a smaller -k")
-    _check_memory_plan(opts, X.shape[0], [k], "silhouette" if opts["silhouette"] else None)
+    _check_distinct(data, X, k, weights, opts["kernel"])
     estimator = KernelKMeans(**estimator_kwargs(opts, k, init))
+    # With --silhouette the kernel matrix is built once, for the fit and the score, when the
+    # fit holds it anyway; a fit that starts blocked (--storage blocked, or auto with one
+    # start) leaves the silhouette to kernel rows recomputed in blocks.
+    share_K = (opts["silhouette"] and estimator.approx != "nystroem"
+               and not estimator.starts_blocked(*X.shape))
+    _check_memory_plan(opts, X.shape[0], [k], "silhouette" if opts["silhouette"] else None,
+                       blocked_silhouette=opts["silhouette"] and not share_K)
     with reporter.engine_warnings(), \
             reporter.progress(f"fitting k = {k} on {data.source}") as update:
         estimator.progress_callback = lambda done, total: update(done, total,
                                                                  "Nyström features, rows")
         try:
-            # With --silhouette the kernel matrix is built once, for the fit and the score.
-            K = (estimator.kernel_matrix(X) if opts["silhouette"]
-                 and estimator.approx != "nystroem" and estimator.storage != "blocked"
-                 else None)
+            t0 = time.perf_counter()
+            K = estimator.kernel_matrix(X) if share_K else None
+            built = time.perf_counter() - t0
             estimator.fit(X, sample_weight=weights, kernel_matrix=K)
+            if K is not None:  # its time, not the 0 s of a fit given K
+                estimator.fit_stats_["kernel_seconds"] += built
         except UsageError:
             raise  # options that cannot work on this data (exit 2)
         except ValueError as exc:
@@ -687,13 +745,19 @@ def _check_option_combination(opts, k):
     validate_params(KernelKMeans(**estimator_kwargs(opts, k, "k-means++")))
 
 
-def _check_memory_plan(opts, n, ks, silhouette):
+def _check_memory_plan(opts, n, ks, silhouette, blocked_silhouette=False, sweep=False):
     """Refuse (exit 1) before any large allocation when the fit of the largest k, with the
-    silhouette when asked, would need more than ``--memory-limit`` (see ``memory.py``)."""
+    silhouette when asked, would need more than ``--memory-limit`` (see ``memory.py``).
+
+    ``blocked_silhouette``: the silhouette runs after the fit on kernel rows recomputed in
+    blocks (the fit does not share its kernel matrix with it): the plan is the larger of the
+    fit's and the silhouette's. ``sweep``: the refusal suggests only what sweep accepts (not
+    --storage blocked)."""
     from ..model.memory import check, plan
 
     kw = dict(k=max(ks), dtype=opts["dtype"], approx=opts["approx"],
-              n_landmarks=opts["landmarks"], silhouette=silhouette, storage=opts["storage"])
+              n_landmarks=opts["landmarks"], silhouette=silhouette, storage=opts["storage"],
+              offer_blocked=not sweep, silhouette_after=blocked_silhouette)
     if opts["kernel"] == "precomputed":  # DATA is K (a distance matrix becomes a new K)
         kw["kernel_given"] = opts["dtype"] == "float64"
     check(plan(n, **kw), opts["memory_limit"], **kw)
@@ -758,6 +822,9 @@ def predict(ctx, **_):
     estimator = loaded.estimator
     estimator.n_threads = opts["threads"]
     X = loaded.scaler.transform(data.X)
+    check_values(data, X, estimator.kernel, max(len(estimator.labels_),
+                                                float(np.sum(estimator.sample_weight_))),
+                 loaded.meta.get("scale", "none"), resolved=estimator.kernel_)
     with reporter.engine_warnings(), reporter.progress(f"predicting {data.source}"):
         try:
             labels = estimator.predict(X)
@@ -829,13 +896,13 @@ def sweep_command(ctx, **_):
     if opts["k"] is None:
         raise UsageError("missing option --k (e.g. --k 2..10 or --k 2,3,5; or k in --config) "
                          "(see 'kkmeans sweep --help')")
-    from ..measures.sweep import parse_ks
+    from ..measures.sweep import parse_k_ranges, parse_ks
 
     try:
-        ks = parse_ks(opts["k"])
+        k_ranges = parse_k_ranges(opts["k"])  # expanded once checked against the rows
     except ValueError as exc:
         raise UsageError(f"--k {opts['k']}: {exc}") from None
-    if ks[0] < 2:
+    if min(lo for lo, _ in k_ranges) < 2:
         raise UsageError(f"--k {opts['k']}: every k must be at least 2 (the measures compare "
                          f"clusters)")
     if init_is_file(opts["init"]):
@@ -845,7 +912,7 @@ def sweep_command(ctx, **_):
         raise UsageError("sweep fits every k on one kernel matrix; --storage blocked has none. "
                          "For data too large for the matrix use --approx nystroem (or run "
                          "'kkmeans fit --storage blocked --silhouette' per k)")
-    _check_option_combination(opts, ks[0])
+    _check_option_combination(opts, min(lo for lo, _ in k_ranges))
     metric = opts["metric"].replace("-", "_")
 
     from ..io.data import AtomicOutputs, check_outputs
@@ -860,10 +927,13 @@ def sweep_command(ctx, **_):
     reporter = Reporter(opts["quiet"])
     data, scaler, X, weights, _ = prepare_fit_data(opts)
     n = X.shape[0]
-    if ks[-1] > n - 1:
-        raise DataError(f"{data.source}: k = {ks[-1]} is too large for {plural(n, 'row')} (a sweep "
+    top = max(hi for _, hi in k_ranges)
+    if top > n - 1:
+        raise DataError(f"{data.source}: k = {top} is too large for {plural(n, 'row')} (a sweep "
                         f"needs k ≤ rows − 1 = {n - 1}); use a smaller --k")
-    _check_memory_plan(opts, n, ks, "from-kernel")
+    ks = parse_ks(opts["k"], max_k=n - 1)
+    _check_distinct(data, X, ks[0], weights, opts["kernel"], "--k")  # others: skipped by sweep
+    _check_memory_plan(opts, n, ks, "from-kernel", sweep=True)
     params = estimator_kwargs(opts, ks[0], opts["init"])
     del params["n_clusters"]
     with reporter.engine_warnings(), \
@@ -918,7 +988,7 @@ def sweep_command(ctx, **_):
         rows.append(("plot", opts["plot"]))
     rows.append(("time", f"kernel matrix {result.kernel_seconds:.3f} s (once), fits and "
                          f"measures {sum(r['seconds'] for r in result.rows):.3f} s "
-                         f"({plural(len(ks), 'k')})"))
+                         f"({plural(len(result.rows), 'k')})"))
     reporter.table("kkmeans sweep", rows)
     if opts["table"] == "-":
         click.echo(text, nl=False)

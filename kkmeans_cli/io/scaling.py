@@ -23,10 +23,13 @@ class Scaler:
     factor: np.ndarray = None
 
     def transform(self, X):
-        """(X − offset) / factor, or X unchanged for ``'none'``."""
+        """(X − offset) / factor, or X unchanged for ``'none'``. Values that overflow come out
+        infinite, without a NumPy warning: the caller refuses them with their row and column
+        (``kernels.check_range`` / ``check_finite``)."""
         if self.method == "none":
             return X
-        return np.ascontiguousarray((X - self.offset) / self.factor)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.ascontiguousarray((X - self.offset) / self.factor)
 
 
 def fit_scaler(X, method):
@@ -50,10 +53,27 @@ def fit_scaler(X, method):
     if method == "none":
         return Scaler("none")
     X = np.asarray(X, dtype=np.float64)
-    if method == "standard":
-        offset, factor = X.mean(axis=0), X.std(axis=0)
-    else:
-        offset = X.min(axis=0)
-        factor = X.max(axis=0) - offset
+    with np.errstate(over="ignore", invalid="ignore"):
+        if method == "standard":
+            s = np.abs(X).max(axis=0)
+            if np.all((s == 0) | ((s > 1e-100) & (s < 1e100))):
+                offset, factor = X.mean(axis=0), X.std(axis=0)
+            else:
+                # Moments of X / s, s the column's largest |x|: the squares can neither
+                # overflow nor underflow (data near 1e±200 or 1e308 scale like any other).
+                s = np.where(s > 0, s, 1.0)
+                Xs = X / s
+                offset, factor = Xs.mean(axis=0) * s, Xs.std(axis=0) * s
+        else:
+            offset = X.min(axis=0)
+            factor = X.max(axis=0) - offset
+    bad = ~(np.isfinite(offset) & np.isfinite(factor))
+    if bad.any():
+        from ..errors import DataError
+
+        c = int(np.flatnonzero(bad)[0])
+        raise DataError(f"--scale {method}: column {c + 1} spans {X[:, c].min():g} to "
+                        f"{X[:, c].max():g}, a range wider than floating point holds "
+                        f"(1.8e308)")
     factor = np.where(factor > 0, factor, 1.0)
     return Scaler(method, offset, factor)

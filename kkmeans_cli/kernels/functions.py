@@ -235,7 +235,7 @@ def row_blocks(n_rows, n_cols, block_bytes=BLOCK_BYTES):
         yield i0, min(i0 + step, n_rows)
 
 
-def data_offset(kernel, X, objective="kmeans"):
+def data_offset(kernel, X, objective="kmeans", quiet=False):
     """The point a kernel subtracts from the data (``Kernel.offset``), or None.
 
     The column means of X (unweighted, so that ``KernelKMeans.kernel_matrix(X)`` and a fit
@@ -257,6 +257,11 @@ def data_offset(kernel, X, objective="kmeans"):
     """
     if kernel not in CENTRED_KERNELS or (kernel == "linear" and objective != "kmeans"):
         return None
+    if quiet:  # for checks of data that may overflow (``check_range`` refuses it then)
+        with np.errstate(over="ignore", invalid="ignore"):
+            offset = np.asarray(X, dtype=np.float64).mean(axis=0)
+        offset.flags.writeable = False
+        return offset
     offset = np.asarray(X, dtype=np.float64).mean(axis=0)
     offset.flags.writeable = False
     return offset
@@ -325,3 +330,138 @@ def _sample_pair_distances(kernel, X, rng, n_pairs=MEDIAN_PAIRS):
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(tot != 0, diff * diff / np.where(tot != 0, tot, 1), 0.0)
     return terms.sum(axis=1)
+
+
+# -- data whose kernel cannot be computed in floating point ------------------------------------
+FLOAT_MAX = float(np.finfo(np.float64).max)
+
+
+def check_range(name, X, total_weight, kernel=None, what="X", offset=None):
+    """Refuse (:class:`~kkmeans_cli.errors.ValueRangeError`) data whose kernel values,
+    distances or the sums kernel k-means forms of them overflow float64.
+
+    The rule, with m = max(n, Σ w) (the iterations sum up to m² weighted kernel values: the
+    inner sums g_c = Σ_{i,j∈c} w_i w_j K_ij) and Q = the largest squared row norm ‖x‖²:
+
+    - linear: 4·Q·m² ≤ 1.8e308 (|K_ij| ≤ Q, distances ≤ 4Q);
+    - poly: 4·m²·(γ·Q + |coef0|)^degree ≤ 1.8e308 (checked once γ is resolved: ``kernel``);
+    - rbf, sigmoid, cosine: 4·Q ≤ 1.8e308 (the squared distances ‖x‖² + ‖y‖² − 2x·y and the
+      products x·y; the kernel values themselves are at most 1);
+    - laplacian: 2·max_i Σ_j |x_ij| ≤ 1.8e308 (the L1 distances);
+    - chi2: 4·max x_ij² and 2·max_i Σ_j x_ij ≤ 1.8e308 ((a − b)² and the chi-squared distance);
+    - precomputed (X is K or rows of it): 4·m²·max |K_ij| ≤ 1.8e308;
+    - precomputed-distance (X is D): 16·m²·max D_ij² ≤ 1.8e308 (Gower's −½ J D∘² J).
+
+    ``offset``: the point the kernel subtracts from the data first (``Kernel.offset``, the
+    training mean for rbf and linear, :func:`data_offset`); the rule applies to X − offset, and
+    an offset or a difference that is not finite breaks it.
+
+    The row reported is the first that breaks the rule, the column its largest |value|.
+    """
+    from ..errors import ValueRangeError
+
+    X = np.asarray(X, dtype=np.float64)
+    if X.size == 0:
+        return
+    if offset is not None:
+        raw = X
+        with np.errstate(over="ignore", invalid="ignore"):
+            X = X - offset
+        bad = ~np.isfinite(X).all(axis=1)
+        _refuse_rows(bad, np.abs(raw), f"the data's mean ({_format_offset(offset)}) or the "
+                     f"distance to it overflows floating point (1.8e308)", what,
+                     ValueRangeError, score=np.abs(raw).max(axis=1))
+    m = max(float(X.shape[0]), float(total_weight))
+    log_max = math.log(FLOAT_MAX)
+    log_sums = math.log(4.0) + 2.0 * math.log(m)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        absx = np.abs(X)
+        if name in ("precomputed", "precomputed-distance"):
+            big = absx.max(axis=1)
+            power, factor = (1, log_sums) if name == "precomputed" else (2, log_sums + math.log(4))
+            limit = math.exp((log_max - factor) / power)
+            rule = (f"4·m²·|K_ij| must stay below {FLOAT_MAX:.3g} (m = {m:.6g}, the total "
+                    f"weight: kernel k-means sums up to m² kernel values)" if power == 1 else
+                    f"16·m²·D_ij² must stay below {FLOAT_MAX:.3g} (m = {m:.6g}: the kernel "
+                    f"−½ J D∘² J and its sums)")
+            _refuse_rows(big > limit, absx, rule, what, ValueRangeError)
+            return
+        if name in ("laplacian", "chi2"):
+            l1 = absx.sum(axis=1)
+            bad = ~(2.0 * l1 <= FLOAT_MAX)
+            rule = (f"2·Σ|x_j| of a row must stay below {FLOAT_MAX:.3g} (the L1 distances of "
+                    f"the {name} kernel)")
+            if name == "chi2":
+                bad |= ~(4.0 * np.square(absx.max(axis=1)) <= FLOAT_MAX)
+                rule = (f"4·x² and 2·Σ x_j of a row must stay below {FLOAT_MAX:.3g} (the "
+                        f"chi-squared distances Σ (a − b)²/(a + b))")
+            _refuse_rows(bad, absx, rule, what, ValueRangeError)
+            return
+        # Squared norms without overflow in the sum itself: scale by the row's largest |x|.
+        top = absx.max(axis=1)
+        safe = np.where(top > 0, top, 1.0)
+        log_q = np.where(top > 0, 2.0 * np.log(safe)
+                         + np.log(np.maximum(np.einsum("ij,ij->i", X / safe[:, None],
+                                                       X / safe[:, None]), 1e-300)), -np.inf)
+        if name == "linear":
+            bad = log_q + log_sums > log_max
+            rule = (f"4·‖x‖²·m² must stay below {FLOAT_MAX:.3g} (m = {m:.6g}, the total "
+                    f"weight: kernel k-means sums up to m² products x·y)")
+        elif name == "poly" and kernel is not None and kernel.gamma is not None:
+            inner = np.log(np.exp(np.minimum(log_q, log_max)) * kernel.gamma
+                           + abs(kernel.coef0))
+            inner = np.where(log_q < log_max, inner, np.inf)
+            bad = kernel.degree * inner + log_sums > log_max
+            rule = (f"4·m²·(gamma·‖x‖² + |coef0|)^degree must stay below {FLOAT_MAX:.3g} "
+                    f"(m = {m:.6g}; the poly kernel's values and their sums)")
+        else:
+            bad = log_q + math.log(4.0) > log_max
+            rule = (f"4·‖x‖² must stay below {FLOAT_MAX:.3g} (" + (
+                "the squared distances ‖x‖² + ‖y‖² − 2x·y of the rbf kernel" if name == "rbf"
+                else f"the squared norms and products x·y of the {name} kernel") + ")")
+        _refuse_rows(bad, absx, rule, what, ValueRangeError, score=log_q,
+                     raw=None if offset is None else np.abs(raw))
+
+
+def _format_offset(offset):
+    offset = np.asarray(offset)
+    shown = ", ".join(f"{v:.3g}" for v in offset[:3])
+    return shown + (", ..." if offset.shape[0] > 3 else "")
+
+
+def _refuse_rows(bad, absx, rule, what, error, score=None, raw=None):
+    """Raise for the first bad row (with ``score``: the bad row of largest score, e.g. the
+    row farthest from the data's mean), at its largest |value| (of X − offset); the value
+    shown is the row's own (``raw``, the data as given)."""
+    if np.any(bad):
+        rows = np.flatnonzero(bad)
+        row = int(rows[0] if score is None else rows[np.argmax(score[rows])])
+        col = int(np.argmax(absx[row]))
+        value = float((absx if raw is None else raw)[row, col])
+        raise error(row, col, f"the value {value:.6g} is too large for floating point: "
+                              f"{rule}; rescale the data", what=what)
+
+
+def count_distinct(X, at_least, weights=None, name=None):
+    """The number of distinct rows of X among rows of positive weight, counted exactly when it
+    is below ``at_least`` (else some number ≥ ``at_least``: the first rows often settle it).
+
+    For the cosine kernel rows are compared after normalisation (x and 2x are one point in
+    its feature space).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if weights is not None:
+        X = X[np.asarray(weights) > 0]
+    if name == "cosine":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            norms = np.sqrt(np.einsum("ij,ij->i", X, X))
+            X = np.where(norms[:, None] > 0, X / np.where(norms > 0, norms, 1.0)[:, None], 0.0)
+    X = np.ascontiguousarray(X + 0.0)  # −0.0 and 0.0 are the same point
+    if X.shape[0] == 0:
+        return 0
+    rows = X.view(np.dtype((np.void, X.dtype.itemsize * X.shape[1]))).ravel()
+    head = min(rows.shape[0], max(8 * at_least, 64))
+    found = np.unique(rows[:head]).shape[0]
+    if found >= at_least or head == rows.shape[0]:
+        return found
+    return np.unique(rows).shape[0]

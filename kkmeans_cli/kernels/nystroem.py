@@ -379,6 +379,11 @@ def nearest(estimator, X, want_distances):
                          f"{estimator.n_features_in_}")
     if not np.all(np.isfinite(X)):
         raise ValueError("X contains NaN or infinity")
+    from .functions import check_range
+
+    check_range(estimator.kernel, X, max(len(estimator.labels_),
+                                         float(np.sum(estimator.sample_weight_))),
+                kernel=estimator.kernel_, offset=estimator.kernel_.offset)
     k = estimator.n_clusters
     W = np.asarray(estimator.cluster_weights_, dtype=np.float64)
     g = np.asarray(estimator.inner_sums_, dtype=np.float64)

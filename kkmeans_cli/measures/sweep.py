@@ -57,6 +57,8 @@ class SweepResult:
     random_state : int or None
         The seed used for every fit (drawn once when none was given, so the sweep can be
         reproduced).
+    skipped_ks : list of int
+        The ks above the number of distinct points: not fitted, not scored, never chosen.
     """
 
     rows: list
@@ -67,6 +69,7 @@ class SweepResult:
     fit_seconds: list = field(default_factory=list)
     kernel_seconds: float = 0.0
     random_state: object = None
+    skipped_ks: list = field(default_factory=list)
 
     @property
     def best_row(self):
@@ -77,12 +80,11 @@ class SweepResult:
         return to_csv(self.rows, path_or_file)
 
 
-def parse_ks(text):
-    """Parse the ks of a sweep: ``"2..10"`` (inclusive), ``"2,3,5"``, or a mix ``"2..4,8"``.
-
-    Returns a sorted list of distinct ints ≥ 1; raises ``ValueError`` with the bad part.
-    """
-    ks = set()
+def parse_k_ranges(text):
+    """The ranges of a ``--k`` text as (lo, hi) pairs (inclusive), not expanded, so that
+    ``2..99999999999`` costs nothing until it is checked against the number of rows.
+    Raises ``ValueError`` with the bad part."""
+    ranges = []
     for part in str(text).replace(" ", "").split(","):
         m = re.fullmatch(r"(\d+)(?:(?:\.\.|-)(\d+))?", part)
         if not m:
@@ -91,9 +93,25 @@ def parse_ks(text):
         hi = int(m.group(2)) if m.group(2) is not None else lo
         if hi < lo:
             raise ValueError(f"invalid k range {part!r}: the end is below the start")
-        ks.update(range(lo, hi + 1))
-    if not ks or min(ks) < 1:
+        ranges.append((lo, hi))
+    if not ranges or min(lo for lo, _ in ranges) < 1:
         raise ValueError("k must be >= 1")
+    return ranges
+
+
+def parse_ks(text, max_k=None):
+    """Parse the ks of a sweep: ``"2..10"`` (inclusive), ``"2,3,5"``, or a mix ``"2..4,8"``.
+
+    Returns a sorted list of distinct ints ≥ 1; raises ``ValueError`` with the bad part, or
+    when a k exceeds ``max_k`` (checked before any range is expanded).
+    """
+    ranges = parse_k_ranges(text)
+    top = max(hi for _, hi in ranges)
+    if max_k is not None and top > max_k:
+        raise ValueError(f"k = {top} is above the largest k possible here, {max_k}")
+    ks = set()
+    for lo, hi in ranges:
+        ks.update(range(lo, hi + 1))
     return sorted(ks)
 
 
@@ -136,7 +154,14 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
         raise ValueError(f"unknown metric {metric!r}; choose from {list(SWEEP_METRICS)}")
     if "n_clusters" in params:
         raise TypeError("sweep() sets n_clusters itself; give the ks instead")
-    ks = parse_ks(ks) if isinstance(ks, str) else sorted({int(k) for k in ks})
+    n_rows = len(X)
+    if isinstance(ks, str):
+        ks = parse_ks(ks, max_k=n_rows - 1)
+    elif isinstance(ks, range) and len(ks) and max(ks[0], ks[-1]) > n_rows - 1:
+        raise ValueError(f"every k must be between 2 and n_samples - 1 = {n_rows - 1}; "
+                         f"got up to {max(ks[0], ks[-1])}")
+    else:
+        ks = sorted({int(k) for k in ks})
     if not ks:
         raise ValueError("no k to sweep")
     if not isinstance(params.get("random_state"), (int, np.integer)):
@@ -145,6 +170,7 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
         params["random_state"] = int(np.random.default_rng(params.get("random_state"))
                                      .integers(2 ** 31 - 1))
     n_threads = params.get("n_threads")
+    ks, skipped = _distinct_ks(X, ks, sample_weight, params.get("kernel", "rbf"))
 
     t0 = time.perf_counter()
     if params.get("approx") == "nystroem" and params.get("n_landmarks") is None:
@@ -205,7 +231,33 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
     best_est = fits[ks.index(best_k)]
     return SweepResult(rows=rows, metric=metric, best_k=best_k, best_estimator=best_est,
                        silhouette_n_used=n_used, fit_seconds=fit_seconds,
-                       kernel_seconds=kernel_seconds, random_state=params["random_state"])
+                       kernel_seconds=kernel_seconds, random_state=params["random_state"],
+                       skipped_ks=skipped)
+
+
+def _distinct_ks(X, ks, sample_weight, kernel):
+    """The ks up to the number of distinct points of positive weight, and those skipped (with
+    a ``KKMeansWarning``): above it clusters would share points, and their measures mean
+    nothing. None left: :class:`~kkmeans_cli.errors.TooFewDistinctPointsError`."""
+    import warnings
+
+    from ..errors import KKMeansWarning, TooFewDistinctPointsError
+    from ..kernels.functions import count_distinct
+
+    distinct = count_distinct(X, ks[-1], sample_weight, kernel)
+    kept = [k for k in ks if k <= distinct]
+    skipped = [k for k in ks if k > distinct]
+    if not kept:
+        raise TooFewDistinctPointsError(distinct, ks[0])
+    if skipped:
+        warnings.warn(f"k = {_format_ks(skipped)} skipped: the data have only {distinct} "
+                      f"distinct points (of positive weight)", KKMeansWarning, stacklevel=3)
+    return kept, skipped
+
+
+def _format_ks(ks):
+    return f"{ks[0]}..{ks[-1]}" if len(ks) > 2 and ks[-1] - ks[0] == len(ks) - 1 else \
+        ", ".join(str(k) for k in ks)
 
 
 def choose_k(rows, metric):

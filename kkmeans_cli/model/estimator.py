@@ -7,11 +7,12 @@ from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, Cluste
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .. import _options
-from ..errors import OptionConflictError
+from ..errors import DataError, OptionConflictError, TooFewDistinctPointsError
 from ..engine.lloyd import LloydResult, lloyd
 from ..engine.starts import kmeans_plusplus, random_centres
 from ..engine.threads import blas_threads, effective_n_threads
-from ..kernels.functions import Kernel, data_offset, resolve_gamma
+from ..kernels.functions import (FLOAT_MAX, Kernel, check_range, count_distinct, data_offset,
+                                 resolve_gamma)
 from ..kernels.psd import PRECOMPUTED, needs_psd_check
 from ..kernels.sources import BlockedKernel, InMemoryKernel, LazyKernel
 from .params import PARAMETER_CONSTRAINTS, fit_rngs, resolve_dtype, validate_params
@@ -250,6 +251,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             raise ValueError(f"n_clusters={self.n_clusters} is larger than the number of "
                              f"samples (n_samples={n})")
         weights = _check_weights(sample_weight, n, self.n_clusters)
+        _check_fit_values(X, self.kernel, weights, self.n_clusters, self.objective)
         init_labels = self._check_init_labels(n)
         self._fit_n_features = X.shape[1]
         gamma_rng, fit_rng = fit_rngs(self.random_state)
@@ -257,11 +259,14 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         dtype = resolve_dtype(self.dtype)
         with blas_threads(1):  # OpenMP does the parallel work; see kernels.py for GEMMs
             self.kernel_ = self._resolved_kernel(X, gamma_rng)
+            if self.kernel == "poly":
+                check_range("poly", X, weights.sum(), kernel=self.kernel_)
             t0 = time.perf_counter()
             source, weights = self._kernel_source(X, weights, kernel_matrix, dtype, n_threads)
             t1 = time.perf_counter()
             best, inertias = self._run_restarts(source, weights, init_labels, fit_rng, n_threads)
             t2 = time.perf_counter()
+        _check_finite_result(best)
         self.gamma_ = self.kernel_.gamma
         self.labels_ = best.labels.astype(np.intp)
         self.inertia_ = best.inertia
@@ -351,12 +356,32 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             return False
         single = not isinstance(self.init, str) or (
             self.n_init == 1 and self.init in ("k-means++", "random"))
-        psd = self.kernel not in PRECOMPUTED and not needs_psd_check(self.kernel_)
+        # needs_psd_check reads the kernel's name and coef0 only (no gamma needed).
+        psd = self.kernel not in PRECOMPUTED and not needs_psd_check(
+            Kernel(self.kernel, None, int(self.degree), float(self.coef0)))
         exact = (self.objective == "kmeans" and self.solver == "lloyd"
                  and self.psd_repair == "none" and self.approx == "none")
         if not (single and psd and exact) or self.algorithm == "lloyd":
             return False
         return self.algorithm == "elkan" or self._elkan_pays_blocked()
+
+    def starts_blocked(self, n_samples, n_features):
+        """Whether :meth:`fit` of data of this shape (no ``kernel_matrix``) starts without the
+        kernel matrix (``storage='blocked'``, or ``'auto'`` on its blocked route), so that
+        building K for other uses (a silhouette) would be work and memory the fit avoids."""
+        if self.approx != "none":
+            return False
+        if self.storage == "blocked":
+            return True
+        saved = self.__dict__.get("_fit_n_features")
+        self._fit_n_features = n_features
+        try:
+            return self._lazy(n_samples, None)
+        finally:
+            if saved is None:
+                del self._fit_n_features
+            else:
+                self._fit_n_features = saved
 
     def _transform_fit_kernel(self, K, diag, weights, n_threads):
         """Changes made to the training kernel matrix before clustering (none yet).
@@ -492,10 +517,14 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         as ``kernel_matrix`` for several fits of the same data."""
         self._validate_params()
         X = _check_data(X, self.kernel)
+        check_range(self.kernel, X, X.shape[0],
+                    offset=data_offset(self.kernel, X, self.objective, quiet=True))
         gamma_rng, _ = fit_rngs(self.random_state)
         n_threads = effective_n_threads(self.n_threads)
         with blas_threads(1):
             kernel = self._resolved_kernel(X, gamma_rng)
+            if self.kernel == "poly":
+                check_range("poly", X, X.shape[0], kernel=kernel)
             if self.approx == "nystroem":
                 from ..kernels.nystroem import shared_features
 
@@ -569,6 +598,10 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             what = {"precomputed": "kernel columns", "precomputed-distance": "distance columns"
                     }.get(self.kernel, "features")
             raise ValueError(f"X has {X.shape[1]} {what}, the model expects {expected}")
+        # Kernel values of new rows against the training points, summed over them.
+        check_range(self.kernel, X, max(n_fit,
+                                        float(np.sum(self.sample_weight_))),
+                    kernel=self.kernel_, offset=self.kernel_.offset)
         labels_fit = self.labels_.astype(np.int32)
         k = self.n_clusters
         labels = np.empty(X.shape[0], dtype=np.int32)
@@ -774,6 +807,26 @@ def _check_data(X, kernel, square=True, estimator=None, reset=False):
     return np.ascontiguousarray(X)
 
 
+def _check_fit_values(X, kernel, weights, n_clusters, objective="kmeans"):
+    """Refuse data whose kernel sums overflow (``kernels.check_range``) and data with fewer
+    distinct points of positive weight than clusters (:class:`TooFewDistinctPointsError`:
+    clusters would have to share a point; Lloyd would cycle between coinciding centres)."""
+    check_range(kernel, X, float(weights.sum()),
+                offset=data_offset(kernel, X, objective, quiet=True))
+    distinct = count_distinct(X, n_clusters, weights, kernel)
+    if distinct < n_clusters:
+        raise TooFewDistinctPointsError(distinct, n_clusters)
+
+
+def _check_finite_result(best):
+    """Nothing non-finite leaves a fit (a model file, a table, labels): a last guard behind
+    ``kernels.check_range``."""
+    values = [np.asarray(best.inertia), best.inner_sums, best.cluster_weights]
+    if not all(np.all(np.isfinite(v)) for v in values):
+        raise DataError("the kernel sums of this fit are not finite (the data's kernel "
+                        "values overflow floating point); rescale the data")
+
+
 def _check_weights(sample_weight, n, n_clusters):
     if sample_weight is None:
         return np.ones(n)
@@ -785,7 +838,24 @@ def _check_weights(sample_weight, n, n_clusters):
     if np.count_nonzero(w) < n_clusters:
         raise ValueError(f"sample_weight has fewer non-zero entries ({np.count_nonzero(w)}) "
                          f"than n_clusters={n_clusters}")
+    problem = weights_too_large(w)
+    if problem:
+        raise DataError(f"sample_weight {problem}")
     return np.ascontiguousarray(w)
+
+
+def weights_too_large(w):
+    """Why sample weights are too large for floating point, or None: kernel k-means forms
+    sums of up to (Σ w)² weighted kernel values (the inner sums), so 4·(Σ w)² must stay below
+    1.8e308. Only the ratios of the weights matter: dividing them all by one number keeps the
+    clustering."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(np.sum(w, dtype=np.float64))
+    if 4.0 * total * total < FLOAT_MAX:
+        return None
+    return (f"sums to {total:.6g}: 4·(Σw)² must stay below {FLOAT_MAX:.3g} (kernel k-means "
+            f"sums up to (Σw)² weighted kernel values); divide the weights by a common "
+            f"factor (only their ratios matter)")
 
 
 def _check_given_diagonal(K, diag, kernel):

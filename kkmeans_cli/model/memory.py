@@ -157,7 +157,7 @@ def default_landmarks(n, k):
 
 def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given=False,
          silhouette=None, sample_size=10_000, max_exact=20_000, n_threads=1, what=None,
-         storage="matrix"):
+         storage="matrix", offer_blocked=True, silhouette_after=False):
     """The big allocations of a fit (and of the measures asked for) of n points, k clusters.
 
     Parameters
@@ -178,12 +178,34 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
         Per-thread buffers.
     storage : {'matrix', 'blocked'}
         'blocked': no kernel matrix, kernel rows recomputed in blocks (``BlockedKernel``).
+    offer_blocked : bool
+        Whether ``--storage blocked`` is a way out to name (not for sweep, which refuses it).
+    silhouette_after : bool
+        The silhouette is computed after the fit, from kernel rows recomputed in blocks, once
+        the fit's memory is freed: the plan is the larger of the two, not their sum.
 
     Returns
     -------
     MemoryPlan
     """
     n, k = int(n), int(k)
+    if silhouette and silhouette_after:
+        common = dict(dtype=dtype, approx=approx, n_landmarks=n_landmarks,
+                      kernel_given=kernel_given, sample_size=sample_size, max_exact=max_exact,
+                      n_threads=n_threads, offer_blocked=offer_blocked)
+        fit_plan = plan(n, k, storage=storage, what=what, **common)
+        alone = plan(n, k, storage="blocked", silhouette="blocks", **common).items
+        score = alone.get("silhouette sample", alone.get("silhouette", 0))
+        if score > fit_plan.total:
+            fit_plan.items["silhouette sample after the fit"] = score - fit_plan.total
+        for option in list(fit_plan.alternatives):
+            other = {"--dtype float32": dict(storage=storage, dtype="float32"),
+                     "--approx nystroem": dict(approx="nystroem"),
+                     "--storage blocked": dict(storage="blocked")}[option]
+            fit_plan.alternatives[option] = plan(
+                n, k, silhouette=silhouette, silhouette_after=True,
+                **dict(common, **other)).total
+        return fit_plan
     b = _itemsize(dtype)
     items = {}
     if approx == "nystroem":
@@ -221,7 +243,7 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
         nys = plan(n, k, approx="nystroem", silhouette=silhouette, sample_size=sample_size,
                    max_exact=max_exact, n_threads=n_threads)
         result.alternatives["--approx nystroem"] = nys.total
-        if storage != "blocked" and not kernel_given:
+        if storage != "blocked" and not kernel_given and offer_blocked:
             blocked = plan(n, k, storage="blocked", silhouette=silhouette,
                            sample_size=sample_size, max_exact=max_exact, n_threads=n_threads)
             result.alternatives["--storage blocked"] = blocked.total
