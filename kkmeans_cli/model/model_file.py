@@ -363,7 +363,7 @@ _MEMBER_KINDS = {"meta": "U", "labels": "i", "weights": "f", "cluster_sizes": "i
                  "scale_offset": "f", "scale_factor": "f", "psd_train_diag": "f",
                  "psd_components": "f", "psd_eigenvalues": "f", "psd_col_means": "f",
                  "degrees": "f", "degree_weights": "f", "landmarks": "f",
-                 "nystroem_transform": "f", "centers": "f"}
+                 "nystroem_transform": "f", "centers": "f", "kernel_offset": "f"}
 _META_MAX_BYTES = 64 * 2 ** 20
 
 
@@ -379,7 +379,7 @@ def _expected_shapes(meta):
             "scale_factor": (d,), "psd_train_diag": (n,), "psd_components": (n, None),
             "psd_eigenvalues": (None,), "psd_col_means": (n,), "degrees": (n,),
             "degree_weights": (n,), "landmarks": (m, d), "nystroem_transform": (m, m),
-            "centers": (k, m)}
+            "centers": (k, m), "kernel_offset": (d,)}
 
 
 def _read_archive(path):
