@@ -6,10 +6,17 @@ the Python API raise ``ValueError`` subclasses, as scikit-learn does.
 """
 
 
+# The exit codes of the command line (docs/cli.md), by name.
+EXIT_OK = 0
+EXIT_ERROR = 1          # data, files, models, memory: what the user gave cannot be used
+EXIT_USAGE = 2          # options: what the user asked for cannot be done
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
+
+
 class KKMeansError(Exception):
     """Base class of every error kkmeans reports."""
 
-    exit_code = 1
+    exit_code = EXIT_ERROR
 
 
 class DataError(KKMeansError, ValueError):
@@ -31,7 +38,7 @@ class OutputError(KKMeansError, OSError):
 class UsageError(KKMeansError, ValueError):
     """An option or parameter value is not valid (exit code 2)."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
 
 class ConfigError(UsageError):

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 from click.testing import CliRunner
 
-from kkmeans_cli.cli.commands import cli
+from kkmeans_cli.cli import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # One thread keeps the tests quick on a busy 2-core machine; results do not depend on it.

@@ -12,7 +12,7 @@ import pytest
 from cli_helpers import (FAST, ROOT, blobs, kkmeans_command, labels_of, run, run_process,
                          run_shell, write_csv)
 from kkmeans_cli import KernelKMeans, __version__
-from kkmeans_cli.cli import commands as cli_module
+from kkmeans_cli.cli import options as cli_module
 from kkmeans_cli.kernels.functions import KERNELS
 
 
@@ -50,7 +50,7 @@ def test_version():
 
 
 def test_help_does_not_import_numpy():
-    code = ("import sys\nfrom kkmeans_cli.cli.commands import cli\n"
+    code = ("import sys\nfrom kkmeans_cli.cli import cli\n"
             "rc = cli.main(['--help'], standalone_mode=False)\n"
             "print(rc, 'numpy' in sys.modules, 'rich' in sys.modules, 'h5py' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

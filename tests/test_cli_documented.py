@@ -16,7 +16,7 @@ from cli_helpers import ROOT, blobs, labels_of, run, run_process, write_csv
 from kkmeans_cli import __version__
 from kkmeans_cli._text import plural
 from kkmeans_cli.cli import cli
-from kkmeans_cli.cli.commands import format_data_with_labels
+from kkmeans_cli.cli.options import format_data_with_labels
 from kkmeans_cli.engine import _openmp
 from kkmeans_cli.io.config import configurable_params
 from kkmeans_cli.io.data import read_data
@@ -345,7 +345,8 @@ def test_threads_are_reported_honestly(work):
 def test_no_click_deprecated_stream_helpers():
     # click.get_text_stream is deprecated (removed in Click 9): stdin and stderr are used
     # directly (CliRunner swaps them too).
-    for name in ("commands.py", "report.py"):
+    for name in ("app.py", "options.py", "fit.py", "predict.py", "sweep.py", "info.py",
+                 "report.py"):
         with open(os.path.join(ROOT, "kkmeans_cli", "cli", name)) as f:
             assert "get_text_stream" not in f.read()
 

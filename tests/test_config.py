@@ -3,7 +3,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from kkmeans_cli.cli.commands import GammaType
+from kkmeans_cli.cli.options import GammaType
 from kkmeans_cli.io.config import apply_config, configurable_params, read_config
 from kkmeans_cli.errors import ConfigError
 

@@ -24,7 +24,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from cli_helpers import ROOT, blobs, run
 from kkmeans_cli import _options
-from kkmeans_cli.cli import commands as cli_module
+from kkmeans_cli.cli import fit as cli_module
 from kkmeans_cli.errors import KKMeansError, KKMeansWarning, UsageError
 from kkmeans_cli.measures.metrics import silhouette_score
 from kkmeans_cli.model.estimator import KernelKMeans, expected_failed_checks

@@ -129,7 +129,7 @@ def test_the_graph_is_read_correctly():
     edges, _ = _imports(mods, _extension_modules())
     assert "kkmeans_cli.engine._lloyd" in edges["kkmeans_cli.engine.lloyd"]
     assert "kkmeans_cli.errors" in edges["kkmeans_cli.kernels.psd"]
-    assert "kkmeans_cli.model.estimator" in edges["kkmeans_cli.cli.commands"]
+    assert "kkmeans_cli.model.estimator" in edges["kkmeans_cli.cli.fit"]
     # and the cycle finder finds a planted cycle
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
 

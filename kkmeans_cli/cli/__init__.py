@@ -1,4 +1,8 @@
-"""The ``kkmeans`` command line: parse options, read data, call the estimator, write outputs."""
-from .commands import cli, main
+"""The ``kkmeans`` command line: parse options, read data, call the estimator, write outputs.
+
+``app.py`` holds the command group and the error-to-exit-code mapping, ``options.py`` what the
+commands share, and ``fit.py``, ``predict.py``, ``sweep.py``, ``info.py`` one command each.
+"""
+from .app import cli, main
 
 __all__ = ["cli", "main"]

@@ -1,0 +1,167 @@
+"""``kkmeans fit DATA``: cluster DATA, print the labels, save the model."""
+import time
+
+import click
+
+from ..errors import DataError, UsageError
+from .options import (PRECOMPUTED_KERNELS, check_distinct, check_memory_plan,
+                      check_option_combination, data_options, effective_options, estimator_kwargs,
+                      fit_options, init_is_file, input_paths, labels_text, prepare_fit_data,
+                      require_matplotlib, run_options, stored_options)
+
+
+FIT_EPILOG = """\b
+Examples:
+  kkmeans fit examples/moons.csv -k 2
+  kkmeans fit data.csv -k 5 --kernel rbf > labels.txt
+  cat data.csv | kkmeans fit - -k 3 --no-model --quiet
+  kkmeans fit data.csv --config configs/rbf.yaml -k 4 --summary run.json
+  kkmeans fit data.tsv -k 3 --columns x,y --scale standard --missing drop
+  kkmeans fit examples/blobs.csv -k 4 --silhouette --plot clusters.png
+  kkmeans fit examples/blobs.csv -k 4 --no-model --with-data > labelled.csv
+"""
+
+
+@click.command(epilog=FIT_EPILOG)
+@click.argument("data")
+@click.option("-k", "--n-clusters", type=click.IntRange(min=1), default=None,
+              help="Number of clusters, 1 ≤ k ≤ rows (required).")
+@fit_options
+@click.option("-o", "--model", default="model.npz", show_default=True, metavar="PATH",
+              help="Where the model goes.")
+@click.option("--no-model", is_flag=True, help="Do not save a model.")
+@click.option("--labels", default="-", show_default=True, metavar="PATH",
+              help="Where the labels go, one per row of DATA (- is stdout).")
+@click.option("--summary", default=None, metavar="PATH", help="Also write a JSON summary.")
+@click.option("--with-data", is_flag=True,
+              help="Write each row of DATA followed by its label, as CSV (the columns used; "
+                   "a header line, when DATA has one, ends in 'label').")
+@click.option("--json", is_flag=True, help="Print the JSON summary on stdout instead of labels.")
+@click.option("--silhouette", is_flag=True,
+              help="Also compute the feature-space silhouette (exact up to 20,000 rows, else "
+                   "on a stratified sample of 10,000, reported).")
+@click.option("--plot", default=None, metavar="PATH",
+              help="Draw the points coloured by cluster (first two principal axes when there "
+                   "are more than two features) as .png, .pdf or .svg by PATH's extension; "
+                   "needs matplotlib.")
+@data_options
+@run_options
+@click.pass_context
+def fit(ctx, **_):
+    """Cluster DATA into k clusters; print one label per row and save the model."""
+    opts = effective_options(ctx)
+    if opts["n_clusters"] is None:
+        raise UsageError("missing option -k/--n-clusters (or n_clusters in --config) "
+                         "(see 'kkmeans fit --help')")
+    from ..io.data import AtomicOutputs, check_outputs, format_json
+    from ..model.estimator import KernelKMeans
+    from ..model.model_file import model_meta, save_model
+    from .report import Reporter, fit_report, fit_summary, silhouette_text
+
+    check_option_combination(opts, opts["n_clusters"])
+    init_is_file(opts["init"])
+    model_path = None if opts["no_model"] else opts["model"]
+    if opts["json"] and opts["with_data"]:
+        raise UsageError("--json prints the summary instead of the labels; --with-data "
+                         "cannot be used with it (write the summary with --summary PATH)")
+    if opts["plot"] is not None and opts["kernel"] in PRECOMPUTED_KERNELS:
+        raise UsageError("--plot draws the data points, but with --kernel precomputed DATA is "
+                         "a kernel matrix, not points; drop --plot (or fit the original data "
+                         "with its kernel)")
+    outputs = [(model_path, "model", "-o/--model"), (opts["summary"], "summary", "--summary"),
+               (opts["plot"], "plot", "--plot")]
+    if opts["json"]:
+        outputs.append(("-", "JSON summary", "--json"))
+    if not (opts["json"] and opts["labels"] == "-"):
+        outputs.append((opts["labels"], "labels", "--labels"))
+    check_outputs(outputs, opts["force"], input_paths(opts))
+    if opts["plot"] is not None:
+        require_matplotlib(opts["plot"])
+    reporter = Reporter(opts["quiet"])
+    data, scaler, X, weights, init = prepare_fit_data(opts)
+    k = opts["n_clusters"]
+    if k > X.shape[0]:
+        raise DataError(f"{data.source}: k = {k} is larger than the number of rows "
+                        f"({X.shape[0]}); use a smaller -k")
+    check_distinct(data, X, k, weights, opts["kernel"])
+    estimator = KernelKMeans(**estimator_kwargs(opts, k, init))
+    # With --silhouette the kernel matrix is built once, for the fit and the score, when the
+    # fit holds it anyway; a fit that starts blocked (--storage blocked, or auto with one
+    # start) leaves the silhouette to kernel rows recomputed in blocks.
+    share_K = (opts["silhouette"] and estimator.approx != "nystroem"
+               and not estimator.starts_blocked(*X.shape))
+    check_memory_plan(opts, X.shape[0], [k], "silhouette" if opts["silhouette"] else None,
+                       blocked_silhouette=opts["silhouette"] and not share_K)
+    with reporter.engine_warnings(), \
+            reporter.progress(f"fitting k = {k} on {data.source}") as update:
+        estimator.progress_callback = lambda done, total: update(done, total,
+                                                                 "Nyström features, rows")
+        try:
+            t0 = time.perf_counter()
+            K = estimator.kernel_matrix(X) if share_K else None
+            built = time.perf_counter() - t0
+            estimator.fit(X, sample_weight=weights, kernel_matrix=K)
+            if K is not None:  # its time, not the 0 s of a fit given K
+                estimator.fit_stats_["kernel_seconds"] += built
+        except UsageError:
+            raise  # options that cannot work on this data (exit 2)
+        except ValueError as exc:
+            raise DataError(f"{data.source}: {exc}") from exc
+    summary = fit_summary(estimator, data, model_path)
+    extra = {"source": data.source, "columns": data.columns}
+    report = fit_report(estimator, data, scaler, model_path)
+    if opts["silhouette"]:
+        score = _fit_silhouette(estimator, X, K, opts, reporter, data.source)
+        found = {"silhouette": None if score is None else float(score.score),
+                 "silhouette_n_used": None if score is None else int(score.n_used),
+                 "silhouette_exact": None if score is None else bool(score.exact)}
+        summary.update(found)
+        extra.update(found)
+        report.insert(-2, ("silhouette", "undefined (fewer than 2 clusters)" if score is None
+                           else silhouette_text(score, X.shape[0])))
+    if opts["plot"] is not None:
+        report.insert(-1, ("plot", opts["plot"]))
+    with AtomicOutputs(opts["force"]) as out:
+        if model_path is not None:
+            meta = model_meta(estimator, scaler, stored_options(opts), extra)
+            save_model(out.open(model_path, "model"), estimator, scaler, meta)
+        if opts["plot"] is not None:
+            from .plotting import plot_clusters, plot_format
+
+            plot_clusters(data.X, estimator.labels_, out.open(opts["plot"], "plot"),
+                          title=f"{data.source}: k = {k}, {estimator.kernel_.describe()}",
+                          fmt=plot_format(opts["plot"]))
+        if opts["labels"] != "-":
+            out.open(opts["labels"], "labels").write(
+                labels_text(opts, estimator.labels_, data).encode())
+        if opts["summary"]:
+            out.open(opts["summary"], "summary").write(format_json(summary).encode())
+    reporter.table("kkmeans fit", report)
+    if opts["json"]:
+        click.echo(format_json(summary), nl=False)
+    elif opts["labels"] == "-":
+        click.echo(labels_text(opts, estimator.labels_, data), nl=False)
+
+
+def _fit_silhouette(estimator, X, K, opts, reporter, source):
+    """The silhouette of a fitted estimator on its kernel matrix K (exact, or sampled for large
+    n); None when it is undefined (fewer than two non-empty clusters)."""
+    from ..measures.metrics import silhouette_score
+
+    if len(set(estimator.labels_.tolist())) < 2:
+        reporter.warn("the silhouette is undefined for fewer than 2 clusters; not computed")
+        return None
+    seed = opts["seed"]
+    if getattr(estimator, "approx", "none") == "nystroem":
+        from ..kernels.nystroem import fit_silhouette
+
+        with reporter.engine_warnings(), reporter.progress("computing the silhouette"):
+            return fit_silhouette(estimator, X, random_state=seed, n_threads=opts["threads"])
+    with reporter.engine_warnings(), reporter.progress("computing the silhouette"):
+        try:
+            # Without K (--storage blocked) the kernel rows are recomputed in blocks from X.
+            return silhouette_score(estimator.labels_, K=K, X=None if K is not None else X,
+                                    kernel=estimator.kernel_, random_state=seed,
+                                    n_threads=opts["threads"])
+        except ValueError as exc:
+            raise DataError(f"{source}: silhouette: {exc}") from exc

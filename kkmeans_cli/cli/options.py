@@ -1,0 +1,485 @@
+"""What the commands share: the option groups, the merged options (flags over a YAML config
+over the defaults), reading DATA and the per-row files, the checks made before any work, and the
+label output.
+
+Adding a command that fits: decorate it with :func:`fit_options`, :func:`data_options` and
+:func:`run_options`, get the merged options with :func:`effective_options`, the data with
+:func:`prepare_fit_data` and the estimator's keyword arguments with :func:`estimator_kwargs`.
+The allowed values and defaults come from ``kkmeans_cli._options`` (shared with the estimator).
+"""
+import difflib
+import math
+import os
+import sys
+
+import click
+
+from .._text import plural
+from .. import _options
+from .._options import DEFAULTS
+from ..errors import DataError, UsageError
+
+# The choices and defaults come from the one table the estimator's parameter constraints use
+# (_options.py, which imports nothing: ``kkmeans --help`` loads neither NumPy nor sklearn).
+
+
+KERNEL_CHOICES = _options.KERNELS
+PRECOMPUTED_KERNELS = _options.PRECOMPUTED_KERNELS  # DATA is an n×n matrix
+PSD_REPAIR_CHOICES = _options.PSD_REPAIRS
+SOLVER_CHOICES = _options.SOLVERS
+SCALE_CHOICES = _options.SCALES
+ALGORITHM_CHOICES = _options.ALGORITHMS
+STORAGE_CHOICES = _options.STORAGES
+DTYPE_CHOICES = _options.DTYPES
+DEFAULT_N_INIT = DEFAULTS["n_init"]
+INIT_CHOICES = _options.INITS
+OBJECTIVE_CHOICES = _options.OBJECTIVES
+REFINE_CHOICES = _options.REFINES
+
+
+class GammaType(click.ParamType):
+    """``--gamma``: a positive number, ``median`` or ``scale``."""
+
+    name = "gamma"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value in ("median", "scale"):
+            return value
+        if isinstance(value, bool):
+            self.fail(f"{value!r} is not a positive number, 'median' or 'scale'", param, ctx)
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a positive number, 'median' or 'scale'", param, ctx)
+        if not (number > 0 and math.isfinite(number)):
+            self.fail(f"must be a positive number (or 'median' or 'scale'); got {value}",
+                      param, ctx)
+        return number
+
+    def get_metavar(self, param, ctx=None):
+        return "FLOAT|median|scale"
+
+
+class SizeType(click.ParamType):
+    """``--memory-limit``: bytes, or a size such as ``8G``, ``500M``, ``1.5GB``."""
+
+    name = "size"
+
+    def convert(self, value, param, ctx):
+        from ..model.memory import parse_size
+
+        try:
+            return parse_size(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+    def get_metavar(self, param, ctx=None):
+        return "SIZE"
+
+
+APPROX_CHOICES = _options.APPROXES
+
+
+# -- shared option groups ------------------------------------------------------------------
+def _apply(options, f):
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def fit_options(f):
+    """The options of fitting a model (everything but k and the outputs), shared by the
+    commands that fit."""
+    return _apply([
+        click.option("--kernel", type=click.Choice(KERNEL_CHOICES), default=DEFAULTS["kernel"],
+                     show_default=True,
+                     help="Kernel; 'precomputed': DATA is the n×n kernel matrix; "
+                          "'precomputed-distance': DATA is the n×n dissimilarity matrix "
+                          "(kernel by Gower double centering)."),
+        click.option("--gamma", type=GammaType(), default=DEFAULTS["gamma"], show_default=True,
+                     help="Kernel width. median: 1/(2·median squared pair distance); "
+                          "scale: 1/(n_features·Var(X))."),
+        click.option("--degree", type=click.IntRange(min=1), default=DEFAULTS["degree"],
+                     show_default=True,
+                     help="Degree of the poly kernel."),
+        click.option("--coef0", type=float, default=DEFAULTS["coef0"], show_default=True,
+                     help="Offset of the poly and sigmoid kernels."),
+        click.option("--scale", type=click.Choice(SCALE_CHOICES), default=DEFAULTS["scale"],
+                     show_default=True,
+                     help="Feature scaling fitted on DATA, stored in the model."),
+        click.option("--init", default=DEFAULTS["init"], show_default=True,
+                     metavar="k-means++|spectral|random|PATH",
+                     help="Starting centres, or a file with one initial label per row. "
+                          "spectral: k-means on the leading eigenvectors of K. With "
+                          "k-means++ and several restarts, restart 1 is spectral."),
+        click.option("--n-init", type=click.IntRange(min=1), default=DEFAULT_N_INIT,
+                     show_default=True, help="Restarts; the lowest inertia wins."),
+        click.option("--max-iter", type=click.IntRange(min=1), default=DEFAULTS["max_iter"],
+                     show_default=True,
+                     help="Iterations per restart at most."),
+        click.option("--tol", type=click.FloatRange(min=0), default=DEFAULTS["tol"],
+                     show_default=True,
+                     help="Stop when the relative objective change is at most this."),
+        click.option("--objective", type=click.Choice(OBJECTIVE_CHOICES),
+                     default=DEFAULTS["objective"],
+                     show_default=True,
+                     help="kmeans: within-cluster scatter in feature space; ncut: the "
+                          "normalized cut (degree-weighted kernel k-means)."),
+        click.option("--refine", type=click.Choice(REFINE_CHOICES), default=DEFAULTS["refine"],
+                     show_default=True,
+                     help="Hartigan single-point moves after Lloyd; auto: on unless --init "
+                          "is a labels file."),
+        click.option("--algorithm", type=click.Choice(ALGORITHM_CHOICES),
+                     default=DEFAULTS["algorithm"],
+                     show_default=True,
+                     help="Iteration scheme; all give the same labels from the same start. "
+                          "elkan skips distances with bounds (positive semidefinite kernels); "
+                          "auto: elkan with --storage blocked or --approx nystroem where "
+                          "measured faster (fewer than 32 features; blocked also with "
+                          "k >= 20), else lloyd."),
+        click.option("--psd-repair", type=click.Choice(PSD_REPAIR_CHOICES),
+                     default=DEFAULTS["psd_repair"],
+                     show_default=True,
+                     help="For a kernel that is not positive semidefinite (sigmoid, "
+                          "precomputed): lingoes adds sigma(I - 11'/n) and keeps the optimal "
+                          "clustering; clip zeroes negative eigenvalues (changes it)."),
+        click.option("--solver", type=click.Choice(SOLVER_CHOICES), default=DEFAULTS["solver"],
+                     show_default=True,
+                     help="lloyd: iterations on K; embed: k-means on the eigen-embedding "
+                          "V Lambda^1/2 of K (a cross-check)."),
+        click.option("--weights", default=None, metavar="PATH",
+                     help="File with one non-negative sample weight per row."),
+        click.option("--seed", type=int, default=0, show_default=True,
+                     help="Seed of all randomness (same seed, same labels)."),
+        click.option("--dtype", type=click.Choice(DTYPE_CHOICES), default=DEFAULTS["dtype"],
+                     show_default=True, help="Storage of the kernel matrix."),
+        click.option("--threads", type=click.IntRange(min=1), default=None,
+                     help="OpenMP and BLAS threads  [default: all cores]"),
+        click.option("--memory-limit", type=SizeType(), default=None,
+                     help="Refuse before allocating more than this (8G, 500M, 1.5GB or "
+                          "bytes; binary units: 1G = 1024³ bytes = 1 GiB)  [default: 80% of "
+                          "the available RAM]"),
+        click.option("--approx", type=click.Choice(APPROX_CHOICES), default=DEFAULTS["approx"],
+                     show_default=True,
+                     help="nystroem: k-means on Nyström features of --landmarks points "
+                          "(O(n·m) memory instead of the n×n kernel matrix)."),
+        click.option("--storage", type=click.Choice(STORAGE_CHOICES),
+                     default=DEFAULTS["storage"],
+                     show_default=True,
+                     help="matrix: compute the n×n kernel matrix once and hold it. blocked: "
+                          "never hold it; recompute kernel values in blocks when needed "
+                          "(exact, slower per pass). auto: matrix, except a fit with one start "
+                          "(--n-init 1) of 4096+ points on a positive semidefinite kernel: it "
+                          "starts blocked and builds the matrix only if needed (same result)."),
+        click.option("--landmarks", type=click.IntRange(min=1), default=None, metavar="INT",
+                     help="Nyström landmarks m (seeded uniform sample of the rows)  "
+                          "[default: min(n, max(300, 20·k), 1000)]"),
+    ], f)
+
+
+def data_options(f):
+    """The options of reading DATA."""
+    return _apply([
+        click.option("--header/--no-header", default=None,
+                     help="Whether text DATA starts with a header line  [default: detect: "
+                          "a first line with no number in it]. Lines starting with # are "
+                          "comments."),
+        click.option("--delimiter", default=None, metavar="CHAR",
+                     help="Field separator of text DATA ('tab', 'whitespace')  "
+                          "[default: detect , tab ; or whitespace]"),
+        click.option("--columns", default=None, metavar="A,B,...",
+                     help="Columns to use, by header name or 0-based index."),
+        click.option("--dataset", default=None, metavar="/PATH",
+                     help="HDF5 dataset (same as DATA given as file.h5:/PATH)."),
+        click.option("--missing", type=click.Choice(_options.MISSING),
+                     default=DEFAULTS["missing"],
+                     show_default=True,
+                     help="Rows with an empty cell or NaN: stop with an error, or drop them "
+                          "(their label is printed as -1)."),
+    ], f)
+
+
+def run_options(f):
+    """``--config``, ``--quiet``, ``--force`` and ``--debug``."""
+    return _apply([
+        click.option("--config", default=None, metavar="YAML",
+                     help="Run config; keys are long option names with _ (flags win)."),
+        click.option("-q", "--quiet", is_flag=True, help="Print nothing on stderr but errors."),
+        click.option("--force", is_flag=True,
+                     help="Replace output files that are read-only (refused otherwise). "
+                          "Outputs are always replaced whole, at the end; a link is followed "
+                          "and kept; devices, FIFOs and /dev/stdout are written to directly."),
+        click.option("--debug", is_flag=True, help="Show tracebacks of errors."),
+    ], f)
+
+
+def effective_options(ctx):
+    """The command's options after merging defaults < ``--config`` < flags.
+
+    Parameters
+    ----------
+    ctx : click.Context
+
+    Returns
+    -------
+    dict
+        Option name → value.
+    """
+    from ..io.config import apply_config, read_config
+
+    path = ctx.params.get("config")
+    if path:
+        return apply_config(ctx, read_config(path), path)
+    return dict(ctx.params)
+
+
+def estimator_kwargs(opts, n_clusters, init):
+    """Keyword arguments of ``KernelKMeans`` from the effective options.
+
+    Parameters
+    ----------
+    opts : dict
+        From :func:`effective_options` of a command with :func:`fit_options`.
+    n_clusters : int
+    init : str or ndarray
+        ``'k-means++'``, ``'spectral'``, ``'random'`` or initial labels (already read from
+        ``--init PATH``).
+    """
+    return dict(psd_repair=opts["psd_repair"], solver=opts["solver"],
+                n_clusters=n_clusters, kernel=opts["kernel"], gamma=opts["gamma"],
+                degree=opts["degree"], coef0=opts["coef0"], init=init, n_init=opts["n_init"],
+                max_iter=opts["max_iter"], tol=opts["tol"], algorithm=opts["algorithm"],
+                random_state=opts["seed"], dtype=opts["dtype"], n_threads=opts["threads"],
+                objective=opts["objective"], refine=opts["refine"],
+                approx=opts["approx"], n_landmarks=opts["landmarks"],
+                memory_limit=opts["memory_limit"], storage=opts["storage"])
+
+
+def read_input(opts, spec):
+    """DATA read with the data options."""
+    from ..io.data import read_data
+
+    return read_data(spec, header=opts["header"], delimiter=opts["delimiter"],
+                     columns=opts["columns"], dataset=opts["dataset"],
+                     missing=opts["missing"], stdin=sys.stdin,
+                     announce=None if opts.get("quiet") else
+                     lambda text: click.echo(f"kkmeans: {text}", err=True))
+
+
+def prepare_fit_data(opts):
+    """Read DATA, the weights and initial labels, and fit the scaling.
+
+    Returns
+    -------
+    data : DataSet
+    scaler : Scaler
+    X : ndarray
+        The scaled kept rows.
+    weights : ndarray or None
+    init : str or ndarray
+    """
+    import numpy as np
+
+    from ..io.scaling import fit_scaler
+
+    if opts["kernel"] in PRECOMPUTED_KERNELS and opts["scale"] != "none":
+        raise UsageError(f"--scale cannot be used with --kernel {opts['kernel']} (DATA is an "
+                         f"n×n matrix)")
+    data = read_input(opts, opts["data"])
+    weights = _per_row(opts["weights"], "--weights", "weights", data)
+    if weights is not None:
+        negative = np.flatnonzero(weights < 0)
+        if negative.size:
+            raise DataError(f"--weights {opts['weights']}: weight {negative[0] + 1} is negative "
+                            f"({weights[negative[0]]:g}); sample weights must be >= 0")
+        from ..model.estimator import weights_too_large
+
+        problem = weights_too_large(weights)
+        if problem:
+            raise DataError(f"--weights {opts['weights']}: {problem}")
+    init = opts["init"]
+    if init_is_file(init):
+        init = _per_row(init, "--init", "initial labels", data, integer=True)
+        k = opts.get("n_clusters")
+        outside = np.flatnonzero((init < 0) | (init >= (k or 0)))
+        if k is not None and outside.size:
+            raise DataError(f"--init {opts['init']}: label {init[outside[0]]} (value "
+                            f"{outside[0] + 1}) is outside 0..{k - 1} (-k {k})")
+    scaler = fit_scaler(data.X, opts["scale"])
+    X = scaler.transform(data.X)
+    total = data.X.shape[0] if weights is None else float(weights.sum())
+    check_values(data, X, opts["kernel"], total, opts["scale"], objective=opts["objective"])
+    return data, scaler, X, weights, init
+
+
+def check_distinct(data, X, k, weights, kernel, option="-k"):
+    """Refuse (exit 1) a k above the number of distinct points of DATA, before any work."""
+    from ..errors import TooFewDistinctPointsError
+    from ..kernels.functions import count_distinct
+
+    distinct = count_distinct(X, k, weights, kernel)
+    if distinct < k:
+        raise DataError(f"{data.source}: {TooFewDistinctPointsError(distinct, k)}; use a "
+                        f"smaller {option}")
+
+
+def check_values(data, X, kernel, total_weight, scale="none", resolved=None,
+                 objective="kmeans"):
+    """Refuse (exit 1) data whose kernel cannot be computed in floating point, before any
+    work: non-finite values after ``--scale``, and the rule of ``kernels.check_range`` (the
+    message states it), with the row of DATA (1-based, header not counted) and its column."""
+    import numpy as np
+
+    from ..errors import ValueRangeError
+    from ..kernels.functions import check_range, data_offset
+
+    rows = np.flatnonzero(data.kept)
+
+    def where(r, c):
+        name = data.columns[c] if data.columns else str(c + 1)
+        return f"{data.source}: row {int(rows[r]) + 1}, column {name}"
+
+    finite = np.isfinite(X)
+    if not finite.all():
+        r, c = np.argwhere(~finite)[0]
+        raise DataError(f"{where(r, c)}: the value {data.X[r, c]:g} is {X[r, c]} after "
+                        f"--scale {scale} (the scaling overflows floating point)")
+    try:
+        offset = (resolved.offset if resolved is not None else
+                  None if kernel in PRECOMPUTED_KERNELS else
+                  data_offset(kernel, X, objective, quiet=True))
+        check_range(kernel, X, total_weight, kernel=resolved, offset=offset)
+    except ValueRangeError as exc:
+        raise DataError(f"{where(exc.row, exc.column)}: {exc.detail}") from None
+
+
+def _per_row(path, option, what, data, integer=False):
+    """One value per row of DATA from ``path`` (given as ``option``), keeping the rows DATA
+    kept; every error names the option and the file."""
+    from ..io.data import read_vector
+
+    if path is None:
+        return None
+    if path == "-" and data.source == "<stdin>":
+        raise UsageError(f"DATA is read from standard input, so the {what} cannot be too; "
+                         f"give the {what} as a file")
+    try:
+        values = read_vector(path, what, integer=integer)
+    except DataError as exc:
+        raise DataError(f"{option} {exc}") from None
+    if values.shape[0] != data.n_rows:
+        raise DataError(f"{option} {path}: has {plural(values.shape[0], what[:-1], what)}, "
+                        f"{data.source} has {plural(data.n_rows, 'row')}")
+    return values[data.kept]
+
+
+def init_is_file(value):
+    """Whether ``--init VALUE`` names a file of initial labels (else it is a start method).
+
+    Raises
+    ------
+    UsageError
+        VALUE is neither a method nor an existing file and does not look like a path (no
+        folder, no extension) or is close to a method name: ``--init kmeans++``.
+    DataError
+        VALUE looks like a path to a file that does not exist.
+    """
+    if value in INIT_CHOICES:
+        return False
+    if os.path.exists(value):
+        return True
+    close = difflib.get_close_matches(value.lower(), INIT_CHOICES, n=1, cutoff=0.6)
+    if close or not (os.sep in value or os.path.splitext(value)[1]):
+        hint = f"; did you mean --init {close[0]}?" if close else ""
+        raise UsageError(f"--init {value}: not a start method ({', '.join(INIT_CHOICES)}) "
+                         f"and no such file{hint}")
+    raise DataError(f"--init {value}: no such file")
+
+
+def labels_text(opts, labels, data):
+    """What goes where the labels go: one label per row of DATA (-1 for a dropped row), or
+    with ``--with-data`` each row's values and then its label, as CSV."""
+    from ..io.data import format_labels
+
+    if not opts.get("with_data"):
+        return format_labels(labels, data.kept)
+    return format_data_with_labels(data, labels)
+
+
+def format_data_with_labels(data, labels):
+    """CSV of DATA's rows (the columns used, values as read) each followed by its label.
+
+    A header line, when DATA has one, names the columns and then ``label``. A row dropped by
+    ``--missing drop`` keeps its place with empty cells and the label -1. Numbers are written
+    in the shortest form that reads back to the same float64 (``3`` for 3.0).
+    """
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    if data.columns is not None:
+        writer.writerow([*data.columns, "label"])
+    labels = iter(int(v) for v in labels)
+    rows = iter(data.X.tolist())
+    empty = [""] * data.X.shape[1]
+    for kept in data.kept.tolist():
+        if kept:
+            writer.writerow([*map(_number_text, next(rows)), next(labels)])
+        else:
+            writer.writerow([*empty, -1])
+    return out.getvalue()
+
+
+def _number_text(value):
+    text = repr(value)
+    return text[:-2] if text.endswith(".0") else text
+
+
+def input_paths(opts):
+    """The files a command reads, (path, option) for :func:`check_outputs`."""
+    init = opts.get("init")
+    return [(opts["data"], "DATA"), (opts.get("weights"), "--weights"),
+            (init if init not in INIT_CHOICES else None, "--init"),
+            (opts.get("config"), "--config")]
+
+
+def require_matplotlib(path):
+    """Fail early, before any work, when the plot's format is unknown or matplotlib is
+    missing."""
+    from .plotting import figure, plot_format
+
+    plot_format(path)
+    figure()
+
+
+def check_option_combination(opts, k):
+    """Options the estimator refuses together (e.g. --storage blocked with --psd-repair) are
+    found before DATA is read: ``InvalidParameterError`` is a ``UsageError`` (exit 2)."""
+    from ..model.estimator import KernelKMeans
+    from ..model.params import validate_params
+
+    validate_params(KernelKMeans(**estimator_kwargs(opts, k, "k-means++")))
+
+
+def check_memory_plan(opts, n, ks, silhouette, blocked_silhouette=False, sweep=False):
+    """Refuse (exit 1) before any large allocation when the fit of the largest k, with the
+    silhouette when asked, would need more than ``--memory-limit`` (see ``memory.py``).
+
+    ``blocked_silhouette``: the silhouette runs after the fit on kernel rows recomputed in
+    blocks (the fit does not share its kernel matrix with it): the plan is the larger of the
+    fit's and the silhouette's. ``sweep``: the refusal suggests only what sweep accepts (not
+    --storage blocked)."""
+    from ..model.memory import check, plan
+
+    kw = dict(k=max(ks), dtype=opts["dtype"], approx=opts["approx"],
+              n_landmarks=opts["landmarks"], silhouette=silhouette, storage=opts["storage"],
+              offer_blocked=not sweep, silhouette_after=blocked_silhouette)
+    if opts["kernel"] == "precomputed":  # DATA is K (a distance matrix becomes a new K)
+        kw["kernel_given"] = opts["dtype"] == "float64"
+    check(plan(n, **kw), opts["memory_limit"], **kw)
+
+
+def stored_options(opts):
+    """The effective options as they go into the model's meta."""
+    return {key: value for key, value in opts.items() if key not in ("debug", "quiet", "force")}
