@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Lloyd against Elkan (issue 5): time, distances and kernel values, in memory and blocked.
+"""Lloyd against Elkan: time, distances and kernel values, in memory and blocked (target 8 of
+docs/performance.md).
 
     python benchmarks/bench_elkan.py                     # n=20,000, k ∈ {5,50,200}, d ∈ {2,50}
     python benchmarks/bench_elkan.py --n 5000 --k 5 50 --d 2

@@ -1,8 +1,9 @@
 #!/usr/bin/env python
-"""Fit benchmark of issue 2: kkmeans against its PyPI peers, plus the Lloyd full-pass bar.
+"""Fit benchmark (targets 1-2 of docs/performance.md): kkmeans against its PyPI peers, plus
+the Lloyd full pass against a plain read of K.
 
     python benchmarks/bench_fit.py                      # n=10,000, d=10, k=8, all peers
-    python benchmarks/bench_fit.py --skip-peers         # kkmeans and the full-pass bar only
+    python benchmarks/bench_fit.py --skip-peers         # kkmeans and the full-pass target only
     python benchmarks/bench_fit.py --n 3000 --peer-n 2000
 
 Every method fits the same data (seeded Gaussian blobs by default, ``--data normal`` for
@@ -45,8 +46,8 @@ if ROOT not in sys.path:  # run from a source checkout without installing
 METHODS = {
     "kkmeans": "kkmeans (this package), float64 K",
     "kkmeans-f32": "kkmeans (this package), float32 K",
-    "KKMeans": "PyPI `kkmeans` 0.1.0 (bauxn, seed 000), lloyd",
-    "KKMeans-elkan": "PyPI `kkmeans` 0.1.0 (bauxn, seed 000), elkan",
+    "KKMeans": "PyPI `kkmeans` 0.1.0 (bauxn; Theis 2023), lloyd",
+    "KKMeans-elkan": "PyPI `kkmeans` 0.1.0 (bauxn; Theis 2023), elkan",
     "python-kkmeans": "PyPI `python-kkmeans` 0.1.0",
     "tslearn": "`tslearn` KernelKMeans",
 }
@@ -314,7 +315,7 @@ def main(argv=None):
                                       args.repeats)
     print(f"Median of {args.repeats} repeats after one warm-up; full pass = "
           f"`_lloyd.outer_sums_rows(K, 0, labels, weights, F, t)` over all of K (the fitted "
-          f"labels); plain read = `K.sum()` (NumPy, single-threaded). Bar: full pass ≤ 2× the "
+          f"labels); plain read = `K.sum()` (NumPy, single-threaded). Target: full pass ≤ 2× the "
           f"plain read.\n")
     head = "| K dtype | K size | `K.sum()` s |"
     sep = "|---|---:|---:|"
@@ -322,7 +323,7 @@ def main(argv=None):
     for t in ts:
         head += f" full pass, {t} thr s | ratio ({t} thr) |"
         sep += "---:|---:|"
-    print(head + " bar met |")
+    print(head + " target met |")
     print(sep + "---|")
     for dt, mb, read, full in rows:
         line = f"| {dt} | {mb:.0f} MB | {read:.4f} |"
@@ -367,7 +368,7 @@ def print_fit_table(results, n, args):
         if peer:
             speed = peer["seconds"] / base["seconds"]
             no_worse = base["objective"] <= peer["objective"] * (1 + 1e-9)
-            print(f"Bar (≥ 10× faster than PyPI `kkmeans`, objective no worse): "
+            print(f"Target (≥ 10× faster than PyPI `kkmeans`, objective no worse): "
                   f"{speed:.1f}× faster, objective {'no worse' if no_worse else 'WORSE'} → "
                   f"{'met' if speed >= 10 and no_worse else 'NOT met'}.\n")
 

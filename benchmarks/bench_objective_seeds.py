@@ -1,8 +1,9 @@
 """Objective reached with one restart, kkmeans against PyPI `kkmeans`, over several seeds.
 
-One restart each is a single k-means++ draw, so "objective no worse" (issue 2) is judged over
-seeds, not on one. Both methods get the same data, the same gamma and one restart; the objective
-of each method's labels is recomputed by one function on one float64 K (``bench_fit``).
+One restart each is a single k-means++ draw, so "objective no worse" (target 1 of
+docs/performance.md) is judged over seeds, not on one. Both methods get the same data, the same
+gamma and one restart; the objective of each method's labels is recomputed by one function on one
+float64 K (``bench_fit``).
 
     python benchmarks/bench_objective_seeds.py [--seeds 10] [--n 10000] [--data normal]
 """

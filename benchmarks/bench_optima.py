@@ -15,7 +15,7 @@ kkmeans runs with its defaults (20 restarts: one spectral, one normalized spectr
 k-means++; Hartigan refinement). The peers get 10 restarts each (more than their own defaults),
 best kept by the common objective:
 
-- PyPI ``KKMeans`` (seed 000's implementation; needs ``numpy.NINF`` on NumPy 2),
+- PyPI ``KKMeans`` (the implementation of Theis 2023; needs ``numpy.NINF`` on NumPy 2),
 - PyPI ``python-kkmeans`` (import name ``kkmeans``; one start per call, labels only),
 - ``tslearn.clustering.KernelKMeans``,
 - for 'ncut': scikit-learn ``SpectralClustering(affinity='precomputed')`` on the same K.

@@ -1,7 +1,7 @@
 """Benchmark the quality measures and the sweep over k.
 
 (a) exact feature-space silhouette at n points vs one plain streaming read of K (``K.sum()``);
-    the bar is a ratio ≤ 2.
+    the target is a ratio ≤ 2 (docs/performance.md).
 (b) ``sweep`` over k = 2..10 with every measure (exact silhouette) at n points, d = 10, rbf:
     total seconds (the peer comparison is in another benchmark).
 
@@ -69,7 +69,7 @@ def main(argv):
         print(f"{row['k']:>3}{row['inertia']:>14.3f}{row['silhouette']:>12.4f}"
               f"{row['n_iter']:>8}{fit_s:>8.3f}{row['seconds']:>9.3f}")
     print(f"best k by silhouette: {res.best_k}")
-    print(f"bar (a): exact silhouette <= 2x K.sum(): "
+    print(f"target (a): exact silhouette <= 2x K.sum(): "
           f"{'PASS' if t_sil <= 2 * t_read else 'FAIL'} ({t_sil / t_read:.2f}x)")
 
 

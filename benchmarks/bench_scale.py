@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Scale benchmark of issue 7: exact float32 fit at n=40,000, Nyström fit of a million points,
-Nyström against exact quality.
+"""Scale benchmark (targets 4-6 of docs/performance.md): exact float32 fit at n=40,000,
+Nyström fit of a million points, Nyström against exact quality.
 
     python benchmarks/bench_scale.py                          # all three (~10 min on 2 cores)
     python benchmarks/bench_scale.py --cases nystroem --nys-n 200000

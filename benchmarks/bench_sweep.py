@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Sweep benchmark of issue 4: ``kkmeans sweep`` against fitting the fastest peer once per k.
+"""Sweep benchmark (target 3 of docs/performance.md): ``kkmeans sweep`` against fitting the
+fastest peer once per k.
 
     python benchmarks/bench_sweep.py                    # n=10,000, d=10, 6 blobs, k=2..10
     python benchmarks/bench_sweep.py --data normal
@@ -12,8 +13,8 @@ whole call is timed, in a fresh process, ``--repeats`` times (median reported).
 
 Each peer fits every k once (one restart, the same rbf gamma), each fit in its own process
 (``bench_fit.run_method_once``, which times the ``fit`` call only); its time is the sum over k.
-The peers compute no silhouette, so they are timed for less work than kkmeans does. Bar
-(engine.md): the sweep takes ≤ 1/10 of the fastest peer's total.
+The peers compute no silhouette, so they are timed for less work than kkmeans does. Target
+(docs/performance.md): the sweep takes ≤ 1/10 of the fastest peer's total.
 
 The default peers are PyPI ``kkmeans`` (lloyd and elkan), the fastest by far
 (``bench_fit.py``: 3.6 s per fit against 69 s for ``python-kkmeans`` and 84 s for
@@ -157,7 +158,7 @@ def main(argv=None):
     if done:
         fastest = min(done, key=lambda r: r["total"])
         ratio = sw["seconds"] / fastest["total"]
-        print(f"Bar (sweep ≤ 1/10 of the fastest peer fitted once per k): "
+        print(f"Target (sweep ≤ 1/10 of the fastest peer fitted once per k): "
               f"{sw['seconds']:.2f} s / {fastest['total']:.2f} s "
               f"({bench_fit.METHODS.get(fastest['name'], fastest['name'])}) = 1/{1 / ratio:.1f} "
               f"→ {'met' if ratio <= 0.1 else 'NOT met'}.")

@@ -1,4 +1,4 @@
-"""Every bad input of issue 3: one-line message, documented exit code, no traceback, and no
+"""Every bad input: one-line message, the exit code of docs/cli.md, no traceback, and no
 output written or overwritten."""
 import json
 import os

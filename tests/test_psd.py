@@ -1,8 +1,9 @@
 """Precomputed kernels, distance matrices, the PSD check and repairs, the embedding solver.
 
-The worked example is seed 002's 6-point non-Euclidean distance matrix; the Cailliez constant
-is computed here as a test-only reference (the package does not offer it: it does not keep the
-clustering).
+The worked example is the 6-point non-Euclidean distance matrix of R. Kłopotek, M. Kłopotek
+and S. Wierzchoń, "A feasible k-means kernel trick under non-Euclidean feature space"; the
+Cailliez constant is computed here as a test-only reference (the package does not offer it: it does
+not keep the clustering).
 """
 import contextlib
 import itertools
@@ -81,7 +82,7 @@ def lingoes(K, sigma):
     return K + sigma * centring(n)
 
 
-# -- seed 002's worked example ----------------------------------------------------------------
+# -- the paper's worked example ---------------------------------------------------------------
 def test_gower_kernel_of_the_example_is_the_papers():
     assert np.allclose(psd.gower_kernel(D6), F6)
     lam, scale, method = psd.smallest_eigenvalue(F6)

@@ -1,4 +1,4 @@
-"""Scale: the memory plan, float32 storage, and the Nyström approximation (issue 7)."""
+"""Scale: the memory plan, float32 storage, and the Nyström approximation (docs/engine.md)."""
 import numpy as np
 import pytest
 from cli_helpers import FAST, run, write_csv

@@ -1,7 +1,7 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Lloyd's iteration for weighted kernel k-means, through the kernel matrix K.
 
-Notation (see ``shared/spec/engine.md``): w the sample weights, labels the cluster of each point,
+Notation (see ``docs/engine.md``): w the sample weights, labels the cluster of each point,
 W_c = Σ_{j∈c} w_j the cluster weights,
 
     outer sums   F[c, i] = Σ_{j∈c} w_j K_ij                    (k×n, row c contiguous)

@@ -2,8 +2,8 @@
 
 Lloyd (``lloyd.py``) keeps the outer sums F[c, i] = Σ_{j∈c} w_j K_ij of *every* point current,
 which costs a kernel value K_ij for every point i and every moved point j. Elkan keeps bounds on
-the feature-space distances instead (Elkan 2003; ``shared/spec/engine.md``, "Elkan in feature
-space"):
+the feature-space distances instead (C. Elkan, "Using the triangle inequality to accelerate
+k-means", ICML 2003; ``docs/engine.md``, "Elkan's algorithm in feature space"):
 
 - ``upper[i] ≥ d(i, own)``, ``lower[i, c] ≤ d(i, c)``, moved by the centre shifts each
   iteration; a point whose bounds show that no other centre can be nearer is skipped;
@@ -198,7 +198,7 @@ def elkan(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
                 break
             n_updates += 1
 
-        # Sums of the new labels from the outer sums of the moved points (engine.md):
+        # Sums of the new labels from the outer sums of the moved points (docs/engine.md):
         # g_new[c] = g[c] + Σ_m Δ[c, m] (F_old[c, m] + F_new[c, m]), with Δ = ±w.
         src, dst, w_moved = labels[moved], new_labels[moved], weights[moved]
         columns = np.arange(moved.size)
@@ -369,7 +369,7 @@ def _half_min(half_dist):
 
 
 def _centre_shifts(g, W, g_old, W_old, old_new, err2):
-    """Upper bounds on ‖μ_c^new − μ_c^old‖ from the sums (engine.md):
+    """Upper bounds on ‖μ_c^new − μ_c^old‖ from the sums (docs/engine.md):
     g_new/W_new² − 2·old_new/(W_new·W_old) + g_old/W_old², plus the rounding allowance."""
     ok = (W > 0) & (W_old > 0)
     Wn, Wo = np.where(ok, W, 1.0), np.where(ok, W_old, 1.0)

@@ -4,7 +4,7 @@ Each iteration assigns every point to its nearest centre (ties to the lowest clu
 empty clusters deterministically, and updates the outer sums F: column-wise for the moved points
 when few moved (cost O(n·moved)), with a full pass over K otherwise. Convergence is confirmed
 with F recomputed from scratch, so the stored labels are exactly the argmin under the stored
-sums (``predict(X_fit) == labels_``) and the sums carry no drift. See ``shared/spec/engine.md``.
+sums (``predict(X_fit) == labels_``) and the sums carry no drift. See ``docs/engine.md``.
 """
 import warnings
 from dataclasses import dataclass

@@ -1,10 +1,10 @@
 """Better optima: spectral starts, Hartigan refinement and the normalized-cut objective.
 
-Spectral start (seed 001's route)
+Spectral start (the trace formulation of kernel k-means)
     Weighted kernel k-means minimises Σ_i w_i K_ii − tr(Zᵀ W^½ K W^½ Z) over normalised
     indicators Z, so its spectral relaxation is spanned by the leading eigenvectors of
     M = W^½ K W^½ = V Λ Vᵀ. The rows of A = W^{-½} V_k Λ_k^½ (AAᵀ ≈ K; for unit weights this is
-    seed 001's VΛ^½) are clustered by a small seeded weighted k-means, and its labels start the
+    the factor VΛ^½) are clustered by a small seeded weighted k-means, and its labels start the
     kernel iterations. Up to ``SPECTRAL_EXACT_MAX`` points M is decomposed exactly (Lanczos,
     ``scipy.sparse.linalg.eigsh`` with a seeded start vector; a full ``eigh`` for tiny n). Above
     it, ``SPECTRAL_LANDMARKS`` seeded landmarks L are drawn and the Nyström features

@@ -1,4 +1,7 @@
-"""Kernel matrices that are not positive semidefinite, and dissimilarity matrices (seed 002).
+"""Kernel matrices that are not positive semidefinite, and dissimilarity matrices.
+
+After R. Kłopotek, M. Kłopotek and S. Wierzchoń, "A feasible k-means kernel trick under
+non-Euclidean feature space".
 
 Kernel k-means only uses the squared feature-space distances d²_ij = K_ii + K_jj − 2K_ij. They
 are Euclidean exactly when the *double-centred* kernel J K J (J = I − 11ᵀ/n) is positive
@@ -15,8 +18,9 @@ for a Gower kernel K = J K J already.
   n ≤ ``EXACT_EIG_MAX_N`` and by Lanczos (``scipy.sparse.linalg.eigsh``) above.
 - Lingoes: K' = K + σ(I − 11ᵀ/n), σ = −λ_min (plus a margin), the same as adding 2σ to every
   squared distance between distinct points. For unit weights the objective of *every* labelling
-  grows by σ(n − k), so the optimal clustering is kept (seed 002, Theorems 4, 6, 7). With weights
-  the shift is σ(W − Σ_c Σ_{i∈c} w_i² / W_c), which depends on the labels.
+  grows by σ(n − k), so the optimal clustering is kept (the paper's
+  Theorems 4, 6, 7). With weights the shift is σ(W − Σ_c Σ_{i∈c} w_i² / W_c), which depends on
+  the labels.
   A new point x gets K'(x, j) = K(x, j) + σ(δ_xj − 1/n) and K'(x, x) = K(x, x) + σ(1 − 1/n),
   where δ_xj = 1 when x coincides with training point j (zero feature-space distance; the first
   such j) — so the training rows predict their own labels, and a distinct point is at squared

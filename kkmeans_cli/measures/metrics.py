@@ -1,6 +1,6 @@
 """Clustering quality measures in the feature space of a kernel, computed from K alone.
 
-Notation (as in ``lloyd.py`` and ``shared/spec/engine.md``): w the sample weights (1 by default),
+Notation (as in ``lloyd.py`` and ``docs/engine.md``): w the sample weights (1 by default),
 labels the cluster of each point, W_c = Σ_{i∈c} w_i, the outer sums F[c, i] = Σ_{j∈c} w_j K_ij,
 the cross sums C[a, b] = Σ_{i∈a} w_i F[b, i] = Σ_{i∈a, j∈b} w_i w_j K_ij, the inner sums
 g_c = C[c, c], and the centre μ_c = Σ_{i∈c} w_i φ(x_i) / W_c. Then
@@ -13,7 +13,7 @@ g_c = C[c, c], and the centre μ_c = Σ_{i∈c} w_i φ(x_i) / W_c. Then
 - :func:`silhouette` — exact silhouette (Rousseeuw), one Cython/OpenMP pass over K;
 - :func:`sampled_silhouette` — the same on a seeded, stratified sample (K[s][:, s]);
 - :func:`silhouette_score` — chooses exact or sampled by ``max_exact``, reports which;
-- :func:`simplified_silhouette` — distances to centres instead of to points (seed 000, 4.3.1);
+- :func:`simplified_silhouette` — distances to centres instead of to points (Theis 2023, §4.3.1);
 - :func:`calinski_harabasz`, :func:`davies_bouldin` — through feature-space centres;
 - :func:`scores` — several of them sharing one pass over K.
 
@@ -394,7 +394,7 @@ def _sums(K, labels, sample_weight, n_threads, sums):
 
 def simplified_silhouette(K=None, labels=None, sample_weight=None, n_threads=None, *,
                           return_samples=False, sums=None):
-    """Simplified silhouette (seed 000, 4.3.1): distances to centres instead of to points.
+    """Simplified silhouette (Theis 2023, §4.3.1): distances to centres instead of to points.
 
         a_i = ‖φ(x_i) − μ_{c(i)}‖ = sqrt(d(i, c(i))),   b_i = min_{c≠c(i)} sqrt(d(i, c)),
         s_i = (b_i − a_i) / max(a_i, b_i)

@@ -78,7 +78,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         Offset of the poly and sigmoid kernels.
     init : 'k-means++', 'spectral', 'random' or array of shape (n_samples,), default 'k-means++'
         Starting centres chosen in feature space, or starting labels in 0..k−1. 'spectral':
-        k-means on the leading eigenvectors of K (seed 001's VΛ^½; see ``optima.py``).
+        k-means on the leading eigenvectors of K (the factor VΛ^½ of K; see ``optima.py``).
         With 'k-means++' and several restarts (or ``objective='ncut'``) restart 0 is a
         spectral start and the others k-means++ (``fit_stats_['start_kinds']``).
     n_init : int, default 20

@@ -1,4 +1,4 @@
-"""Saving and loading fitted models as safe ``.npz`` archives (see ``spec/model-format.md``).
+"""Saving and loading fitted models as safe ``.npz`` archives (see ``docs/model-format.md``).
 
 A model holds plain numeric arrays and one JSON string (``meta``); it loads with
 ``allow_pickle=False`` and is checked completely before use, so a file from an untrusted source
@@ -43,7 +43,7 @@ class LoadedModel:
     estimator : KernelKMeans
         Fitted: ``predict`` and ``transform`` work without the training kernel matrix.
     meta : dict
-        The archive's metadata (see ``model-format.md``).
+        The archive's metadata (see ``docs/model-format.md``).
     scaler : Scaler
         The scaling the training data went through; apply it to new data.
     """
@@ -155,7 +155,7 @@ def save_model(handle, estimator, scaler, meta):
 def load_model(path):
     """Read and check a model file.
 
-    Every check of ``model-format.md`` runs before anything is used: the archive opens without
+    Every check of ``docs/model-format.md`` runs before anything is used: the archive opens without
     pickle, ``format`` and ``format_version`` are known, each required key is there with the
     documented shape and dtype, n, d and k agree, and the values are finite.
 
