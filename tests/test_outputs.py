@@ -75,7 +75,11 @@ def test_fifo_is_written_to_not_replaced(work):
     fifo = work / "labels.fifo"
     os.mkfifo(fifo)
     received = []
-    reader = threading.Thread(target=lambda: received.append(open(fifo, "rb").read()))
+    def read():
+        with open(fifo, "rb") as stream:
+            received.append(stream.read())
+
+    reader = threading.Thread(target=read)
     reader.start()
     result = run(["predict", work / "model.npz", work / "data.csv", "--labels", fifo, "-q"])
     reader.join(timeout=60)

@@ -292,16 +292,16 @@ def test_fifo_as_data_is_read(work):
 def test_weights_and_init_files_go_through_the_same_checks(work, links):
     (work / "w.bin").write_bytes(b"\xff\xfe\x00binary")
     fails(work, ["fit", work / "good.csv", "-k", "3", "--weights", work / "w.bin"], 1,
-          f"{work / 'w.bin'}: not a text file (invalid start byte at byte 0, line 1); binary "
+          f"--weights {work / 'w.bin'}: not a text file (invalid start byte at byte 0, line 1); binary "
           f"data must be .npy or HDF5 (given as a file)")
     fails(work, ["fit", work / "good.csv", "-k", "3", "--weights", f"{links}:/external"], 1,
-          f"{links}:/external: is an external link to missing.h5:/data, which cannot be "
-          f"opened (...)")
+          f"--weights {links}:/external: is an external link to missing.h5:/data, which "
+          f"cannot be opened (...)")
     fails(work, ["fit", work / "good.csv", "-k", "3", "--init", f"{links}:/soft"], 1,
-          f"{links}:/soft: is a link to /nowhere, which does not exist")
+          f"--init {links}:/soft: is a link to /nowhere, which does not exist")
     (work / "init.npy").write_bytes(_npy_with_shape((30,)))
     fails(work, ["fit", work / "good.csv", "-k", "3", "--init", work / "init.npy"], 1,
-          f"{work / 'init.npy'}: truncated: its header declares a float64 array of shape "
+          f"--init {work / 'init.npy'}: truncated: its header declares a float64 array of shape "
           f"(30,) (368 bytes with the header), the file has 208 bytes")
 
 

@@ -386,7 +386,9 @@ def init_is_file(value):
     """
     if value in INIT_CHOICES:
         return False
-    if os.path.exists(value):
+    from ..io.data import split_hdf5_spec
+
+    if os.path.exists(split_hdf5_spec(value)[0]):  # file.h5:/labels names an HDF5 file
         return True
     close = difflib.get_close_matches(value.lower(), INIT_CHOICES, n=1, cutoff=0.6)
     if close or not (os.sep in value or os.path.splitext(value)[1]):
