@@ -32,9 +32,9 @@ from kkmeans_cli.model.params import (PARAMETER_CONSTRAINTS, InvalidParameterErr
                                       check_param_combination)
 
 # Checks that fit the default k = 8 on a few distinct points (16 rows, 4 distinct): more
-# clusters than distinct points, so empty clusters are refilled and a KKMeansWarning says so.
-WARNS_ON_FEW_DISTINCT_POINTS = {"check_sample_weights_shape",
-                                "check_sample_weights_not_overwritten"}
+# clusters than distinct points, which the estimator refuses (declared expected failures);
+# they run with k = 2 in test_sample_weight_checks_with_as_many_clusters_as_points.
+FEW_DISTINCT_POINTS = ("check_sample_weights_shape", "check_sample_weights_not_overwritten")
 
 
 def _check_name(check):
@@ -49,10 +49,7 @@ def test_sklearn_estimator_checks(estimator, check):
         # SciPy reads SCIPY_ARRAY_API once, at import: run this check in a fresh interpreter.
         _array_api_check_in_subprocess(check)
         return
-    if name in WARNS_ON_FEW_DISTINCT_POINTS:
-        with pytest.warns(KKMeansWarning):
-            check(estimator)
-    elif name in expected_failed_checks(estimator):
+    if name in expected_failed_checks(estimator):
         # An expected failure: its fits (zero weights, k = 8 on 15 points) may warn on the way.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", KKMeansWarning)
@@ -77,8 +74,23 @@ def _array_api_check_in_subprocess(check):
 
 def test_expected_failures_are_few_and_explained():
     expected = expected_failed_checks(KernelKMeans())
-    assert list(expected) == ["check_sample_weight_equivalence_on_dense_data"]
+    assert sorted(expected) == sorted(("check_sample_weight_equivalence_on_dense_data",)
+                                      + FEW_DISTINCT_POINTS)
     assert all(len(reason) > 80 for reason in expected.values())
+
+
+@pytest.mark.parametrize("name", FEW_DISTINCT_POINTS)
+def test_sample_weight_checks_with_as_many_clusters_as_points(name):
+    """The two checks declared as expected failures fail for the reason given (k = 8 on four
+    distinct points is refused) and pass with n_clusters = 2."""
+    from sklearn.utils import estimator_checks
+
+    from kkmeans_cli.errors import TooFewDistinctPointsError
+
+    check = getattr(estimator_checks, name)
+    with pytest.raises(TooFewDistinctPointsError, match="4 distinct points.*8 clusters"):
+        check("KernelKMeans", KernelKMeans())
+    check("KernelKMeans", KernelKMeans(n_clusters=2))
 
 
 def test_integer_weights_equal_repeated_rows_from_the_same_start():
