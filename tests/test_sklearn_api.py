@@ -31,12 +31,6 @@ from kkmeans_cli.model.estimator import KernelKMeans, expected_failed_checks
 from kkmeans_cli.model.params import (PARAMETER_CONSTRAINTS, InvalidParameterError,
                                       check_param_combination)
 
-# Checks that fit the default k = 8 on a few distinct points (16 rows, 4 distinct): more
-# clusters than distinct points, so empty clusters are refilled and a KKMeansWarning says so.
-WARNS_ON_FEW_DISTINCT_POINTS = {"check_sample_weights_shape",
-                                "check_sample_weights_not_overwritten"}
-
-
 def _check_name(check):
     return getattr(check, "func", check).__name__
 
@@ -49,10 +43,7 @@ def test_sklearn_estimator_checks(estimator, check):
         # SciPy reads SCIPY_ARRAY_API once, at import: run this check in a fresh interpreter.
         _array_api_check_in_subprocess(check)
         return
-    if name in WARNS_ON_FEW_DISTINCT_POINTS:
-        with pytest.warns(KKMeansWarning):
-            check(estimator)
-    elif name in expected_failed_checks(estimator):
+    if name in expected_failed_checks(estimator):
         # An expected failure: its fits (zero weights, k = 8 on 15 points) may warn on the way.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", KKMeansWarning)
@@ -77,8 +68,24 @@ def _array_api_check_in_subprocess(check):
 
 def test_expected_failures_are_few_and_explained():
     expected = expected_failed_checks(KernelKMeans())
-    assert list(expected) == ["check_sample_weight_equivalence_on_dense_data"]
+    assert sorted(expected) == ["check_sample_weight_equivalence_on_dense_data",
+                                "check_sample_weights_not_overwritten",
+                                "check_sample_weights_shape"]
     assert all(len(reason) > 80 for reason in expected.values())
+
+
+def test_what_the_sample_weight_checks_are_about_holds():
+    """The two sample-weight checks fail only on their k = 8 fit of 4 distinct points: with
+    enough distinct points a sample_weight of the wrong shape is refused and a good one is
+    left unmodified."""
+    X, _ = blobs(n=40, d=2, k=3, seed=0)
+    w = np.random.default_rng(0).uniform(0.5, 2.0, len(X))
+    kept = w.copy()
+    KernelKMeans(3, random_state=0, n_init=2).fit(X, sample_weight=w)
+    np.testing.assert_array_equal(w, kept)
+    for bad in (w[:-1], w.reshape(-1, 1), np.ones((2, len(X)))):
+        with pytest.raises(ValueError):
+            KernelKMeans(3, random_state=0, n_init=2).fit(X, sample_weight=bad)
 
 
 def test_integer_weights_equal_repeated_rows_from_the_same_start():
