@@ -366,3 +366,19 @@ def test_api_words_become_command_line_words():
     for text in ("the median heuristic for gamma; using gamma = 1.0", "n_samples = 3",
                  "the kernel matrix", "x_n_init"):
         assert cli_wording(text) == text
+
+
+def test_init_labels_from_an_hdf5_dataset_or_stdin(work):
+    import h5py
+
+    X, y = blobs(n=60, d=2, k=3, seed=1)
+    with h5py.File(work / "start.h5", "w") as f:
+        f.create_dataset("labels", data=y.astype(np.int64).reshape(-1, 1))
+    from_h5 = run(["fit", work / "data.csv", "-k", "3", "--init", f"{work / 'start.h5'}:/labels",
+                   "--no-model", "-q", "--threads", "1"])
+    assert from_h5.exit_code == 0, from_h5.stderr
+    from_stdin = run(["fit", work / "data.csv", "-k", "3", "--init", "-", "--no-model", "-q",
+                      "--threads", "1"], input="".join(f"{v}\n" for v in y))
+    assert from_stdin.exit_code == 0, from_stdin.stderr
+    assert from_h5.stdout == from_stdin.stdout
+    assert len(set(labels_of(from_h5.stdout))) == 3

@@ -291,18 +291,19 @@ def test_fifo_as_data_is_read(work):
 
 def test_weights_and_init_files_go_through_the_same_checks(work, links):
     (work / "w.bin").write_bytes(b"\xff\xfe\x00binary")
+    # The same messages as for DATA, after the option that named the file.
     fails(work, ["fit", work / "good.csv", "-k", "3", "--weights", work / "w.bin"], 1,
-          f"--weights {work / 'w.bin'}: not a text file (invalid start byte at byte 0, line 1); binary "
-          f"data must be .npy or HDF5 (given as a file)")
+          f"--weights {work / 'w.bin'}: not a text file (invalid start byte at byte 0, line 1); "
+          f"binary data must be .npy or HDF5 (given as a file)")
     fails(work, ["fit", work / "good.csv", "-k", "3", "--weights", f"{links}:/external"], 1,
-          f"--weights {links}:/external: is an external link to missing.h5:/data, which "
-          f"cannot be opened (...)")
+          f"--weights {links}:/external: is an external link to missing.h5:/data, which cannot "
+          f"be opened (...)")
     fails(work, ["fit", work / "good.csv", "-k", "3", "--init", f"{links}:/soft"], 1,
           f"--init {links}:/soft: is a link to /nowhere, which does not exist")
     (work / "init.npy").write_bytes(_npy_with_shape((30,)))
     fails(work, ["fit", work / "good.csv", "-k", "3", "--init", work / "init.npy"], 1,
-          f"--init {work / 'init.npy'}: truncated: its header declares a float64 array of shape "
-          f"(30,) (368 bytes with the header), the file has 208 bytes")
+          f"--init {work / 'init.npy'}: truncated: its header declares a float64 array of "
+          f"shape (30,) (368 bytes with the header), the file has 208 bytes")
 
 
 def test_hdf5_dataset_larger_than_memory_is_refused_unread(work, monkeypatch):

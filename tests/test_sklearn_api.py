@@ -93,6 +93,20 @@ def test_sample_weight_checks_with_as_many_clusters_as_points(name):
     check("KernelKMeans", KernelKMeans(n_clusters=2))
 
 
+def test_what_the_sample_weight_checks_are_about_holds():
+    """The two sample-weight checks fail only on their k = 8 fit of 4 distinct points: with
+    enough distinct points a sample_weight of the wrong shape is refused and a good one is
+    left unmodified."""
+    X, _ = blobs(n=40, d=2, k=3, seed=0)
+    w = np.random.default_rng(0).uniform(0.5, 2.0, len(X))
+    kept = w.copy()
+    KernelKMeans(3, random_state=0, n_init=2).fit(X, sample_weight=w)
+    np.testing.assert_array_equal(w, kept)
+    for bad in (w[:-1], w.reshape(-1, 1), np.ones((2, len(X)))):
+        with pytest.raises(ValueError):
+            KernelKMeans(3, random_state=0, n_init=2).fit(X, sample_weight=bad)
+
+
 def test_integer_weights_equal_repeated_rows_from_the_same_start():
     """What the expected failure above does hold: weight w_i and w_i copies of row i have the
     same objective, so from the same start (and the same gamma) the fits are the same."""

@@ -388,7 +388,8 @@ def init_is_file(value):
         return False
     from ..io.data import split_hdf5_spec
 
-    if os.path.exists(split_hdf5_spec(value)[0]):  # file.h5:/labels names an HDF5 file
+    # file.h5:/labels names an HDF5 file; - is standard input (when DATA is a file)
+    if value == "-" or os.path.exists(split_hdf5_spec(value)[0]):
         return True
     close = difflib.get_close_matches(value.lower(), INIT_CHOICES, n=1, cutoff=0.6)
     if close or not (os.sep in value or os.path.splitext(value)[1]):

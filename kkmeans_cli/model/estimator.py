@@ -41,16 +41,16 @@ EXPECTED_FAILED_CHECKS = {
         "k-means++ and the median-gamma sample of pairs see n rows in one case and the "
         "repeated rows in the other, so the starts, gamma and hence the local optimum reached "
         "differ"),
-    # These two fit the default n_clusters=8 on 16 rows that hold 4 distinct points.
-    # KernelKMeans refuses more clusters than distinct points (TooFewDistinctPointsError):
-    # clusters would share a point, their centres coincide and Lloyd cycles between them.
-    # tests/test_sklearn_api.py runs both checks with n_clusters=2, where they pass.
+    # These two fit the default k = 8 on 16 rows holding 4 distinct points before testing
+    # what they are about (the shape of sample_weight, and that it is not modified).
     "check_sample_weights_shape": (
-        "fits n_clusters=8 on 4 distinct points, which KernelKMeans refuses "
-        "(TooFewDistinctPointsError); the check passes with n_clusters=2"),
+        "its fit asks for 8 clusters of 4 distinct points, which kernel k-means refuses "
+        "(TooFewDistinctPointsError) rather than return empty clusters; the shape check itself "
+        "holds (tests/test_sklearn_api.py)"),
     "check_sample_weights_not_overwritten": (
-        "fits n_clusters=8 on 4 distinct points, which KernelKMeans refuses "
-        "(TooFewDistinctPointsError); the check passes with n_clusters=2"),
+        "its fit asks for 8 clusters of 4 distinct points, which kernel k-means refuses "
+        "(TooFewDistinctPointsError); fit does not modify sample_weight "
+        "(tests/test_sklearn_api.py)"),
 }
 
 

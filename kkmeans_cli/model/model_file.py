@@ -93,7 +93,7 @@ def model_meta(estimator, scaler, options=None, extra=None):
         "fit_stats": {"kernel_seconds": float(stats["kernel_seconds"]),
                       "iteration_seconds": float(stats["iteration_seconds"]),
                       "restart_inertias": [float(v) for v in stats["restart_inertias"]],
-                      "best_restart": int(stats["best_restart"]),
+                      "best_restart": int(stats["best_restart"]) + 1,  # 1-based, as reported
                       "n_threads": int(stats["n_threads"])},
         "options": dict(options or {}),
     }
