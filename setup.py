@@ -23,6 +23,7 @@ MODULES = [
     "engine._lloyd",
     "engine._hartigan",
     "engine._elkan",
+    "engine._features",
     "kernels._kernel_matrix",
     "measures._silhouette",
 ]

@@ -1,4 +1,6 @@
 """Scale: the memory plan, float32 storage, and the Nyström approximation (docs/engine.md)."""
+import math
+
 import numpy as np
 import pytest
 from cli_helpers import FAST, run, write_csv
@@ -8,6 +10,7 @@ from sklearn.metrics import adjusted_rand_score
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.model import memory
 from kkmeans_cli.kernels import nystroem
+from kkmeans_cli.engine import features
 from kkmeans_cli.errors import MemoryPlanError
 from kkmeans_cli.kernels.functions import Kernel
 from kkmeans_cli.model.model_file import load_model
@@ -160,8 +163,9 @@ def test_nystroem_with_all_points_is_exact_kernel_kmeans():
     X, _ = make_blobs(400, centers=4, n_features=3, cluster_std=2.0, random_state=3)
     start = np.random.default_rng(1).integers(0, 4, size=400)
     exact = KernelKMeans(4, gamma=0.1, init=start, tol=0).fit(X)
+    # every landmark and the full rank: the Nyström kernel is K itself
     nys = KernelKMeans(4, gamma=0.1, init=start, tol=0, approx="nystroem",
-                       n_landmarks=400).fit(X)
+                       n_landmarks=400, nystroem_rank=400).fit(X)
     np.testing.assert_array_equal(nys.labels_, exact.labels_)
     assert nys.inertia_ == pytest.approx(exact.inertia_, rel=1e-6)
     assert nys.n_iter_ == exact.n_iter_
@@ -214,8 +218,10 @@ def test_nystroem_predict_api():
     est = KernelKMeans(k, gamma=gamma, random_state=0, n_init=3, approx="nystroem",
                        n_landmarks=150).fit(X)
     assert est.landmarks_.shape == (150, 2)
-    assert est.nystroem_transform_.shape == (150, 150)
-    assert est.centers_.shape == (k, 150)
+    s = est.nystroem_rank_  # the rank-restricted features: K(x, L) P, P of shape m×s
+    assert s == min(150, math.ceil(k / features.EPSILON))
+    assert est.nystroem_transform_.shape == (150, s)
+    assert est.centers_.shape == (k, s)
     np.testing.assert_array_equal(est.predict(X), est.labels_)
     # d(x, c) = ‖φ(x) − μ_c‖² with φ(x) = K(x, L) T.
     new = X[:50] + 0.01
@@ -237,8 +243,9 @@ def test_nystroem_model_round_trip_and_cli_predict(tmp_path):
     labels = res.stdout
     with np.load(model, allow_pickle=False) as z:
         assert "X_fit" not in z.files
-        assert z["landmarks"].shape == (120, 2) and z["nystroem_transform"].shape == (120, 120)
-        assert z["centers"].shape == (2, 120) and z["labels"].shape == (1200,)
+        s = features.default_rank(2, 120)
+        assert z["landmarks"].shape == (120, 2) and z["nystroem_transform"].shape == (120, s)
+        assert z["centers"].shape == (2, s) and z["labels"].shape == (1200,)
     loaded = load_model(str(model))
     assert loaded.meta["approx"] == "nystroem" and loaded.meta["n_landmarks"] == 120
     res = run(["predict", model, data, "--threads", "1"])

@@ -174,6 +174,10 @@ def fit_options(f):
         click.option("--landmarks", type=click.IntRange(min=1), default=None, metavar="INT",
                      help="Nyström landmarks m (seeded uniform sample of the rows)  "
                           "[default: min(n, max(300, 20·k), 1000)]"),
+        click.option("--rank", type=click.IntRange(min=1), default=None, metavar="INT",
+                     help="Nyström rank s: features on the top s eigenvectors of the "
+                          "landmarks' kernel matrix (rank-restricted Nyström)  "
+                          "[default: min(m, 5·k)]"),
     ], f)
 
 
@@ -252,6 +256,7 @@ def estimator_kwargs(opts, n_clusters, init):
                 random_state=opts["seed"], dtype=opts["dtype"], n_threads=opts["threads"],
                 objective=opts["objective"], refine=opts["refine"],
                 approx=opts["approx"], n_landmarks=opts["landmarks"],
+                nystroem_rank=opts.get("rank"),
                 memory_limit=opts["memory_limit"], storage=opts["storage"])
 
 

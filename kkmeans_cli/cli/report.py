@@ -16,11 +16,12 @@ from .._text import plural
 
 # Keyword arguments of KernelKMeans whose command-line option is not --<name with - for _>.
 _API_OPTIONS = {"n_clusters": "-k", "random_state": "--seed", "n_threads": "--threads",
-                "n_landmarks": "--landmarks", "sample_weight": "--weights"}
+                "n_landmarks": "--landmarks", "nystroem_rank": "--rank",
+                "sample_weight": "--weights"}
 _API_PARAMS = ("n_clusters", "kernel", "gamma", "degree", "coef0", "init", "n_init",
                "max_iter", "tol", "algorithm", "random_state", "dtype", "n_threads",
                "psd_repair", "solver", "objective", "refine", "approx", "n_landmarks",
-               "memory_limit", "storage")
+               "memory_limit", "storage", "nystroem_rank")
 _API_SETTING = re.compile(r"\b(" + "|".join(_API_PARAMS)
                           + r")=(?:'([^']*)'|\"([^\"]*)\"|([-+0-9.eE]+\b))")
 # Parameter names with an underscore are never ordinary words: said bare, they are options too.

@@ -102,7 +102,7 @@ def features(X, landmarks, transform, kernel, n_threads=1, progress=None, out=No
     ----------
     X : ndarray (n, d)
     landmarks : ndarray (m, d)
-    transform : ndarray (m, m)
+    transform : ndarray (m, m), or (m, s) for rank-restricted features
     kernel : Kernel
         With resolved parameters.
     n_threads : int
@@ -112,10 +112,10 @@ def features(X, landmarks, transform, kernel, n_threads=1, progress=None, out=No
 
     Returns
     -------
-    ndarray (n, m) float64
+    ndarray (n, m) (or (n, s)) float64
     """
     X = np.ascontiguousarray(X, dtype=np.float64)
-    n, m = X.shape[0], landmarks.shape[0]
+    n, m = X.shape[0], transform.shape[1]
     Phi = np.empty((n, m)) if out is None else out
     step = max(1, BLOCK_BYTES // (8 * max(m, 1)))
     for i0 in range(0, n, step):
@@ -313,6 +313,166 @@ def resolve_landmarks(n_landmarks, n, k):
 
 
 # -- estimator hooks ------------------------------------------------------------------------
+def engine_applies(estimator, kernel_matrix):
+    """Whether a Nyström fit runs on the explicit-feature engine (``engine/features.py``):
+    rank-restricted float32 features, Lloyd on them, restarts on a sample. Not for a sweep's
+    shared features (``kernel_matrix``), the objective 'ncut' or ``refine='hartigan'``, which
+    keep :class:`FeatureSpaceSource`."""
+    return ((kernel_matrix is None or isinstance(kernel_matrix, NystroemFeatures))
+            and estimator.objective == "kmeans" and estimator.refine != "hartigan")
+
+
+class FeatureEngine:
+    """Stage 1 of a Nyström fit on the explicit-feature engine: the feature map and the
+    features Φ (n×s float32) of the training data; :meth:`run_restarts` is stage 2
+    (``KernelKMeans._run_restarts`` hands over to it)."""
+
+    def __init__(self, fmap, Phi, x_sq, diag, landmark_index, stage_seconds):
+        self.fmap, self.Phi, self.x_sq, self.diag = fmap, Phi, x_sq, diag
+        self.n = Phi.shape[0]
+        self.landmark_index = landmark_index
+        self.stats = {"stage_seconds": dict(stage_seconds),
+                      "approximation_error": _engine().approximation_error(diag, x_sq)}
+        self.best = None
+
+    def run_restarts(self, estimator, weights, init_labels, rng, n_threads):
+        """Candidate starts on a seeded sample, the best completed on all data
+        (``engine/restarts.py``); or Lloyd from ``init_labels``. Returns the best result
+        (a ``LloydResult``) and the full-data objectives of the completed candidates."""
+        import time
+
+        from ..engine.optima import start_kinds
+        from ..engine.restarts import default_sample_size, sampled_restarts
+
+        F = _engine()
+        k, w = estimator.n_clusters, np.asarray(weights, dtype=np.float64)
+        progress = _progress(estimator, stages=True)
+        t0 = time.perf_counter()
+        if init_labels is not None:
+            S = FeatureSpaceSource.cluster_sums(self, init_labels, w, k)
+            W = np.bincount(init_labels, weights=w, minlength=k)
+            best = F.lloyd(self.Phi, self.x_sq, w, F.centres_from_sums(S, W),
+                           estimator.max_iter, n_threads, labels=init_labels)
+            self.stats.update(start_kinds=["labels"], best_start="labels")
+            inertias = [best.inertia]
+        else:
+            kind = estimator.init if isinstance(estimator.init, str) else "k-means++"
+            kinds = start_kinds(kind, estimator.n_init)
+            used = list(kinds)
+            sample_threads = 1  # a sample pass is too small for a parallel region
+
+            def solve_sample(sample, restart, r):
+                Y, ys, ws = self.Phi[sample], self.x_sq[sample], w[sample]
+                mu, used[restart] = F.sample_start(Y, ws, k, kinds[restart], r)
+                res = F.lloyd(Y, ys, ws, mu, estimator.max_iter, sample_threads)
+                return res.inertia, res.centres
+
+            def complete(mu):
+                return F.lloyd(self.Phi, self.x_sq, w, mu, estimator.max_iter, n_threads)
+
+            out = sampled_restarts(self.n, estimator.n_init, rng, solve_sample, complete,
+                                   sample_size=default_sample_size(self.n, k),
+                                   progress=progress)
+            best = out.best
+            inertias = out.full_objectives
+            self.stats.update(start_kinds=used, best_start=used[out.best_candidate],
+                              sample_size=int(out.sample.size),
+                              sample_objectives=out.sample_objectives,
+                              completed=out.completed)
+        self.stats["stage_seconds"]["restarts"] = time.perf_counter() - t0
+        self.best = best
+        estimator._optima = _EngineStarts(self.stats)
+        from ..engine.lloyd import LloydResult
+
+        W = best.W
+        g = W ** 2 * np.einsum("ij,ij->i", best.centres, best.centres)
+        result = LloydResult(labels=best.labels, distances=None, inner_sums=g,
+                             cluster_weights=W, inertia=best.inertia, n_iter=best.n_iter,
+                             converged=best.converged, n_relocated=best.n_relocated,
+                             objective_trace=best.objective_trace)
+        best_index = int(np.argmin(inertias))
+        inertias = list(inertias)
+        inertias[best_index] = best.inertia
+        return result, inertias
+
+
+def _progress(estimator, stages=False):
+    """The estimator's ``progress_callback`` as ``progress(done, total, what)``: a callback
+    of three parameters sees every stage; one of two (``(done, total)``, the original
+    protocol) sees the feature rows only."""
+    import inspect
+
+    cb = getattr(estimator, "progress_callback", None)
+    if cb is None:
+        return None
+    try:
+        params = inspect.signature(cb).parameters.values()
+        takes_what = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                         for p in params) >= 3 or any(p.kind == p.VAR_POSITIONAL
+                                                      for p in params)
+    except (TypeError, ValueError):
+        takes_what = False
+    if takes_what:
+        return cb
+    return None if stages else (lambda done, total, what: cb(done, total))
+
+
+class _EngineStarts:
+    """Stands for ``optima.OptimaState`` after the engine's restarts (``fit`` calls
+    ``finish``): the start mix and the stages for ``fit_stats_``."""
+
+    def __init__(self, stats):
+        self.stats = stats
+
+    def finish(self, est, best, inertias):
+        est.fit_stats_.update({
+            "start_kinds": list(self.stats.get("start_kinds", [])),
+            "best_start": self.stats.get("best_start"),
+            "refine": "none", "spectral_method": "features",
+            "lloyd_objective": float(best.inertia), "refined_objective": float(best.inertia),
+            "refine_moves": 0, "nystroem": dict(self.stats)})
+
+
+def _engine():
+    from ..engine import features
+
+    return features
+
+
+def engine_source(estimator, X, n_threads):
+    """Stage 1 on the explicit-feature engine: landmarks, the rank-restricted feature map and
+    the float32 features of X (:class:`FeatureEngine`)."""
+    import time
+
+    from ..model.memory import check, plan
+
+    F = _engine()
+    n, k = X.shape[0], estimator.n_clusters
+    m = resolve_landmarks(estimator.n_landmarks, n, k)
+    check(plan(n, k, approx="nystroem", n_landmarks=m), estimator.memory_limit, k=k,
+          approx="nystroem", n_landmarks=m)
+    rank = getattr(estimator, "nystroem_rank", None)
+    rank = F.default_rank(k, m) if rank is None else min(int(rank), m)
+    t0 = time.perf_counter()
+    idx = choose_landmarks(n, m, landmark_rng(estimator.random_state))
+    fmap = F.feature_map(estimator.kernel_, X[idx], rank)
+    t1 = time.perf_counter()
+    progress = _progress(estimator)
+    Phi, x_sq = F.build_features(
+        fmap, X, n_threads,
+        None if progress is None else lambda done, total: progress(done, total,
+                                                                   "Nyström features, rows"))
+    t2 = time.perf_counter()
+    engine = FeatureEngine(fmap, Phi, x_sq, estimator.kernel_.diag(X), idx,
+                           {"landmarks": t1 - t0, "features": t2 - t1})
+    estimator.landmarks_ = fmap.landmarks
+    estimator.nystroem_transform_ = fmap.projection
+    estimator.n_landmarks_ = fmap.n_landmarks
+    estimator.nystroem_rank_ = fmap.rank
+    estimator.nystroem_dtype_ = np.dtype(fmap.dtype).name
+    return engine
+
+
 def fit_source(estimator, X, kernel_matrix, n_threads):
     """Stage 1 of a Nyström fit: the :class:`FeatureSpaceSource` of X.
 
@@ -323,6 +483,12 @@ def fit_source(estimator, X, kernel_matrix, n_threads):
     n = X.shape[0]
     if estimator.kernel == "precomputed":
         raise ValueError("approx='nystroem' needs the data, not a precomputed kernel matrix")
+    estimator.nystroem_dtype_ = None
+    if engine_applies(estimator, kernel_matrix):
+        if kernel_matrix is not None and kernel_matrix.Phi.shape[0] != n:
+            raise ValueError(f"the Nyström features have {kernel_matrix.Phi.shape[0]} rows "
+                             f"for {n} samples")
+        return engine_source(estimator, X, n_threads)
     if isinstance(kernel_matrix, NystroemFeatures):
         if kernel_matrix.Phi.shape[0] != n:
             raise ValueError(f"the Nyström features have {kernel_matrix.Phi.shape[0]} rows for "
@@ -357,6 +523,12 @@ def shared_features(estimator, X, kernel, n_threads):
 
 def finish_fit(estimator, source, result, weights):
     """After the restarts: the centres μ_c of the best labels; no X_fit_ is kept."""
+    if isinstance(source, FeatureEngine):
+        estimator.centers_ = source.best.centres
+        estimator.nystroem_stats_ = source.stats
+        estimator.X_fit_ = None
+        return
+    estimator.nystroem_stats_ = None
     estimator.centers_ = source.centers(result.labels, weights, estimator.n_clusters)
     estimator.X_fit_ = None
 
@@ -384,6 +556,8 @@ def nearest(estimator, X, want_distances):
     check_range(estimator.kernel, X, max(len(estimator.labels_),
                                          float(np.sum(estimator.sample_weight_))),
                 kernel=estimator.kernel_, offset=estimator.kernel_.offset)
+    if getattr(estimator, "nystroem_dtype_", None):
+        return _engine_nearest(estimator, X, want_distances, n_threads)
     k = estimator.n_clusters
     W = np.asarray(estimator.cluster_weights_, dtype=np.float64)
     g = np.asarray(estimator.inner_sums_, dtype=np.float64)
@@ -404,6 +578,28 @@ def nearest(estimator, X, want_distances):
             if want_distances:
                 _lloyd.distances(F, g, W, diag, dist[i0:i1], n_threads)
     return labels.astype(np.intp), dist
+
+
+def _engine_nearest(estimator, X, want_distances, n_threads):
+    """``nearest`` for a model of the explicit-feature engine: labels from its chunk
+    functions (float32 features: the training data get exactly the fit's labels); the
+    distances to every centre, when asked, from float64 features."""
+    F = _engine()
+    fmap = F.FeatureMap(kernel=estimator.kernel_, landmarks=estimator.landmarks_,
+                        projection=estimator.nystroem_transform_,
+                        eigenvalues=np.empty(0), dtype=F.DTYPES[estimator.nystroem_dtype_])
+    with blas_threads(1):
+        labels, _ = F.predict(fmap, X, estimator.centers_, n_threads)
+        if not want_distances:
+            return labels, None
+        mu = np.asarray(estimator.centers_, dtype=np.float64)
+        dist = np.empty((X.shape[0], mu.shape[0]))
+        for i0 in range(0, X.shape[0], F.CHUNK_ROWS):
+            i1 = min(X.shape[0], i0 + F.CHUNK_ROWS)
+            Phi = fmap.kernel.cross(X[i0:i1], fmap.landmarks) @ fmap.projection
+            dist[i0:i1] = np.maximum(_sq_norms(Phi)[:, None] - 2.0 * Phi @ mu.T
+                                     + _sq_norms(mu)[None, :], 0.0)
+    return labels, dist
 
 
 # -- quality measures -----------------------------------------------------------------------
@@ -484,8 +680,12 @@ def model_meta(estimator):
     """Meta entries of a model: ``approx`` and, for Nyström, ``n_landmarks`` and the rank."""
     if getattr(estimator, "approx", "none") != "nystroem":
         return {"approx": "none"}
-    return {"approx": "nystroem", "n_landmarks": int(estimator.n_landmarks_),
+    meta = {"approx": "nystroem", "n_landmarks": int(estimator.n_landmarks_),
             "nystroem_rank": int(estimator.nystroem_rank_)}
+    if getattr(estimator, "nystroem_dtype_", None):
+        # the explicit-feature engine: features K(x, L) P (P m×s) stored in this dtype
+        meta["nystroem_features"] = estimator.nystroem_dtype_
+    return meta
 
 
 def model_arrays(estimator):
@@ -516,8 +716,13 @@ def load_state(estimator, meta, arrays, fail):
     if L.ndim != 2 or L.shape[1] != d or L.shape[0] < 1:
         fail(f"'landmarks' has shape {L.shape}, expected (m, {d})")
     m = L.shape[0]
-    for key, value, shape in (("landmarks", L, (m, d)), ("nystroem_transform", T, (m, m)),
-                              ("centers", C, (k, m))):
+    engine = meta.get("nystroem_features")
+    if engine is not None and engine not in ("float32", "float64"):
+        fail(f"meta 'nystroem_features' is {engine!r}, expected 'float32' or 'float64'")
+    # the engine's projection P is m×s (rank s ≤ m); the full transform K_LL^{-1/2} is m×m
+    s = T.shape[1] if engine is not None and T.ndim == 2 and 1 <= T.shape[1] <= m else m
+    for key, value, shape in (("landmarks", L, (m, d)), ("nystroem_transform", T, (m, s)),
+                              ("centers", C, (k, s))):
         if value.shape != shape:
             fail(f"'{key}' has shape {value.shape}, expected {shape}")
         if value.dtype.kind not in "fiu":
@@ -531,6 +736,7 @@ def load_state(estimator, meta, arrays, fail):
     estimator.centers_ = np.ascontiguousarray(C, dtype=np.float64)
     estimator.n_landmarks_ = estimator.n_landmarks = int(m)
     estimator.nystroem_rank_ = int(meta.get("nystroem_rank", m))
+    estimator.nystroem_dtype_ = engine
     estimator.X_fit_ = None
 
 

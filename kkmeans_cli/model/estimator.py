@@ -116,6 +116,10 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         (seeded, uniform), O(n·m) memory instead of the n×n matrix (see ``nystroem.py``).
     n_landmarks : int or None
         m for Nyström; None: min(n, max(300, 20·k), 1000) (``memory.default_landmarks``).
+    nystroem_rank : int or None
+        s for Nyström: the features are projected on the top s eigenvectors of the landmarks'
+        kernel matrix (rank-restricted Nyström, ``engine/features.py``); None: min(m, ⌈k/0.2⌉)
+        (``features.default_rank``); m: the full Nyström kernel.
     storage : {'auto', 'matrix', 'blocked'}, default 'auto'
         'matrix': the kernel matrix is computed once and held (shared by every restart).
         'blocked': it is never held; kernel values are recomputed in blocks when the
@@ -189,7 +193,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
                  random_state=None, dtype=_D["dtype"], n_threads=None, approx=_D["approx"],
                  n_landmarks=None, memory_limit=None, objective=_D["objective"],
                  refine=_D["refine"], psd_repair=_D["psd_repair"], solver=_D["solver"],
-                 storage=_D["storage"]):
+                 storage=_D["storage"], nystroem_rank=None):
         self.n_clusters = n_clusters
         self.kernel = kernel
         self.gamma = gamma
@@ -211,6 +215,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         self.objective = objective
         self.refine = refine
         self.storage = storage
+        self.nystroem_rank = nystroem_rank
 
     # -- scikit-learn conventions ------------------------------------------------------------
     def _validate_params(self):
@@ -417,6 +422,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         """Stage 2 of fit: every start, iterated; the lowest inertia wins (first on ties)."""
         if self.solver == "embed":
             return self._embed_restarts(source, weights, init_labels, rng, n_threads)
+        if hasattr(source, "run_restarts"):  # Nyström's explicit-feature engine
+            return source.run_restarts(self, weights, init_labels, rng, n_threads)
         best, inertias = None, []
         n_init = 1 if init_labels is not None else self.n_init
         self._reset_optima(n_init, init_labels is not None, n_threads)

@@ -378,8 +378,10 @@ def _expected_shapes(meta):
             "inner_sums": (k,), "inertia": (), "X_fit": (n, d), "scale_offset": (d,),
             "scale_factor": (d,), "psd_train_diag": (n,), "psd_components": (n, None),
             "psd_eigenvalues": (None,), "psd_col_means": (n,), "degrees": (n,),
-            "degree_weights": (n,), "landmarks": (m, d), "nystroem_transform": (m, m),
-            "centers": (k, m), "kernel_offset": (d,)}
+            "degree_weights": (n,), "landmarks": (m, d),
+            # m×m (the full transform) or m×s (the rank-restricted projection, s ≤ m):
+            # checked against the rank in kernels/nystroem.load_state
+            "nystroem_transform": (m, None), "centers": (k, None), "kernel_offset": (d,)}
 
 
 def _read_archive(path):
@@ -556,6 +558,7 @@ _META_OPTIONAL = {
     "psd_lambda_min": (_optional(_real), "a finite number"),
     "psd_checked": (_BOOL, "true or false"), "psd": (_BOOL, "true or false"),
     "n_landmarks": (_count(1), "an integer >= 1"), "nystroem_rank": (_count(0), "an integer"),
+    "nystroem_features": (_STR, "a string"),
     "source": (_STR, "a string"), "columns": (_optional(_list_of(_STR)), "a list of names"),
     "silhouette": (_optional(_real), "a finite number"),
     "silhouette_n_used": (_optional(_count(1)), "an integer >= 1"),

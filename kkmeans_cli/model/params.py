@@ -51,6 +51,7 @@ PARAMETER_CONSTRAINTS = {
     "n_threads": [_positive_int(), None],
     "approx": [StrOptions(set(_options.APPROXES))],
     "n_landmarks": [_positive_int(), None],
+    "nystroem_rank": [_positive_int(), None],
     # Bytes, or a size string such as '8G' (parsed in check_param_combination).
     "memory_limit": [Interval(Real, 1, None, closed="left"), str, None],
     "objective": [StrOptions(set(_options.OBJECTIVES))],
