@@ -26,6 +26,8 @@ SAMPLE_MIN = 20_000
 SAMPLE_PER_CLUSTER = 500
 #: Candidates completed on all the data.
 N_COMPLETE = 3
+#: Sample objectives this close (relative) are one solution, completed once.
+SAME_RTOL = 1e-12
 
 
 def default_sample_size(n, n_clusters):
@@ -39,6 +41,20 @@ def sample_indices(n, size, rng):
     if size >= n:
         return np.arange(n)
     return np.sort(rng.choice(n, size=size, replace=False))
+
+
+def _distinct_best(objectives, count):
+    """Indices of the ``count`` lowest objectives, best first (first on ties), skipping a
+    candidate whose objective equals one already chosen to ``SAME_RTOL``: starts that reached
+    the same sample solution (the usual case on well-separated data) are completed once."""
+    chosen = []
+    for i in np.argsort(np.asarray(objectives), kind="stable"):
+        if all(abs(objectives[i] - objectives[j]) > SAME_RTOL * abs(objectives[j])
+               for j in chosen):
+            chosen.append(int(i))
+        if len(chosen) == count:
+            break
+    return chosen
 
 
 @dataclass
@@ -84,7 +100,8 @@ def sampled_restarts(n, n_init, rng, solve_sample, complete, *, sample_size,
     sample_size : int
         Points in the sample (all n when larger).
     n_complete : int
-        Candidates completed on all data (the best on the sample; at most ``n_init``).
+        Candidates completed on all data: the best distinct ones on the sample (at most
+        ``n_init``; fewer when fewer distinct sample objectives were reached).
     progress : callable, optional
         ``progress(done, total, what)`` after each candidate and each completion.
 
@@ -102,7 +119,7 @@ def sampled_restarts(n, n_init, rng, solve_sample, complete, *, sample_size,
         states.append(state)
         if progress is not None:
             progress(restart + 1, total, "restarts on a sample")
-    order = [int(i) for i in np.argsort(np.asarray(objectives), kind="stable")[:n_complete]]
+    order = _distinct_best(objectives, n_complete)
     best, best_obj, best_candidate, full = None, np.inf, order[0], []
     for j, c in enumerate(order):
         result = complete(states[c])
@@ -110,7 +127,7 @@ def sampled_restarts(n, n_init, rng, solve_sample, complete, *, sample_size,
         if best is None or result.inertia < best_obj:
             best, best_obj, best_candidate = result, result.inertia, c
         if progress is not None:
-            progress(n_init + j + 1, total, "best starts on all data")
+            progress(n_init + j + 1, n_init + len(order), "best starts on all data")
     return RestartsOutcome(best=best, sample=sample, sample_objectives=objectives,
                            completed=order, full_objectives=full,
                            best_candidate=best_candidate, states=states)

@@ -37,11 +37,14 @@ def thread_pool(n_threads):
 def blas_threads(n_threads):
     """Limit BLAS to ``n_threads`` threads inside the block (threadpoolctl).
 
-    The controller is created once: scanning the loaded libraries costs about half a
+    The controller is created once (NumPy's and SciPy's BLAS both loaded): scanning the loaded libraries costs about half a
     millisecond, which adds up over the thousands of small blocks of a blocked kernel.
     """
     global _controller
     if _controller is None:
+        # SciPy bundles its own OpenBLAS (``scipy.linalg.cython_blas``, used by the engine's
+        # per-chunk products): load it first, or the controller would not limit it.
+        import scipy.linalg.cython_blas  # noqa: F401
         from threadpoolctl import ThreadpoolController
 
         _controller = ThreadpoolController()
