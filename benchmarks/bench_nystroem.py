@@ -17,7 +17,8 @@ Cases
   *exact* kernel k-means objective Σ K_ii − Σ_c Σ_{i,j∈c} K_ij / n_c of both final labellings
   on one seeded sample of ``--sample`` points (the same for both);
 - ``iterations``: on our own features (float32, rank s) and the same starting centres (k rows
-  drawn at random), our Lloyd (``engine/features.lloyd``) against scikit-learn's
+  drawn at random), our Lloyd (``engine/features.lloyd``, with and without Hamerly's
+  bounds) against scikit-learn's
   ``KMeans(init=centres, n_init=1, algorithm='lloyd', tol=0)`` (both stop when no label
   changes), alternating, median of ``--repeats``;
 - ``restarts``: the sampled restarts of the estimator against ``n_init`` full Lloyd runs from
@@ -161,7 +162,7 @@ def child_iterations(args):
     Phi, x_sq = F.build_features(fmap, X, args.threads)
     del X
     w = np.ones(Phi.shape[0])
-    ours, theirs, iters = [], [], None
+    ours, plain, theirs, iters = [], [], [], None
     rng = np.random.default_rng(0)
     for r in range(args.repeats):
         starts = Phi[np.sort(rng.choice(Phi.shape[0], K, replace=False))].astype(np.float64)
@@ -169,6 +170,9 @@ def child_iterations(args):
             t0 = time.perf_counter()
             a = F.lloyd(Phi, x_sq, w, starts, n_threads=args.threads)
             ours.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            F.lloyd(Phi, x_sq, w, starts, n_threads=args.threads, bounds=False)
+            plain.append(time.perf_counter() - t0)
         with threadpool_limits(args.threads):
             t0 = time.perf_counter()
             b = KMeans(K, init=starts.astype(np.float32), n_init=1, algorithm="lloyd", tol=0,
@@ -177,6 +181,7 @@ def child_iterations(args):
         iters = (a.n_iter, int(b.n_iter_))
         agree = float(np.mean(a.labels == b.labels_))
     return {"ours": float(np.median(ours)), "sklearn": float(np.median(theirs)),
+            "plain": float(np.median(plain)),
             "ours_all": ours, "sklearn_all": theirs, "n_iter": iters, "agree": agree,
             "rank": fmap.rank}
 
@@ -328,16 +333,18 @@ def main(argv=None):
             del X
         print()
     if "iterations" in cases:
-        print("| n | rank | our Lloyd s (median) | sklearn KMeans s (median) | ratio | "
-              "iterations (ours, sklearn) | label agreement | load |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("| n | rank | our Lloyd s (median; bounds) | ours without bounds | sklearn "
+              "KMeans s (median) | sklearn / ours | iterations (ours, sklearn) | label "
+              "agreement | load |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for n in sizes:
             ensure_data(args, n)
             r = run_child(args, "iterations", n=n)
             if "error" in r:
                 print(f"| {n:,} | failed: {r['error']} |||||||")
                 continue
-            print(f"| {n:,} | {r['rank']} | {r['ours']:.2f} | {r['sklearn']:.2f} | "
+            print(f"| {n:,} | {r['rank']} | {r['ours']:.2f} | {r['plain']:.2f} | "
+                  f"{r['sklearn']:.2f} | "
                   f"{r['sklearn'] / r['ours']:.2f}× | {r['n_iter']} | {r['agree']:.4f} | "
                   f"{load_avg()} |", flush=True)
         print()

@@ -170,6 +170,7 @@ def test_features_and_steps_do_not_depend_on_the_thread_count():
     mu = Phi[:6].astype(np.float64)
     a = F.lloyd(Phi, x_sq, w, mu, n_threads=1)
     b = F.lloyd(Phi, x_sq, w, mu, n_threads=2)
+    assert a.n_iter > 3  # the bounded passes ran
     np.testing.assert_array_equal(a.labels, b.labels)
     np.testing.assert_array_equal(a.centres, b.centres)
     assert a.inertia == b.inertia and a.n_iter == b.n_iter
@@ -197,7 +198,7 @@ def test_lloyd_matches_numpy_reference():
     Phi, x_sq = F.feature_chunk(fmap, X)
     w = rng.uniform(0.5, 2.0, size=1500)
     mu0 = Phi[rng.choice(1500, 5, replace=False)]
-    res = F.lloyd(Phi, x_sq, w, mu0)
+    res = F.lloyd(Phi, x_sq, w, mu0, bounds=False)
     labels, mu, n_iter = _lloyd_reference(Phi, w, mu0)
     np.testing.assert_array_equal(res.labels, labels)
     np.testing.assert_allclose(res.centres, mu, rtol=1e-10, atol=1e-12)
@@ -205,6 +206,61 @@ def test_lloyd_matches_numpy_reference():
     d = ((Phi - mu[labels]) ** 2).sum(axis=1)
     assert res.inertia == pytest.approx(w @ d, rel=1e-9)
     assert res.inertia == pytest.approx(F.objective(x_sq, w, res.S, res.W), rel=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_lloyd_with_bounds_equals_lloyd_without(dtype):
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        C = rng.normal(size=(8, 6)) * 3
+        Phi = (C[rng.integers(0, 8, 6000)] + rng.normal(size=(6000, 6))).astype(dtype)
+        x_sq = (Phi.astype(np.float64) ** 2).sum(axis=1)
+        w = rng.uniform(0.5, 2.0, size=6000)
+        mu = Phi[:8].astype(np.float64)
+        plain = F.lloyd(Phi, x_sq, w, mu, bounds=False)
+        bounded = F.lloyd(Phi, x_sq, w, mu, bounds=True)
+        np.testing.assert_array_equal(bounded.labels, plain.labels)
+        assert bounded.n_iter == plain.n_iter > 3 and bounded.converged
+        assert bounded.inertia == pytest.approx(plain.inertia, rel=1e-12)
+        np.testing.assert_allclose(bounded.centres, plain.centres, rtol=1e-10, atol=1e-12)
+        # the bounds settle most points without a distance
+        assert bounded.n_distances < 0.5 * plain.n_distances
+
+
+def test_bounded_chunks_reduced_equal_the_whole_array():
+    rng = np.random.default_rng(2)
+    n = 3 * F.CHUNK_ROWS + 77
+    Phi = (rng.normal(size=(6, 5))[rng.integers(0, 6, n)] * 2
+           + rng.normal(size=(n, 5))).astype(np.float32)
+    x_sq = (Phi.astype(np.float64) ** 2).sum(axis=1)
+    w = np.ones(n)
+    prev = Phi[:6].astype(np.float64)
+    labels = np.full(n, -1, dtype=np.int32)
+    dist = np.empty(n)
+    step = F.assign(Phi, x_sq, w, F.centres_from(prev, np.float32), labels, dist)
+    mu = F.centres_from_sums(step.S, step.W)
+    moves = F.shifts(mu, prev)
+    centres = F.centres_from(mu, np.float32)
+    state = [labels.copy(), np.sqrt(dist), np.zeros(n)]
+    whole = F.reduce_bounded([F.bounded_step_chunk(Phi, x_sq, w, centres, moves, *state,
+                                                   n_threads=2)])
+    cut = [0, 2 * F.CHUNK_ROWS, n]
+    chunked = [labels.copy(), np.sqrt(dist), np.zeros(n)]
+    parts = [F.bounded_step_chunk(Phi[a:b], x_sq[a:b], w[a:b], centres, moves,
+                                  *(v[a:b] for v in chunked)) for a, b in zip(cut, cut[1:])]
+    reduced = F.reduce_bounded(parts)
+    for got, want in zip(chunked, state):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(reduced[0], whole[0])
+    np.testing.assert_array_equal(reduced[1], whole[1])
+    assert reduced[2:] == whole[2:] and whole[2] > 0
+    # the changes of the sums are those of the labels
+    new = state[0]
+    S_new = np.stack([Phi[new == c].astype(np.float64).sum(axis=0) for c in range(6)])
+    np.testing.assert_allclose(step.S + whole[0], S_new, rtol=1e-9, atol=1e-9)
+    # and the labels are the nearest centres
+    d = ((Phi.astype(np.float64)[:, None] - centres.C.astype(np.float64)[None]) ** 2).sum(2)
+    np.testing.assert_array_equal(new, np.argmin(d, axis=1))
 
 
 def test_lloyd_refills_an_empty_cluster():

@@ -23,6 +23,7 @@ from cython cimport floating
 from cython.parallel cimport prange, parallel
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
+from libc.math cimport sqrt, INFINITY
 from scipy.linalg.cython_blas cimport sgemm, dgemm
 
 
@@ -137,3 +138,122 @@ def row_sq_norms(const floating[:, ::1] A, double[::1] out, int n_threads):
         for j in range(s):
             acc = acc + <double>A[i, j] * A[i, j]
         out[i] = acc
+
+
+cdef void _bounded_chunk(const floating[:, ::1] Phi, const double[::1] x_sq,
+                         const double[::1] w, const floating[:, ::1] C,
+                         const double[::1] c_sq, const double[::1] half_sep,
+                         const double[::1] shift, double max_shift,
+                         int[::1] labels, double[::1] upper, double[::1] lower,
+                         Py_ssize_t i0, Py_ssize_t i1, floating *G, floating *D,
+                         Py_ssize_t *rows, double *dsums, double *dW, Py_ssize_t *moved,
+                         Py_ssize_t *n_full) noexcept nogil:
+    cdef Py_ssize_t k = C.shape[0], s = C.shape[1]
+    cdef Py_ssize_t i, c, j, a, b, q, n_rows = 0
+    cdef double u, l, z, dot, v, d1, d2, wi
+    cdef double *row
+    memset(dsums, 0, k * s * sizeof(double))
+    memset(dW, 0, k * sizeof(double))
+    moved[0] = 0
+    for i in range(i0, i1):
+        a = labels[i]
+        u = upper[i] + shift[a]
+        l = lower[i] - max_shift
+        z = l if l > half_sep[a] else half_sep[a]
+        if u <= z:
+            upper[i] = u
+            lower[i] = l
+            continue
+        dot = 0.0
+        for j in range(s):
+            dot = dot + <double>Phi[i, j] * C[a, j]
+        v = x_sq[i] - 2.0 * dot + c_sq[a]
+        u = sqrt(v) if v > 0.0 else 0.0
+        upper[i] = u
+        lower[i] = l
+        if u <= z:
+            continue
+        for j in range(s):
+            G[n_rows * s + j] = Phi[i, j]
+        rows[n_rows] = i
+        n_rows = n_rows + 1
+    n_full[0] = n_rows
+    if n_rows == 0:
+        return
+    _gemm_rows_ct(G, n_rows, s, &C[0, 0], k, D)
+    for q in range(n_rows):
+        i = rows[q]
+        b = 0
+        d1 = c_sq[0] - 2.0 * D[q * k]
+        d2 = INFINITY
+        for c in range(1, k):
+            v = c_sq[c] - 2.0 * D[q * k + c]
+            if v < d1:
+                d2 = d1
+                d1 = v
+                b = c
+            elif v < d2:
+                d2 = v
+        d1 = d1 + x_sq[i]
+        d2 = d2 + x_sq[i]
+        upper[i] = sqrt(d1) if d1 > 0.0 else 0.0
+        lower[i] = sqrt(d2) if d2 > 0.0 else 0.0
+        a = labels[i]
+        if b != a:
+            moved[0] += 1
+            labels[i] = <int>b
+            wi = w[i]
+            dW[b] += wi
+            dW[a] -= wi
+            row = dsums + b * s
+            for j in range(s):
+                row[j] += wi * Phi[i, j]
+            row = dsums + a * s
+            for j in range(s):
+                row[j] -= wi * Phi[i, j]
+
+
+def bounded_chunks(const floating[:, ::1] Phi, const double[::1] x_sq, const double[::1] w,
+                   const floating[:, ::1] C, const double[::1] c_sq,
+                   const double[::1] half_sep, const double[::1] shift, double max_shift,
+                   int[::1] labels, double[::1] upper, double[::1] lower,
+                   Py_ssize_t chunk_rows, double[:, :, ::1] dsums, double[:, ::1] dW,
+                   Py_ssize_t[::1] moved, Py_ssize_t[::1] n_full, int n_threads):
+    """One assignment step with Hamerly's bounds (``features.bounded_step_chunk``).
+
+    Per point an upper bound u on the distance (not squared) to its centre and a lower
+    bound l on the distance to every other centre, both valid for the previous centres. The
+    centres moved by ``shift`` (their own, ‖μ_c − μ_c'‖) and at most ``max_shift``:
+    u += shift[label], l −= max_shift. A point is settled when u ≤ max(l, half_sep[label])
+    (half_sep[c] = ½ min_{c'≠c} ‖μ_c − μ_c'‖), first with the bound, then with its exact
+    distance; the others are gathered and get every distance from one BLAS product, their new
+    label and fresh bounds (nearest and second nearest). For chunk t, the changes of the
+    cluster sums go to ``dsums[t]`` (Σ w φ into the new cluster − out of the old), ``dW[t]``,
+    the labels changed to ``moved[t]`` and the points given every distance to ``n_full[t]``.
+    """
+    cdef Py_ssize_t n = Phi.shape[0], k = C.shape[0], s = C.shape[1]
+    cdef Py_ssize_t n_chunks = (n + chunk_rows - 1) // chunk_rows
+    cdef Py_ssize_t t, i0, i1
+    cdef floating *G
+    cdef floating *D
+    cdef Py_ssize_t *rows
+    if n == 0:
+        return
+    if (Phi.shape[1] != s or dsums.shape[0] < n_chunks or dsums.shape[1] != k
+            or dsums.shape[2] != s):
+        raise ValueError("bounded_chunks: shapes do not match")
+    with nogil, parallel(num_threads=n_threads):
+        G = <floating*>malloc(chunk_rows * s * sizeof(floating))
+        D = <floating*>malloc(chunk_rows * k * sizeof(floating))
+        rows = <Py_ssize_t*>malloc(chunk_rows * sizeof(Py_ssize_t))
+        for t in prange(n_chunks, schedule="static"):
+            i0 = t * chunk_rows
+            i1 = i0 + chunk_rows
+            if i1 > n:
+                i1 = n
+            _bounded_chunk(Phi, x_sq, w, C, c_sq, half_sep, shift, max_shift, labels, upper,
+                           lower, i0, i1, G, D, rows, &dsums[t, 0, 0], &dW[t, 0], &moved[t],
+                           &n_full[t])
+        free(G)
+        free(D)
+        free(rows)
