@@ -72,7 +72,7 @@ def load(args, n):
 def resolved_gamma(X, seed=0):
     """γ of our default (median rule, the estimator's seeded gamma sample)."""
     from kkmeans_cli import KernelKMeans
-    from kkmeans_cli.estimator import _rngs
+    from kkmeans_cli.model.params import fit_rngs as _rngs
 
     return KernelKMeans(K, random_state=seed)._resolved_kernel(X, _rngs(seed)[0]).gamma
 
@@ -81,7 +81,7 @@ def exact_objective_on_sample(X, labels, gamma, size, seed=12345):
     """Σ K_ii − Σ_c Σ_{i,j∈c} K_ij / n_c on a seeded sample (rbf, exact, in row blocks)."""
     import numpy as np
 
-    from kkmeans_cli.kernels import Kernel
+    from kkmeans_cli.kernels.functions import Kernel
 
     rng = np.random.default_rng(seed)
     idx = np.sort(rng.choice(X.shape[0], size=min(size, X.shape[0]), replace=False))
@@ -127,7 +127,7 @@ def child_pipeline(args):
     from sklearn.cluster import KMeans
     from sklearn.kernel_approximation import Nystroem
 
-    from kkmeans_cli.memory import default_landmarks
+    from kkmeans_cli.model.memory import default_landmarks
 
     X, _ = load(args, args.n)
     gamma = resolved_gamma(X)
@@ -153,12 +153,12 @@ def child_iterations(args):
     from kkmeans_cli import KernelKMeans
     from kkmeans_cli.engine import features as F
 
-    from kkmeans_cli.nystroem import choose_landmarks, landmark_rng
+    from kkmeans_cli.kernels.nystroem import choose_landmarks, landmark_rng
 
     X, _ = load(args, args.n)
     gamma = resolved_gamma(X)
-    from kkmeans_cli.kernels import Kernel
-    from kkmeans_cli.memory import default_landmarks
+    from kkmeans_cli.kernels.functions import Kernel
+    from kkmeans_cli.model.memory import default_landmarks
 
     m = default_landmarks(args.n, K)
     idx = choose_landmarks(args.n, m, landmark_rng(0))
@@ -195,8 +195,8 @@ def child_restarts(args):
 
     from kkmeans_cli import KernelKMeans
     from kkmeans_cli.engine import features as F
-    from kkmeans_cli.initialization import kmeans_plusplus
-    from kkmeans_cli.nystroem import FeatureEngine
+    from kkmeans_cli.engine.starts import kmeans_plusplus
+    from kkmeans_cli.kernels.nystroem import FeatureEngine
 
     X, _ = load(args, args.n)
     est = KernelKMeans(K, approx="nystroem", random_state=0, n_init=args.n_init,
@@ -210,7 +210,7 @@ def child_restarts(args):
     w = np.ones(Phi.shape[0])
     rng = np.random.default_rng(1)
     best, t0 = np.inf, time.perf_counter()
-    from kkmeans_cli._threads import blas_threads
+    from kkmeans_cli.engine.threads import blas_threads
 
     class Src:  # k-means++ on the features (rows of Φ Φᵀ)
         n, diag = Phi.shape[0], x_sq
@@ -379,7 +379,7 @@ def main(argv=None):
             if s != "m":
                 kw["rank"] = int(s)
             else:
-                from kkmeans_cli.memory import default_landmarks
+                from kkmeans_cli.model.memory import default_landmarks
 
                 kw["rank"] = default_landmarks(n, K)
             r = run_child(args, "ours", **kw)
