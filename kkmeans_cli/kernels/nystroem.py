@@ -341,7 +341,6 @@ class FeatureEngine:
         (a ``LloydResult``) and the full-data objectives of the completed candidates."""
         import time
 
-        from ..engine.optima import start_kinds
         from ..engine.restarts import default_sample_size, sampled_restarts
 
         F = _engine()
@@ -356,8 +355,10 @@ class FeatureEngine:
             self.stats.update(start_kinds=["labels"], best_start="labels")
             inertias = [best.inertia]
         else:
-            kind = estimator.init if isinstance(estimator.init, str) else "k-means++"
-            kinds = start_kinds(kind, estimator.n_init)
+            # the estimator's start mix (engine/optima.start_kinds; no import: optima
+            # imports this module)
+            estimator._reset_optima(estimator.n_init, False, n_threads)
+            kinds = list(estimator._optima.kinds)
             used = list(kinds)
             sample_threads = 1  # a sample pass is too small for a parallel region
 
