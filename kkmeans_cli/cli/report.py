@@ -201,7 +201,18 @@ def fit_report(estimator, data, scaler, model_path):
     from ..kernels.nystroem import report_rows as nystroem_rows
 
     rows[-2:-2] = nystroem_rows(estimator)
+    if stats.get("storage_reason"):
+        rows[-2:-2] = [("route", _route_text(stats))]
     return rows
+
+
+def _route_text(stats):
+    """Which exact route ran (``fit_stats_['storage']``) and why (``storage_reason``)."""
+    storage = stats.get("storage", "matrix")
+    name = {"matrix": "kernel matrix in memory",
+            "blocked": "blocked (kernel values computed in blocks, no kernel matrix)",
+            "blocked, then matrix": "blocked, then the kernel matrix"}.get(storage, storage)
+    return f"{name}: {stats['storage_reason']}"
 
 
 def _nystroem_summary(estimator):
@@ -230,6 +241,7 @@ def fit_summary(estimator, data, model_path):
         "cluster_sizes": [int(s) for s in estimator.cluster_sizes_],
         "model": model_path,
         "storage": stats.get("storage", "matrix"),
+        **({"storage_reason": stats["storage_reason"]} if "storage_reason" in stats else {}),
         "kernel_seconds": float(stats["kernel_seconds"]),
         "iteration_seconds": float(stats["iteration_seconds"]),
         "n_threads": int(stats["n_threads"]),

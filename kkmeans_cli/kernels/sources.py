@@ -156,6 +156,14 @@ class InMemoryKernel(_KernelLogSource):
         self.kernel_evaluations += idx.size ** 2
         return np.asarray(self.K[np.ix_(idx, idx)], dtype=np.float64)
 
+    def outer_sums_of(self, points, labels, weights, n_clusters):
+        """F[:, points] (k×p) from scratch: a full pass restricted to those rows."""
+        F = np.empty((n_clusters, len(points)))
+        _lloyd.outer_sums_rows(np.ascontiguousarray(self.K[np.asarray(points)]), 0, labels,
+                               weights, F, self.n_threads)
+        self.kernel_evaluations += len(points) * self.n
+        return F
+
     def rows(self, idx):
         return np.asarray(self.K[np.asarray(idx)], dtype=np.float64)
 
@@ -236,6 +244,15 @@ class BlockedKernel(_KernelLogSource):
         self.kernel_evaluations += idx.size ** 2
         return self._float64_rows(self.X[idx], self.X[idx])
 
+    def outer_sums_of(self, points, labels, weights, n_clusters):
+        """F[:, points] (k×p) from scratch, from the kernel rows of those points in blocks."""
+        F = np.empty((n_clusters, len(points)))
+        for r0, _, Kb in self.kernel.cross_blocks(self.X[np.asarray(points)], self.X,
+                                                  dtype=self.dtype, n_threads=self.n_threads):
+            _lloyd.outer_sums_rows(Kb, r0, labels, weights, F, self.n_threads)
+        self.kernel_evaluations += len(points) * self.n
+        return F
+
     def own_outer_sums(self, labels, weights, n_clusters):
         order, starts = _cluster_order(labels, n_clusters)
         out = np.empty(self.n)
@@ -277,8 +294,9 @@ class BlockedKernel(_KernelLogSource):
 class LazyKernel:
     """``storage='auto'`` for a fit with one start: kernel values computed in blocks only
     where Elkan's iterations need them (a :class:`BlockedKernel`), and the kernel matrix
-    built only if they turn out to need most of it, or if Hartigan's refinement has points to
-    move (``materialize``; then an :class:`InMemoryKernel`).
+    built only if they turn out to need most of it (``materialize``; then an
+    :class:`InMemoryKernel`). Hartigan's refinement does not need it
+    (``optima.blocked_hartigan``).
 
     Building K costs n²/2 kernel values plus writing n² entries of fresh memory; Elkan on
     well-separated data converges after a fraction of that (``benchmarks/bench_fit.py``).

@@ -302,6 +302,12 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
                            "restart_inertias": inertias,
                            "best_restart": int(np.argmin(inertias)),
                            "n_threads": n_threads, "storage": _storage_used(source)}
+        reason = self.__dict__.pop("_storage_reason", None)
+        if isinstance(source, LazyKernel):
+            reason = ("one start: Elkan on kernel values computed in blocks, the kernel "
+                      "matrix built only if the iterations need most of it")
+        if reason is not None:
+            self.fit_stats_["storage_reason"] = reason
         if not isinstance(source, InMemoryKernel) and hasattr(source, "kernel_evaluations"):
             self.fit_stats_["kernel_evaluations"] = int(source.kernel_evaluations)
         self._psd_finish(weights)
@@ -327,6 +333,10 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
 
             check(plan(n, self.n_clusters, storage="blocked"), self.memory_limit,
                   k=self.n_clusters, storage="blocked")
+            self._storage_reason = "asked for (storage='blocked')"
+            return BlockedKernel(self.kernel_, X, dtype=dtype, n_threads=n_threads), weights
+        if self._auto_storage(n, dtype, kernel_matrix) == "blocked":
+            self.psd_, self._psd_pending = None, False
             return BlockedKernel(self.kernel_, X, dtype=dtype, n_threads=n_threads), weights
         self._check_memory(n, dtype, kernel_given=kernel_matrix is not None)
         if self._lazy(n, kernel_matrix):
@@ -348,6 +358,32 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             _check_given_diagonal(K, diag, self.kernel_)
         K, diag, weights = self._transform_fit_kernel(K, diag, weights, n_threads)
         return InMemoryKernel(K, n_threads=n_threads, diag=diag), weights
+
+    def _auto_storage(self, n, dtype, kernel_matrix):
+        """'matrix' or 'blocked' for ``storage`` 'auto' or 'matrix' (``memory.choose_storage``:
+        the blocked route when the kernel matrix does not fit the memory plan and the blocked
+        one does); the reason goes to ``fit_stats_['storage_reason']``."""
+        from .memory import choose_storage
+
+        storage, why = choose_storage(n, self.n_clusters, np.dtype(dtype).name,
+                                      limit=self.memory_limit, storage=self.storage,
+                                      blocked_ok=self._blocked_possible(),
+                                      kernel_given=kernel_matrix is not None or (
+                                          self.kernel == "precomputed"
+                                          and dtype == np.float64))
+        self._storage_reason = why
+        return storage
+
+    def _blocked_possible(self):
+        """Whether exact k-means can run on kernel values recomputed in blocks: a kernel
+        function positive semidefinite by construction (Elkan's bounds need a Euclidean
+        feature space; no PSD check or repair, which need K), the objective 'kmeans', the
+        Lloyd solver, no approximation."""
+        kernel = getattr(self, "kernel_", None) or Kernel(self.kernel, None, int(self.degree),
+                                                          float(self.coef0))
+        return (self.kernel not in PRECOMPUTED and not needs_psd_check(kernel)
+                and self.objective == "kmeans" and self.solver == "lloyd"
+                and self.psd_repair == "none" and self.approx == "none")
 
     def _lazy(self, n, kernel_matrix):
         """Whether ``storage='auto'`` starts without the kernel matrix (:class:`LazyKernel`).
@@ -383,6 +419,14 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             return False
         if self.storage == "blocked":
             return True
+        if self.storage == "auto" and self._blocked_possible():
+            from .memory import choose_storage
+
+            storage, _ = choose_storage(n_samples, self.n_clusters,
+                                        np.dtype(resolve_dtype(self.dtype)).name,
+                                        limit=self.memory_limit)
+            if storage == "blocked":
+                return True
         saved = self.__dict__.get("_fit_n_features")
         self._fit_n_features = n_features
         try:
@@ -618,6 +662,15 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         dist = np.empty((X.shape[0], k)) if want_distances else None
         row_dist = np.empty(X.shape[0])
         with blas_threads(1):
+            F = self._fused_outer_sums(X, labels_fit, n_threads)
+            if F is not None:   # the kernel values never stored (rbf; Kernel.fused_outer_sums)
+                diag = self.kernel_.diag(X)
+                _lloyd.assign(F, self.inner_sums_, self.cluster_weights_, diag, labels,
+                              row_dist, n_threads)
+                if want_distances:
+                    _lloyd.distances(F, self.inner_sums_, self.cluster_weights_, diag, dist,
+                                     n_threads)
+                return labels.astype(np.intp), dist
             for i0, i1, Kb, diag in self._kernel_row_blocks(X, kernel_diag, dtype, n_threads):
                 F = np.empty((k, i1 - i0))
                 _lloyd.outer_sums_rows(Kb, 0, labels_fit, self.sample_weight_, F, n_threads)
@@ -638,6 +691,18 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
                     _lloyd.distances(F, self.inner_sums_, self.cluster_weights_, diag,
                                      dist[i0:i1], n_threads)
         return labels.astype(np.intp), dist
+
+    def _fused_outer_sums(self, X, labels_fit, n_threads):
+        """F (k×m) of new points from fused kernel values and sums, where the training kernel
+        is the kernel function itself (no PSD repair, objective 'kmeans') and the storage
+        float64 (a float32 model rounds its kernel values first); None otherwise."""
+        psd = getattr(self, "psd_", None)
+        if (self.kernel in PRECOMPUTED or self.objective != "kmeans"
+                or _resolve_dtype(self.dtype) != np.float64
+                or (psd is not None and psd.repair != "none")):
+            return None
+        return self.kernel_.fused_outer_sums(X, self.X_fit_, labels_fit, self.sample_weight_,
+                                             self.n_clusters, n_threads)
 
     def _kernel_row_blocks(self, X, kernel_diag, dtype, n_threads):
         """Yield (i0, i1, K(X[i0:i1], X_fit), K(x, x) or None) in row blocks, transformed as
