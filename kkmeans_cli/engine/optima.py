@@ -453,8 +453,8 @@ def refine(source, weights, result, n_clusters, iterate, n_threads=1):
         result's ``n_iter`` counts the Lloyd iterations of every round.
     """
     stats = {"refine_moves": 0, "refine_rounds": 0, "refine_gain": 0.0}
-    if n_clusters < 2:
-        return result, stats          # nothing to move for k = 1
+    if n_clusters < 2 or not getattr(source, "replays_log", True):
+        return result, stats          # nothing to move for k = 1; explicit features: none
     best = result
     start_inertia = result.inertia
     total_iter = result.n_iter
