@@ -186,8 +186,18 @@ class BlockedKernel(_KernelLogSource):
         self.diag = np.asarray(kernel.diag(self.X) if diag is None else diag, dtype=np.float64)
         self.kernel_evaluations = 0
         self._work, self._out = Workspace(), Workspace()
+        # rbf in float64: sums of kernel values fused with their computation, never stored
+        # (Kernel.fused_outer_sums); a float32 storage rounds each value first, as K would.
+        self.fused = kernel.name == "rbf" and np.dtype(dtype) == np.float64
+
+    def _fused(self, A, B, labels, weights, n_clusters):
+        return self.kernel.fused_outer_sums(A, B, labels, weights, n_clusters, self.n_threads)
 
     def full_outer_sums(self, labels, weights, F):
+        if self.fused:
+            F[...] = self._fused(self.X, self.X, labels, weights, F.shape[0])
+            self.kernel_evaluations += self.n * self.n
+            return
         for i0, _, Kb in self.kernel.cross_blocks(self.X, self.X, dtype=self.dtype,
                                                   n_threads=self.n_threads):
             _lloyd.outer_sums_rows(Kb, i0, labels, weights, F, self.n_threads)
@@ -232,6 +242,11 @@ class BlockedKernel(_KernelLogSource):
             rows = points[by_cluster[bounds[c]:bounds[c + 1]]]
             members = order[starts[c]:starts[c + 1]]
             Y, w = self.X[members], weights[members]
+            if self.fused:
+                F[c, rows] = self._fused(self.X[rows], Y, np.zeros(members.size, np.intp), w,
+                                         1)[0]
+                self.kernel_evaluations += rows.size * members.size
+                continue
             for r0, r1 in row_blocks(rows.size, members.size):
                 Kb = self._out.block(r1 - r0, members.size, self.dtype)
                 self.kernel.cross(self.X[rows[r0:r1]], Y, dtype=self.dtype,
@@ -246,6 +261,9 @@ class BlockedKernel(_KernelLogSource):
 
     def outer_sums_of(self, points, labels, weights, n_clusters):
         """F[:, points] (k×p) from scratch, from the kernel rows of those points in blocks."""
+        if self.fused:
+            self.kernel_evaluations += len(points) * self.n
+            return self._fused(self.X[np.asarray(points)], self.X, labels, weights, n_clusters)
         F = np.empty((n_clusters, len(points)))
         for r0, _, Kb in self.kernel.cross_blocks(self.X[np.asarray(points)], self.X,
                                                   dtype=self.dtype, n_threads=self.n_threads):
@@ -258,6 +276,12 @@ class BlockedKernel(_KernelLogSource):
         out = np.empty(self.n)
         for c in range(n_clusters):
             members = order[starts[c]:starts[c + 1]]
+            if self.fused:
+                Y = self.X[members]
+                out[members] = self._fused(Y, Y, np.zeros(members.size, np.intp),
+                                           weights[members], 1)[0]
+                self.kernel_evaluations += members.size ** 2
+                continue
             out[members] = self._symmetric_row_sums(self.X[members], weights[members])
         return out
 

@@ -312,6 +312,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             self.fit_stats_["kernel_evaluations"] = int(source.kernel_evaluations)
         self._psd_finish(weights)
         self._finish_optima(best, inertias)
+        self.fit_stats_.update(self.__dict__.pop("_screening", {}))
         return self
 
     def _kernel_source(self, X, weights, kernel_matrix, dtype, n_threads):
@@ -464,6 +465,13 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         best, inertias = None, []
         n_init = 1 if init_labels is not None else self.n_init
         self._reset_optima(n_init, init_labels is not None, n_threads)
+        from ..engine import exact_restarts
+
+        if exact_restarts.applies(self, source, init_labels, n_init):
+            # no kernel matrix to share: candidates on a sample, the best completed
+            best, inertias, self._screening = exact_restarts.screened_restarts(
+                self, source, weights, rng, n_threads, n_init)
+            return best, inertias
         for restart in range(n_init):
             start = (init_labels if init_labels is not None
                      else self._start(source, weights, rng, restart))
