@@ -241,14 +241,19 @@ def test_blocked_hartigan_equals_matrix_hartigan_on_small_data():
 
 
 def test_lazy_fit_does_not_build_the_matrix_for_hartigan(small_lazy, monkeypatch):
-    """A single-start fit on overlapping blobs whose Elkan run converges within the budget
-    refines blocked: K is never built, even though Hartigan moves points."""
+    """Hartigan's moves alone never build K: with a budget that the iterations cannot reach,
+    a single-start fit whose refinement moves points stays blocked and equals the matrix
+    fit."""
+    X = _blobs(1500, 2, 6, seed=2)
+    matrix = KernelKMeans(6, n_init=1, random_state=0, n_threads=1, storage="matrix").fit(X)
+    assert matrix.fit_stats_["refine_moves"] >= 1
+    monkeypatch.setattr(estimator_module, "LAZY_BUDGET", np.inf)
     monkeypatch.setattr(Kernel, "matrix",
                         lambda *a, **kw: pytest.fail("the kernel matrix was built"))
-    X = _blobs(1500, 2, 6, seed=2)
-    est = KernelKMeans(6, n_init=1, random_state=0, n_threads=1).fit(X)
-    assert est.fit_stats_["storage"] == "blocked"
-    assert est.fit_stats_["refine"] == "hartigan" and est.fit_stats_["refine_moves"] >= 1
+    auto = KernelKMeans(6, n_init=1, random_state=0, n_threads=1).fit(X)
+    assert auto.fit_stats_["storage"] == "blocked"
+    assert auto.fit_stats_["refine_moves"] == matrix.fit_stats_["refine_moves"]
+    _assert_same(auto, matrix)
 
 
 # -- the command line ----------------------------------------------------------------------------

@@ -320,9 +320,28 @@ def _move_costs(F, diag, weights, labels, g, W, points):
     return cost[p, best], best
 
 
-def _bound_candidates(weights, labels, g, W, bounds, n_clusters):
+def _candidate_sums(source, weights, labels, g, W, bounds, n_clusters):
+    """The points whose move the bounds do not rule out (:func:`_bound_candidates`) and
+    their outer sums F (k×p) for the pairs that matter: the own cluster and the clusters the
+    bounds leave open (Σ n_c kernel values each, ``source.pair_sums``); −inf elsewhere, so
+    that those moves cost +inf."""
+    points, open_ = _bound_candidates(weights, labels, g, W, bounds, n_clusters,
+                                      pairs=True)
+    if points.size == 0:
+        return points, None
+    open_[np.arange(points.size), labels[points]] = True
+    rows, clusters = np.nonzero(open_)
+    full = np.zeros((n_clusters, labels.size))
+    source.pair_sums(points[rows], clusters, labels, weights, full)
+    F = np.full((n_clusters, points.size), -np.inf)
+    F[clusters, rows] = full[clusters, points[rows]]
+    return points, F
+
+
+def _bound_candidates(weights, labels, g, W, bounds, n_clusters, pairs=False):
     """Points whose Hartigan move the bounds (upper ≥ √d(i, a), lower ≤ √d(i, b), with
-    rounding allowances) do not rule out, for the clusters ``labels``, ``g``, ``W``."""
+    rounding allowances) do not rule out, for the clusters ``labels``, ``g``, ``W``; with
+    ``pairs`` also which clusters are open to each of them (p×k)."""
     upper, lower = bounds
     n = labels.size
     members = np.bincount(labels[weights > 0], minlength=n_clusters)
@@ -333,7 +352,10 @@ def _bound_candidates(weights, labels, g, W, bounds, n_clusters):
         add = W[None, :] / (W[None, :] + weights[:, None]) * lower ** 2
     add[:, W <= 0] = -np.inf
     add[np.arange(n), labels] = np.inf
-    return np.flatnonzero(add.min(axis=1) < remove)
+    points = np.flatnonzero(add.min(axis=1) < remove)
+    if not pairs:
+        return points
+    return points, add[points] < remove[points, None]
 
 
 def _centre_shifts(F0, points, labels0, labels, weights, g0, W0, g, W, err2):
@@ -389,8 +411,8 @@ def blocked_hartigan(source, weights, result, n_clusters, max_points=HARTIGAN_BL
     outer = getattr(result, "outer_sums", None)
     if result.bounds is not None and result.converged:
         upper, lower = (np.array(b, dtype=np.float64) for b in result.bounds)
-        points = _bound_candidates(weights, labels, g, W, (upper, lower), n_clusters)
-        F = None
+        points, F = _candidate_sums(source, weights, labels, g, W, (upper, lower),
+                                    n_clusters)
     else:       # exact distances of every point bound them tightly
         points = np.arange(n)
         F = np.asarray(outer, dtype=np.float64) if outer is not None else \
@@ -407,8 +429,6 @@ def blocked_hartigan(source, weights, result, n_clusters, max_points=HARTIGAN_BL
     for _ in range(MAX_SWEEPS):
         if points.size == 0:
             break
-        if F is None:
-            F = source.outer_sums_of(points, labels, weights, n_clusters)
         cost, _ = _move_costs(F, diag, weights, labels, g, W, points)
         if not np.any(cost < -min_gain):
             break
@@ -436,8 +456,10 @@ def blocked_hartigan(source, weights, result, n_clusters, max_points=HARTIGAN_BL
         Ws = np.where(W > 0, W, 1.0)
         D = np.sqrt(np.maximum(diag[S, None] - 2.0 * F_S.T / Ws + g / Ws ** 2, 0.0))
         upper[S] = np.sqrt(D[np.arange(S.size), labels_S] ** 2 + err2)
-        lower[S] = np.sqrt(np.maximum(D ** 2 - err2, 0.0))
-        points, F = _bound_candidates(weights, labels, g, W, (upper, lower), n_clusters), None
+        known = np.isfinite(F_S.T)          # the pairs computed; the others keep their bound
+        lower[S] = np.where(known, np.sqrt(np.maximum(D ** 2 - err2, 0.0)), lower[S])
+        points, F = _candidate_sums(source, weights, labels, g, W, (upper, lower),
+                                    n_clusters)
     return labels, total_moves, total_gain
 
 
