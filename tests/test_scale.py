@@ -113,7 +113,7 @@ def test_auto_storage_takes_the_blocked_route_when_the_matrix_does_not_fit():
     storage, why = memory.choose_storage(n, k, limit=matrix_need - 1)
     assert storage == "blocked"
     assert f"more than the limit of {memory.format_bytes(matrix_need - 1)}" in why
-    assert "--memory-limit" in why and "blocked" in why
+    assert "--memory-limit" in why and "computed in blocks" in why
     storage, why = memory.choose_storage(n, k, limit=blocked_need)
     assert storage == "blocked"
     with pytest.raises(MemoryPlanError) as info:
