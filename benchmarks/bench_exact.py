@@ -64,8 +64,8 @@ def load_text():
 def blocked_objective(X, labels, gamma):
     """Σ_i K_ii − Σ_c Σ_{i,j∈c} K_ij/|c| for the rbf kernel with ``gamma``, from kernel values
     in blocks (no n×n matrix)."""
-    from kkmeans_cli.kernel_source import BlockedKernel
-    from kkmeans_cli.kernels import Kernel
+    from kkmeans_cli.kernels.sources import BlockedKernel
+    from kkmeans_cli.kernels.functions import Kernel
 
     _, lab = np.unique(labels, return_inverse=True)
     lab = lab.astype(np.int32)
