@@ -706,7 +706,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         float64 (a float32 model rounds its kernel values first); None otherwise."""
         psd = getattr(self, "psd_", None)
         if (self.kernel in PRECOMPUTED or self.objective != "kmeans"
-                or _resolve_dtype(self.dtype) != np.float64
+                or resolve_dtype(self.dtype) != np.float64
                 or (psd is not None and psd.repair != "none")):
             return None
         return self.kernel_.fused_outer_sums(X, self.X_fit_, labels_fit, self.sample_weight_,
