@@ -175,12 +175,13 @@ class Kernel:
         if self.name != "rbf":
             return None
         A = np.ascontiguousarray(A, dtype=np.float64)
+        A = self.centred(A)
         if A.shape[0] * B.shape[0] < FUSED_PARALLEL_MIN:
             n_threads = 1
         order = np.argsort(labels, kind="stable")
         starts = np.searchsorted(np.asarray(labels)[order],
                                  np.arange(n_clusters + 1)).astype(np.intp)
-        Bs = np.asarray(B, dtype=np.float64)[order]
+        Bs = self.centred(np.asarray(B, dtype=np.float64)[order])
         Bt = np.ascontiguousarray(Bs.T)
         sq_b = _row_sq_norms(Bs)
         w = np.ascontiguousarray(np.asarray(weights, dtype=np.float64)[order])
