@@ -369,3 +369,26 @@ def test_nystroem_spectral_start_uses_the_features_not_kernel_rows(monkeypatch):
                        random_state=0).fit(X)
     assert est.fit_stats_["spectral_method"] == "features"
     np.testing.assert_array_equal(est.predict(X), est.labels_)
+
+
+def test_screened_restarts_on_the_blocked_route(monkeypatch):
+    """Above twice the sample size, the restarts of a blocked fit are screened on a sample
+    (engine/exact_restarts.py): every candidate is solved there, the promising ones are
+    completed on all the data, and the winner is a Lloyd fixed point of all the data."""
+    from kkmeans_cli.engine import exact_restarts
+
+    monkeypatch.setattr(exact_restarts, "SAMPLE_MIN", 500)
+    monkeypatch.setattr(exact_restarts, "SAMPLE_PER_CLUSTER", 50)
+    monkeypatch.setattr(Kernel, "matrix",
+                        lambda *a, **kw: pytest.fail("the kernel matrix was allocated"))
+    X = make_blobs(3000, centers=4, n_features=3, cluster_std=1.0, random_state=2)[0]
+    est = KernelKMeans(4, n_init=6, storage="blocked", random_state=0, n_threads=1).fit(X)
+    stats = est.fit_stats_
+    assert stats["sample_size"] == 500 and len(stats["sample_objectives"]) == 6
+    assert len(stats["screened_start_kinds"]) == 6
+    assert 1 <= len(stats["restart_inertias"]) == len(stats["completed"]) <= 3
+    best = min(stats["sample_objectives"])
+    for c in stats["completed"]:
+        assert stats["sample_objectives"][c] <= best + 0.01 * abs(best)
+    assert est.inertia_ == min(stats["restart_inertias"])
+    np.testing.assert_array_equal(est.predict(X), est.labels_)

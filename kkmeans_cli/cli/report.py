@@ -184,7 +184,7 @@ def fit_report(estimator, data, scaler, model_path):
          + (f"  (gamma from '{estimator.gamma}')" if isinstance(estimator.gamma, str)
             and estimator.kernel_.gamma is not None else "")),
         ("scaling", scaler.method),
-        ("restarts", f"{restarts} (best: #{stats['best_restart'] + 1})"),
+        ("restarts", _restarts_text(stats, restarts)),
         ("iterations", f"{estimator.n_iter_}"
                        + ("" if estimator.converged_ else " (max_iter reached, not converged)")),
         ("inertia", f"{estimator.inertia_:.6g}"),
@@ -204,6 +204,16 @@ def fit_report(estimator, data, scaler, model_path):
     if stats.get("storage_reason"):
         rows[-2:-2] = [("route", _route_text(stats))]
     return rows
+
+
+def _restarts_text(stats, restarts):
+    """``20 (best: #3)``; screened exact restarts (``engine/exact_restarts.py``) say how many
+    candidates ran on the sample and how many were completed on all the data."""
+    if "screened_start_kinds" in stats:
+        return (f"{len(stats['screened_start_kinds'])} screened on a sample of "
+                f"{stats['sample_size']:,} points, {restarts} completed on all the data "
+                f"(best: candidate #{stats['completed'][stats['best_restart']] + 1})")
+    return f"{restarts} (best: #{stats['best_restart'] + 1})"
 
 
 def _route_text(stats):
