@@ -119,13 +119,17 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
     storage : {'auto', 'matrix', 'blocked'}, default 'auto'
         'matrix': the kernel matrix is computed once and held (shared by every restart).
         'blocked': it is never held; kernel values are recomputed in blocks when the
-        iterations need them (exact, O(n·k) memory besides the data, slower per pass; no
-        Hartigan refinement). 'auto': 'matrix', except for a fit with a single start
+        iterations need them (exact, O(n·k) memory besides the data, slower per pass;
+        Hartigan's refinement moves the same points from kernel rows of the points near a
+        boundary; above 2 × the sample size the restarts are screened on a sample and the
+        promising ones completed, ``engine/exact_restarts.py``). 'auto': 'blocked' when the
+        kernel matrix does not fit ``memory_limit`` (``memory.choose_storage``; a refusal
+        only when no exact route fits), else 'matrix', except for a fit with a single start
         (``n_init=1`` or ``init`` labels) of ≥ 4096 points on a kernel that is positive
         semidefinite by construction: that one starts blocked with Elkan and builds the
-        matrix only if the iterations (or Hartigan's moves) turn out to need most of it
-        (``fit_stats_['storage']`` says which happened). Results equal 'matrix' either way,
-        up to exact ties (blocked kernel values round differently from the matrix's).
+        matrix only if the iterations turn out to need most of it (``fit_stats_['storage']``
+        and ``['storage_reason']`` say which route ran and why). Results equal 'matrix'
+        from the same start, up to exact ties (blocked kernel values round differently).
     memory_limit : int, str or None
         Bytes (or a size such as '8G') the fit may allocate; None: 80% of the available RAM.
         A fit that would need more raises ``MemoryPlanError`` before allocating
