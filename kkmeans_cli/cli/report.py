@@ -201,7 +201,7 @@ def fit_report(estimator, data, scaler, model_path):
     from ..kernels.nystroem import report_rows as nystroem_rows
 
     rows[-2:-2] = nystroem_rows(estimator)
-    if stats.get("storage_reason"):
+    if stats.get("storage_reason") and stats.get("storage", "matrix") != "matrix":
         rows[-2:-2] = [("route", _route_text(stats))]
     return rows
 
@@ -251,7 +251,8 @@ def fit_summary(estimator, data, model_path):
         "cluster_sizes": [int(s) for s in estimator.cluster_sizes_],
         "model": model_path,
         "storage": stats.get("storage", "matrix"),
-        **({"storage_reason": stats["storage_reason"]} if "storage_reason" in stats else {}),
+        **({"storage_reason": stats["storage_reason"]} if "storage_reason" in stats
+           and stats.get("storage", "matrix") != "matrix" else {}),
         "kernel_seconds": float(stats["kernel_seconds"]),
         "iteration_seconds": float(stats["iteration_seconds"]),
         "n_threads": int(stats["n_threads"]),
