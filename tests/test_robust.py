@@ -362,10 +362,17 @@ def test_fit_blocked_silhouette_fits_the_memory_the_plan_names(tmp_path):
                    "700M", "--storage", "blocked", "--no-model", "--threads", 1])
     assert refused.exit_code == 1 and refused.stdout == ""
     _only_error_line(refused, "needs 764 MiB", "silhouette sample after the fit")
+    # storage auto: K (3.5 GB) does not fit 1G, the blocked route does and is taken
     auto = run(["fit", data, "-k", 3, "--n-init", 1, "--silhouette", "--memory-limit", "1G",
                 "--no-model", "--threads", 1])
-    assert auto.exit_code == 1  # storage auto may build K (3.5 GB): the way out is named
-    _only_error_line(auto, "--storage blocked (needs 764 MiB)")
+    assert auto.exit_code == 0, auto.stderr
+    assert "route:" in auto.stderr and "more than the limit of 1 GiB" in auto.stderr
+    assert "no kernel matrix" in auto.stderr
+    # ... and below the blocked route's need no exact route fits: refused, Nyström named
+    none = run(["fit", data, "-k", 3, "--n-init", 1, "--silhouette", "--memory-limit",
+                "700M", "--no-model", "--threads", 1])
+    assert none.exit_code == 1 and none.stdout == ""
+    _only_error_line(none, "not enough memory", "--approx nystroem")
 
 
 def test_sweep_memory_refusal_only_suggests_what_sweep_accepts(tmp_path):

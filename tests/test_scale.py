@@ -65,7 +65,7 @@ def test_fit_refuses_a_million_points_before_allocating(monkeypatch):
     X = np.zeros((10**6, 2))
     X[:, 0] = np.arange(10**6) % 7
     with pytest.raises(MemoryPlanError) as info:
-        KernelKMeans(3, gamma=1.0).fit(X)
+        KernelKMeans(3, gamma=1.0, storage="matrix").fit(X)
     message = str(info.value)
     assert "7.28 TiB" in message and "80% of the available RAM" in message
     assert "--dtype float32" in message and "--approx nystroem" in message
@@ -88,7 +88,7 @@ def test_blocked_storage_is_planned_and_offered(monkeypatch):
     monkeypatch.setattr(Kernel, "matrix",
                         lambda *a, **kw: pytest.fail("the kernel matrix was allocated"))
     with pytest.raises(MemoryPlanError) as info:
-        KernelKMeans(k, gamma=0.1, memory_limit="200M").fit(X)
+        KernelKMeans(k, gamma=0.1, memory_limit="200M", storage="matrix").fit(X)
     assert "--storage blocked (needs 129 MiB)" in str(info.value)
     blocked = memory.plan(6000, k, storage="blocked")
     assert "kernel matrix" not in blocked.items and "Elkan bounds" in blocked.items
@@ -101,6 +101,49 @@ def test_blocked_storage_is_planned_and_offered(monkeypatch):
                         lambda *a, **kw: pytest.fail("a kernel block was computed"))
     with pytest.raises(MemoryPlanError, match="the blocked exact fit of 6,000 points"):
         KernelKMeans(k, gamma=0.1, memory_limit="100M", storage="blocked").fit(X)
+
+
+def test_auto_storage_takes_the_blocked_route_when_the_matrix_does_not_fit():
+    """The planning rule of storage='auto' (memory.choose_storage): the matrix when its plan
+    fits, else the blocked route when that one fits and is possible, else a refusal naming
+    Nyström; every choice comes with its reason."""
+    n, k = 50_000, 5
+    matrix_need = memory.plan(n, k).total
+    blocked_need = memory.plan(n, k, storage="blocked").total
+    assert blocked_need < 10**9 < 2 * 10**10 < matrix_need
+    storage, why = memory.choose_storage(n, k, limit=matrix_need)
+    assert storage == "matrix" and "fits" in why
+    storage, why = memory.choose_storage(n, k, limit=matrix_need - 1)
+    assert storage == "blocked"
+    assert f"more than the limit of {memory.format_bytes(matrix_need - 1)}" in why
+    assert "--memory-limit" in why and "computed in blocks" in why
+    storage, why = memory.choose_storage(n, k, limit=blocked_need)
+    assert storage == "blocked"
+    with pytest.raises(MemoryPlanError) as info:
+        memory.choose_storage(n, k, limit=blocked_need - 1)
+    assert "--approx nystroem" in str(info.value)
+    # a kernel the blocked route cannot run (not PSD by construction): refused, not blocked
+    with pytest.raises(MemoryPlanError):
+        memory.choose_storage(n, k, limit=matrix_need - 1, blocked_ok=False)
+    # explicit choices are kept, a given matrix is used
+    assert memory.choose_storage(n, k, limit=1, storage="matrix")[0] == "matrix"
+    assert memory.choose_storage(n, k, limit=1, kernel_given=True)[0] == "matrix"
+    assert memory.choose_storage(n, k, limit=None, storage="blocked")[0] == "blocked"
+
+
+def test_auto_fit_goes_blocked_instead_of_refusing(monkeypatch):
+    X, k, _ = _blobs(6000)
+    monkeypatch.setattr(Kernel, "matrix",
+                        lambda *a, **kw: pytest.fail("the kernel matrix was allocated"))
+    est = KernelKMeans(k, gamma=0.1, memory_limit="200M", n_init=2, n_threads=1,
+                       random_state=0).fit(X)
+    assert est.fit_stats_["storage"] == "blocked"
+    limit = memory.format_bytes(memory.parse_size("200M"))
+    assert f"more than the limit of {limit} (--memory-limit)" in est.fit_stats_["storage_reason"]
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+    # the sigmoid kernel has no blocked route (not PSD by construction): refused
+    with pytest.raises(MemoryPlanError, match="--approx nystroem"):
+        KernelKMeans(k, kernel="sigmoid", gamma=0.01, memory_limit="200M").fit(X)
 
 
 def test_sweep_kernel_matrix_is_planned():
@@ -332,4 +375,27 @@ def test_nystroem_spectral_start_uses_the_features_not_kernel_rows(monkeypatch):
     est = KernelKMeans(3, approx="nystroem", n_landmarks=m, init="spectral", n_init=1,
                        random_state=0).fit(X)
     assert est.fit_stats_["spectral_method"] == "features"
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+
+
+def test_screened_restarts_on_the_blocked_route(monkeypatch):
+    """Above twice the sample size, the restarts of a blocked fit are screened on a sample
+    (engine/exact_restarts.py): every candidate is solved there, the promising ones are
+    completed on all the data, and the winner is a Lloyd fixed point of all the data."""
+    from kkmeans_cli.engine import exact_restarts
+
+    monkeypatch.setattr(exact_restarts, "SAMPLE_MIN", 500)
+    monkeypatch.setattr(exact_restarts, "SAMPLE_PER_CLUSTER", 50)
+    monkeypatch.setattr(Kernel, "matrix",
+                        lambda *a, **kw: pytest.fail("the kernel matrix was allocated"))
+    X = make_blobs(3000, centers=4, n_features=3, cluster_std=1.0, random_state=2)[0]
+    est = KernelKMeans(4, n_init=6, storage="blocked", random_state=0, n_threads=1).fit(X)
+    stats = est.fit_stats_
+    assert stats["sample_size"] == 500 and len(stats["sample_objectives"]) == 6
+    assert len(stats["screened_start_kinds"]) == 6
+    assert 1 <= len(stats["restart_inertias"]) == len(stats["completed"]) <= 3
+    best = min(stats["sample_objectives"])
+    for c in stats["completed"]:
+        assert stats["sample_objectives"][c] <= best + 0.01 * abs(best)
+    assert est.inertia_ == min(stats["restart_inertias"])
     np.testing.assert_array_equal(est.predict(X), est.labels_)

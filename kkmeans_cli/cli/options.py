@@ -168,7 +168,8 @@ def fit_options(f):
                      show_default=True,
                      help="matrix: compute the n×n kernel matrix once and hold it. blocked: "
                           "never hold it; recompute kernel values in blocks when needed "
-                          "(exact, slower per pass). auto: matrix, except a fit with one start "
+                          "(exact, slower per pass). auto: blocked when the matrix does not fit "
+                          "--memory-limit; else matrix, except a fit with one start "
                           "(--n-init 1) of 4096+ points on a positive semidefinite kernel: it "
                           "starts blocked and builds the matrix only if needed (same result)."),
         click.option("--landmarks", type=click.IntRange(min=1), default=None, metavar="INT",
@@ -485,7 +486,24 @@ def check_memory_plan(opts, n, ks, silhouette, blocked_silhouette=False, sweep=F
               offer_blocked=not sweep, silhouette_after=blocked_silhouette)
     if opts["kernel"] == "precomputed":  # DATA is K (a distance matrix becomes a new K)
         kw["kernel_given"] = opts["dtype"] == "float64"
+    if opts["storage"] == "auto" and opts["approx"] == "none" and not sweep:
+        kw["storage"] = _auto_storage(opts, n, kw)
     check(plan(n, **kw), opts["memory_limit"], **kw)
+
+
+def _auto_storage(opts, n, kw):
+    """--storage auto: 'matrix' or 'blocked' as the estimator will choose it
+    (``memory.choose_storage``: blocked when the kernel matrix does not fit); refuses (exit 1)
+    when no exact route fits."""
+    from ..model.estimator import KernelKMeans
+    from ..model.memory import choose_storage
+
+    probe = KernelKMeans(**estimator_kwargs(opts, kw["k"], "k-means++"))
+    rest = {key: value for key, value in kw.items()
+            if key not in ("k", "dtype", "storage", "approx", "n_landmarks")}
+    storage, _ = choose_storage(n, kw["k"], kw["dtype"], limit=opts["memory_limit"],
+                                blocked_ok=probe._blocked_possible(), **rest)
+    return storage
 
 
 def stored_options(opts):

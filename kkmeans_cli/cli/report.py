@@ -185,7 +185,7 @@ def fit_report(estimator, data, scaler, model_path):
          + (f"  (gamma from '{estimator.gamma}')" if isinstance(estimator.gamma, str)
             and estimator.kernel_.gamma is not None else "")),
         ("scaling", scaler.method),
-        ("restarts", f"{restarts} (best: #{stats['best_restart'] + 1})"),
+        ("restarts", _restarts_text(stats, restarts)),
         ("iterations", f"{estimator.n_iter_}"
                        + ("" if estimator.converged_ else " (max_iter reached, not converged)")),
         ("inertia", f"{estimator.inertia_:.6g}"),
@@ -202,7 +202,28 @@ def fit_report(estimator, data, scaler, model_path):
     from ..kernels.nystroem import report_rows as nystroem_rows
 
     rows[-2:-2] = nystroem_rows(estimator)
+    if stats.get("storage_reason") and stats.get("storage", "matrix") != "matrix":
+        rows[-2:-2] = [("route", _route_text(stats))]
     return rows
+
+
+def _restarts_text(stats, restarts):
+    """``20 (best: #3)``; screened exact restarts (``engine/exact_restarts.py``) say how many
+    candidates ran on the sample and how many were completed on all the data."""
+    if "screened_start_kinds" in stats:
+        return (f"{len(stats['screened_start_kinds'])} screened on a sample of "
+                f"{stats['sample_size']:,} points, {restarts} completed on all the data "
+                f"(best: candidate #{stats['completed'][stats['best_restart']] + 1})")
+    return f"{restarts} (best: #{stats['best_restart'] + 1})"
+
+
+def _route_text(stats):
+    """Which exact route ran (``fit_stats_['storage']``) and why (``storage_reason``)."""
+    storage = stats.get("storage", "matrix")
+    name = {"matrix": "kernel matrix in memory",
+            "blocked": "blocked (kernel values computed in blocks, no kernel matrix)",
+            "blocked, then matrix": "blocked, then the kernel matrix"}.get(storage, storage)
+    return f"{name}: {stats['storage_reason']}"
 
 
 def _nystroem_summary(estimator):
@@ -231,6 +252,8 @@ def fit_summary(estimator, data, model_path):
         "cluster_sizes": [int(s) for s in estimator.cluster_sizes_],
         "model": model_path,
         "storage": stats.get("storage", "matrix"),
+        **({"storage_reason": stats["storage_reason"]} if "storage_reason" in stats
+           and stats.get("storage", "matrix") != "matrix" else {}),
         "kernel_seconds": float(stats["kernel_seconds"]),
         "iteration_seconds": float(stats["iteration_seconds"]),
         "n_threads": int(stats["n_threads"]),

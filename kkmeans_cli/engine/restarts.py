@@ -78,7 +78,7 @@ class RestartsOutcome:
 
 
 def sampled_restarts(n, n_init, rng, solve_sample, complete, *, sample_size,
-                     n_complete=N_COMPLETE, progress=None):
+                     n_complete=N_COMPLETE, progress=None, promising_rtol=None):
     """Run ``n_init`` candidate starts on a seeded sample, complete the best on all data.
 
     Parameters
@@ -104,6 +104,10 @@ def sampled_restarts(n, n_init, rng, solve_sample, complete, *, sample_size,
         ``n_init``; fewer when fewer distinct sample objectives were reached).
     progress : callable, optional
         ``progress(done, total, what)`` after each candidate and each completion.
+    promising_rtol : float, optional
+        Complete only candidates whose sample objective is within this relative distance of
+        the best one (the best is always completed): a solution that much worse on the
+        sample is another basin, not sampling noise.
 
     Returns
     -------
@@ -120,6 +124,9 @@ def sampled_restarts(n, n_init, rng, solve_sample, complete, *, sample_size,
         if progress is not None:
             progress(restart + 1, total, "restarts on a sample")
     order = _distinct_best(objectives, n_complete)
+    if promising_rtol is not None:
+        bound = objectives[order[0]] + promising_rtol * abs(objectives[order[0]])
+        order = [c for c in order if objectives[c] <= bound]
     best, best_obj, best_candidate, full = None, np.inf, order[0], []
     for j, c in enumerate(order):
         result = complete(states[c])

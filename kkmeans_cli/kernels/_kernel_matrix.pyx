@@ -22,7 +22,8 @@ The L1-type kernels have no BLAS form and are computed directly:
     6 chi2      exp(−γ Σ (a − b)² / (a + b))     (0/0 terms are 0)
 """
 from cython cimport floating
-from cython.parallel cimport prange
+from cython.parallel cimport prange, parallel
+from libc.stdlib cimport malloc, free
 from libc.math cimport tanh, sqrt, pow, fabs
 from libc.float cimport DBL_EPSILON
 
@@ -106,3 +107,39 @@ def mirror_rows(floating[:, ::1] K, Py_ssize_t i0, Py_ssize_t i1, int n_threads)
         for i in prange(i1 - 1, num_threads=n_threads, schedule="static"):
             for j in range(max(i0, i + 1), i1):
                 K[i, j] = K[j, i]
+
+
+cdef extern from "_rbf_sums.h" nogil:
+    const int KK_ROWS
+    void kk_rbf_sums(const double *A, Py_ssize_t R, Py_ssize_t d, const double *sq_a,
+                     const double *Bt, const double *sq_b, const double *w, Py_ssize_t n,
+                     const Py_ssize_t *starts, Py_ssize_t k, double gamma, double *dots,
+                     double *out)
+
+
+def rbf_outer_sums(const double[:, ::1] A, const double[::1] sq_a, const double[:, ::1] Bt,
+                   const double[::1] sq_b, const double[::1] weights,
+                   const Py_ssize_t[::1] starts, double gamma, double[:, ::1] out,
+                   int n_threads):
+    """out[r, c] = Σ_{j∈c} w_j exp(−γ‖a_r − b_j‖²), the kernel values never stored.
+
+    ``Bt`` (d×n) holds the training points transposed and sorted by cluster (cluster c is
+    columns ``starts[c]:starts[c + 1]``), ``sq_b`` and ``weights`` in that order; ``sq_a``
+    holds ‖a_r‖². Each thread takes whole groups of ``KK_ROWS`` rows (``_rbf_sums.h``): the
+    dot products, the exponential and the float64 sums are fused per row, so the results do
+    not depend on the thread count.
+    """
+    cdef Py_ssize_t m = A.shape[0], d = A.shape[1], n = Bt.shape[1], k = out.shape[1]
+    cdef Py_ssize_t n_groups = (m + KK_ROWS - 1) // KK_ROWS
+    cdef Py_ssize_t q, r0, rows
+    cdef double *dots
+    if m == 0:
+        return
+    with nogil, parallel(num_threads=n_threads):
+        dots = <double *> malloc(KK_ROWS * n * sizeof(double))
+        for q in prange(n_groups, schedule="dynamic", chunksize=8):
+            r0 = q * KK_ROWS
+            rows = m - r0 if m - r0 < KK_ROWS else KK_ROWS
+            kk_rbf_sums(&A[r0, 0], rows, d, &sq_a[r0], &Bt[0, 0], &sq_b[0], &weights[0], n,
+                        &starts[0], k, gamma, dots, &out[r0, 0])
+        free(dots)

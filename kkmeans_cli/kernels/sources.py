@@ -156,6 +156,14 @@ class InMemoryKernel(_KernelLogSource):
         self.kernel_evaluations += idx.size ** 2
         return np.asarray(self.K[np.ix_(idx, idx)], dtype=np.float64)
 
+    def outer_sums_of(self, points, labels, weights, n_clusters):
+        """F[:, points] (k×p) from scratch: a full pass restricted to those rows."""
+        F = np.empty((n_clusters, len(points)))
+        _lloyd.outer_sums_rows(np.ascontiguousarray(self.K[np.asarray(points)]), 0, labels,
+                               weights, F, self.n_threads)
+        self.kernel_evaluations += len(points) * self.n
+        return F
+
     def rows(self, idx):
         return np.asarray(self.K[np.asarray(idx)], dtype=np.float64)
 
@@ -178,8 +186,18 @@ class BlockedKernel(_KernelLogSource):
         self.diag = np.asarray(kernel.diag(self.X) if diag is None else diag, dtype=np.float64)
         self.kernel_evaluations = 0
         self._work, self._out = Workspace(), Workspace()
+        # rbf in float64: sums of kernel values fused with their computation, never stored
+        # (Kernel.fused_outer_sums); a float32 storage rounds each value first, as K would.
+        self.fused = kernel.name == "rbf" and np.dtype(dtype) == np.float64
+
+    def _fused(self, A, B, labels, weights, n_clusters):
+        return self.kernel.fused_outer_sums(A, B, labels, weights, n_clusters, self.n_threads)
 
     def full_outer_sums(self, labels, weights, F):
+        if self.fused:
+            F[...] = self._fused(self.X, self.X, labels, weights, F.shape[0])
+            self.kernel_evaluations += self.n * self.n
+            return
         for i0, _, Kb in self.kernel.cross_blocks(self.X, self.X, dtype=self.dtype,
                                                   n_threads=self.n_threads):
             _lloyd.outer_sums_rows(Kb, i0, labels, weights, F, self.n_threads)
@@ -224,6 +242,11 @@ class BlockedKernel(_KernelLogSource):
             rows = points[by_cluster[bounds[c]:bounds[c + 1]]]
             members = order[starts[c]:starts[c + 1]]
             Y, w = self.X[members], weights[members]
+            if self.fused:
+                F[c, rows] = self._fused(self.X[rows], Y, np.zeros(members.size, np.intp), w,
+                                         1)[0]
+                self.kernel_evaluations += rows.size * members.size
+                continue
             for r0, r1 in row_blocks(rows.size, members.size):
                 Kb = self._out.block(r1 - r0, members.size, self.dtype)
                 self.kernel.cross(self.X[rows[r0:r1]], Y, dtype=self.dtype,
@@ -236,11 +259,29 @@ class BlockedKernel(_KernelLogSource):
         self.kernel_evaluations += idx.size ** 2
         return self._float64_rows(self.X[idx], self.X[idx])
 
+    def outer_sums_of(self, points, labels, weights, n_clusters):
+        """F[:, points] (k×p) from scratch, from the kernel rows of those points in blocks."""
+        if self.fused:
+            self.kernel_evaluations += len(points) * self.n
+            return self._fused(self.X[np.asarray(points)], self.X, labels, weights, n_clusters)
+        F = np.empty((n_clusters, len(points)))
+        for r0, _, Kb in self.kernel.cross_blocks(self.X[np.asarray(points)], self.X,
+                                                  dtype=self.dtype, n_threads=self.n_threads):
+            _lloyd.outer_sums_rows(Kb, r0, labels, weights, F, self.n_threads)
+        self.kernel_evaluations += len(points) * self.n
+        return F
+
     def own_outer_sums(self, labels, weights, n_clusters):
         order, starts = _cluster_order(labels, n_clusters)
         out = np.empty(self.n)
         for c in range(n_clusters):
             members = order[starts[c]:starts[c + 1]]
+            if self.fused:
+                Y = self.X[members]
+                out[members] = self._fused(Y, Y, np.zeros(members.size, np.intp),
+                                           weights[members], 1)[0]
+                self.kernel_evaluations += members.size ** 2
+                continue
             out[members] = self._symmetric_row_sums(self.X[members], weights[members])
         return out
 
@@ -277,8 +318,9 @@ class BlockedKernel(_KernelLogSource):
 class LazyKernel:
     """``storage='auto'`` for a fit with one start: kernel values computed in blocks only
     where Elkan's iterations need them (a :class:`BlockedKernel`), and the kernel matrix
-    built only if they turn out to need most of it, or if Hartigan's refinement has points to
-    move (``materialize``; then an :class:`InMemoryKernel`).
+    built only if they turn out to need most of it (``materialize``; then an
+    :class:`InMemoryKernel`). Hartigan's refinement does not need it
+    (``optima.blocked_hartigan``).
 
     Building K costs n²/2 kernel values plus writing n² entries of fresh memory; Elkan on
     well-separated data converges after a fraction of that (``benchmarks/bench_fit.py``).

@@ -123,13 +123,17 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
     storage : {'auto', 'matrix', 'blocked'}, default 'auto'
         'matrix': the kernel matrix is computed once and held (shared by every restart).
         'blocked': it is never held; kernel values are recomputed in blocks when the
-        iterations need them (exact, O(n·k) memory besides the data, slower per pass; no
-        Hartigan refinement). 'auto': 'matrix', except for a fit with a single start
+        iterations need them (exact, O(n·k) memory besides the data, slower per pass;
+        Hartigan's refinement moves the same points from kernel rows of the points near a
+        boundary; above 2 × the sample size the restarts are screened on a sample and the
+        promising ones completed, ``engine/exact_restarts.py``). 'auto': 'blocked' when the
+        kernel matrix does not fit ``memory_limit`` (``memory.choose_storage``; a refusal
+        only when no exact route fits), else 'matrix', except for a fit with a single start
         (``n_init=1`` or ``init`` labels) of ≥ 4096 points on a kernel that is positive
         semidefinite by construction: that one starts blocked with Elkan and builds the
-        matrix only if the iterations (or Hartigan's moves) turn out to need most of it
-        (``fit_stats_['storage']`` says which happened). Results equal 'matrix' either way,
-        up to exact ties (blocked kernel values round differently from the matrix's).
+        matrix only if the iterations turn out to need most of it (``fit_stats_['storage']``
+        and ``['storage_reason']`` say which route ran and why). Results equal 'matrix'
+        from the same start, up to exact ties (blocked kernel values round differently).
     memory_limit : int, str or None
         Bytes (or a size such as '8G') the fit may allocate; None: 80% of the available RAM.
         A fit that would need more raises ``MemoryPlanError`` before allocating
@@ -307,10 +311,17 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
                            "restart_inertias": inertias,
                            "best_restart": int(np.argmin(inertias)),
                            "n_threads": n_threads, "storage": _storage_used(source)}
+        reason = self.__dict__.pop("_storage_reason", None)
+        if isinstance(source, LazyKernel):
+            reason = ("one start: Elkan on kernel values computed in blocks, the kernel "
+                      "matrix built only if the iterations need most of it")
+        if reason is not None:
+            self.fit_stats_["storage_reason"] = reason
         if not isinstance(source, InMemoryKernel) and hasattr(source, "kernel_evaluations"):
             self.fit_stats_["kernel_evaluations"] = int(source.kernel_evaluations)
         self._psd_finish(weights)
         self._finish_optima(best, inertias)
+        self.fit_stats_.update(self.__dict__.pop("_screening", {}))
         return self
 
     def _kernel_source(self, X, weights, kernel_matrix, dtype, n_threads):
@@ -332,6 +343,10 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
 
             check(plan(n, self.n_clusters, storage="blocked"), self.memory_limit,
                   k=self.n_clusters, storage="blocked")
+            self._storage_reason = "asked for (storage='blocked')"
+            return BlockedKernel(self.kernel_, X, dtype=dtype, n_threads=n_threads), weights
+        if self._auto_storage(n, dtype, kernel_matrix) == "blocked":
+            self.psd_, self._psd_pending = None, False
             return BlockedKernel(self.kernel_, X, dtype=dtype, n_threads=n_threads), weights
         self._check_memory(n, dtype, kernel_given=kernel_matrix is not None)
         if self._lazy(n, kernel_matrix):
@@ -353,6 +368,32 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             _check_given_diagonal(K, diag, self.kernel_)
         K, diag, weights = self._transform_fit_kernel(K, diag, weights, n_threads)
         return InMemoryKernel(K, n_threads=n_threads, diag=diag), weights
+
+    def _auto_storage(self, n, dtype, kernel_matrix):
+        """'matrix' or 'blocked' for ``storage`` 'auto' or 'matrix' (``memory.choose_storage``:
+        the blocked route when the kernel matrix does not fit the memory plan and the blocked
+        one does); the reason goes to ``fit_stats_['storage_reason']``."""
+        from .memory import choose_storage
+
+        storage, why = choose_storage(n, self.n_clusters, np.dtype(dtype).name,
+                                      limit=self.memory_limit, storage=self.storage,
+                                      blocked_ok=self._blocked_possible(),
+                                      kernel_given=kernel_matrix is not None or (
+                                          self.kernel == "precomputed"
+                                          and dtype == np.float64))
+        self._storage_reason = why
+        return storage
+
+    def _blocked_possible(self):
+        """Whether exact k-means can run on kernel values recomputed in blocks: a kernel
+        function positive semidefinite by construction (Elkan's bounds need a Euclidean
+        feature space; no PSD check or repair, which need K), the objective 'kmeans', the
+        Lloyd solver, no approximation."""
+        kernel = getattr(self, "kernel_", None) or Kernel(self.kernel, None, int(self.degree),
+                                                          float(self.coef0))
+        return (self.kernel not in PRECOMPUTED and not needs_psd_check(kernel)
+                and self.objective == "kmeans" and self.solver == "lloyd"
+                and self.psd_repair == "none" and self.approx == "none")
 
     def _lazy(self, n, kernel_matrix):
         """Whether ``storage='auto'`` starts without the kernel matrix (:class:`LazyKernel`).
@@ -388,6 +429,14 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             return False
         if self.storage == "blocked":
             return True
+        if self.storage == "auto" and self._blocked_possible():
+            from .memory import choose_storage
+
+            storage, _ = choose_storage(n_samples, self.n_clusters,
+                                        np.dtype(resolve_dtype(self.dtype)).name,
+                                        limit=self.memory_limit)
+            if storage == "blocked":
+                return True
         saved = self.__dict__.get("_fit_n_features")
         self._fit_n_features = n_features
         try:
@@ -427,6 +476,13 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         best, inertias = None, []
         n_init = 1 if init_labels is not None else self.n_init
         self._reset_optima(n_init, init_labels is not None, n_threads)
+        from ..engine import exact_restarts
+
+        if exact_restarts.applies(self, source, init_labels, n_init):
+            # no kernel matrix to share: candidates on a sample, the best completed
+            best, inertias, self._screening = exact_restarts.screened_restarts(
+                self, source, weights, rng, n_threads, n_init)
+            return best, inertias
         for restart in range(n_init):
             start = (init_labels if init_labels is not None
                      else self._start(source, weights, rng, restart))
@@ -625,6 +681,15 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         dist = np.empty((X.shape[0], k)) if want_distances else None
         row_dist = np.empty(X.shape[0])
         with blas_threads(1):
+            F = self._fused_outer_sums(X, labels_fit, n_threads)
+            if F is not None:   # the kernel values never stored (rbf; Kernel.fused_outer_sums)
+                diag = self.kernel_.diag(X)
+                _lloyd.assign(F, self.inner_sums_, self.cluster_weights_, diag, labels,
+                              row_dist, n_threads)
+                if want_distances:
+                    _lloyd.distances(F, self.inner_sums_, self.cluster_weights_, diag, dist,
+                                     n_threads)
+                return labels.astype(np.intp), dist
             for i0, i1, Kb, diag in self._kernel_row_blocks(X, kernel_diag, dtype, n_threads):
                 F = np.empty((k, i1 - i0))
                 _lloyd.outer_sums_rows(Kb, 0, labels_fit, self.sample_weight_, F, n_threads)
@@ -645,6 +710,18 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
                     _lloyd.distances(F, self.inner_sums_, self.cluster_weights_, diag,
                                      dist[i0:i1], n_threads)
         return labels.astype(np.intp), dist
+
+    def _fused_outer_sums(self, X, labels_fit, n_threads):
+        """F (k×m) of new points from fused kernel values and sums, where the training kernel
+        is the kernel function itself (no PSD repair, objective 'kmeans') and the storage
+        float64 (a float32 model rounds its kernel values first); None otherwise."""
+        psd = getattr(self, "psd_", None)
+        if (self.kernel in PRECOMPUTED or self.objective != "kmeans"
+                or resolve_dtype(self.dtype) != np.float64
+                or (psd is not None and psd.repair != "none")):
+            return None
+        return self.kernel_.fused_outer_sums(X, self.X_fit_, labels_fit, self.sample_weight_,
+                                             self.n_clusters, n_threads)
 
     def _kernel_row_blocks(self, X, kernel_diag, dtype, n_threads):
         """Yield (i0, i1, K(X[i0:i1], X_fit), K(x, x) or None) in row blocks, transformed as

@@ -250,6 +250,58 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
     return result
 
 
+def choose_storage(n, k, dtype="float64", *, limit=None, storage="auto", blocked_ok=True,
+                   kernel_given=False, **plan_kwargs):
+    """Where an exact fit keeps its kernel values: ``(storage, why)``.
+
+    ``storage='auto'`` takes the kernel matrix when its plan fits ``limit`` (it is shared by
+    every restart and read at memory speed), else the blocked route (Elkan on kernel values
+    computed in blocks, O(n·k) memory) when that is possible (``blocked_ok``: a kernel
+    function that is positive semidefinite by construction, the objective 'kmeans') and its
+    plan fits. When neither fits the matrix plan is checked, which raises
+    :class:`~kkmeans_cli.errors.MemoryPlanError` naming the ways out (Nyström among them).
+    An explicit 'matrix' or 'blocked' is returned as asked (and checked by the caller).
+
+    Parameters
+    ----------
+    n, k : int
+    dtype : str or numpy dtype
+    limit : int, str or None
+        As for :func:`check` (None: 80% of the available RAM; no limit when unknown).
+    storage : {'auto', 'matrix', 'blocked'}
+    blocked_ok : bool
+    kernel_given : bool
+        The kernel matrix exists already: 'matrix'.
+    **plan_kwargs
+        More arguments of :func:`plan` (``silhouette``, ``n_threads``, ...).
+
+    Returns
+    -------
+    (str, str)
+        'matrix' or 'blocked', and why, for the report.
+    """
+    if storage != "auto":
+        return storage, f"asked for (--storage {storage})"
+    if kernel_given:
+        return "matrix", "the kernel matrix was given"
+    resolved = resolve_limit(limit)
+    source = "--memory-limit" if limit is not None else "80% of the available RAM"
+    matrix = plan(n, k, dtype, **plan_kwargs)
+    if resolved is None or matrix.total <= resolved:
+        room = "" if resolved is None else f" within the limit of {format_bytes(resolved)}"
+        return "matrix", (f"the kernel matrix ({format_bytes(n * n * _itemsize(dtype))}) "
+                          f"fits{room}")
+    if blocked_ok:
+        blocked = plan(n, k, dtype, storage="blocked", **plan_kwargs)
+        if blocked.total <= resolved:
+            return "blocked", (f"the kernel matrix would need {format_bytes(matrix.total)} "
+                               f"with the fit, more than the limit of "
+                               f"{format_bytes(resolved)} ({source}); kernel values are "
+                               f"computed in blocks instead (exact)")
+    check(matrix, limit, k=k, dtype=dtype, **plan_kwargs)
+    return "matrix", "the kernel matrix fits"  # the free memory grew since it was measured
+
+
 def largest_n(k, limit, dtype="float64", **kwargs):
     """The largest n whose :func:`plan` fits in ``limit`` bytes (bisection; 0 if none)."""
     lo, hi = 0, 1

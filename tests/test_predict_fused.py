@@ -1,0 +1,69 @@
+"""predict with the rbf kernel: kernel values, exponential and outer sums fused
+(``Kernel.fused_outer_sums``, ``_rbf_sums.h``), checked against brute-force NumPy."""
+import numpy as np
+import pytest
+
+from kkmeans_cli import KernelKMeans
+from kkmeans_cli.kernels.functions import Kernel
+
+
+def _brute_outer_sums(A, B, labels, w, k, gamma):
+    K = np.exp(-gamma * ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
+    return np.stack([K[:, labels == c] @ w[labels == c] for c in range(k)])
+
+
+@pytest.mark.parametrize("d", [1, 3, 10, 33])
+@pytest.mark.parametrize("m", [1, 3, 4, 5, 130])
+def test_fused_sums_equal_brute_force(d, m):
+    rng = np.random.default_rng(d * 100 + m)
+    B = rng.normal(size=(257, d))
+    A = rng.normal(size=(m, d))
+    A[0] = B[3]                                   # a training point: K(x, x) = 1 exactly
+    labels = rng.integers(0, 4, 257)
+    labels[:4] = np.arange(4)
+    w = rng.uniform(0.2, 3.0, 257)
+    gamma = 0.7 / d
+    F = Kernel("rbf", gamma).fused_outer_sums(A, B, labels, w, 4, n_threads=2)
+    np.testing.assert_allclose(F, _brute_outer_sums(A, B, labels, w, 4, gamma), rtol=1e-13)
+
+
+def test_fused_sums_cover_the_exponential_range():
+    # exponents from 0 down past the underflow of exp (values below 1e-308 are 0)
+    x = np.linspace(0.0, 40.0, 4001)[:, None]
+    F = Kernel("rbf", 0.5).fused_outer_sums(x, np.zeros((1, 1)), np.zeros(1, int),
+                                            np.ones(1), 1)[0]
+    expected = np.exp(-0.5 * x[:, 0] ** 2)
+    tiny = expected < 1e-300
+    np.testing.assert_allclose(F[~tiny], expected[~tiny], rtol=2e-15 * 800)
+    assert np.all(F[tiny] < 1e-300)
+
+
+def test_fused_sums_do_not_depend_on_the_thread_count_or_blocks():
+    rng = np.random.default_rng(0)
+    B, A = rng.normal(size=(1001, 5)), rng.normal(size=(997, 5))
+    labels = rng.integers(0, 7, 1001)
+    w = rng.uniform(0.5, 2.0, 1001)
+    kern = Kernel("rbf", 0.2)
+    one = kern.fused_outer_sums(A, B, labels, w, 7, n_threads=1)
+    two = kern.fused_outer_sums(A, B, labels, w, 7, n_threads=2)
+    small_blocks = kern.fused_outer_sums(A, B, labels, w, 7, n_threads=2, block_rows=37)
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(one, small_blocks)
+    assert Kernel("laplacian", 0.2).fused_outer_sums(A, B, labels, w, 7) is None
+
+
+def test_predict_uses_the_fused_sums_and_matches_the_rows_route():
+    rng = np.random.default_rng(1)
+    X = np.concatenate([rng.normal(c, 1.0, size=(300, 4)) for c in (-4, 0, 4)])
+    w = rng.uniform(0.5, 2.0, X.shape[0])
+    est = KernelKMeans(3, n_init=2, random_state=0).fit(X, sample_weight=w)
+    new = rng.normal(0, 4, size=(2000, 4))
+    labels, dist = est.predict(new), est.transform(new)
+    F = _brute_outer_sums(new, X, est.labels_, w, 3, est.gamma_)
+    W, g = est.cluster_weights_, est.inner_sums_
+    brute = 1.0 - 2.0 * F.T / W + g / W ** 2
+    np.testing.assert_allclose(dist, np.maximum(brute, 0.0), rtol=1e-10, atol=1e-13)
+    np.testing.assert_array_equal(labels, np.argmin(brute, axis=1))
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+    one = KernelKMeans(3, n_init=2, random_state=0, n_threads=1).fit(X, sample_weight=w)
+    np.testing.assert_array_equal(one.transform(new), dist)
