@@ -317,8 +317,11 @@ def test_scheme_auto_chooses_by_source():
 
 @pytest.mark.parametrize("storage, approx, want", [("matrix", "none", "lloyd"),
                                                     ("blocked", "none", "elkan"),
-                                                    ("matrix", "nystroem", "elkan")])
+                                                    ("matrix", "nystroem", "features")])
 def test_auto_runs_the_scheme_it_should(storage, approx, want, monkeypatch):
+    """A kernel matrix runs Lloyd, a blocked kernel Elkan, Nyström features the explicit-feature
+    engine (engine/features.py: Lloyd with Hamerly's bounds), never the kernel-source schemes."""
+    from kkmeans_cli.engine import features as features_module
     from kkmeans_cli.model import estimator
 
     calls = []
@@ -331,10 +334,14 @@ def test_auto_runs_the_scheme_it_should(storage, approx, want, monkeypatch):
 
     monkeypatch.setattr(elkan_module, "elkan", counting("elkan", elkan))
     monkeypatch.setattr(estimator, "lloyd", counting("lloyd", lloyd))
+    monkeypatch.setattr(features_module, "lloyd", counting("features", features_module.lloyd))
     X = _data("blobs", 200, 2, seed=5)
     # Random starts (no spectral start, whose inner k-means runs Elkan), no refinement.
     _fit(X, 4, 0, storage=storage, approx=approx, refine="none", init="random")
-    assert calls == [want] * 3
+    if want == "features":  # one run per restart, and the winner's completion on all data
+        assert set(calls) == {"features"} and len(calls) >= 3
+    else:
+        assert calls == [want] * 3
 
 
 def test_elkan_refuses_a_kernel_that_is_not_psd():

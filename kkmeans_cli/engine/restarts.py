@@ -44,17 +44,21 @@ def sample_indices(n, size, rng):
 
 
 def _distinct_best(objectives, count):
-    """Indices of the ``count`` lowest objectives, best first (first on ties), skipping a
-    candidate whose objective equals one already chosen to ``SAME_RTOL``: starts that reached
-    the same sample solution (the usual case on well-separated data) are completed once."""
+    """Indices of the ``count`` lowest objectives, best first, skipping a candidate whose
+    objective equals one already chosen to ``SAME_RTOL``: starts that reached the same sample
+    solution (the usual case on well-separated data) are completed once. Of such a group the
+    lowest index stands for it, so rounding (another BLAS kernel, data shifted far from the
+    origin) cannot decide which of two equal solutions, and which label numbering, wins."""
     chosen = []
     for i in np.argsort(np.asarray(objectives), kind="stable"):
-        if all(abs(objectives[i] - objectives[j]) > SAME_RTOL * abs(objectives[j])
-               for j in chosen):
-            chosen.append(int(i))
-        if len(chosen) == count:
-            break
-    return chosen
+        i = int(i)
+        same = [p for p, j in enumerate(chosen)
+                if abs(objectives[i] - objectives[j]) <= SAME_RTOL * abs(objectives[j])]
+        if not same:
+            chosen.append(i)
+        elif i < chosen[same[0]]:
+            chosen[same[0]] = i
+    return chosen[:count]
 
 
 @dataclass
@@ -131,7 +135,8 @@ def sampled_restarts(n, n_init, rng, solve_sample, complete, *, sample_size,
     for j, c in enumerate(order):
         result = complete(states[c])
         full.append(float(result.inertia))
-        if best is None or result.inertia < best_obj:
+        tie = best is not None and abs(result.inertia - best_obj) <= SAME_RTOL * abs(best_obj)
+        if best is None or (result.inertia < best_obj and not tie) or (tie and c < best_candidate):
             best, best_obj, best_candidate = result, result.inertia, c
         if progress is not None:
             progress(n_init + j + 1, n_init + len(order), "best starts on all data")
