@@ -1,0 +1,312 @@
+"""DATA as row chunks that the Dask workers read themselves; nothing is gathered on the client.
+
+- ``.npy``: memory-mapped on the worker (``np.load(mmap_mode='r')``), rows i0:i1 copied out;
+- HDF5 (``file.h5:/dataset`` or ``--dataset``): the worker opens the file and reads a slab;
+- Zarr (a ``.zarr`` folder, ``--dataset`` for an array inside a group): ``zarr.open``, slab;
+- a glob of CSV or .npy files (``'parts/*.csv'``): each file is one chunk, read on a worker
+  with the same reader as one process (``io.data``); the files are taken in sorted order;
+- a Dask array (the Python API) or a NumPy array.
+
+The client only opens file headers (shape and dtype). Rows with NaN or infinite values are an
+error on the cluster route (``--missing drop`` would need the kept rows on the client).
+"""
+import glob
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import DataError, UsageError
+
+#: Rows per chunk at most, so that a chunk's features stay near 64 MB (fixed: the chunks, and
+#: so the order of the sums, never depend on the number of workers).
+CHUNK_BYTES = 64 * 2**20
+MIN_CHUNK_ROWS = 4096
+
+
+def default_chunk_rows(n_landmarks, n_features):
+    """Rows per chunk: Φ (m columns) and X (d columns) of a chunk near ``CHUNK_BYTES``."""
+    width = max(int(n_landmarks), int(n_features), 1)
+    return max(MIN_CHUNK_ROWS, CHUNK_BYTES // (8 * width))
+
+
+def _checked(X, source, i0, columns):
+    X = np.asarray(X)
+    if X.dtype.kind not in "biuf":
+        raise DataError(f"{source}: holds {X.dtype} values; a numeric array is needed")
+    if columns is not None:
+        X = X[:, columns]
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    bad = ~np.isfinite(X)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        what = "missing value (NaN)" if np.isnan(X[r, c]) else "infinite value"
+        raise DataError(f"{source}: row {i0 + r + 1}, column {c + 1}: {what}; the cluster "
+                        f"route reads every row (clean the data first)")
+    return X
+
+
+@dataclass
+class NpyReader:
+    path: str
+    columns: tuple = None
+
+    def rows(self, i0, i1):
+        X = np.load(self.path, mmap_mode="r", allow_pickle=False)
+        return _checked(X[i0:i1], self.path, i0, self.columns)
+
+
+@dataclass
+class Hdf5Reader:
+    path: str
+    dataset: str
+    columns: tuple = None
+
+    def rows(self, i0, i1):
+        import h5py
+
+        with h5py.File(self.path, "r") as f:
+            return _checked(f[self.dataset][i0:i1], f"{self.path}:{self.dataset}", i0,
+                            self.columns)
+
+
+@dataclass
+class ZarrReader:
+    path: str
+    component: str = None
+    columns: tuple = None
+
+    def rows(self, i0, i1):
+        import zarr
+
+        arr = zarr.open(self.path, mode="r", path=self.component)
+        return _checked(arr[i0:i1], self.path, i0, self.columns)
+
+
+@dataclass
+class FileReader:
+    """One whole file of a glob, read as one process reads DATA."""
+
+    path: str
+    options: dict
+
+    def rows(self, i0, i1):
+        from ..data_io import read_data
+
+        data = read_data(self.path, missing="error", **self.options)
+        return data.X[i0:i1]
+
+
+@dataclass
+class ChunkedData:
+    """DATA as chunks: ``sources[j]`` is ``("read", reader, i0, i1)`` or a future holding
+    ``("x", X)``; ``bounds[j]`` the rows (i0, i1) of chunk j in the whole data."""
+
+    sources: list
+    bounds: list
+    n: int
+    d: int
+    source: str
+    columns: list = None
+    fixed: bool = False   # chunks chosen by the caller (kept as they are)
+
+    def rechunked(self, rows):
+        """The same data in chunks of ``rows`` (file readers only; others keep theirs)."""
+        if self.fixed or not all(isinstance(s, tuple) and s[0] == "read" and s[1] is self.sources[0][1]
+                   for s in self.sources):
+            return self
+        reader = self.sources[0][1]
+        bounds = [(i0, min(self.n, i0 + rows)) for i0 in range(0, self.n, rows)]
+        return ChunkedData([("read", reader, i0, i1) for i0, i1 in bounds], bounds, self.n,
+                           self.d, self.source, self.columns)
+
+
+def _column_select(columns, width, source):
+    """Columns by 0-based index for binary data (names need a header)."""
+    if columns is None:
+        return None
+    from ..data_io import _column_indexes, _parse_columns
+
+    return tuple(_column_indexes(_parse_columns(columns), None, width, source))
+
+
+def is_glob(spec):
+    return any(ch in spec for ch in "*?[")
+
+
+def open_data(client, spec, *, dataset=None, columns=None, header=None, delimiter=None,
+              missing="error", chunk_rows=None):
+    """DATA as :class:`ChunkedData` for the workers to read.
+
+    ``chunk_rows`` (file formats read by slabs): rows per chunk; None → one chunk for the
+    whole file until the fit knows m (it rechunks with :func:`default_chunk_rows`).
+    """
+    from ..data_io import HDF5_SUFFIXES, NPY_SUFFIXES, split_hdf5_spec
+
+    if missing != "error":
+        raise UsageError("--missing drop cannot be used with a cluster (the kept rows would "
+                         "have to be gathered on the client); clean the data first")
+    if spec == "-":
+        raise UsageError("DATA on stdin cannot be read by the workers of a cluster; give a "
+                         "file (.npy, HDF5, Zarr) or a glob of CSV/.npy files")
+    if is_glob(spec):
+        return _open_glob(client, spec, columns=columns, header=header, delimiter=delimiter)
+    path, inline = split_hdf5_spec(spec)
+    if inline and dataset and inline != dataset:
+        raise UsageError(f"{spec}: names dataset {inline} but --dataset says {dataset}")
+    dataset = dataset or inline
+    if not os.path.exists(path):
+        raise DataError(f"{path}: no such file")
+    suffix = os.path.splitext(path.rstrip("/"))[1].lower()
+    if suffix == ".zarr" or os.path.isdir(path):
+        reader, shape, source = _zarr(path, dataset, columns)
+    elif dataset is not None or suffix in HDF5_SUFFIXES:
+        reader, shape, source = _hdf5(path, dataset, columns)
+    elif suffix in NPY_SUFFIXES:
+        reader, shape, source = _npy(path, columns)
+    else:
+        # One text file: one chunk, read on a worker.
+        return _open_files(client, [path], path, dict(header=header, delimiter=delimiter,
+                                                      columns=columns))
+    n = int(shape[0])
+    d = len(reader.columns) if reader.columns is not None else int(shape[1])
+    if n == 0 or d == 0:
+        raise DataError(f"{source}: the array is empty (shape {tuple(shape)})")
+    rows = n if chunk_rows is None else int(chunk_rows)
+    bounds = [(i0, min(n, i0 + rows)) for i0 in range(0, n, rows)]
+    return ChunkedData([("read", reader, i0, i1) for i0, i1 in bounds], bounds, n, d, source,
+                       fixed=chunk_rows is not None)
+
+
+def _shape_2d(shape, dtype, source):
+    if len(shape) != 2:
+        raise DataError(f"{source}: expected a 2-D array (rows × features), got "
+                        f"{len(shape)}-D shape {tuple(shape)}")
+    if np.dtype(dtype).kind not in "biuf":
+        raise DataError(f"{source}: holds {dtype} values; a numeric array is needed")
+
+
+def _npy(path, columns):
+    try:
+        X = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise DataError(f"{path}: not a valid .npy file ({exc})") from None
+    if not isinstance(X, np.ndarray):
+        raise DataError(f"{path}: is an .npz archive, not an .npy array")
+    _shape_2d(X.shape, X.dtype, path)
+    return NpyReader(path, _column_select(columns, X.shape[1], path)), X.shape, path
+
+
+def _hdf5(path, dataset, columns):
+    import h5py
+
+    from ..data_io import _hdf5_datasets
+
+    try:
+        handle = h5py.File(path, "r")
+    except OSError as exc:
+        raise DataError(f"{path}: not a readable HDF5 file ({exc})") from None
+    with handle:
+        if dataset is None:
+            names = _hdf5_datasets(handle)
+            if len(names) != 1:
+                raise UsageError(f"{path}: name the dataset as {path}:/path or with --dataset "
+                                 f"(datasets: {', '.join(names) if names else 'none'})")
+            dataset = names[0]
+        source = f"{path}:{dataset}"
+        if dataset not in handle or not isinstance(handle[dataset], h5py.Dataset):
+            raise DataError(f"{source}: no such dataset in {path}")
+        node = handle[dataset]
+        _shape_2d(node.shape, node.dtype, source)
+        shape = node.shape
+    return Hdf5Reader(path, dataset, _column_select(columns, shape[1], source)), shape, source
+
+
+def _zarr(path, component, columns):
+    try:
+        import zarr
+    except ImportError:
+        raise DataError(f"{path}: reading Zarr needs the zarr package "
+                        f"(pip install zarr)") from None
+    try:
+        arr = zarr.open(path, mode="r", path=component)
+    except Exception as exc:  # noqa: BLE001 -- zarr raises many kinds
+        raise DataError(f"{path}: not a readable Zarr array ({exc})") from None
+    if not hasattr(arr, "shape") or not hasattr(arr, "dtype"):
+        raise UsageError(f"{path}: is a Zarr group; name the array with --dataset")
+    source = path if component is None else f"{path}:{component}"
+    _shape_2d(arr.shape, arr.dtype, source)
+    return ZarrReader(path, component, _column_select(columns, arr.shape[1], source)), \
+        arr.shape, source
+
+
+def _open_glob(client, spec, **options):
+    paths = sorted(glob.glob(spec))
+    if not paths:
+        raise DataError(f"{spec}: no file matches")
+    dirs = [p for p in paths if os.path.isdir(p)]
+    if dirs:
+        raise DataError(f"{dirs[0]}: is a folder, not a data file")
+    return _open_files(client, paths, spec, options)
+
+
+def _open_files(client, paths, spec, options):
+    """Each file one chunk: read on a worker and held there (``("x", X)``); the client
+    gets only each file's shape."""
+    from . import chunks
+
+    futures = [client.submit(chunks.hold_rows, ("read", FileReader(p, options), 0, None),
+                             key=f"kkmeans-read-{i}-{os.path.basename(p)}-{id(paths)}")
+               for i, p in enumerate(paths)]
+    shapes = client.gather([client.submit(chunks.shape_of, f) for f in futures])
+    widths = {s[1] for s in shapes}
+    if len(widths) != 1:
+        j = next(i for i, s in enumerate(shapes) if s[1] != shapes[0][1])
+        raise DataError(f"{paths[j]}: has {shapes[j][1]} columns, {paths[0]} has "
+                        f"{shapes[0][1]}; every file of {spec} needs the same columns")
+    bounds, i0 = [], 0
+    for s in shapes:
+        bounds.append((i0, i0 + s[0]))
+        i0 += s[0]
+    return ChunkedData(futures, bounds, i0, shapes[0][1], spec)
+
+
+def from_array(client, X, chunk_rows=None):
+    """A Dask or NumPy array as :class:`ChunkedData` (a Dask array is computed on the
+    workers, chunk by chunk along the rows; a NumPy array is scattered in row chunks)."""
+    from . import chunks
+
+    if hasattr(X, "dask") and hasattr(X, "to_delayed"):
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D (n_samples, n_features); got {X.ndim}-D")
+        if any(np.isnan(c) for c in X.chunks[0]):
+            X = X.compute_chunk_sizes()
+        if len(X.chunks[1]) != 1:
+            X = X.rechunk({1: -1})
+        if chunk_rows is not None:
+            X = X.rechunk({0: int(chunk_rows)})
+        parts = X.to_delayed()[:, 0].tolist()
+        futures = client.compute([_delayed_hold(p) for p in parts])
+        bounds, i0 = [], 0
+        for r in X.chunks[0]:
+            bounds.append((i0, i0 + int(r)))
+            i0 += int(r)
+        return ChunkedData(futures, bounds, i0, int(X.shape[1]), "dask array")
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features); got {X.ndim}-D")
+    n = X.shape[0]
+    rows = n if chunk_rows is None else int(chunk_rows)
+    bounds = [(i0, min(n, i0 + rows)) for i0 in range(0, n, rows)]
+    futures = client.scatter([("x", _checked(X[i0:i1], "X", i0, None)) for i0, i1 in bounds])
+    return ChunkedData(futures, bounds, n, X.shape[1], "array")
+
+
+def _delayed_hold(part):
+    import dask
+
+    return dask.delayed(_hold_array)(part)
+
+
+def _hold_array(X):
+    return ("x", _checked(X, "X", 0, None))
