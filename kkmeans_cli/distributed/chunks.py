@@ -115,6 +115,13 @@ def kpp_locate(state, w, offset, draws):
     return np.searchsorted(cs, np.asarray(draws, dtype=np.float64))
 
 
+def kpp_locate_rows(src, fmap, state, w, offset, draws):
+    """:func:`kpp_locate` and the feature rows of the points found."""
+    local = kpp_locate(state, w, offset, draws)
+    local = np.minimum(local, state[0].shape[0] - 1)
+    return local, np.ascontiguousarray(phi_of(src, fmap)[local])
+
+
 def kpp_candidates(src, fmap, state, w, cand):
     """D² of the chunk to each candidate (t × m features) and each candidate's partial
     potential Σ w·min(closest, D²). Returns (potentials, d2); d2 stays on the worker."""
@@ -168,7 +175,7 @@ def cluster_sums(Phi, labels, w, k):
 def sums(src, fmap, labels, w, k):
     """(S, W, Σ w‖φ‖²) of a chunk for given labels."""
     Phi = phi_of(src, fmap)
-    S, W = cluster_sums(Phi, labels, w, k)
+    S, W = cluster_sums(Phi, labels_of_pair(labels), w, k)
     return S, W, float(_weights(w, Phi.shape[0]) @ _sq_norms(Phi))
 
 
@@ -178,8 +185,9 @@ def assign(src, fmap, S, g, W, labels_old, w):
     weights W (d(i, c) = ‖φ_i‖² − 2 F[c, i]/W_c + g_c/W_c², empty clusters skipped, ties to the
     lowest cluster).
 
-    Returns (labels, distances) kept on the worker, and the summary
+    Returns (labels, distances, summary), kept on the worker; the client fetches the summary
     (S, W, Σ w‖φ‖², moved, Σ w·d) of the new labels.
+    ``labels_old`` may be such a triple (the previous pass's).
     """
     from .. import _lloyd
 
@@ -192,14 +200,14 @@ def assign(src, fmap, S, g, W, labels_old, w):
     _lloyd.assign(F, g, W, diag, labels, dist, 1)
     ww = _weights(w, n)
     S_new, W_new = cluster_sums(Phi, labels, w, k)
-    moved = int(np.count_nonzero(labels != labels_old))
-    return (labels, dist), (S_new, W_new, float(ww @ diag), moved, float(ww @ dist))
+    moved = int(np.count_nonzero(labels != labels_of_pair(labels_old)))
+    return labels, dist, (S_new, W_new, float(ww @ diag), moved, float(ww @ dist))
 
 
 def farthest(state, w, count):
     """Up to ``count`` points of positive weight by decreasing distance (ties by index):
     (local indices, distances, labels), for refilling empty clusters."""
-    labels, dist = state
+    labels, dist = state[0], state[1]
     ww = _weights(w, labels.shape[0])
     order = np.argsort(-dist, kind="stable")
     order = order[ww[order] > 0][:count]
@@ -208,7 +216,7 @@ def farthest(state, w, count):
 
 def relabel(state, local, new):
     """Labels with ``labels[local] = new`` (empty clusters refilled)."""
-    labels, dist = state
+    labels, dist = state[0], state[1]
     labels = labels.copy()
     labels[np.asarray(local, dtype=np.intp)] = new
     return labels, dist
@@ -233,11 +241,16 @@ def shape_of(src):
 
 
 def labels_of_pair(state):
-    return state[0]
+    """The labels of a chunk: an array, or the first item of a pass's result."""
+    return state[0] if isinstance(state, tuple) else state
+
+
+def summary_of(state):
+    return state[2]
 
 
 def count_moved(a, b):
-    return int(np.count_nonzero(np.asarray(a) != np.asarray(b)))
+    return int(np.count_nonzero(labels_of_pair(a) != labels_of_pair(b)))
 
 
 def own_distances(src, fmap, S, g, W, labels, w):
@@ -245,6 +258,7 @@ def own_distances(src, fmap, S, g, W, labels, w):
     from ..lloyd import own_distances as lloyd_own
 
     Phi = phi_of(src, fmap)
+    labels = labels_of_pair(labels)
     F_own = np.einsum("ij,ij->i", Phi, S[labels])
     d = lloyd_own(_sq_norms(Phi), F_own, labels, g, W)
     return float(_weights(w, Phi.shape[0]) @ d)

@@ -115,8 +115,7 @@ class ClusterRun:
                                                        sources=states)))
         for c in range(1, k):
             draws = rng.uniform(size=n_local_trials) * potential
-            candidates = self._locate(states, draws)
-            cand = self.take_features(candidates)
+            cand = self._candidates(states, draws)
             pairs = [self.client.submit(chunks.kpp_candidates, src, self.fmap, st, None, cand,
                                         pure=False)
                      for src, st in zip(self.phi, states)]
@@ -129,24 +128,23 @@ class ClusterRun:
             self.progress(stage="start", done=c + 1, total=k)
         return [self.client.submit(chunks.labels_of, st, pure=False) for st in states]
 
-    def _locate(self, states, draws):
-        """np.searchsorted(cumsum(w·closest), draws), clamped to n − 1, with the running sum
-        split by chunk."""
-        n = self.data.n
+    def _candidates(self, states, draws):
+        """Features of the points np.searchsorted(cumsum(w·closest), draws) (clamped to
+        n − 1) picks, with the running sum split by chunk: one map for the chunks' masses,
+        one for the points in the chunks the draws fall in."""
         masses = self.gather(self.map(chunks.kpp_mass, shared=(None,), sources=states))
         ends = np.cumsum([m[1] for m in masses])
         starts = np.concatenate([[0.0], ends[:-1]])
-        which = np.searchsorted(ends, draws, side="left")
-        out = np.empty(len(draws), dtype=np.intp)
-        for j in np.unique(which):
-            sel = np.flatnonzero(which == j)
-            if j >= len(states):
-                out[sel] = n - 1
-                continue
-            local = self.client.submit(chunks.kpp_locate, states[j], None, starts[j],
-                                       draws[sel], pure=False).result()
-            out[sel] = np.minimum(self.data.bounds[j][0] + local, n - 1)
-        return out
+        which = np.minimum(np.searchsorted(ends, draws, side="left"), len(states) - 1)
+        # A draw past the last end (rounding) lands on the last point, as np.minimum(…, n − 1).
+        groups = [(j, np.flatnonzero(which == j)) for j in np.unique(which)]
+        found = self.gather([self.client.submit(chunks.kpp_locate_rows, self.phi[j], self.fmap,
+                                                states[j], None, starts[j], draws[sel],
+                                                pure=False) for j, sel in groups])
+        cand = np.empty((len(draws), found[0][1].shape[1]))
+        for (j, sel), (_, rows) in zip(groups, found):
+            cand[sel] = rows
+        return cand
 
     def random_centres(self, k, rng):
         centres = np.sort(rng.choice(self.data.n, size=k, replace=False))
@@ -167,8 +165,9 @@ class ClusterRun:
             # (the weights are one for every point on the cluster route: None)
             pairs = [self.client.submit(chunks.assign, src, self.fmap, S, g, W, lab, None,
                                         pure=False) for src, lab in zip(self.phi, labels)]
-            states = [self.client.submit(chunks.first_of, p, pure=False) for p in pairs]
-            summary = self.gather([self.client.submit(_second, p, pure=False) for p in pairs])
+            states = pairs
+            summary = self.gather([self.client.submit(chunks.summary_of, p, pure=False)
+                                   for p in pairs])
             S_new, W_new, wdiag, moved, inertia = _add_assign(summary, k)
             if np.any(W_new <= 0):
                 count, states, S_new, W_new, wdiag, moved = self._relocate(states, labels,
@@ -184,8 +183,7 @@ class ClusterRun:
             if n_updates == max_iter:
                 break
             n_updates += 1
-            labels = [self.client.submit(chunks.labels_of_pair, st, pure=False)
-                      for st in states]
+            labels = states
             S, W = S_new, W_new
             g = np.einsum("ij,ij->i", S, S)
             previous, obj = obj, _objective(wdiag, g, W)
@@ -244,7 +242,7 @@ class ClusterRun:
             moved += 1
         states = [self.client.submit(chunks.relabel, st, *moves[j], pure=False)
                   if j in moves else st for j, st in enumerate(states)]
-        labels = [self.client.submit(chunks.labels_of_pair, st, pure=False) for st in states]
+        labels = states
         S, W, wdiag = self.sums_in_order(labels, k)
         n_moved = int(sum(self.gather([self.client.submit(chunks.count_moved, a, b,
                                                           pure=False)
@@ -255,10 +253,6 @@ class ClusterRun:
 class Result:
     def __init__(self, **kw):
         self.__dict__.update(kw)
-
-
-def _second(pair):
-    return pair[1]
 
 
 def _reduce_first(parts):
@@ -448,7 +442,8 @@ def fit_on_cluster(est, data, client, *, persist="auto", progress=None):
         if best is None or result.inertia < best.inertia:
             best = result
     t2 = time.perf_counter()
-    labels = np.concatenate(client.gather(best.labels)).astype(np.intp)
+    labels = np.concatenate(client.gather([client.submit(chunks.labels_of_pair, f, pure=False)
+                                           for f in best.labels])).astype(np.intp)
     W = best.W
     est._fit_n_features = data.d
     est.gamma_ = kernel.gamma
