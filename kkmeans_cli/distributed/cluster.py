@@ -14,7 +14,8 @@ import re
 
 from ..errors import KKMeansError, UsageError
 
-#: Seconds to wait for a scheduler to answer and for its first worker.
+#: Seconds to wait for a scheduler to answer and for its first worker (the environment
+#: variable ``KKMEANS_CONNECT_TIMEOUT`` overrides it).
 CONNECT_TIMEOUT = 10.0
 LOOPBACK = "127.0.0.1"
 
@@ -55,7 +56,7 @@ def _scheduler_address(scheduler):
 
 
 @contextlib.contextmanager
-def open_client(cluster=None, scheduler=None, *, worker_memory=None, timeout=CONNECT_TIMEOUT,
+def open_client(cluster=None, scheduler=None, *, worker_memory=None, timeout=None,
                 report=None):
     """A ``distributed.Client`` for the run; closes what it started.
 
@@ -74,6 +75,9 @@ def open_client(cluster=None, scheduler=None, *, worker_memory=None, timeout=CON
 
     require_dask()
     from distributed import Client
+
+    if timeout is None:
+        timeout = _timeout()
 
     if isinstance(cluster, Client):
         yield cluster
@@ -101,6 +105,16 @@ def open_client(cluster=None, scheduler=None, *, worker_memory=None, timeout=CON
     finally:
         client.close()
         local.close()
+
+
+def _timeout():
+    text = os.environ.get("KKMEANS_CONNECT_TIMEOUT", "")
+    try:
+        value = float(text) if text else CONNECT_TIMEOUT
+    except ValueError:
+        raise UsageError(f"KKMEANS_CONNECT_TIMEOUT={text!r} is not a number of seconds") \
+            from None
+    return value if value > 0 else CONNECT_TIMEOUT
 
 
 def _start_local(n_workers, worker_memory):
