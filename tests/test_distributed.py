@@ -143,3 +143,173 @@ def test_killing_a_worker_mid_fit_gives_the_same_result(client, tmp_path):
     assert_same_fit(est, ref)
     client.wait_for_workers(2, timeout=60)
     assert killed[0] not in client.run(os.getpid).values()  # the nanny started a new one
+
+
+# -- the command line --------------------------------------------------------------------------
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+def _one_error_line(result, *needles):
+    """The error is one line, the last on stderr (before it at most the cluster's address)."""
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("kkmeans: error: "), result.stderr
+    assert all(line.startswith("Dask cluster tcp://127.0.0.1:") for line in lines[:-1])
+    for needle in needles:
+        assert needle in lines[-1]
+
+
+def test_cli_fit_on_a_scheduler_equals_one_process(client, tmp_path):
+    X = mixture(n=2000, seed=8)
+    np.save(tmp_path / "x.npy", X)
+    common = ["-k", "4", "--approx", "nystroem", "--landmarks", "40", "--n-init", "2",
+              "--init", "random", "--refine", "none", "--seed", "3", "--threads", "1"]
+    one = run(["fit", tmp_path / "x.npy", *common, "-o", tmp_path / "one.npz"])
+    assert one.exit_code == 0, one.stderr
+    dist = run(["fit", tmp_path / "x.npy", *common, "-o", tmp_path / "dask.npz",
+                "--scheduler", client.scheduler.address, "--chunk-rows", "512",
+                "--summary", tmp_path / "s.json"])
+    assert dist.exit_code == 0, dist.stderr
+    assert dist.stdout == one.stdout
+    assert "Dask cluster tcp://127.0.0.1:" in dist.stderr
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["cluster"] == {"workers": 2, "chunks": 4}
+    a, b = np.load(tmp_path / "one.npz"), np.load(tmp_path / "dask.npz")
+    np.testing.assert_array_equal(a["labels"], b["labels"])
+    np.testing.assert_allclose(a["centers"], b["centers"], rtol=1e-9, atol=1e-12)
+    # the same through a YAML config
+    (tmp_path / "run.yaml").write_text(f"scheduler: {client.scheduler.address}\n"
+                                       f"chunk_rows: 700\n")
+    conf = run(["fit", tmp_path / "x.npy", *common, "--no-model", "--config",
+                tmp_path / "run.yaml"])
+    assert conf.exit_code == 0, conf.stderr
+    assert conf.stdout == one.stdout
+
+
+def test_cli_predict_glob_on_local_cluster_equals_one_process(tmp_path):
+    """``kkmeans predict model.npz 'parts/*.csv' --cluster local:2`` (a LocalCluster of its
+    own) prints the labels of the one-process predict, in input order."""
+    X = np.round(mixture(n=2500, seed=9), 4)
+    write_csv(tmp_path / "all.csv", X)
+    (tmp_path / "parts").mkdir()
+    for i, (i0, i1) in enumerate([(0, 700), (700, 1500), (1500, 2500)]):
+        write_csv(tmp_path / "parts" / f"p{i}.csv", X[i0:i1])
+    fit = run(["fit", tmp_path / "all.csv", "-k", "4", "--approx", "nystroem", "--landmarks",
+               "40", "--n-init", "2", "--threads", "1", "-o", tmp_path / "model.npz"])
+    assert fit.exit_code == 0, fit.stderr
+    one = run(["predict", tmp_path / "model.npz", tmp_path / "all.csv"])
+    assert one.exit_code == 0, one.stderr
+    dist = run(["predict", tmp_path / "model.npz", str(tmp_path / "parts" / "*.csv"),
+                "--cluster", "local:2"])
+    assert dist.exit_code == 0, dist.stderr
+    assert dist.stdout == one.stdout
+    assert len(dist.stdout.splitlines()) == 2500
+    out = run(["predict", tmp_path / "model.npz", str(tmp_path / "parts" / "*.csv"),
+               "--cluster", "local:2", "--labels", tmp_path / "labels.txt"])
+    assert out.exit_code == 0, out.stderr
+    assert (tmp_path / "labels.txt").read_text() == one.stdout
+
+
+def test_unreachable_scheduler_is_one_line_exit_1_no_output(tmp_path, monkeypatch):
+    X = mixture(n=300)
+    np.save(tmp_path / "x.npy", X)
+    monkeypatch.setenv("KKMEANS_CONNECT_TIMEOUT", "2")
+    address = f"tcp://{LOOPBACK}:{_free_port()}"
+    t0 = time.perf_counter()
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", "--approx", "nystroem",
+                  "--scheduler", address, "-o", tmp_path / "m.npz", "--labels",
+                  tmp_path / "l.txt"])
+    assert result.exit_code == 1
+    _one_error_line(result, f"cannot reach the Dask scheduler at {address} within 2 s")
+    assert result.stdout == ""
+    assert sorted(os.listdir(tmp_path)) == ["x.npy"]
+    assert time.perf_counter() - t0 < 30
+    # a scheduler file naming it: the same
+    (tmp_path / "sched.json").write_text(json.dumps({"address": address}))
+    result = run(["predict", tmp_path / "m.npz", tmp_path / "x.npy", "--scheduler",
+                  tmp_path / "sched.json"])
+    assert result.exit_code == 1   # the model is missing: found before any connection
+    _one_error_line(result, "m.npz")
+
+
+def test_scheduler_without_workers_is_one_line_exit_1(tmp_path, monkeypatch):
+    X = mixture(n=300)
+    np.save(tmp_path / "x.npy", X)
+    monkeypatch.setenv("KKMEANS_CONNECT_TIMEOUT", "2")
+    empty = LocalCluster(n_workers=0, processes=True, host=LOOPBACK,
+                         dashboard_address=f"{LOOPBACK}:0", silence_logs=50)
+    try:
+        (tmp_path / "sched.json").write_text(json.dumps({"address":
+                                                         empty.scheduler_address}))
+        result = run(["fit", tmp_path / "x.npy", "-k", "3", "--approx", "nystroem",
+                      "--scheduler", tmp_path / "sched.json", "-o", tmp_path / "m.npz"])
+    finally:
+        empty.close()
+    assert result.exit_code == 1
+    _one_error_line(result, "has no worker")
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_bad_data_on_a_worker_is_one_line_exit_1(client, tmp_path):
+    X = mixture(n=1000)
+    X[777, 2] = np.nan
+    np.save(tmp_path / "x.npy", X)
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", "--approx", "nystroem",
+                  "--scheduler", client.scheduler.address, "-o", tmp_path / "m.npz"])
+    assert result.exit_code == 1
+    _one_error_line(result, "x.npy: row 778, column 3: missing value (NaN)")
+    assert not (tmp_path / "m.npz").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--cluster", "local:2"], "add --approx nystroem"),
+    (["--approx", "nystroem", "--cluster", "remote"], "expected local or local:N"),
+    (["--approx", "nystroem", "--cluster", "local:0"], "at least one worker"),
+    (["--approx", "nystroem", "--cluster", "local", "--scheduler", "tcp://127.0.0.1:1"],
+     "not both"),
+    (["--approx", "nystroem", "--cluster", "local", "--scale", "standard"],
+     "--scale cannot be used with a cluster"),
+    (["--approx", "nystroem", "--cluster", "local", "--init", "spectral"],
+     "k-means++ or random"),
+    (["--approx", "nystroem", "--scheduler", "no-such-file"], "expected tcp://HOST:PORT"),
+])
+def test_usage_errors_exit_2(tmp_path, args, message):
+    np.save(tmp_path / "x.npy", mixture(n=100))
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *args, "-o", tmp_path / "m.npz"])
+    assert result.exit_code == 2, result.stderr
+    _one_error_line(result, message)
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_cluster_without_dask_says_how_to_install(tmp_path, monkeypatch):
+    """Dask not installed (simulated: importing it fails): one line naming the extra."""
+    np.save(tmp_path / "x.npy", mixture(n=100))
+    for name in ("dask", "distributed"):
+        monkeypatch.setitem(sys.modules, name, None)   # `import dask` raises ImportError
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", "--approx", "nystroem", "--cluster",
+                  "local:2", "-o", tmp_path / "m.npz"])
+    assert result.exit_code == 1
+    _one_error_line(result, "pip install 'kkmeans-cli[dask]'")
+    assert not (tmp_path / "m.npz").exists()
+    with pytest.raises(Exception, match=r"pip install 'kkmeans-cli\[dask\]'"):
+        KernelKMeans(approx="nystroem", cluster="local:2").fit(mixture(n=100))
+
+
+def test_import_and_help_never_load_dask():
+    code = ("import sys, kkmeans_cli, kkmeans_cli.cli\n"
+            "from click.testing import CliRunner\n"
+            "CliRunner().invoke(kkmeans_cli.cli.cli, ['fit', '--help'])\n"
+            "from kkmeans_cli import KernelKMeans\n"
+            "import numpy as np\n"
+            "KernelKMeans(3, approx='nystroem', n_init=1).fit(np.random.default_rng(0)"
+            ".normal(size=(50, 2)))\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('dask', 'distributed', 'zarr')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import click
 
-from ..errors import DataError, UsageError
+from ..errors import DataError, KKMeansError, UsageError
 
 #: Options of the one-process route that need the data (or per-row files) on the client.
 UNSUPPORTED = (("weights", None, "--weights"), ("plot", None, "--plot"),
@@ -122,6 +122,8 @@ def fit_command(opts, reporter, model_path):
 
             try:
                 fit_on_cluster(estimator, data, client, progress=progress)
+            except KKMeansError:
+                raise
             except ValueError as exc:
                 raise DataError(f"{data.source}: {exc}") from exc
         cluster = estimator.fit_stats_["cluster"]
@@ -187,6 +189,8 @@ def predict_command(opts, reporter, loaded):
                     with AtomicOutputs() as out:
                         sizes = write_labels(client, futures,
                                              out.open(opts["labels"], "labels"))
+            except KKMeansError:
+                raise
             except ValueError as exc:
                 raise DataError(f"{data.source}: {exc}") from exc
     import numpy as np
