@@ -23,9 +23,12 @@ def check_fit_options(opts):
         if opts.get(key, default) not in (default,):
             raise UsageError(f"{flag} cannot be used with a cluster yet (it needs the data on "
                              f"the client); run without --cluster/--scheduler")
-    if opts["init"] not in ("k-means++", "random"):
-        raise UsageError("with a cluster --init is k-means++ or random (spectral starts and "
-                         "label files need the whole data on one machine)")
+    if opts["init"] not in ("k-means++", "random", "spectral"):
+        raise UsageError("--init PATH cannot be used with a cluster (the labels file would be "
+                         "read on the client); use k-means++, random or spectral")
+    if opts["refine"] == "hartigan":
+        raise UsageError("--refine hartigan cannot be used with a cluster (single-point moves "
+                         "are sequential); use --refine auto or none")
     if opts["missing"] != "error":
         raise UsageError("--missing drop cannot be used with a cluster; clean the data first")
 
@@ -46,7 +49,7 @@ def _data(client, opts, spec):
 
     return open_data(client, spec, dataset=opts["dataset"], columns=opts["columns"],
                      header=opts["header"], delimiter=opts["delimiter"],
-                     missing=opts["missing"], chunk_rows=opts.get("chunk_rows"))
+                     missing=opts["missing"])
 
 
 class _Shape:
@@ -118,10 +121,11 @@ def fit_command(opts, reporter, model_path):
                            f"restart {info['restart'] + 1}, objective {info['objective']:.6g},"
                            f" moved {info['moved']:,}; iteration")
                 elif stage == "start":
-                    update(info["done"], info["total"], "k-means++ centres")
+                    update(info["done"], info["total"], "starts on the sample")
 
             try:
-                fit_on_cluster(estimator, data, client, progress=progress)
+                fit_on_cluster(estimator, data, client, progress=progress,
+                               rows=opts.get("chunk_rows"))
             except KKMeansError:
                 raise
             except ValueError as exc:
@@ -179,7 +183,8 @@ def predict_command(opts, reporter, loaded):
         with reporter.engine_warnings(), \
                 reporter.progress(f"predicting {data.source} (Dask)"):
             try:
-                futures = predict_on_cluster(estimator, data, client)
+                futures = predict_on_cluster(estimator, data, client,
+                                             rows=opts.get("chunk_rows"))
                 if opts["labels"] == "-":
                     # Nothing is printed before every chunk is done (an error leaves no
                     # partial output): wait for all, then stream them.

@@ -18,16 +18,18 @@ import numpy as np
 
 from ..errors import DataError, UsageError
 
-#: Rows per chunk at most, so that a chunk's features stay near 64 MB (fixed: the chunks, and
-#: so the order of the sums, never depend on the number of workers).
+#: Bytes of a chunk's rows or features at most (about): the chunks never depend on the
+#: number of workers, and start at multiples of the engine's block of rows.
 CHUNK_BYTES = 64 * 2**20
-MIN_CHUNK_ROWS = 4096
 
 
-def default_chunk_rows(n_landmarks, n_features):
-    """Rows per chunk: Φ (m columns) and X (d columns) of a chunk near ``CHUNK_BYTES``."""
-    width = max(int(n_landmarks), int(n_features), 1)
-    return max(MIN_CHUNK_ROWS, CHUNK_BYTES // (8 * width))
+def chunk_rows(width, wanted=None):
+    """Rows per chunk: ``wanted`` (or what keeps ``width`` float64 columns near
+    ``CHUNK_BYTES``) rounded up to a multiple of ``features.CHUNK_ROWS``."""
+    from ..engine.features import CHUNK_ROWS
+
+    rows = int(wanted) if wanted else CHUNK_BYTES // (8 * max(int(width), 1))
+    return max(1, -(-rows // CHUNK_ROWS)) * CHUNK_ROWS
 
 
 def _checked(X, source, i0, columns):
@@ -108,17 +110,28 @@ class ChunkedData:
     d: int
     source: str
     columns: list = None
-    fixed: bool = False   # chunks chosen by the caller (kept as they are)
 
-    def rechunked(self, rows):
-        """The same data in chunks of ``rows`` (file readers only; others keep theirs)."""
-        if self.fixed or not all(isinstance(s, tuple) and s[0] == "read" and s[1] is self.sources[0][1]
-                   for s in self.sources):
-            return self
-        reader = self.sources[0][1]
+    def aligned(self, client, rows):
+        """The same rows in chunks of ``rows`` (a multiple of the engine's ``CHUNK_ROWS``,
+        so each chunk starts where a block of the one-process fit starts). File slabs are
+        cut anew; held chunks (files of a glob, arrays) are joined or cut on the workers."""
         bounds = [(i0, min(self.n, i0 + rows)) for i0 in range(0, self.n, rows)]
-        return ChunkedData([("read", reader, i0, i1) for i0, i1 in bounds], bounds, self.n,
-                           self.d, self.source, self.columns)
+        if bounds == self.bounds:
+            return self
+        reader = self.sources[0][1] if isinstance(self.sources[0], tuple) else None
+        if reader is not None and all(isinstance(s, tuple) and s[0] == "read"
+                                      and s[1] is reader for s in self.sources):
+            sources = [("read", reader, i0, i1) for i0, i1 in bounds]
+        else:
+            from . import chunks
+
+            sources = []
+            for i0, i1 in bounds:
+                pieces = [(src, max(i0, a) - a, min(i1, b) - a)
+                          for src, (a, b) in zip(self.sources, self.bounds)
+                          if a < i1 and b > i0]
+                sources.append(client.submit(chunks.concat_rows, pieces, pure=False))
+        return ChunkedData(sources, bounds, self.n, self.d, self.source, self.columns)
 
 
 def _column_select(columns, width, source):
@@ -135,12 +148,9 @@ def is_glob(spec):
 
 
 def open_data(client, spec, *, dataset=None, columns=None, header=None, delimiter=None,
-              missing="error", chunk_rows=None):
-    """DATA as :class:`ChunkedData` for the workers to read.
-
-    ``chunk_rows`` (file formats read by slabs): rows per chunk; None → one chunk for the
-    whole file until the fit knows m (it rechunks with :func:`default_chunk_rows`).
-    """
+              missing="error"):
+    """DATA as :class:`ChunkedData` for the workers to read (one chunk per file until the
+    fit or predict cuts it with :meth:`ChunkedData.aligned`)."""
     from ..data_io import HDF5_SUFFIXES, NPY_SUFFIXES, split_hdf5_spec
 
     if missing != "error":
@@ -172,10 +182,7 @@ def open_data(client, spec, *, dataset=None, columns=None, header=None, delimite
     d = len(reader.columns) if reader.columns is not None else int(shape[1])
     if n == 0 or d == 0:
         raise DataError(f"{source}: the array is empty (shape {tuple(shape)})")
-    rows = n if chunk_rows is None else int(chunk_rows)
-    bounds = [(i0, min(n, i0 + rows)) for i0 in range(0, n, rows)]
-    return ChunkedData([("read", reader, i0, i1) for i0, i1 in bounds], bounds, n, d, source,
-                       fixed=chunk_rows is not None)
+    return ChunkedData([("read", reader, 0, n)], [(0, n)], n, d, source)
 
 
 def _shape_2d(shape, dtype, source):
@@ -271,7 +278,7 @@ def _open_files(client, paths, spec, options):
     return ChunkedData(futures, bounds, i0, shapes[0][1], spec)
 
 
-def from_array(client, X, chunk_rows=None):
+def from_array(client, X):
     """A Dask or NumPy array as :class:`ChunkedData` (a Dask array is computed on the
     workers, chunk by chunk along the rows; a NumPy array is scattered in row chunks)."""
     from . import chunks
@@ -283,8 +290,6 @@ def from_array(client, X, chunk_rows=None):
             X = X.compute_chunk_sizes()
         if len(X.chunks[1]) != 1:
             X = X.rechunk({1: -1})
-        if chunk_rows is not None:
-            X = X.rechunk({0: int(chunk_rows)})
         parts = X.to_delayed()[:, 0].tolist()
         futures = client.compute([_delayed_hold(p) for p in parts])
         bounds, i0 = [], 0
@@ -296,9 +301,11 @@ def from_array(client, X, chunk_rows=None):
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (n_samples, n_features); got {X.ndim}-D")
     n = X.shape[0]
-    rows = n if chunk_rows is None else int(chunk_rows)
+    rows = chunk_rows(X.shape[1])
     bounds = [(i0, min(n, i0 + rows)) for i0 in range(0, n, rows)]
-    futures = client.scatter([("x", _checked(X[i0:i1], "X", i0, None)) for i0, i1 in bounds])
+    # Submitted as tasks (not scattered): a chunk lost with a worker is made again.
+    futures = [client.submit(_hold_array, np.array(X[i0:i1]), i0, pure=False)
+               for i0, i1 in bounds]
     return ChunkedData(futures, bounds, n, X.shape[1], "array")
 
 
@@ -308,5 +315,5 @@ def _delayed_hold(part):
     return dask.delayed(_hold_array)(part)
 
 
-def _hold_array(X):
-    return ("x", _checked(X, "X", 0, None))
+def _hold_array(X, i0=0):
+    return ("x", _checked(X, "X", i0, None))
