@@ -33,7 +33,7 @@ def client():
     cluster.close()
 
 
-def mixture(n=3000, d=4, k=4, seed=0, spread=1.5):
+def mixture(n=5000, d=4, k=4, seed=0, spread=1.5):
     rng = np.random.default_rng(seed)
     centres = rng.uniform(-6, 6, size=(k, d))
     X = centres[rng.integers(0, k, size=n)] + rng.normal(scale=spread, size=(n, d))
@@ -55,24 +55,26 @@ def assert_same_fit(est, ref):
                                ref.fit_stats_["restart_inertias"], rtol=1e-9)
 
 
-FITS = [dict(n_clusters=4, n_init=1, init="k-means++", refine="none", n_landmarks=50),
-        dict(n_clusters=5, n_init=3, init="random", refine="none", n_landmarks=40),
-        dict(n_clusters=3, n_init=1, kernel="laplacian", gamma="scale", n_landmarks=30,
-             refine="none")]
+FITS = [dict(n_clusters=6, n_landmarks=50),   # the default restarts (spectral, k-means++)
+        dict(n_clusters=5, n_init=3, init="random", n_landmarks=40, nystroem_rank=12),
+        dict(n_clusters=3, n_init=2, kernel="laplacian", gamma="scale", n_landmarks=30)]
 
 
 @pytest.mark.parametrize("params", FITS)
 def test_same_result_as_one_process(client, tmp_path, params):
+    """2 workers, 3 chunks of 2048 rows: the labels, objective, centres, iterations and every
+    completed restart's objective of the fit in one process."""
     X = mixture()
     np.save(tmp_path / "x.npy", X)
     ref = one_process(X, random_state=7, **params)
-    data = open_data(client, str(tmp_path / "x.npy"), chunk_rows=700)
-    assert len(data.bounds) == 5
+    data = open_data(client, str(tmp_path / "x.npy"))
     est = fit_on_cluster(KernelKMeans(approx="nystroem", random_state=7, **params), data,
-                         client)
+                         client, rows=2048)
+    assert est.fit_stats_["cluster"]["chunks"] == 3
     assert_same_fit(est, ref)
+    assert est.fit_stats_["start_kinds"] == ref.fit_stats_["start_kinds"]
     # predict on the cluster gives the fit's labels, in input order
-    futures = predict_on_cluster(est, data, client)
+    futures = predict_on_cluster(est, data, client, rows=2048)
     np.testing.assert_array_equal(np.concatenate(client.gather(futures)), ref.labels_)
 
 
@@ -82,36 +84,38 @@ def test_readers_give_the_same_fit(client, tmp_path):
     import h5py
     import zarr
 
-    X = np.round(mixture(n=1200, seed=3), 4)
-    params = dict(n_clusters=3, n_init=1, refine="none", n_landmarks=30, random_state=1)
+    X = np.round(mixture(n=4500, seed=3), 4)
+    params = dict(n_clusters=3, n_init=2, n_landmarks=30, random_state=1)
     ref = one_process(X, **params)
     with h5py.File(tmp_path / "x.h5", "w") as f:
         f["group/data"] = X
-    z = zarr.open(str(tmp_path / "x.zarr"), mode="w", shape=X.shape, chunks=(500, 4),
+    z = zarr.open(str(tmp_path / "x.zarr"), mode="w", shape=X.shape, chunks=(1000, 4),
                   dtype="f8")
     z[:] = X
     (tmp_path / "csv").mkdir()
     (tmp_path / "npy").mkdir()
-    for i, (i0, i1) in enumerate([(0, 333), (333, 900), (900, 1200)]):
+    for i, (i0, i1) in enumerate([(0, 1333), (1333, 3900), (3900, 4500)]):
         write_csv(tmp_path / "csv" / f"part{i}.csv", X[i0:i1])
         np.save(tmp_path / "npy" / f"part{i}.npy", X[i0:i1])
     specs = [str(tmp_path / "x.h5") + ":/group/data", str(tmp_path / "x.zarr"),
              str(tmp_path / "csv" / "part*.csv"), str(tmp_path / "npy" / "*.npy")]
     for spec in specs:
-        data = open_data(client, spec, chunk_rows=None if "*" in spec else 400)
+        data = open_data(client, spec)
         assert (data.n, data.d) == X.shape, spec
-        est = fit_on_cluster(KernelKMeans(approx="nystroem", **params), data, client)
+        est = fit_on_cluster(KernelKMeans(approx="nystroem", **params), data, client,
+                             rows=2048)
+        assert est.fit_stats_["cluster"]["chunks"] == 3
         np.testing.assert_array_equal(est.labels_, ref.labels_, err_msg=spec)
         assert est.inertia_ == pytest.approx(ref.inertia_, rel=1e-9)
     est = fit_on_cluster(KernelKMeans(approx="nystroem", **params),
-                         da.from_array(X, chunks=(250, 4)), client)
+                         da.from_array(X, chunks=(700, 4)), client, rows=2048)
     np.testing.assert_array_equal(est.labels_, ref.labels_)
 
 
 def test_api_with_client_and_dask_array(client):
     """``KernelKMeans(cluster=client).fit(dask_array)`` is the cluster route."""
-    X = mixture(n=1500, seed=5)
-    params = dict(n_clusters=4, n_init=1, refine="none", n_landmarks=30, random_state=2)
+    X = mixture(n=2500, seed=5)
+    params = dict(n_clusters=4, n_init=3, n_landmarks=30, random_state=2)
     ref = one_process(X, **params)
     est = KernelKMeans(approx="nystroem", cluster=client, **params).fit(
         da.from_array(X, chunks=(400, 4)))
@@ -121,24 +125,24 @@ def test_api_with_client_and_dask_array(client):
 
 
 def test_killing_a_worker_mid_fit_gives_the_same_result(client, tmp_path):
-    X = mixture(n=4000, d=3, k=6, seed=11, spread=2.5)
+    X = mixture(n=7000, d=3, k=6, seed=11, spread=2.5)
     np.save(tmp_path / "x.npy", X)
-    params = dict(n_clusters=6, n_init=1, init="random", refine="none", n_landmarks=40,
-                  random_state=4)
+    params = dict(n_clusters=6, n_init=1, init="random", n_landmarks=40, random_state=4)
     ref = one_process(X, **params)
-    assert ref.n_iter_ >= 4   # enough iterations to kill a worker in the middle
+    assert ref.n_iter_ >= 2   # a pass on all data after the kill
     pids = client.run(os.getpid)
     killed = []
 
     def progress(stage, **info):
-        if stage == "iteration" and info["iteration"] == 2 and not killed:
+        # after the first Lloyd pass on all data: the worker's features and labels are lost
+        if stage == "iteration" and info["iteration"] == 1 and not killed:
             victim = sorted(pids.values())[0]
             os.kill(victim, signal.SIGKILL)
             killed.append(victim)
 
-    data = open_data(client, str(tmp_path / "x.npy"), chunk_rows=500)
+    data = open_data(client, str(tmp_path / "x.npy"))
     est = fit_on_cluster(KernelKMeans(approx="nystroem", **params), data, client,
-                         progress=progress)
+                         progress=progress, rows=2048)
     assert killed
     assert_same_fit(est, ref)
     client.wait_for_workers(2, timeout=60)
@@ -164,26 +168,27 @@ def _one_error_line(result, *needles):
 
 
 def test_cli_fit_on_a_scheduler_equals_one_process(client, tmp_path):
-    X = mixture(n=2000, seed=8)
+    X = mixture(n=4500, seed=8)
     np.save(tmp_path / "x.npy", X)
-    common = ["-k", "4", "--approx", "nystroem", "--landmarks", "40", "--n-init", "2",
-              "--init", "random", "--refine", "none", "--seed", "3", "--threads", "1"]
+    common = ["-k", "4", "--approx", "nystroem", "--landmarks", "40", "--n-init", "4",
+              "--seed", "3", "--threads", "1"]
     one = run(["fit", tmp_path / "x.npy", *common, "-o", tmp_path / "one.npz"])
     assert one.exit_code == 0, one.stderr
     dist = run(["fit", tmp_path / "x.npy", *common, "-o", tmp_path / "dask.npz",
-                "--scheduler", client.scheduler.address, "--chunk-rows", "512",
+                "--scheduler", client.scheduler.address, "--chunk-rows", "2000",
                 "--summary", tmp_path / "s.json"])
     assert dist.exit_code == 0, dist.stderr
     assert dist.stdout == one.stdout
     assert "Dask cluster tcp://127.0.0.1:" in dist.stderr
     summary = json.loads((tmp_path / "s.json").read_text())
-    assert summary["cluster"] == {"workers": 2, "chunks": 4}
+    assert summary["cluster"]["workers"] == 2
+    assert summary["cluster"]["chunks"] == 3   # 2000 rows rounded up to 2048
     a, b = np.load(tmp_path / "one.npz"), np.load(tmp_path / "dask.npz")
     np.testing.assert_array_equal(a["labels"], b["labels"])
     np.testing.assert_allclose(a["centers"], b["centers"], rtol=1e-9, atol=1e-12)
     # the same through a YAML config
     (tmp_path / "run.yaml").write_text(f"scheduler: {client.scheduler.address}\n"
-                                       f"chunk_rows: 700\n")
+                                       f"chunk_rows: 4096\n")
     conf = run(["fit", tmp_path / "x.npy", *common, "--no-model", "--config",
                 tmp_path / "run.yaml"])
     assert conf.exit_code == 0, conf.stderr
@@ -193,10 +198,10 @@ def test_cli_fit_on_a_scheduler_equals_one_process(client, tmp_path):
 def test_cli_predict_glob_on_local_cluster_equals_one_process(tmp_path):
     """``kkmeans predict model.npz 'parts/*.csv' --cluster local:2`` (a LocalCluster of its
     own) prints the labels of the one-process predict, in input order."""
-    X = np.round(mixture(n=2500, seed=9), 4)
+    X = np.round(mixture(n=5000, seed=9), 4)
     write_csv(tmp_path / "all.csv", X)
     (tmp_path / "parts").mkdir()
-    for i, (i0, i1) in enumerate([(0, 700), (700, 1500), (1500, 2500)]):
+    for i, (i0, i1) in enumerate([(0, 700), (700, 3500), (3500, 5000)]):
         write_csv(tmp_path / "parts" / f"p{i}.csv", X[i0:i1])
     fit = run(["fit", tmp_path / "all.csv", "-k", "4", "--approx", "nystroem", "--landmarks",
                "40", "--n-init", "2", "--threads", "1", "-o", tmp_path / "model.npz"])
@@ -207,7 +212,7 @@ def test_cli_predict_glob_on_local_cluster_equals_one_process(tmp_path):
                 "--cluster", "local:2"])
     assert dist.exit_code == 0, dist.stderr
     assert dist.stdout == one.stdout
-    assert len(dist.stdout.splitlines()) == 2500
+    assert len(dist.stdout.splitlines()) == 5000
     out = run(["predict", tmp_path / "model.npz", str(tmp_path / "parts" / "*.csv"),
                "--cluster", "local:2", "--labels", tmp_path / "labels.txt"])
     assert out.exit_code == 0, out.stderr
@@ -255,13 +260,13 @@ def test_scheduler_without_workers_is_one_line_exit_1(tmp_path, monkeypatch):
 
 
 def test_bad_data_on_a_worker_is_one_line_exit_1(client, tmp_path):
-    X = mixture(n=1000)
-    X[777, 2] = np.nan
+    X = mixture(n=3000)
+    X[2777, 2] = np.nan
     np.save(tmp_path / "x.npy", X)
     result = run(["fit", tmp_path / "x.npy", "-k", "3", "--approx", "nystroem",
                   "--scheduler", client.scheduler.address, "-o", tmp_path / "m.npz"])
     assert result.exit_code == 1
-    _one_error_line(result, "x.npy: row 778, column 3: missing value (NaN)")
+    _one_error_line(result, "x.npy: row 2778, column 3: missing value (NaN)")
     assert not (tmp_path / "m.npz").exists()
 
 
@@ -273,8 +278,8 @@ def test_bad_data_on_a_worker_is_one_line_exit_1(client, tmp_path):
      "not both"),
     (["--approx", "nystroem", "--cluster", "local", "--scale", "standard"],
      "--scale cannot be used with a cluster"),
-    (["--approx", "nystroem", "--cluster", "local", "--init", "spectral"],
-     "k-means++ or random"),
+    (["--approx", "nystroem", "--cluster", "local", "--refine", "hartigan"],
+     "--refine hartigan cannot be used with a cluster"),
     (["--approx", "nystroem", "--scheduler", "no-such-file"], "expected tcp://HOST:PORT"),
 ])
 def test_usage_errors_exit_2(tmp_path, args, message):
