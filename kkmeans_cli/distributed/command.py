@@ -137,7 +137,7 @@ def fit_command(opts, reporter, model_path):
     summary["cluster"] = cluster
     report = fit_report(estimator, shown, scaler, model_path)
     report.insert(-2, ("cluster", f"Dask, {cluster['workers']} worker(s), "
-                                  f"{cluster['chunks']} chunk(s); features "
+                                  f"{cluster['chunks']} chunk(s); "
                                   f"{estimator.fit_stats_['storage']}"))
     extra = {"source": data.source, "columns": data.columns}
     stored = {key: value for key, value in opts.items() if key not in ("debug", "quiet")}

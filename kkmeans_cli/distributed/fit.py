@@ -47,6 +47,7 @@ class ClusterRun:
         self.phi = None          # per chunk: a future of ("phi", Φ, ‖φ‖²) or the data source
         self.persisted = False
         self.bytes_per_pass = 0  # bytes of partial sums the client received in the last pass
+        self.pass_seconds = []   # wall time of every Lloyd pass on all data
 
     def submit(self, fn, *args):
         return self.client.submit(fn, *args, pure=False)
@@ -115,6 +116,7 @@ class ClusterRun:
         states = [None] * len(self.phi)
         trace, n_iter, relocated, converged = [], 0, 0, False
         while True:
+            t0 = time.perf_counter()
             centres = F.centres_from(mu, dtype)
             results = [self.submit(chunks.step, src, self.fmap, st, centres,
                                    self.per_chunk_sums)
@@ -124,6 +126,7 @@ class ClusterRun:
                                       + p.moved.nbytes for p, _ in got)
             step = F.reduce_steps([p for p, _ in got])
             wx = _sum_in_order([x for _, x in got])
+            self.pass_seconds.append(time.perf_counter() - t0)
             states = results
             S, W = step.S, step.W
             if step.moved == 0:
@@ -391,11 +394,12 @@ def fit_on_cluster(est, data, client, *, persist="auto", progress=None, rows=Non
     est._fit_outer_sums = None
     est.fit_stats_ = {"kernel_seconds": t2 - t0, "iteration_seconds": t3 - t2,
                       "restart_inertias": inertias, "best_restart": int(np.argmin(inertias)),
-                      "n_threads": 1, "storage": "features" if run.persisted
+                      "n_threads": 1, "storage": "features held on the workers" if run.persisted
                       else "features recomputed at every pass",
                       "cluster": {"workers": len(client.scheduler_info().get("workers", {})),
                                   "chunks": len(data.bounds),
-                                  "bytes_per_pass": int(run.bytes_per_pass)}}
+                                  "bytes_per_pass": int(run.bytes_per_pass),
+                                  "pass_seconds": [float(t) for t in run.pass_seconds]}}
     _EngineStarts(stats).finish(est, best, inertias)
     return est
 
