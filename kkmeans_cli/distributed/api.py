@@ -50,27 +50,37 @@ def _chunked(client, X):
     return X
 
 
-def fit(estimator, X, sample_weight=None):
-    """``KernelKMeans.fit`` on a cluster: X a Dask array, a NumPy array (scattered in chunks)
-    or a file path (read by the workers)."""
+def fit(estimator, X, sample_weight, rngs):
+    """``KernelKMeans.fit`` on a cluster: X a Dask array, a NumPy array (sent in chunks), a
+    file path (read by the workers) or ``readers.ChunkedData``; ``rngs`` the estimator's
+    (gamma, fit) generators."""
     from .fit import fit_on_cluster
 
     if sample_weight is not None:
         raise ValueError("sample_weight is not supported on a Dask cluster yet")
     with client_for(getattr(estimator, "cluster", None)) as client:
-        fit_on_cluster(estimator, _chunked(client, X), client,
+        fit_on_cluster(estimator, _chunked(client, X), client, rngs,
                        progress=_progress(estimator))
     return estimator
 
 
 def _progress(estimator):
+    """The estimator's ``progress_callback(done, total, what)`` (three parameters) told of
+    the starts on the sample and of every Lloyd pass on all data."""
     callback = getattr(estimator, "progress_callback", None)
     if callback is None:
         return None
 
     def progress(stage, **info):
-        if stage == "iteration":
-            callback(info["iteration"], estimator.max_iter, "Lloyd iterations")
+        try:
+            if stage == "iteration":
+                callback(info["iteration"], estimator.max_iter,
+                         f"Lloyd on all data (completion {info['restart'] + 1}), objective "
+                         f"{info['objective']:.6g}, moved {info['moved']:,}; iteration")
+            elif stage == "start":
+                callback(info["done"], info["total"], "starts on the sample")
+        except TypeError:   # a callback of (done, total): the feature rows only
+            pass
     return progress
 
 

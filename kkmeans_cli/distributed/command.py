@@ -94,42 +94,37 @@ def _add_counts(a, b):
     return out
 
 
-def fit_command(opts, reporter, model_path):
-    """The body of ``kkmeans fit`` on a cluster (options merged and checked by the caller)."""
+def fit_command(opts, reporter, model_path, params):
+    """The body of ``kkmeans fit`` on a cluster (options merged and checked by the caller;
+    ``params`` the estimator's keyword arguments)."""
     from ..data_io import AtomicOutputs, format_json, format_labels
     from ..estimator import KernelKMeans
     from ..model_file import model_meta, save_model
     from ..report import fit_report, fit_summary
     from ..scaling import Scaler
-    from .fit import fit_on_cluster
+    from .readers import chunk_rows
 
     check_fit_options(opts)
-    from ..cli import estimator_kwargs
-
     k = opts["n_clusters"]
-    estimator = KernelKMeans(**estimator_kwargs(opts, k, opts["init"]))
+    estimator = KernelKMeans(**params)
     with _client(opts, reporter) as client:
         data = _data(client, opts, opts["data"])
         if k > data.n:
             raise DataError(f"{data.source}: k = {k} is larger than the number of rows "
                             f"({data.n}); use a smaller -k")
+        if opts.get("chunk_rows") or len(data.bounds) == 1 or not data.is_aligned():
+            data = data.aligned(client, chunk_rows(data.d, opts.get("chunk_rows")))
+        estimator.cluster = client
         with reporter.engine_warnings(), \
                 reporter.progress(f"fitting k = {k} on {data.source} (Dask)") as update:
-            def progress(stage, **info):
-                if stage == "iteration":
-                    update(info["iteration"], estimator.max_iter,
-                           f"restart {info['restart'] + 1}, objective {info['objective']:.6g},"
-                           f" moved {info['moved']:,}; iteration")
-                elif stage == "start":
-                    update(info["done"], info["total"], "starts on the sample")
-
+            estimator.progress_callback = update
             try:
-                fit_on_cluster(estimator, data, client, progress=progress,
-                               rows=opts.get("chunk_rows"))
+                estimator.fit(data)
             except KKMeansError:
                 raise
             except ValueError as exc:
                 raise DataError(f"{data.source}: {exc}") from exc
+        estimator.cluster = None   # the model keeps no client
         cluster = estimator.fit_stats_["cluster"]
     shown = _dataset(data)
     scaler = Scaler("none")

@@ -298,21 +298,22 @@ def check_estimator(est):
                          "objective='kmeans' and refine 'auto' or 'none'")
 
 
-def fit_on_cluster(est, data, client, *, persist="auto", progress=None, rows=None,
+def fit_on_cluster(est, data, client, rngs, *, persist="auto", progress=None, rows=None,
                    per_chunk_sums=False):
     """Fit ``est`` (a ``KernelKMeans`` with ``approx='nystroem'``) on ``data``
-    (:class:`ChunkedData`, or a Dask or NumPy array) with ``client``.
+    (:class:`ChunkedData`, or a Dask or NumPy array) with ``client``; ``rngs`` are the
+    estimator's (gamma, fit) generators. ``KernelKMeans.fit`` calls this (``api.py``).
 
     Sets the fitted attributes as ``fit`` in one process does; ``labels_`` is gathered on the
     client (n integers), the data never are. ``rows``: rows per chunk (rounded up to a
-    multiple of ``features.CHUNK_ROWS``; default about 64 MB of data per chunk).
+    multiple of ``features.CHUNK_ROWS``); None keeps chunks that start at such multiples and
+    cuts others (a whole file, files of a glob) to about 64 MB of data.
     ``persist``: hold the features on the workers (True), recompute them at every pass
     (False), or 'auto' (held when they take at most half the workers' memory).
     ``per_chunk_sums``: see ``chunks.step``.
     """
     from ..engine.restarts import default_sample_size, sampled_restarts
-    from ..estimator import _rngs
-    from ..nystroem import _EngineStarts, choose_landmarks, landmark_rng, resolve_landmarks
+    from ..nystroem import choose_landmarks, landmark_rng, resolve_landmarks
     from ..optima import start_kinds
 
     est._validate_params()
@@ -322,9 +323,10 @@ def fit_on_cluster(est, data, client, *, persist="auto", progress=None, rows=Non
     n, k = data.n, est.n_clusters
     if k > n:
         raise ValueError(f"n_clusters={k} is larger than the number of samples ({n})")
-    data = data.aligned(client, chunk_rows(data.d, rows))
+    if rows is not None or len(data.bounds) == 1 or not data.is_aligned():
+        data = data.aligned(client, chunk_rows(data.d, rows))
     run = ClusterRun(client, data, progress, per_chunk_sums)
-    gamma_rng, fit_rng = _rngs(est.random_state)
+    gamma_rng, fit_rng = rngs
     t0 = time.perf_counter()
     kernel = resolve_gamma_on_cluster(run, est, gamma_rng)
     est.kernel_ = kernel
@@ -400,7 +402,12 @@ def fit_on_cluster(est, data, client, *, persist="auto", progress=None, rows=Non
                                   "chunks": len(data.bounds),
                                   "bytes_per_pass": int(run.bytes_per_pass),
                                   "pass_seconds": [float(t) for t in run.pass_seconds]}}
-    _EngineStarts(stats).finish(est, best, inertias)
+    # (as nystroem's engine reports its starts in fit_stats_)
+    est.fit_stats_.update({"start_kinds": list(used), "best_start": stats["best_start"],
+                           "refine": "none", "spectral_method": "features",
+                           "lloyd_objective": float(best.inertia),
+                           "refined_objective": float(best.inertia), "refine_moves": 0,
+                           "nystroem": dict(stats)})
     return est
 
 
@@ -426,6 +433,7 @@ def predict_on_cluster(est, data, client, rows=None):
         data = from_array(client, data)
     if data.d != est.n_features_in_:
         raise ValueError(f"X has {data.d} features, the model expects {est.n_features_in_}")
-    data = data.aligned(client, chunk_rows(data.d, rows))
+    if rows is not None or len(data.bounds) == 1 or not data.is_aligned():
+        data = data.aligned(client, chunk_rows(data.d, rows))
     model = client.submit(_identity, model_namespace(est), pure=False)
     return [client.submit(chunks.nearest, src, model, pure=False) for src in data.sources]

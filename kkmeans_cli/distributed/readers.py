@@ -111,6 +111,12 @@ class ChunkedData:
     source: str
     columns: list = None
 
+    def is_aligned(self):
+        """Whether every chunk starts at a multiple of the engine's ``CHUNK_ROWS``."""
+        from ..engine.features import CHUNK_ROWS
+
+        return all(i0 % CHUNK_ROWS == 0 for i0, _ in self.bounds)
+
     def aligned(self, client, rows):
         """The same rows in chunks of ``rows`` (a multiple of the engine's ``CHUNK_ROWS``,
         so each chunk starts where a block of the one-process fit starts). File slabs are
@@ -135,12 +141,24 @@ class ChunkedData:
 
 
 def _column_select(columns, width, source):
-    """Columns by 0-based index for binary data (names need a header)."""
+    """``--columns`` for binary data: 0-based indexes (names need a header: text files)."""
     if columns is None:
         return None
-    from ..data_io import _column_indexes, _parse_columns
-
-    return tuple(_column_indexes(_parse_columns(columns), None, width, source))
+    items = columns if isinstance(columns, (list, tuple)) else str(columns).split(",")
+    out = []
+    for item in items:
+        item = str(item).strip()
+        if not item.lstrip("-").isdigit():
+            raise UsageError(f"--columns: {source} has no header; use 0-based indexes "
+                             f"(got {item!r})")
+        index = int(item)
+        if not 0 <= index < width:
+            raise UsageError(f"--columns: {source} has {width} columns (0..{width - 1}); "
+                             f"got {index}")
+        out.append(index)
+    if not out:
+        raise UsageError("--columns: no column given")
+    return tuple(out)
 
 
 def is_glob(spec):
@@ -207,15 +225,15 @@ def _npy(path, columns):
 def _hdf5(path, dataset, columns):
     import h5py
 
-    from ..data_io import _hdf5_datasets
-
     try:
         handle = h5py.File(path, "r")
     except OSError as exc:
         raise DataError(f"{path}: not a readable HDF5 file ({exc})") from None
     with handle:
         if dataset is None:
-            names = _hdf5_datasets(handle)
+            names = []
+            handle.visititems(lambda name, node: names.append("/" + name)
+                              if isinstance(node, h5py.Dataset) else None)
             if len(names) != 1:
                 raise UsageError(f"{path}: name the dataset as {path}:/path or with --dataset "
                                  f"(datasets: {', '.join(names) if names else 'none'})")
