@@ -318,3 +318,31 @@ def test_import_and_help_never_load_dask():
                          env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_per_chunk_sums_move_fewer_bytes_same_labels(client, tmp_path):
+    """``per_chunk_sums``: each chunk adds its blocks before sending (k × s per chunk, not
+    per 2048 rows); the additions are grouped differently, so the objective is equal to
+    rounding and the labels the same (no point is that close to a tie here)."""
+    from kkmeans_cli.distributed.fit import fit_on_cluster
+    from kkmeans_cli.estimator import _rngs
+
+    X = mixture(n=9000, seed=4)
+    np.save(tmp_path / "x.npy", X)
+    params = dict(n_clusters=4, n_init=3, n_landmarks=30, random_state=5)
+    ref = one_process(X, **params)
+    data = open_data(client, str(tmp_path / "x.npy"))
+    runs = {}
+    for mode in (False, True):
+        est = KernelKMeans(approx="nystroem", **params)
+        fit_on_cluster(est, data, client, _rngs(5), rows=4096, per_chunk_sums=mode)
+        runs[mode] = est
+        np.testing.assert_array_equal(est.labels_, ref.labels_)
+        assert est.inertia_ == pytest.approx(ref.inertia_, rel=1e-9)
+    k, s = 4, runs[True].nystroem_rank_
+    chunks = runs[True].fit_stats_["cluster"]["chunks"]
+    assert chunks == 3
+    per_chunk = chunks * (k * s + k + 1 + 1) * 8
+    assert runs[True].fit_stats_["cluster"]["bytes_per_pass"] == per_chunk
+    blocks = -(-9000 // 2048)
+    assert runs[False].fit_stats_["cluster"]["bytes_per_pass"] == blocks * (k * s + k + 2) * 8

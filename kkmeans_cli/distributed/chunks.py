@@ -34,9 +34,11 @@ def phi_of(src, fmap):
 
 
 def persist_features(src, fmap):
-    """``("phi", Φ, ‖φ‖²)``: the features of a chunk, to be held on the worker."""
-    Phi, x_sq = phi_of(src, fmap)
-    return ("phi", Phi, x_sq)
+    """``("phi", Φ, ‖φ‖², totals)``: the features of a chunk, to be held on the worker, and
+    the chunk's :func:`feature_totals` (made while its rows are at hand)."""
+    X = rows_of(src)
+    Phi, x_sq = F.feature_chunk(fmap, X)
+    return ("phi", Phi, x_sq, (float(np.sum(fmap.kernel.diag(X))), float(np.sum(x_sq))))
 
 
 def hold_rows(src):
@@ -71,12 +73,14 @@ def take_features(src, fmap, local):
     return np.ascontiguousarray(Phi[local]), x_sq[local]
 
 
-def feature_totals(src, fmap, kernel):
-    """(Σ K(x, x), Σ ‖φ‖²) of a chunk, for the approximation error trace(K − K̃)/trace(K)."""
-    Phi, x_sq = phi_of(src, fmap)
-    X = rows_of(src) if src[0] != "phi" else None
-    diag = float(np.sum(kernel.diag(X))) if X is not None else float("nan")
-    return diag, float(np.sum(x_sq))
+def feature_totals(src, fmap):
+    """(Σ K(x, x), Σ ‖φ‖²) of a chunk, for the approximation error trace(K − K̃)/trace(K):
+    kept with held features, else computed from the rows (one pass)."""
+    if src[0] == "phi":
+        return src[3]
+    X = rows_of(src)
+    _, x_sq = F.feature_chunk(fmap, X)
+    return float(np.sum(fmap.kernel.diag(X))), float(np.sum(x_sq))
 
 
 def moments(src):

@@ -100,10 +100,10 @@ class ClusterRun:
         else:
             self.phi = list(self.data.sources)
 
-    def approximation_error(self, kernel):
+    def approximation_error(self):
         """trace(K − K̃)/trace(K) over all points (``features.approximation_error``)."""
-        parts = self.gather([self.submit(chunks.feature_totals, src, self.fmap, kernel)
-                             for src in self.data.sources])
+        parts = self.gather([self.submit(chunks.feature_totals, src, self.fmap)
+                             for src in self.phi])
         diag = sum(p[0] for p in parts)
         x_sq = sum(p[1] for p in parts)
         return float(diag - x_sq) / diag if diag > 0 else 0.0
@@ -339,7 +339,7 @@ def fit_on_cluster(est, data, client, rngs, *, persist="auto", progress=None, ro
     run.build_features(fmap, persist)
     t2 = time.perf_counter()
     stats = {"stage_seconds": {"landmarks": t1 - t0, "features": t2 - t1},
-             "approximation_error": run.approximation_error(kernel)}
+             "approximation_error": run.approximation_error()}
     kinds = start_kinds(est.init, est.n_init)
     used = list(kinds)
     sample_cache = {}
