@@ -113,8 +113,9 @@ def case_dask(args, workers):
                            n_init=args.n_init, random_state=args.seed, cluster=client)
         est.fit(data)
         total = time.perf_counter() - t0
-        rss = {"client": peak_rss(),
-               "scheduler": client.run_on_scheduler(peak_rss)}
+        rss = {"client": peak_rss()}
+        if client.run_on_scheduler(os.getpid) != os.getpid():   # a LocalCluster's runs here
+            rss["scheduler"] = client.run_on_scheduler(peak_rss)
         for i, (addr, value) in enumerate(sorted(client.run(peak_rss).items())):
             rss[f"worker {i + 1}"] = value
         limits = [w.get("memory_limit") for w in client.scheduler_info()["workers"].values()]
