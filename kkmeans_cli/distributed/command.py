@@ -10,7 +10,8 @@ from ..errors import DataError, KKMeansError, UsageError
 
 #: Options of the one-process route that need the data (or per-row files) on the client.
 UNSUPPORTED = (("weights", None, "--weights"), ("plot", None, "--plot"),
-               ("silhouette", False, "--silhouette"), ("scale", "none", "--scale"))
+               ("silhouette", False, "--silhouette"), ("scale", "none", "--scale"),
+               ("with_data", False, "--with-data"))
 
 
 def check_fit_options(opts):
@@ -50,6 +51,11 @@ def _data(client, opts, spec):
     return open_data(client, spec, dataset=opts["dataset"], columns=opts["columns"],
                      header=opts["header"], delimiter=opts["delimiter"],
                      missing=opts["missing"])
+
+
+def _force(opts):
+    """``--force`` (replace read-only outputs) where the command has it."""
+    return {"force": True} if opts.get("force") else {}
 
 
 class _Shape:
@@ -136,7 +142,7 @@ def fit_command(opts, reporter, model_path, params):
                                   f"{estimator.fit_stats_['storage']}"))
     extra = {"source": data.source, "columns": data.columns}
     stored = {key: value for key, value in opts.items() if key not in ("debug", "quiet")}
-    with AtomicOutputs() as out:
+    with AtomicOutputs(**_force(opts)) as out:
         if model_path is not None:
             meta = model_meta(estimator, scaler, stored, extra)
             save_model(out.open(model_path, "model"), estimator, scaler, meta)
@@ -186,7 +192,7 @@ def predict_command(opts, reporter, loaded):
                     client.gather([client.submit(len, f, pure=False) for f in futures])
                     sizes = write_labels(client, futures)
                 else:
-                    with AtomicOutputs() as out:
+                    with AtomicOutputs(**_force(opts)) as out:
                         sizes = write_labels(client, futures,
                                              out.open(opts["labels"], "labels"))
             except KKMeansError:
