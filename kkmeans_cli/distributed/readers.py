@@ -281,8 +281,7 @@ def _open_files(client, paths, spec, options):
     from . import chunks
 
     futures = [client.submit(chunks.hold_rows, ("read", FileReader(p, options), 0, None),
-                             key=f"kkmeans-read-{i}-{os.path.basename(p)}-{id(paths)}")
-               for i, p in enumerate(paths)]
+                             pure=False) for p in paths]
     shapes = client.gather([client.submit(chunks.shape_of, f) for f in futures])
     widths = {s[1] for s in shapes}
     if len(widths) != 1:
