@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cli_helpers import ROOT, run, write_csv
-from kkmeans_cli.estimator import KernelKMeans
+from kkmeans_cli.model.estimator import KernelKMeans
 
 
 import dask.array as da  # noqa: E402
@@ -325,7 +325,7 @@ def test_per_chunk_sums_move_fewer_bytes_same_labels(client, tmp_path):
     per 2048 rows); the additions are grouped differently, so the objective is equal to
     rounding and the labels the same (no point is that close to a tie here)."""
     from kkmeans_cli.distributed.fit import fit_on_cluster
-    from kkmeans_cli.estimator import _rngs
+    from kkmeans_cli.model.params import fit_rngs
 
     X = mixture(n=9000, seed=4)
     np.save(tmp_path / "x.npy", X)
@@ -335,7 +335,7 @@ def test_per_chunk_sums_move_fewer_bytes_same_labels(client, tmp_path):
     runs = {}
     for mode in (False, True):
         est = KernelKMeans(approx="nystroem", **params)
-        fit_on_cluster(est, data, client, _rngs(5), rows=4096, per_chunk_sums=mode)
+        fit_on_cluster(est, data, client, fit_rngs(5), rows=4096, per_chunk_sums=mode)
         runs[mode] = est
         np.testing.assert_array_equal(est.labels_, ref.labels_)
         assert est.inertia_ == pytest.approx(ref.inertia_, rel=1e-9)

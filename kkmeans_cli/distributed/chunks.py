@@ -166,7 +166,7 @@ def weighted_dist(state):
 def nearest(src, model):
     """Labels (int32) of a chunk's rows: ``nystroem.nearest`` of the model (a namespace of
     the fitted attributes it reads), the code of a predict in one process."""
-    from ..nystroem import nearest as nystroem_nearest
+    from ..kernels.nystroem import nearest as nystroem_nearest
 
     labels, _ = nystroem_nearest(model, rows_of(src), want_distances=False)
     return labels.astype(np.int32)

@@ -103,11 +103,11 @@ def _add_counts(a, b):
 def fit_command(opts, reporter, model_path, params):
     """The body of ``kkmeans fit`` on a cluster (options merged and checked by the caller;
     ``params`` the estimator's keyword arguments)."""
-    from ..data_io import AtomicOutputs, format_json, format_labels
-    from ..estimator import KernelKMeans
-    from ..model_file import model_meta, save_model
-    from ..report import fit_report, fit_summary
-    from ..scaling import Scaler
+    from ..io.data import AtomicOutputs, format_json, format_labels
+    from ..model.estimator import KernelKMeans
+    from ..model.model_file import model_meta, save_model
+    from ..cli.report import fit_report, fit_summary
+    from ..io.scaling import Scaler
     from .readers import chunk_rows
 
     check_fit_options(opts)
@@ -159,7 +159,7 @@ def fit_command(opts, reporter, model_path, params):
 
 def predict_command(opts, reporter, loaded):
     """The body of ``kkmeans predict`` on a cluster: labels in input order, chunk by chunk."""
-    from ..data_io import AtomicOutputs
+    from ..io.data import AtomicOutputs
     from .fit import predict_on_cluster
 
     if opts["distances"] is not None:

@@ -27,7 +27,7 @@ import warnings
 import numpy as np
 
 from ..engine import features as F
-from ..kernels import KKMeansWarning
+from ..errors import KKMeansWarning
 from . import chunks
 from .readers import ChunkedData, chunk_rows, from_array
 
@@ -147,7 +147,7 @@ class ClusterRun:
         else:
             inertia = _sum_in_order(self.gather([self.submit(chunks.weighted_dist, st)
                                                  for st in states]))
-            from ..lloyd import warn_not_converged
+            from ..engine.lloyd import warn_not_converged
 
             warn_not_converged("Lloyd", False, max_iter)
         return F.FeatureResult(labels=states, centres=mu, S=S, W=W, inertia=inertia,
@@ -221,7 +221,7 @@ def _objective_at(wx, S, W, mu):
 # -- gamma -------------------------------------------------------------------------------------
 def resolve_gamma_on_cluster(run, est, gamma_rng):
     """``kernels.resolve_gamma`` with only the sampled rows brought to the client."""
-    from ..kernels import GAMMA_KERNELS, MEDIAN_PAIRS, Kernel, resolve_gamma
+    from ..kernels.functions import GAMMA_KERNELS, MEDIAN_PAIRS, Kernel, resolve_gamma
 
     kernel, gamma, n = est.kernel, est.gamma, run.data.n
     if kernel not in GAMMA_KERNELS or not isinstance(gamma, str):
@@ -313,8 +313,8 @@ def fit_on_cluster(est, data, client, rngs, *, persist="auto", progress=None, ro
     ``per_chunk_sums``: see ``chunks.step``.
     """
     from ..engine.restarts import default_sample_size, sampled_restarts
-    from ..nystroem import choose_landmarks, landmark_rng, resolve_landmarks
-    from ..optima import start_kinds
+    from ..kernels.nystroem import choose_landmarks, landmark_rng, resolve_landmarks
+    from ..engine.optima import start_kinds
 
     est._validate_params()
     check_estimator(est)

@@ -93,7 +93,7 @@ class FileReader:
     options: dict
 
     def rows(self, i0, i1):
-        from ..data_io import read_data
+        from ..io.data import read_data
 
         data = read_data(self.path, missing="error", **self.options)
         return data.X[i0:i1]
@@ -169,7 +169,7 @@ def open_data(client, spec, *, dataset=None, columns=None, header=None, delimite
               missing="error"):
     """DATA as :class:`ChunkedData` for the workers to read (one chunk per file until the
     fit or predict cuts it with :meth:`ChunkedData.aligned`)."""
-    from ..data_io import HDF5_SUFFIXES, NPY_SUFFIXES, split_hdf5_spec
+    from ..io.data import HDF5_SUFFIXES, NPY_SUFFIXES, split_hdf5_spec
 
     if missing != "error":
         raise UsageError("--missing drop cannot be used with a cluster (the kept rows would "
