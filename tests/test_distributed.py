@@ -49,6 +49,10 @@ def assert_same_fit(est, ref):
     assert est.inertia_ == pytest.approx(ref.inertia_, rel=1e-9)
     assert est.n_iter_ == ref.n_iter_
     assert est.kernel_.gamma == pytest.approx(ref.kernel_.gamma, rel=1e-12)
+    if ref.kernel_.offset is None:
+        assert est.kernel_.offset is None
+    else:   # the column means, summed through the chunks in order: bitwise
+        np.testing.assert_array_equal(est.kernel_.offset, ref.kernel_.offset)
     np.testing.assert_array_equal(est.landmarks_, ref.landmarks_)
     np.testing.assert_allclose(est.centers_, ref.centers_, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(est.fit_stats_["restart_inertias"],

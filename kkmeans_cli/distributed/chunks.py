@@ -170,3 +170,13 @@ def nearest(src, model):
 
     labels, _ = nystroem_nearest(model, rows_of(src), want_distances=False)
     return labels.astype(np.int32)
+
+
+def column_sums(src, carry):
+    """Σ of the rows of all chunks so far, added row after row onto ``carry`` (the previous
+    chunks' sums; None for the first): the order of NumPy's ``X.sum(axis=0)`` over the whole
+    array, so ``X.mean(axis=0)`` comes out bitwise the same."""
+    X = rows_of(src)
+    if carry is None:
+        return np.add.reduce(X, axis=0)
+    return np.add.reduce(np.vstack([carry[None, :], X]), axis=0)

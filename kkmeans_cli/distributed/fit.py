@@ -220,8 +220,11 @@ def _objective_at(wx, S, W, mu):
 
 # -- gamma -------------------------------------------------------------------------------------
 def resolve_gamma_on_cluster(run, est, gamma_rng):
-    """``kernels.resolve_gamma`` with only the sampled rows brought to the client."""
-    from ..kernels.functions import GAMMA_KERNELS, MEDIAN_PAIRS, Kernel, resolve_gamma
+    """``kernels.resolve_gamma`` with only the sampled rows brought to the client, and the
+    offset of ``kernels.data_offset`` (the column means) from sums chained through the
+    chunks in order."""
+    from ..kernels.functions import (CENTRED_KERNELS, GAMMA_KERNELS, MEDIAN_PAIRS, Kernel,
+                                     resolve_gamma)
 
     kernel, gamma, n = est.kernel, est.gamma, run.data.n
     if kernel not in GAMMA_KERNELS or not isinstance(gamma, str):
@@ -243,7 +246,14 @@ def resolve_gamma_on_cluster(run, est, gamma_rng):
         rows = run.take_rows(wanted)
         value = _median_gamma(kernel, rows[np.searchsorted(wanted, i)],
                               rows[np.searchsorted(wanted, j)])
-    return Kernel(kernel, value, int(est.degree), float(est.coef0))
+    offset = None
+    if kernel in CENTRED_KERNELS and (kernel != "linear" or est.objective == "kmeans"):
+        carry = None
+        for src in run.data.sources:   # a chain of tasks: chunk j adds onto chunk j − 1
+            carry = run.submit(chunks.column_sums, src, carry)
+        offset = np.asarray(run.gather(carry), dtype=np.float64) / n
+        offset.flags.writeable = False
+    return Kernel(kernel, value, int(est.degree), float(est.coef0), offset)
 
 
 def _variance(parts):

@@ -61,7 +61,7 @@ PARAMETER_CONSTRAINTS = {
     "storage": [StrOptions(set(_options.STORAGES))],
     # A distributed.Client, 'local[:N]' or a scheduler address or file (checked when the
     # cluster is opened, distributed/cluster.py; Dask is not imported to validate).
-    "cluster": ["no_validation"],
+    "cluster": "no_validation",
 }
 
 
