@@ -426,12 +426,26 @@ def model_namespace(est):
     """The fitted attributes ``nystroem.nearest`` reads, as a small picklable object."""
     from types import SimpleNamespace
 
-    return SimpleNamespace(n_threads=1, n_features_in_=est.n_features_in_,
+    # nystroem.nearest checks the new rows' range against the training size and weight
+    # (len(labels_), Σ sample_weight_): stand-ins of one entry carry them, not n values.
+    return SimpleNamespace(kernel=est.kernel, labels_=_Sized(len(est.labels_)),
+                           sample_weight_=np.array([float(np.sum(est.sample_weight_))]),
+                           n_threads=1, n_features_in_=est.n_features_in_,
                            n_clusters=est.n_clusters, cluster_weights_=est.cluster_weights_,
                            inner_sums_=est.inner_sums_, centers_=est.centers_,
                            landmarks_=est.landmarks_,
                            nystroem_transform_=est.nystroem_transform_, kernel_=est.kernel_,
                            nystroem_dtype_=getattr(est, "nystroem_dtype_", None))
+
+
+class _Sized:
+    """An object whose ``len`` is the number of training points."""
+
+    def __init__(self, n):
+        self.n = int(n)
+
+    def __len__(self):
+        return self.n
 
 
 def predict_on_cluster(est, data, client, rows=None):
