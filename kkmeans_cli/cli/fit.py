@@ -5,7 +5,8 @@ import click
 
 from ..errors import DataError, UsageError
 from .options import (PRECOMPUTED_KERNELS, check_distinct, check_memory_plan,
-                      check_option_combination, data_options, effective_options, estimator_kwargs,
+                      check_option_combination, cluster_options, data_options,
+                      effective_options, estimator_kwargs, on_cluster,
                       fit_options, init_is_file, input_paths, labels_text, prepare_fit_data,
                       require_matplotlib, run_options, stored_options)
 
@@ -45,6 +46,7 @@ Examples:
                    "are more than two features) as .png, .pdf or .svg by PATH's extension; "
                    "needs matplotlib.")
 @data_options
+@cluster_options
 @run_options
 @click.pass_context
 def fit(ctx, **_):
@@ -78,6 +80,11 @@ def fit(ctx, **_):
     if opts["plot"] is not None:
         require_matplotlib(opts["plot"])
     reporter = Reporter(opts["quiet"])
+    if on_cluster(opts):
+        from ..distributed.command import fit_command
+
+        return fit_command(opts, reporter, model_path,
+                           estimator_kwargs(opts, opts["n_clusters"], opts["init"]))
     data, scaler, X, weights, init = prepare_fit_data(opts)
     k = opts["n_clusters"]
     if k > X.shape[0]:

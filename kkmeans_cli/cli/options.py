@@ -204,6 +204,31 @@ def data_options(f):
     ], f)
 
 
+def cluster_options(f):
+    """Where to run: one process (the default), a local Dask cluster or a running one (see
+    ``distributed/``; Dask is imported only when one of these is given)."""
+    return _apply([
+        click.option("--cluster", default=None, metavar="local[:N]",
+                     help="Run on a Dask LocalCluster of N worker processes on 127.0.0.1 "
+                          "(needs kkmeans-cli[dask]; with --approx nystroem).  [default: one "
+                          "process]"),
+        click.option("--scheduler", default=None, metavar="tcp://HOST:PORT|FILE",
+                     help="Run on a running Dask cluster: its scheduler's address or "
+                          "scheduler file."),
+        click.option("--worker-memory", type=SizeType(), default=None, metavar="SIZE",
+                     help="Memory limit of each local worker (Dask's memory_limit)  "
+                          "[default: RAM / N]"),
+        click.option("--chunk-rows", type=click.IntRange(min=1), default=None, metavar="INT",
+                     help="Rows per chunk of a worker, rounded up to a multiple of 2048  "
+                          "[default: about 64 MB of data]"),
+    ], f)
+
+
+def on_cluster(opts):
+    """Whether the command runs on a Dask cluster (``--cluster`` or ``--scheduler``)."""
+    return opts.get("cluster") is not None or opts.get("scheduler") is not None
+
+
 def run_options(f):
     """``--config``, ``--quiet``, ``--force`` and ``--debug``."""
     return _apply([

@@ -4,8 +4,8 @@ import click
 
 from .._text import plural
 from ..errors import DataError
-from .options import (check_values, data_options, effective_options, input_paths, labels_text,
-                      read_input, run_options)
+from .options import (check_values, cluster_options, data_options, effective_options,
+                      input_paths, labels_text, on_cluster, read_input, run_options)
 
 
 PREDICT_EPILOG = """\b
@@ -29,6 +29,7 @@ Examples:
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="OpenMP and BLAS threads  [default: all cores]")
 @data_options
+@cluster_options
 @run_options
 @click.pass_context
 def predict(ctx, **_):
@@ -51,6 +52,10 @@ def predict(ctx, **_):
                   [(opts["model_path"], "MODEL")] + input_paths(opts))
     reporter = Reporter(opts["quiet"])
     loaded = load_model(opts["model_path"])
+    if on_cluster(opts):
+        from ..distributed.command import predict_command
+
+        return predict_command(opts, reporter, loaded)
     data = read_input(opts, opts["data"])
     expected = loaded.meta["n_features"]
     if data.X.shape[1] != expected:

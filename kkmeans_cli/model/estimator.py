@@ -156,6 +156,11 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
     solver : {'lloyd', 'embed'}, default 'lloyd'
         'embed': k-means on V Λ^½ of K = V Λ Vᵀ (all eigenvectors for n ≤ 2000, else the
         leading ones), scored on K; a cross-check of Lloyd (see ``embed.py``).
+    cluster : distributed.Client, str or None
+        Run the Nyström fit on a Dask cluster (``distributed/``): a ``Client``, ``'local:N'``
+        (N worker processes on 127.0.0.1 for the call) or a scheduler address or file. X may
+        then be a Dask array or a file path read by the workers. A Dask array as X with
+        ``cluster=None`` uses the current default client.
 
     Attributes
     ----------
@@ -197,7 +202,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
                  random_state=None, dtype=_D["dtype"], n_threads=None, approx=_D["approx"],
                  n_landmarks=None, memory_limit=None, objective=_D["objective"],
                  refine=_D["refine"], psd_repair=_D["psd_repair"], solver=_D["solver"],
-                 storage=_D["storage"], nystroem_rank=None):
+                 storage=_D["storage"], nystroem_rank=None, cluster=None):
         self.n_clusters = n_clusters
         self.kernel = kernel
         self.gamma = gamma
@@ -220,6 +225,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         self.refine = refine
         self.storage = storage
         self.nystroem_rank = nystroem_rank
+        self.cluster = cluster
 
     # -- scikit-learn conventions ------------------------------------------------------------
     def _validate_params(self):
@@ -264,6 +270,10 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         self
         """
         self._validate_params()
+        if _on_cluster(self, X):
+            from ..distributed import api
+
+            return api.fit(self, X, sample_weight, fit_rngs(self.random_state))
         X = _check_data(X, self.kernel, estimator=self, reset=True)
         n = X.shape[0]
         if self.n_clusters > n:
@@ -646,6 +656,11 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         K(new, train); ``kernel_diag`` (K(new, new)) is optional there as it does not change
         the labels.
         """
+        if _on_cluster(self, X, fitted=True):
+            from ..distributed import api
+
+            self._check_fitted()
+            return api.predict(self, X)
         labels, _ = self._nearest(X, kernel_diag, want_distances=False)
         return labels
 
@@ -862,6 +877,16 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
 
     def _check_fitted(self):
         check_is_fitted(self, "labels_")
+
+
+def _on_cluster(estimator, X, fitted=False):
+    """Whether to run on a Dask cluster (``distributed/api.py``): ``cluster`` is set or X is
+    a Dask array (checked without importing Dask). A fitted model predicts in-memory arrays
+    in this process."""
+    dask_array = type(X).__module__.split(".")[0] == "dask" and hasattr(X, "to_delayed")
+    if fitted:
+        return dask_array or isinstance(X, str) and getattr(estimator, "cluster", None)
+    return dask_array or getattr(estimator, "cluster", None) is not None
 
 
 def _storage_used(source):

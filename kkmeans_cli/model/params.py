@@ -59,6 +59,9 @@ PARAMETER_CONSTRAINTS = {
     "psd_repair": [StrOptions(set(_options.PSD_REPAIRS))],
     "solver": [StrOptions(set(_options.SOLVERS))],
     "storage": [StrOptions(set(_options.STORAGES))],
+    # A distributed.Client, 'local[:N]' or a scheduler address or file (checked when the
+    # cluster is opened, distributed/cluster.py; Dask is not imported to validate).
+    "cluster": "no_validation",
 }
 
 

@@ -1,0 +1,463 @@
+"""The Dask route of a Nyström fit, driven from the client.
+
+The steps and the numbers are those of a fit in one process on the explicit-feature engine
+(``engine/features.py``, ``engine/restarts.py``, ``nystroem.FeatureEngine``), with every pass
+over the data split into chunks that the workers run (``chunks.py``):
+
+1. gamma from the seeded sample of pairs of ``kernels.resolve_gamma`` (only the sampled rows
+   come to the client; ``'scale'`` from per-chunk moments);
+2. the m landmarks (the rows ``nystroem.choose_landmarks`` draws) and the feature map
+   (``features.feature_map``: the m × s projection), on the client;
+3. the features of each chunk (``features.feature_chunk``), held on the workers when they fit
+   in half the workers' memory, else recomputed from the data at every pass (out of core);
+4. the restarts of ``restarts.sampled_restarts``: every candidate start drawn and iterated on
+   the seeded sample, whose features are brought to the client (a few MB), the best few
+   completed on all the data by Lloyd passes (``features.step_chunk`` on every chunk, the
+   partial sums of every block of ``CHUNK_ROWS`` rows reduced on the client in row order by
+   ``features.reduce_steps``). Chunks start at multiples of ``CHUNK_ROWS``, so the blocks
+   and the order of the sums are those of one process: the same labels and objective.
+
+Faults: every held array (features, labels) is a Dask future with its lineage (a task that
+reads the rows from the file), so when a worker dies the scheduler recomputes what was lost
+on the others and the run ends with the same result.
+"""
+import time
+import warnings
+
+import numpy as np
+
+from ..engine import features as F
+from ..errors import KKMeansWarning
+from . import chunks
+from .readers import ChunkedData, chunk_rows, from_array
+
+#: Features are held on the workers when they take at most this fraction of their memory.
+PERSIST_FRACTION = 0.5
+
+
+class ClusterRun:
+    """One fit's data and features on the cluster."""
+
+    def __init__(self, client, data, progress=None, per_chunk_sums=False):
+        self.client = client
+        self.data = data
+        self.progress = progress or (lambda stage, **info: None)
+        self.per_chunk_sums = per_chunk_sums
+        self.fmap = None
+        self.phi = None          # per chunk: a future of ("phi", Φ, ‖φ‖²) or the data source
+        self.persisted = False
+        self.bytes_per_pass = 0  # bytes of partial sums the client received in the last pass
+        self.pass_seconds = []   # wall time of every Lloyd pass on all data
+
+    def submit(self, fn, *args):
+        return self.client.submit(fn, *args, pure=False)
+
+    def gather(self, futures):
+        return self.client.gather(futures)
+
+    # -- rows and features of given points ----------------------------------------------------
+    def take_rows(self, idx):
+        """Data rows ``idx`` (global indices, any order), fetched from their chunks."""
+        return self._take(idx, lambda src, local: self.submit(chunks.take_rows, src, local),
+                          self.data.sources)[0]
+
+    def take_features(self, idx):
+        """(Φ rows, ‖φ‖²) of the points ``idx``."""
+        return self._take(idx, lambda src, local: self.submit(chunks.take_features, src,
+                                                              self.fmap, local), self.phi)
+
+    def _take(self, idx, submit, sources):
+        idx = np.asarray(idx, dtype=np.intp)
+        starts = np.array([b[0] for b in self.data.bounds])
+        which = np.searchsorted(starts, idx, side="right") - 1
+        groups = [(j, np.flatnonzero(which == j)) for j in np.unique(which)]
+        found = self.gather([submit(sources[j], idx[sel] - starts[j]) for j, sel in groups])
+        outs = []
+        for part in range(len(found[0]) if isinstance(found[0], tuple) else 1):
+            first = found[0][part] if isinstance(found[0], tuple) else found[0]
+            out = np.empty((idx.size,) + first.shape[1:], dtype=first.dtype)
+            for (j, sel), got in zip(groups, found):
+                out[sel] = got[part] if isinstance(got, tuple) else got
+            outs.append(out)
+        return outs
+
+    # -- features ------------------------------------------------------------------------------
+    def build_features(self, fmap, persist="auto"):
+        """Send the feature map to the workers; hold the features there when they fit."""
+        from .cluster import worker_memory_total
+
+        self.fmap = self.submit(_identity, fmap)
+        item = np.dtype(fmap.dtype).itemsize
+        need = float(self.data.n) * (fmap.rank * item + 8)
+        total = worker_memory_total(self.client)
+        if persist == "auto":
+            persist = total == 0 or need <= PERSIST_FRACTION * total
+        self.persisted = bool(persist)
+        if self.persisted:
+            self.phi = [self.submit(chunks.persist_features, s, self.fmap)
+                        for s in self.data.sources]
+            self.gather([self.submit(chunks.n_rows, f) for f in self.phi])
+        else:
+            self.phi = list(self.data.sources)
+
+    def approximation_error(self):
+        """trace(K − K̃)/trace(K) over all points (``features.approximation_error``)."""
+        parts = self.gather([self.submit(chunks.feature_totals, src, self.fmap)
+                             for src in self.phi])
+        diag = sum(p[0] for p in parts)
+        x_sq = sum(p[1] for p in parts)
+        return float(diag - x_sq) / diag if diag > 0 else 0.0
+
+    # -- Lloyd ---------------------------------------------------------------------------------
+    def lloyd(self, means, max_iter, dtype, restart=0):
+        """``features.lloyd`` from the centres ``means`` (k × s), each pass a map over the
+        chunks and the reduction of their parts in row order."""
+        mu = np.array(means, dtype=np.float64)
+        states = [None] * len(self.phi)
+        trace, n_iter, relocated, converged = [], 0, 0, False
+        while True:
+            t0 = time.perf_counter()
+            centres = F.centres_from(mu, dtype)
+            results = [self.submit(chunks.step, src, self.fmap, st, centres,
+                                   self.per_chunk_sums)
+                       for src, st in zip(self.phi, states)]
+            got = self.gather([self.submit(chunks.parts_of, r) for r in results])
+            self.bytes_per_pass = sum(p.sums.nbytes + p.weights.nbytes + p.inertia.nbytes
+                                      + p.moved.nbytes for p, _ in got)
+            step = F.reduce_steps([p for p, _ in got])
+            wx = _sum_in_order([x for _, x in got])
+            self.pass_seconds.append(time.perf_counter() - t0)
+            states = results
+            S, W = step.S, step.W
+            if step.moved == 0:
+                converged = True
+                break
+            if np.any(W <= 0):
+                moved, states = self._relocate(states, S, W)
+                relocated += moved
+            trace.append(_objective(wx, S, W))
+            self.progress("iteration", restart=restart, iteration=n_iter + 1,
+                          objective=trace[-1], moved=step.moved)
+            if n_iter == max_iter:
+                break
+            n_iter += 1
+            mu = F.centres_from_sums(S, W, mu)
+        if converged:
+            inertia = _objective_at(wx, S, W, mu)
+        else:
+            inertia = _sum_in_order(self.gather([self.submit(chunks.weighted_dist, st)
+                                                 for st in states]))
+            from ..engine.lloyd import warn_not_converged
+
+            warn_not_converged("Lloyd", False, max_iter)
+        return F.FeatureResult(labels=states, centres=mu, S=S, W=W, inertia=inertia,
+                               n_iter=n_iter + 1 if converged else n_iter,
+                               converged=converged, n_relocated=relocated,
+                               objective_trace=trace)
+
+    def _relocate(self, states, S, W):
+        """``features._relocate`` over the chunks: points by decreasing distance (ties by
+        index) moved into the clusters of no weight, each only if its cluster keeps another
+        point; S and W updated in the same order. Returns the moves and the new states."""
+        k = W.size
+        empty = np.flatnonzero(W <= 0)
+        want = empty.size + k   # a skipped point is the last one of its cluster: at most k
+        found = self.gather([self.submit(chunks.farthest, st, want) for st in states])
+        members = np.sum(self.gather([self.submit(chunks.member_counts, st, k)
+                                      for st in states]), axis=0)
+        cand = sorted(((-float(d), self.data.bounds[j][0] + int(i), j, int(i), int(lab))
+                       for j, (idx, dists, labs) in enumerate(found)
+                       for i, d, lab in zip(idx, dists, labs)), key=lambda t: (t[0], t[1]))
+        chosen = []
+        for _, g, j, i, a in cand:
+            if len(chosen) == empty.size:
+                break
+            if members[a] < 2:
+                continue
+            members[a] -= 1
+            chosen.append((g, j, i, a, int(empty[len(chosen)])))
+        if chosen:
+            rows, _ = self.take_features([c[0] for c in chosen])
+            for (_, _, _, a, c), row in zip(chosen, rows):
+                row = 1.0 * row.astype(np.float64)
+                S[a] -= row
+                W[a] -= 1.0
+                S[c] += row
+                W[c] += 1.0
+            per_chunk = {}
+            for _, j, i, _, c in chosen:
+                per_chunk.setdefault(j, ([], []))
+                per_chunk[j][0].append(i)
+                per_chunk[j][1].append(c)
+            states = [self.submit(chunks.relabel, st, *per_chunk[j]) if j in per_chunk else st
+                      for j, st in enumerate(states)]
+            warnings.warn(f"{len(chosen)} empty cluster(s) refilled with the points farthest "
+                          "from their centres", KKMeansWarning, stacklevel=3)
+        return len(chosen), states
+
+
+def _identity(x):
+    return x
+
+
+def _sum_in_order(values):
+    total = 0.0
+    for v in values:
+        total += v
+    return float(total)
+
+
+def _objective(wx, S, W):
+    """``features.objective`` with Σ w‖φ‖² given (added chunk by chunk)."""
+    full = W > 0
+    return float(wx - np.sum(np.einsum("ij,ij->i", S[full], S[full]) / W[full]))
+
+
+def _objective_at(wx, S, W, mu):
+    """``features.objective_at`` with Σ w‖φ‖² given."""
+    return float(wx - 2.0 * np.sum(S * mu) + np.sum(W * np.einsum("ij,ij->i", mu, mu)))
+
+
+# -- gamma -------------------------------------------------------------------------------------
+def resolve_gamma_on_cluster(run, est, gamma_rng):
+    """``kernels.resolve_gamma`` with only the sampled rows brought to the client, and the
+    offset of ``kernels.data_offset`` (the column means) from sums chained through the
+    chunks in order."""
+    from ..kernels.functions import (CENTRED_KERNELS, GAMMA_KERNELS, MEDIAN_PAIRS, Kernel,
+                                     resolve_gamma)
+
+    kernel, gamma, n = est.kernel, est.gamma, run.data.n
+    if kernel not in GAMMA_KERNELS or not isinstance(gamma, str):
+        value = resolve_gamma(kernel, gamma, np.zeros((1, 1)), gamma_rng)
+    elif gamma == "scale" or kernel in ("poly", "sigmoid"):
+        var = _variance(run.gather([run.submit(chunks.moments, s) for s in run.data.sources]))
+        if var > 0 and np.isfinite(var):
+            value = 1.0 / (run.data.d * var)
+        else:
+            warnings.warn("the median heuristic for gamma is undefined (the data have zero "
+                          "variance); using gamma = 1.0", KKMeansWarning, stacklevel=2)
+            value = 1.0
+    elif n * (n - 1) // 2 <= MEDIAN_PAIRS:
+        value = resolve_gamma(kernel, gamma, run.take_rows(np.arange(n)), gamma_rng)
+    else:
+        i = gamma_rng.integers(0, n, size=MEDIAN_PAIRS)
+        j = (i + gamma_rng.integers(1, n, size=MEDIAN_PAIRS)) % n
+        wanted = np.union1d(i, j)
+        rows = run.take_rows(wanted)
+        value = _median_gamma(kernel, rows[np.searchsorted(wanted, i)],
+                              rows[np.searchsorted(wanted, j)])
+    offset = None
+    if kernel in CENTRED_KERNELS and (kernel != "linear" or est.objective == "kmeans"):
+        carry = None
+        for src in run.data.sources:   # a chain of tasks: chunk j adds onto chunk j − 1
+            carry = run.submit(chunks.column_sums, src, carry)
+        offset = np.asarray(run.gather(carry), dtype=np.float64) / n
+        offset.flags.writeable = False
+    return Kernel(kernel, value, int(est.degree), float(est.coef0), offset)
+
+
+def _variance(parts):
+    """Chan, Golub & LeVeque's pairwise update of (count, sum, M2) of the chunks, in order."""
+    n, total, m2 = 0, 0.0, 0.0
+    for nb, sb, m2b in parts:
+        if n == 0:
+            n, total, m2 = nb, sb, m2b
+            continue
+        delta = sb / nb - total / n
+        m2 += m2b + delta * delta * n * nb / (n + nb)
+        n += nb
+        total += sb
+    return m2 / n
+
+
+def _median_gamma(kernel, Xi, Xj):
+    """γ = 1/(2·median distance) of the sampled pairs (``kernels.resolve_gamma``'s rule)."""
+    diff = Xi - Xj
+    if kernel == "rbf":
+        dist = np.einsum("ij,ij->i", diff, diff)
+    elif kernel == "laplacian":
+        dist = np.abs(diff).sum(axis=1)
+    else:
+        tot = Xi + Xj
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dist = np.where(tot != 0, diff * diff / np.where(tot != 0, tot, 1), 0.0).sum(1)
+    positive = dist[dist > 0]
+    if positive.size == 0:
+        warnings.warn("the median heuristic for gamma is undefined (all points are "
+                      "identical); using gamma = 1.0", KKMeansWarning, stacklevel=3)
+        return 1.0
+    med = float(np.median(dist))
+    if med <= 0:
+        med = float(np.median(positive))
+    return 1.0 / (2.0 * med)
+
+
+# -- the estimator's fit on a cluster --------------------------------------------------------
+def check_estimator(est):
+    """The options the cluster route runs (ValueError otherwise)."""
+    if est.approx != "nystroem":
+        raise ValueError("a fit on a Dask cluster runs the Nyström route; use "
+                         "approx='nystroem' (--approx nystroem)")
+    if est.kernel in ("precomputed", "precomputed-distance"):
+        raise ValueError("a fit on a Dask cluster needs the data, not a precomputed kernel")
+    if not isinstance(est.init, str):
+        raise ValueError("a fit on a Dask cluster draws its starts; initial labels need the "
+                         "whole data on one machine")
+    if est.objective != "kmeans" or est.refine == "hartigan":
+        raise ValueError("a fit on a Dask cluster runs the explicit-feature engine: "
+                         "objective='kmeans' and refine 'auto' or 'none'")
+
+
+def fit_on_cluster(est, data, client, rngs, *, persist="auto", progress=None, rows=None,
+                   per_chunk_sums=False):
+    """Fit ``est`` (a ``KernelKMeans`` with ``approx='nystroem'``) on ``data``
+    (:class:`ChunkedData`, or a Dask or NumPy array) with ``client``; ``rngs`` are the
+    estimator's (gamma, fit) generators. ``KernelKMeans.fit`` calls this (``api.py``).
+
+    Sets the fitted attributes as ``fit`` in one process does; ``labels_`` is gathered on the
+    client (n integers), the data never are. ``rows``: rows per chunk (rounded up to a
+    multiple of ``features.CHUNK_ROWS``); None keeps chunks that start at such multiples and
+    cuts others (a whole file, files of a glob) to about 64 MB of data.
+    ``persist``: hold the features on the workers (True), recompute them at every pass
+    (False), or 'auto' (held when they take at most half the workers' memory).
+    ``per_chunk_sums``: see ``chunks.step``.
+    """
+    from ..engine.restarts import default_sample_size, sampled_restarts
+    from ..kernels.nystroem import choose_landmarks, landmark_rng, resolve_landmarks
+    from ..engine.optima import start_kinds
+
+    est._validate_params()
+    check_estimator(est)
+    if not isinstance(data, ChunkedData):
+        data = from_array(client, data)
+    n, k = data.n, est.n_clusters
+    if k > n:
+        raise ValueError(f"n_clusters={k} is larger than the number of samples ({n})")
+    if rows is not None or len(data.bounds) == 1 or not data.is_aligned():
+        data = data.aligned(client, chunk_rows(data.d, rows))
+    run = ClusterRun(client, data, progress, per_chunk_sums)
+    gamma_rng, fit_rng = rngs
+    t0 = time.perf_counter()
+    kernel = resolve_gamma_on_cluster(run, est, gamma_rng)
+    est.kernel_ = kernel
+    m = resolve_landmarks(est.n_landmarks, n, k)
+    rank = getattr(est, "nystroem_rank", None)
+    rank = F.default_rank(k, m) if rank is None else min(int(rank), m)
+    idx = choose_landmarks(n, m, landmark_rng(est.random_state))
+    fmap = F.feature_map(kernel, run.take_rows(idx), rank)
+    t1 = time.perf_counter()
+    run.build_features(fmap, persist)
+    t2 = time.perf_counter()
+    stats = {"stage_seconds": {"landmarks": t1 - t0, "features": t2 - t1},
+             "approximation_error": run.approximation_error()}
+    kinds = start_kinds(est.init, est.n_init)
+    used = list(kinds)
+    sample_cache = {}
+
+    def solve_sample(sample, restart, r):
+        if "Y" not in sample_cache:
+            sample_cache["Y"], sample_cache["ys"] = run.take_features(sample)
+        Y, ys = sample_cache["Y"], sample_cache["ys"]
+        ws = np.ones(sample.size)
+        mu, used[restart] = F.sample_start(Y, ws, k, kinds[restart], r)
+        res = F.lloyd(Y, ys, ws, mu, est.max_iter, 1)
+        run.progress("start", done=restart + 1, total=len(kinds))
+        return res.inertia, res.centres
+
+    restart_no = [0]
+
+    def complete(mu):
+        restart_no[0] += 1
+        return run.lloyd(mu, est.max_iter, fmap.dtype, restart_no[0] - 1)
+
+    out = sampled_restarts(n, est.n_init, fit_rng, solve_sample, complete,
+                           sample_size=default_sample_size(n, k))
+    best = out.best
+    t3 = time.perf_counter()
+    stats.update(start_kinds=used, best_start=used[out.best_candidate],
+                 sample_size=int(out.sample.size), sample_objectives=out.sample_objectives,
+                 completed=out.completed)
+    stats["stage_seconds"]["restarts"] = t3 - t2
+    inertias = list(out.full_objectives)
+    inertias[int(np.argmin(inertias))] = best.inertia
+    labels = np.concatenate(client.gather([run.submit(chunks.labels_of, st)
+                                           for st in best.labels])).astype(np.intp)
+    W = best.W
+    est._fit_n_features = data.d
+    est.gamma_ = kernel.gamma
+    est.labels_ = labels
+    est.inertia_ = best.inertia
+    est.inner_sums_ = W ** 2 * np.einsum("ij,ij->i", best.centres, best.centres)
+    est.cluster_weights_ = W
+    est.cluster_sizes_ = np.bincount(labels, minlength=k).astype(np.int64)
+    est.n_iter_ = best.n_iter
+    est.converged_ = best.converged
+    est.sample_weight_ = np.ones(n)
+    est.X_fit_ = None
+    est.psd_ = None
+    est.landmarks_ = fmap.landmarks
+    est.nystroem_transform_ = fmap.projection
+    est.n_landmarks_ = fmap.n_landmarks
+    est.nystroem_rank_ = fmap.rank
+    est.nystroem_dtype_ = np.dtype(fmap.dtype).name
+    est.centers_ = best.centres
+    est.nystroem_stats_ = stats
+    est.n_features_in_ = data.d
+    est._fit_outer_sums = None
+    est.fit_stats_ = {"kernel_seconds": t2 - t0, "iteration_seconds": t3 - t2,
+                      "restart_inertias": inertias, "best_restart": int(np.argmin(inertias)),
+                      "n_threads": 1, "storage": "features held on the workers" if run.persisted
+                      else "features recomputed at every pass",
+                      "cluster": {"workers": len(client.scheduler_info().get("workers", {})),
+                                  "chunks": len(data.bounds),
+                                  "bytes_per_pass": int(run.bytes_per_pass),
+                                  "pass_seconds": [float(t) for t in run.pass_seconds]}}
+    # (as nystroem's engine reports its starts in fit_stats_)
+    est.fit_stats_.update({"start_kinds": list(used), "best_start": stats["best_start"],
+                           "refine": "none", "spectral_method": "features",
+                           "lloyd_objective": float(best.inertia),
+                           "refined_objective": float(best.inertia), "refine_moves": 0,
+                           "nystroem": dict(stats)})
+    return est
+
+
+# -- predict ---------------------------------------------------------------------------------
+def model_namespace(est):
+    """The fitted attributes ``nystroem.nearest`` reads, as a small picklable object."""
+    from types import SimpleNamespace
+
+    # nystroem.nearest checks the new rows' range against the training size and weight
+    # (len(labels_), Σ sample_weight_): stand-ins of one entry carry them, not n values.
+    return SimpleNamespace(kernel=est.kernel, labels_=_Sized(len(est.labels_)),
+                           sample_weight_=np.array([float(np.sum(est.sample_weight_))]),
+                           n_threads=1, n_features_in_=est.n_features_in_,
+                           n_clusters=est.n_clusters, cluster_weights_=est.cluster_weights_,
+                           inner_sums_=est.inner_sums_, centers_=est.centers_,
+                           landmarks_=est.landmarks_,
+                           nystroem_transform_=est.nystroem_transform_, kernel_=est.kernel_,
+                           nystroem_dtype_=getattr(est, "nystroem_dtype_", None))
+
+
+class _Sized:
+    """An object whose ``len`` is the number of training points."""
+
+    def __init__(self, n):
+        self.n = int(n)
+
+    def __len__(self):
+        return self.n
+
+
+def predict_on_cluster(est, data, client, rows=None):
+    """Per-chunk futures of the labels (int32) of ``data`` (:class:`ChunkedData` or an
+    array), in input order; ``nystroem.nearest`` runs on each chunk on the workers."""
+    if getattr(est, "approx", "none") != "nystroem":
+        raise ValueError("predict on a Dask cluster needs a Nyström model (approx='nystroem')")
+    if not isinstance(data, ChunkedData):
+        data = from_array(client, data)
+    if data.d != est.n_features_in_:
+        raise ValueError(f"X has {data.d} features, the model expects {est.n_features_in_}")
+    if rows is not None or len(data.bounds) == 1 or not data.is_aligned():
+        data = data.aligned(client, chunk_rows(data.d, rows))
+    model = client.submit(_identity, model_namespace(est), pure=False)
+    return [client.submit(chunks.nearest, src, model, pure=False) for src in data.sources]
