@@ -14,7 +14,7 @@ import pytest
 
 from cli_helpers import labels_of, run, write_csv
 from kkmeans_cli import KernelKMeans
-from kkmeans_cli.model import estimator as estimator_module
+from kkmeans_cli.model import planning as estimator_module
 from kkmeans_cli.engine.elkan import elkan
 from kkmeans_cli.engine.starts import kmeans_plusplus
 from kkmeans_cli.kernels.sources import BlockedKernel, InMemoryKernel

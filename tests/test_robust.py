@@ -18,7 +18,7 @@ from kkmeans_cli.errors import (DataError, KKMeansError, KKMeansWarning, TooFewD
                                 ValueRangeError)
 from kkmeans_cli.kernels.functions import FLOAT_MAX, check_range, count_distinct
 from kkmeans_cli.measures.sweep import parse_ks, sweep
-from kkmeans_cli.model import estimator as estimator_module
+from kkmeans_cli.model import planning as estimator_module
 from kkmeans_cli.model.memory import plan
 
 

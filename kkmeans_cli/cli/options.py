@@ -522,12 +522,13 @@ def _auto_storage(opts, n, kw):
     when no exact route fits."""
     from ..model.estimator import KernelKMeans
     from ..model.memory import choose_storage
+    from ..model.planning import blocked_possible
 
-    probe = KernelKMeans(**estimator_kwargs(opts, kw["k"], "k-means++"))
+    params = KernelKMeans(**estimator_kwargs(opts, kw["k"], "k-means++")).get_params()
     rest = {key: value for key, value in kw.items()
             if key not in ("k", "dtype", "storage", "approx", "n_landmarks")}
     storage, _ = choose_storage(n, kw["k"], kw["dtype"], limit=opts["memory_limit"],
-                                blocked_ok=probe._blocked_possible(), **rest)
+                                blocked_ok=blocked_possible(params), **rest)
     return storage
 
 

@@ -382,7 +382,7 @@ def _threads_text(estimator, used, n):
     fewer than 2,000 points``, ``1 thread: engine built without OpenMP``."""
     from ..engine import _openmp
     from ..engine.threads import effective_n_threads
-    from ..model.estimator import SMALL_N
+    from ..model.planning import SMALL_N
 
     if not _openmp.openmp_enabled():
         return f"{plural(used, 'thread')}: engine built without OpenMP"

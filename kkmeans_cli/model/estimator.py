@@ -13,22 +13,13 @@ from ..engine.starts import kmeans_plusplus, random_centres
 from ..engine.threads import blas_threads, effective_n_threads
 from ..kernels.functions import (FLOAT_MAX, Kernel, check_range, count_distinct, data_offset,
                                  resolve_gamma)
-from ..kernels.psd import PRECOMPUTED, needs_psd_check
+from ..kernels.psd import PRECOMPUTED
 from ..kernels.sources import BlockedKernel, InMemoryKernel, LazyKernel
 from .params import PARAMETER_CONSTRAINTS, fit_rngs, resolve_dtype, validate_params
+from .planning import ELKAN_MAX_FEATURES, elkan_pays_blocked, plan_fit, route_of
 
-# storage='auto' (see KernelKMeans._lazy): a fit with one start of at least LAZY_MIN_N points
-# starts without the kernel matrix (Elkan on kernel values computed in blocks) and builds the
-# matrix once those iterations have computed LAZY_BUDGET·n² kernel values (building K computes
-# n²/2 and writes n² entries).
-LAZY_MIN_N = 4096
-LAZY_BUDGET = 0.5
-# algorithm='auto' (see KernelKMeans._scheme): Elkan's bounds prune little in many dimensions.
-ELKAN_MAX_FEATURES = 32
-ELKAN_MIN_CLUSTERS = 20
-# Below this many points a parallel region costs more than its work (and waits on a busy
-# core); results do not depend on the thread count, so small fits run on one thread.
-SMALL_N = 2000
+# The planning thresholds (LAZY_MIN_N, LAZY_BUDGET, ELKAN_MAX_FEATURES, ELKAN_MIN_CLUSTERS,
+# SMALL_N) live with the rules that use them, in model/planning.py.
 _D = _options.DEFAULTS
 
 # Checks of scikit-learn's ``check_estimator`` that cannot hold for kernel k-means, with the
@@ -282,16 +273,17 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         weights = _check_weights(sample_weight, n, self.n_clusters)
         _check_fit_values(X, self.kernel, weights, self.n_clusters, self.objective)
         init_labels = self._check_init_labels(n)
-        self._fit_n_features = X.shape[1]
+        # Resolved once, before anything large is allocated (like scikit-learn's self._n_threads).
+        self._plan = plan = plan_fit(self.get_params(), n, X.shape[1],
+                                     kernel_given=kernel_matrix is not None)
         gamma_rng, fit_rng = fit_rngs(self.random_state)
-        n_threads = effective_n_threads(self.n_threads) if n >= SMALL_N else 1
-        dtype = resolve_dtype(self.dtype)
+        n_threads = plan.n_threads
         with blas_threads(1):  # OpenMP does the parallel work; see kernels.py for GEMMs
             self.kernel_ = self._resolved_kernel(X, gamma_rng)
             if self.kernel == "poly":
                 check_range("poly", X, weights.sum(), kernel=self.kernel_)
             t0 = time.perf_counter()
-            source, weights = self._kernel_source(X, weights, kernel_matrix, dtype, n_threads)
+            source, weights = self._kernel_source(X, weights, kernel_matrix, plan)
             t1 = time.perf_counter()
             best, inertias = self._run_restarts(source, weights, init_labels, fit_rng, n_threads)
             t2 = time.perf_counter()
@@ -321,12 +313,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
                            "restart_inertias": inertias,
                            "best_restart": int(np.argmin(inertias)),
                            "n_threads": n_threads, "storage": _storage_used(source)}
-        reason = self.__dict__.pop("_storage_reason", None)
-        if isinstance(source, LazyKernel):
-            reason = ("one start: Elkan on kernel values computed in blocks, the kernel "
-                      "matrix built only if the iterations need most of it")
-        if reason is not None:
-            self.fit_stats_["storage_reason"] = reason
+        if plan.reason is not None:
+            self.fit_stats_["storage_reason"] = plan.reason
         if not isinstance(source, InMemoryKernel) and hasattr(source, "kernel_evaluations"):
             self.fit_stats_["kernel_evaluations"] = int(source.kernel_evaluations)
         self._psd_finish(weights)
@@ -334,40 +322,28 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         self.fit_stats_.update(self.__dict__.pop("_screening", {}))
         return self
 
-    def _kernel_source(self, X, weights, kernel_matrix, dtype, n_threads):
-        """Stage 1 of fit: where the iterations read kernel values from.
+    def _kernel_source(self, X, weights, kernel_matrix, plan):
+        """Stage 1 of fit: where the iterations read kernel values from (``plan.route``).
 
         Returns the kernel source and the weights the iterations use.
         """
-        n = X.shape[0]
-        if self.approx == "nystroem":
+        dtype, n_threads = plan.dtype, plan.n_threads
+        if plan.route == "nystroem":
             from ..kernels.nystroem import fit_source
 
             return fit_source(self, X, kernel_matrix, n_threads), weights
-        if self.storage == "blocked":
-            if kernel_matrix is not None:
-                raise ValueError("storage='blocked' recomputes kernel rows from the data; "
-                                 "it cannot use a given kernel_matrix")
-            self.psd_, self._psd_pending = None, False
-            from .memory import check, plan
-
-            check(plan(n, self.n_clusters, storage="blocked"), self.memory_limit,
-                  k=self.n_clusters, storage="blocked")
-            self._storage_reason = "asked for (storage='blocked')"
-            return BlockedKernel(self.kernel_, X, dtype=dtype, n_threads=n_threads), weights
-        if self._auto_storage(n, dtype, kernel_matrix) == "blocked":
-            self.psd_, self._psd_pending = None, False
-            return BlockedKernel(self.kernel_, X, dtype=dtype, n_threads=n_threads), weights
-        self._check_memory(n, dtype, kernel_given=kernel_matrix is not None)
-        if self._lazy(n, kernel_matrix):
+        if plan.route in ("blocked", "lazy"):
             self.psd_, self._psd_pending = None, False
             blocked = BlockedKernel(self.kernel_, X, dtype=dtype, n_threads=n_threads)
+            if plan.route == "blocked":
+                return blocked, weights
 
             def build():
                 K = self.kernel_.matrix(X, dtype=dtype, n_threads=n_threads)
                 return InMemoryKernel(K, n_threads=n_threads, diag=blocked.diag)
 
-            return LazyKernel(blocked, build, LAZY_BUDGET * float(n) * n), weights
+            return LazyKernel(blocked, build, plan.lazy_budget), weights
+        n = X.shape[0]
         if kernel_matrix is None:
             K = self.kernel_.matrix(X, dtype=dtype, n_threads=n_threads)
         else:
@@ -379,83 +355,11 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         K, diag, weights = self._transform_fit_kernel(K, diag, weights, n_threads)
         return InMemoryKernel(K, n_threads=n_threads, diag=diag), weights
 
-    def _auto_storage(self, n, dtype, kernel_matrix):
-        """'matrix' or 'blocked' for ``storage`` 'auto' or 'matrix' (``memory.choose_storage``:
-        the blocked route when the kernel matrix does not fit the memory plan and the blocked
-        one does); the reason goes to ``fit_stats_['storage_reason']``."""
-        from .memory import choose_storage
-
-        storage, why = choose_storage(n, self.n_clusters, np.dtype(dtype).name,
-                                      limit=self.memory_limit, storage=self.storage,
-                                      blocked_ok=self._blocked_possible(),
-                                      kernel_given=kernel_matrix is not None or (
-                                          self.kernel == "precomputed"
-                                          and dtype == np.float64))
-        self._storage_reason = why
-        return storage
-
-    def _blocked_possible(self):
-        """Whether exact k-means can run on kernel values recomputed in blocks: a kernel
-        function positive semidefinite by construction (Elkan's bounds need a Euclidean
-        feature space; no PSD check or repair, which need K), the objective 'kmeans', the
-        Lloyd solver, no approximation."""
-        kernel = getattr(self, "kernel_", None) or Kernel(self.kernel, None, int(self.degree),
-                                                          float(self.coef0))
-        return (self.kernel not in PRECOMPUTED and not needs_psd_check(kernel)
-                and self.objective == "kmeans" and self.solver == "lloyd"
-                and self.psd_repair == "none" and self.approx == "none")
-
-    def _lazy(self, n, kernel_matrix):
-        """Whether ``storage='auto'`` starts without the kernel matrix (:class:`LazyKernel`).
-
-        Only where that cannot change the result (up to exact ties) and can only save: one
-        start (nothing to share K with; spectral starts need K), n ≥ ``LAZY_MIN_N`` (below, K
-        is cheap), a kernel
-        function that is positive semidefinite by construction (no PSD check or repair, which
-        need K; Elkan's bounds need a Euclidean feature space), the objective 'kmeans' and
-        the Lloyd solver, and Elkan chosen for a blocked kernel (:meth:`_scheme`). Measured
-        (``benchmarks/bench_fit.py``, n = 10,000, d = 10, k = 8, one restart): blobs 0.12 s
-        instead of 0.7–2.0 s with the matrix; structureless data builds the matrix after the
-        budget and loses ~0.1–0.3 s.
-        """
-        if self.storage != "auto" or kernel_matrix is not None or n < LAZY_MIN_N:
-            return False
-        single = not isinstance(self.init, str) or (
-            self.n_init == 1 and self.init in ("k-means++", "random"))
-        # needs_psd_check reads the kernel's name and coef0 only (no gamma needed).
-        psd = self.kernel not in PRECOMPUTED and not needs_psd_check(
-            Kernel(self.kernel, None, int(self.degree), float(self.coef0)))
-        exact = (self.objective == "kmeans" and self.solver == "lloyd"
-                 and self.psd_repair == "none" and self.approx == "none")
-        if not (single and psd and exact) or self.algorithm == "lloyd":
-            return False
-        return self.algorithm == "elkan" or self._elkan_pays_blocked()
-
     def starts_blocked(self, n_samples, n_features):
         """Whether :meth:`fit` of data of this shape (no ``kernel_matrix``) starts without the
-        kernel matrix (``storage='blocked'``, or ``'auto'`` on its blocked route), so that
-        building K for other uses (a silhouette) would be work and memory the fit avoids."""
-        if self.approx != "none":
-            return False
-        if self.storage == "blocked":
-            return True
-        if self.storage == "auto" and self._blocked_possible():
-            from .memory import choose_storage
-
-            storage, _ = choose_storage(n_samples, self.n_clusters,
-                                        np.dtype(resolve_dtype(self.dtype)).name,
-                                        limit=self.memory_limit)
-            if storage == "blocked":
-                return True
-        saved = self.__dict__.get("_fit_n_features")
-        self._fit_n_features = n_features
-        try:
-            return self._lazy(n_samples, None)
-        finally:
-            if saved is None:
-                del self._fit_n_features
-            else:
-                self._fit_n_features = saved
+        kernel matrix (route 'blocked' or 'lazy' of ``model/planning.py``), so that building K
+        for other uses (a silhouette) would be work and memory the fit avoids."""
+        return route_of(self.get_params(), n_samples, n_features)[0] in ("blocked", "lazy")
 
     def _transform_fit_kernel(self, K, diag, weights, n_threads):
         """Changes made to the training kernel matrix before clustering (none yet).
@@ -515,8 +419,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         return lloyd(source, weights, start, self.n_clusters, max_iter=self.max_iter,
                      tol=self.tol, n_threads=n_threads, iterations_done=iterations_done)
 
-    def _scheme(self, source):
-        """'lloyd' or 'elkan' for this source.
+    def _scheme(self, source, plan=None):
+        """'lloyd' or 'elkan' for this source (``plan``: this fit's :class:`FitPlan`).
 
         Rule for 'auto', measured with benchmarks/bench_elkan.py (n = 20,000, blobs, rbf,
         k ∈ {5, 20, 50, 200}, d ∈ {2, 10, 20, 50}; Lloyd time / Elkan time):
@@ -541,20 +445,15 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
                 f"psd_repair='lingoes'")
         if self.algorithm != "auto":
             return self.algorithm
-        d = getattr(self, "_fit_n_features", 0)
+        plan = plan or self.__dict__.get("_plan")
+        d = plan.n_features if plan is not None else 0
         if not euclidean:
             return "lloyd"
         if not getattr(source, "replays_log", True):  # explicit Nyström features
             return "elkan" if d < ELKAN_MAX_FEATURES else "lloyd"
         if isinstance(source, BlockedKernel):
-            return "elkan" if self._elkan_pays_blocked() else "lloyd"
+            return "elkan" if elkan_pays_blocked(self.n_clusters, d) else "lloyd"
         return "lloyd"
-
-    def _elkan_pays_blocked(self):
-        """The blocked rule of :meth:`_scheme`: Elkan unless d ≥ ``ELKAN_MAX_FEATURES`` and
-        k < ``ELKAN_MIN_CLUSTERS`` (there the bounds prune little)."""
-        d = getattr(self, "_fit_n_features", 0)
-        return not (d >= ELKAN_MAX_FEATURES and self.n_clusters < ELKAN_MIN_CLUSTERS)
 
     def _iterate_lazy(self, source, weights, start, n_threads):
         """Elkan on kernel values computed in blocks, within the source's budget; past it, the

@@ -1,0 +1,177 @@
+"""Planning a fit: from the validated parameters and the data's shape to a :class:`FitPlan`.
+
+Pure functions of the parameters (a dict, as ``KernelKMeans.get_params()`` gives) and of n, d:
+nothing here reads or writes an estimator, so tests can call :func:`plan_fit` directly and the
+command line can ask where a fit will run before it runs (``route_of``).
+
+The routes, in the order they are considered (docs/engine.md has the algorithms):
+
+- ``'nystroem'``: ``approx='nystroem'``, explicit features (``kernels/nystroem.py``);
+- ``'blocked'``: kernel values recomputed in blocks, never held, when asked for
+  (``storage='blocked'``) or when ``storage='auto'`` finds that the kernel matrix does not fit
+  the memory plan and the blocked route does (``memory.choose_storage``);
+- ``'lazy'``: ``storage='auto'`` for one start of at least ``LAZY_MIN_N`` points on a kernel
+  that is positive semidefinite by construction: Elkan on blocked kernel values, the matrix
+  built only if the iterations need most of it (``kernels.sources.LazyKernel``);
+- ``'matrix'``: the kernel matrix, computed once and shared by every restart.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engine.threads import effective_n_threads
+from ..kernels.functions import Kernel
+from ..kernels.psd import PRECOMPUTED, needs_psd_check
+from .params import resolve_dtype
+
+# storage='auto' (route 'lazy'): a fit with one start of at least LAZY_MIN_N points starts
+# without the kernel matrix and builds it once the blocked iterations have computed
+# LAZY_BUDGET·n² kernel values (building K computes n²/2 and writes n²).
+LAZY_MIN_N = 4096
+LAZY_BUDGET = 0.5
+# algorithm='auto': Elkan's bounds prune little in many dimensions with few clusters
+# (benchmarks/bench_elkan.py).
+ELKAN_MAX_FEATURES = 32
+ELKAN_MIN_CLUSTERS = 20
+# Below this many points a parallel region costs more than its work (and waits on a busy
+# core); results do not depend on the thread count, so small fits run on one thread.
+SMALL_N = 2000
+
+LAZY_REASON = ("one start: Elkan on kernel values computed in blocks, the kernel matrix "
+               "built only if the iterations need most of it")
+
+
+@dataclass(frozen=True)
+class FitPlan:
+    """Where and how a fit runs.
+
+    Attributes
+    ----------
+    route : {'matrix', 'blocked', 'lazy', 'nystroem'}
+    reason : str or None
+        Why this route (``fit_stats_['storage_reason']``), None when there is nothing to say.
+    n_threads : int
+        OpenMP threads of the engine (1 below ``SMALL_N`` points).
+    dtype : numpy type
+        Storage type of the kernel matrix or of the blocked kernel values.
+    n_features : int
+        d, the data's dimension (the iteration scheme depends on it).
+    elkan_pays_blocked : bool
+        Whether Elkan beats Lloyd on kernel values computed in blocks (:func:`elkan_pays_blocked`).
+    lazy_budget : float
+        Kernel values the lazy route may compute before it builds the matrix.
+    """
+
+    route: str
+    reason: object
+    n_threads: int
+    dtype: type
+    n_features: int
+    elkan_pays_blocked: bool
+    lazy_budget: float = 0.0
+
+
+def _psd_by_construction(params):
+    """A kernel function that is positive semidefinite for every data set (no check needed).
+    ``needs_psd_check`` reads the kernel's name and coef0 only, so no gamma is needed."""
+    return params["kernel"] not in PRECOMPUTED and not needs_psd_check(
+        Kernel(params["kernel"], None, int(params["degree"]), float(params["coef0"])))
+
+
+def blocked_possible(params):
+    """Whether exact k-means can run on kernel values recomputed in blocks: a kernel function
+    positive semidefinite by construction (Elkan's bounds need a Euclidean feature space; a
+    PSD check or repair needs K), the objective 'kmeans', the Lloyd solver, no approximation."""
+    return (_psd_by_construction(params) and params["objective"] == "kmeans"
+            and params["solver"] == "lloyd" and params["psd_repair"] == "none"
+            and params["approx"] == "none")
+
+
+def elkan_pays_blocked(n_clusters, n_features):
+    """Elkan on a blocked kernel unless d ≥ ``ELKAN_MAX_FEATURES`` and k <
+    ``ELKAN_MIN_CLUSTERS`` (there the bounds prune little)."""
+    return not (n_features >= ELKAN_MAX_FEATURES and n_clusters < ELKAN_MIN_CLUSTERS)
+
+
+def starts_lazy(params, n, n_features, kernel_given=False):
+    """Whether ``storage='auto'`` starts without the kernel matrix (route 'lazy').
+
+    Only where that cannot change the result (up to exact ties) and can only save: one start
+    (nothing to share K with; spectral starts need K), n ≥ ``LAZY_MIN_N`` (below, K is cheap),
+    a kernel positive semidefinite by construction, the objective 'kmeans' and the Lloyd
+    solver, and Elkan chosen for a blocked kernel. Measured (``benchmarks/bench_fit.py``,
+    n = 10,000, d = 10, k = 8, one restart): blobs 0.12 s instead of 0.7–2.0 s with the
+    matrix; structureless data builds the matrix after the budget and loses ~0.1–0.3 s.
+    """
+    if params["storage"] != "auto" or kernel_given or n < LAZY_MIN_N:
+        return False
+    init = params["init"]
+    single = not isinstance(init, str) or (
+        params["n_init"] == 1 and init in ("k-means++", "random"))
+    if not (single and blocked_possible(params)) or params["algorithm"] == "lloyd":
+        return False
+    return (params["algorithm"] == "elkan"
+            or elkan_pays_blocked(params["n_clusters"], n_features))
+
+
+def _kernel_given(params, dtype, kernel_matrix_given):
+    """K exists already: given to fit, or DATA is the kernel matrix (kept as float64)."""
+    return kernel_matrix_given or (params["kernel"] == "precomputed" and dtype == np.float64)
+
+
+def route_of(params, n, n_features, kernel_given=False):
+    """The route of :func:`plan_fit` and why, without the memory checks."""
+    dtype = resolve_dtype(params["dtype"])
+    if params["approx"] == "nystroem":
+        return "nystroem", None
+    if params["storage"] == "blocked":
+        return "blocked", "asked for (storage='blocked')"
+    from .memory import choose_storage
+
+    storage, why = choose_storage(n, params["n_clusters"], np.dtype(dtype).name,
+                                  limit=params["memory_limit"], storage=params["storage"],
+                                  blocked_ok=blocked_possible(params),
+                                  kernel_given=_kernel_given(params, dtype, kernel_given))
+    if storage == "blocked":
+        return "blocked", why
+    if starts_lazy(params, n, n_features, kernel_given):
+        return "lazy", LAZY_REASON
+    return "matrix", why
+
+
+def plan_fit(params, n, n_features, *, kernel_given=False):
+    """The :class:`FitPlan` of a fit of n points of dimension d.
+
+    Parameters
+    ----------
+    params : dict
+        The estimator's parameters (``get_params()``), already validated.
+    n, n_features : int
+    kernel_given : bool
+        A kernel matrix is given to ``fit`` (``kernel_matrix=``).
+
+    Raises
+    ------
+    MemoryPlanError
+        The route's memory plan exceeds ``memory_limit`` (nothing has been allocated).
+    ValueError
+        ``storage='blocked'`` with a given kernel matrix.
+    """
+    from .memory import check, plan
+
+    dtype = resolve_dtype(params["dtype"])
+    k = params["n_clusters"]
+    n_threads = effective_n_threads(params["n_threads"]) if n >= SMALL_N else 1
+    route, reason = route_of(params, n, n_features, kernel_given)
+    if route == "blocked" and params["storage"] == "blocked":
+        if kernel_given:
+            raise ValueError("storage='blocked' recomputes kernel rows from the data; it "
+                             "cannot use a given kernel_matrix")
+        check(plan(n, k, storage="blocked"), params["memory_limit"], k=k, storage="blocked")
+    elif route in ("matrix", "lazy"):
+        kernel_matrix = _kernel_given(params, dtype, kernel_given)
+        check(plan(n, k, np.dtype(dtype).name, kernel_given=kernel_matrix),
+              params["memory_limit"], k=k, dtype=np.dtype(dtype).name)
+    return FitPlan(route=route, reason=reason, n_threads=n_threads, dtype=dtype,
+                   n_features=n_features, elkan_pays_blocked=elkan_pays_blocked(k, n_features),
+                   lazy_budget=LAZY_BUDGET * float(n) * n if route == "lazy" else 0.0)
