@@ -383,7 +383,6 @@ def fit_on_cluster(est, data, client, rngs, *, persist="auto", progress=None, ro
     labels = np.concatenate(client.gather([run.submit(chunks.labels_of, st)
                                            for st in best.labels])).astype(np.intp)
     W = best.W
-    est._fit_n_features = data.d
     est.gamma_ = kernel.gamma
     est.labels_ = labels
     est.inertia_ = best.inertia
