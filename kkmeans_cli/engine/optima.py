@@ -86,13 +86,13 @@ def spectral_embedding(source, weights, n_clusters, rng):
         'eigh', 'lanczos', 'landmarks(m)' or 'features' (an explicit feature space, e.g.
         Nyström, gives the embedding from its m×m eigenproblem: no n×n or landmark rows).
     """
-    if hasattr(source, "spectral_embedding"):
+    if source.explicit_features:
         return source.spectral_embedding(weights, n_clusters), "features"
     n = source.n
     k = min(n_clusters, n)
     s = np.sqrt(weights)
     if n <= SPECTRAL_EXACT_MAX:
-        K = source.K if hasattr(source, "K") else source.rows(np.arange(n))
+        K = source.K if source.holds_matrix else source.rows(np.arange(n))
         lam, V = _top_eigenpairs(K, s, k, rng)
         how = "eigh" if n <= SPECTRAL_EIGH_MAX or k >= n - 1 else "lanczos"
         with np.errstate(divide="ignore"):
@@ -192,9 +192,9 @@ def normalized_embedding(source, weights, n_clusters, rng):
     Returns (A, cluster weights w·d) or None.
     """
     n = source.n
-    if n > SPECTRAL_EXACT_MAX or hasattr(source, "spectral_embedding"):
+    if n > SPECTRAL_EXACT_MAX or source.explicit_features:
         return None
-    K = source.K if hasattr(source, "K") else source.rows(np.arange(n))
+    K = source.K if source.holds_matrix else source.rows(np.arange(n))
     d = degrees(K, weights)
     if not np.all((d > 0) & np.isfinite(d)):
         return None
@@ -475,7 +475,7 @@ def refine(source, weights, result, n_clusters, iterate, n_threads=1):
         result's ``n_iter`` counts the Lloyd iterations of every round.
     """
     stats = {"refine_moves": 0, "refine_rounds": 0, "refine_gain": 0.0}
-    if n_clusters < 2 or not getattr(source, "replays_log", True):
+    if n_clusters < 2 or source.explicit_features:
         return result, stats          # nothing to move for k = 1; explicit features: none
     best = result
     start_inertia = result.inertia

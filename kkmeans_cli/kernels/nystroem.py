@@ -32,6 +32,7 @@ import numpy as np
 from .._text import plural
 from ..engine.threads import blas_threads, thread_pool
 from .functions import row_blocks
+from .sources import KernelSource
 from ..model.memory import BLOCK_BYTES, default_landmarks
 
 #: Eigenvalues of K_mm at most this fraction of the largest are dropped from the transform.
@@ -132,8 +133,8 @@ def _sq_norms(A):
 
 
 # -- the kernel source ----------------------------------------------------------------------
-class FeatureSpaceSource:
-    """A kernel source (see ``kernel_source.py``) for the linear kernel of explicit features Φ.
+class FeatureSpaceSource(KernelSource):
+    """A kernel source (``kernels/sources.py``) for the linear kernel of explicit features Φ.
 
     K = Φ Φᵀ is never formed: with S[c] = Σ_{j∈c} w_j φ_j (``S``, k×m, float64),
 
@@ -200,9 +201,14 @@ class FeatureSpaceSource:
             F[changed] += times_rows_t(dS[changed], self.Phi, self._buffer(changed.size),
                                        self.n_threads)
 
-    # -- Elkan (see kernel_source.py): the sums S are explicit, so an outer sum F[c, i] is
+    # -- Elkan (kernels/sources.py): the sums S are explicit, so an outer sum F[c, i] is
     # recomputed when needed, S[c]·φ_i (O(m)), instead of replayed from the log of moves.
-    replays_log = False
+    explicit_features = True
+
+    def refresh_outer_sums(self, points, stamps, log, F):
+        """Never called: with explicit features Elkan recomputes F per pair (:meth:`pair_sums`)
+        instead of replaying a log of moves."""
+        raise NotImplementedError("explicit features recompute outer sums with pair_sums")
 
     def record_moves(self, moved, src, dst, w_moved):
         self.S += self._delta_sums(moved, src, dst, w_moved)
@@ -325,7 +331,11 @@ def engine_applies(estimator, kernel_matrix):
 class FeatureEngine:
     """Stage 1 of a Nyström fit on the explicit-feature engine: the feature map and the
     features Φ (n×s float32) of the training data; :meth:`run_restarts` is stage 2
-    (``KernelKMeans._run_restarts`` hands over to it)."""
+    (``KernelKMeans._run_restarts`` hands over to it: ``runs_restarts``)."""
+
+    holds_matrix = False
+    explicit_features = True
+    runs_restarts = True
 
     def __init__(self, fmap, Phi, x_sq, diag, landmark_index, stage_seconds):
         self.fmap, self.Phi, self.x_sq, self.diag = fmap, Phi, x_sq, diag

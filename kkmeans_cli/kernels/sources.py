@@ -40,6 +40,7 @@ class KernelSource(ABC):
 
     holds_matrix = False
     explicit_features = False
+    runs_restarts = False  # a source that runs the restarts itself (the Nyström engine)
 
     @property
     def replays_log(self):
@@ -327,6 +328,12 @@ class LazyKernel:
     ``budget`` is the number of kernel values the blocked iterations may compute before the
     matrix is built instead.
     """
+
+    # Not a KernelSource itself (the iterations read ``current``), but it answers the same
+    # capability questions: no matrix held at the start, no explicit features.
+    holds_matrix = False
+    explicit_features = False
+    runs_restarts = False
 
     def __init__(self, blocked, build, budget):
         self.blocked, self._build, self.budget = blocked, build, budget

@@ -306,7 +306,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         # F of labels_ on exactly the kernel_matrix given (not transformed), from Lloyd's
         # final full pass: a sweep computes its measures with it (sweep.py).
         self._fit_outer_sums = (getattr(best, "outer_sums", None) if kernel_matrix is not None
-                                and getattr(source, "K", None) is kernel_matrix else None)
+                                and source.holds_matrix and source.K is kernel_matrix else None)
         built = getattr(source, "build_seconds", 0.0)  # a LazyKernel that built K
         self.fit_stats_ = {"kernel_seconds": t1 - t0 + built,
                            "iteration_seconds": t2 - t1 - built,
@@ -385,7 +385,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         """Stage 2 of fit: every start, iterated; the lowest inertia wins (first on ties)."""
         if self.solver == "embed":
             return self._embed_restarts(source, weights, init_labels, rng, n_threads)
-        if hasattr(source, "run_restarts"):  # Nyström's explicit-feature engine
+        if source.runs_restarts:  # Nyström's explicit-feature engine
             return source.run_restarts(self, weights, init_labels, rng, n_threads)
         best, inertias = None, []
         n_init = 1 if init_labels is not None else self.n_init
@@ -449,7 +449,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         d = plan.n_features if plan is not None else 0
         if not euclidean:
             return "lloyd"
-        if not getattr(source, "replays_log", True):  # explicit Nyström features
+        if source.explicit_features:  # explicit Nyström features
             return "elkan" if d < ELKAN_MAX_FEATURES else "lloyd"
         if isinstance(source, BlockedKernel):
             return "elkan" if elkan_pays_blocked(self.n_clusters, d) else "lloyd"
@@ -480,7 +480,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
 
     def _euclidean(self, source):
         """Whether the feature-space distances of ``source`` are Euclidean, and why not."""
-        if not getattr(source, "replays_log", True):
+        if source.explicit_features:
             return True, ""  # explicit features
         psd = getattr(self, "psd_", None)
         if psd is not None and psd.checked and not psd.psd and psd.repair == "none":
