@@ -1,0 +1,117 @@
+"""More hostile and careless inputs: each refused with one ``kkmeans: error:`` line, the
+exit code of docs/cli.md (1 data or files, 2 usage) and no output file left behind."""
+import numpy as np
+import pytest
+
+from tests.cli_helpers import FAST, blobs, run, run_process, write_csv
+
+
+def _data(tmp_path, n=30):
+    X, _ = blobs(n=n)
+    return write_csv(tmp_path / "x.csv", X)
+
+
+def _one_error_line(result, *needles):
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kkmeans: error: "), result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    assert "Traceback" not in result.stderr and "unexpected" not in result.stderr
+
+
+def _only(tmp_path, *names):
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)
+
+
+# ---- weights whose products underflow floating point ------------------------------------
+
+@pytest.mark.parametrize("value", [1e-200, 5e-324])
+@pytest.mark.parametrize("command", ["fit", "sweep"])
+def test_weights_too_small_for_floating_point_are_refused(tmp_path, value, command):
+    data = _data(tmp_path)
+    np.savetxt(tmp_path / "w.txt", np.full(30, value))
+    args = ([command, data, "-k", 3, "-o", tmp_path / "m.npz", "--labels", tmp_path / "l.txt"]
+            if command == "fit" else
+            [command, data, "--k", "2..3", "-o", tmp_path / "m.npz",
+             "--table", tmp_path / "t.csv"])
+    result = run(args + ["--weights", tmp_path / "w.txt", "--threads", 1, "-q"])
+    assert result.exit_code == 1
+    _one_error_line(result, "--weights", "must stay above 2.23e-308",
+                    "multiply the weights by a common factor")
+    assert "Probabilities" not in result.stderr
+    _only(tmp_path, "x.csv", "w.txt")
+
+
+def test_small_weights_with_a_normal_square_sum_give_the_unweighted_labels(tmp_path):
+    data = _data(tmp_path)
+    np.savetxt(tmp_path / "w.txt", np.full(30, 1e-150))
+    weighted = run(["fit", data, "-k", 3, "--no-model", "--weights", tmp_path / "w.txt",
+                    "-q"] + FAST)
+    plain = run(["fit", data, "-k", 3, "--no-model", "-q"] + FAST)
+    assert weighted.exit_code == 0 and plain.exit_code == 0, weighted.stderr
+    assert weighted.stdout == plain.stdout
+
+
+def test_estimator_refuses_weights_too_small_for_floating_point():
+    from kkmeans_cli.errors import DataError
+    from kkmeans_cli.model.estimator import KernelKMeans
+
+    X, _ = blobs(n=20)
+    with pytest.raises(DataError, match="must stay above"):
+        KernelKMeans(3, random_state=0, n_threads=1).fit(X, sample_weight=np.full(20, 1e-200))
+
+
+def test_all_zero_weights_are_named_as_such(tmp_path):
+    data = _data(tmp_path)
+    np.savetxt(tmp_path / "w.txt", np.zeros(30))
+    result = run(["fit", data, "-k", 3, "-o", tmp_path / "m.npz", "--weights",
+                  tmp_path / "w.txt", "-q"])
+    assert result.exit_code == 1
+    _one_error_line(result, "--weights", "every weight is 0")
+    assert "at most 0" not in result.stderr
+    _only(tmp_path, "x.csv", "w.txt")
+
+
+# ---- option values refused in the command line's words, not the estimator's -------------
+
+@pytest.mark.parametrize("command", ["fit", "sweep"])
+@pytest.mark.parametrize("option,value,needle", [
+    ("--seed", "-1", "0<=x<=4294967295"),
+    ("--seed", "99999999999999999999999", "0<=x<=4294967295"),
+    ("--tol", "inf", "not a finite number"),
+    ("--tol", "nan", "not a finite number"),
+    ("--coef0", "nan", "not a finite number"),
+    ("--coef0", "-inf", "not a finite number"),
+])
+def test_non_finite_or_out_of_range_option_values_are_usage_errors(tmp_path, command, option,
+                                                                   value, needle):
+    data = _data(tmp_path)
+    k = ["-k", "3"] if command == "fit" else ["--k", "2..3"]
+    result = run([command, data, *k, "-o", tmp_path / "m.npz", "--kernel", "poly",
+                  f"{option}={value}", "-q"])
+    assert result.exit_code == 2
+    _one_error_line(result, f"'{option}'", needle)
+    for internal in ("KernelKMeans", "random_state", "parameter"):
+        assert internal not in result.stderr
+    _only(tmp_path, "x.csv")
+
+
+@pytest.mark.parametrize("line,needle", [("seed: -1", "0<=x<=4294967295"),
+                                         ("tol: .inf", "not a finite number"),
+                                         ("coef0: .nan", "not a finite number")])
+def test_config_values_get_the_same_checks(tmp_path, line, needle):
+    data = _data(tmp_path)
+    (tmp_path / "c.yaml").write_text(line + "\n")
+    result = run(["fit", data, "-k", 3, "-o", tmp_path / "m.npz", "--config",
+                  tmp_path / "c.yaml", "-q"])
+    assert result.exit_code == 2
+    _one_error_line(result, "c.yaml", needle)
+    assert "KernelKMeans" not in result.stderr
+    _only(tmp_path, "x.csv", "c.yaml")
+
+
+def test_the_largest_seed_is_accepted(tmp_path):
+    data = _data(tmp_path)
+    result = run(["fit", data, "-k", 3, "--no-model", "--seed", 2 ** 32 - 1, "-q"] + FAST)
+    assert result.exit_code == 0, result.stderr
+    assert len(result.stdout.split()) == 30
