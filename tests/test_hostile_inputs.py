@@ -115,3 +115,20 @@ def test_the_largest_seed_is_accepted(tmp_path):
     result = run(["fit", data, "-k", 3, "--no-model", "--seed", 2 ** 32 - 1, "-q"] + FAST)
     assert result.exit_code == 0, result.stderr
     assert len(result.stdout.split()) == 30
+
+
+# ---- the model file's best_restart is 1-based (docs/model-format.md), the API's 0-based ---
+
+def test_best_restart_is_one_based_in_the_file_and_zero_based_after_loading(tmp_path):
+    import json
+
+    from kkmeans_cli.model.model_file import load_model
+
+    data = _data(tmp_path)
+    result = run(["fit", data, "-k", 3, "-o", tmp_path / "m.npz", "--summary",
+                  tmp_path / "s.json", "-q", "--threads", 1, "--n-init", 4])
+    assert result.exit_code == 0, result.stderr
+    best = json.loads((tmp_path / "s.json").read_text())["best_restart"]
+    loaded = load_model(str(tmp_path / "m.npz"))
+    assert loaded.meta["fit_stats"]["best_restart"] == best
+    assert loaded.estimator.fit_stats_["best_restart"] == best - 1

@@ -93,7 +93,8 @@ def model_meta(estimator, scaler, options=None, extra=None):
         "fit_stats": {"kernel_seconds": float(stats["kernel_seconds"]),
                       "iteration_seconds": float(stats["iteration_seconds"]),
                       "restart_inertias": [float(v) for v in stats["restart_inertias"]],
-                      "best_restart": int(stats["best_restart"]),
+                      # 1-based in the file, as the report's "best: #1" (docs/model-format.md)
+                      "best_restart": int(stats["best_restart"]) + 1,
                       "n_threads": int(stats["n_threads"])},
         "options": dict(options or {}),
     }
@@ -213,6 +214,8 @@ def load_model(path):
     estimator.n_iter_ = int(meta.get("n_iter", 0))
     estimator.converged_ = bool(meta.get("converged", True))
     estimator.fit_stats_ = dict(meta.get("fit_stats", {}))
+    if "best_restart" in estimator.fit_stats_:  # 0-based in the Python API
+        estimator.fit_stats_["best_restart"] -= 1
     from ..kernels.psd import load_state
 
     estimator.psd_ = load_state(meta, arrays, n, lambda problem: _fail(path, problem))
@@ -568,7 +571,7 @@ _META_OPTIONAL = {
 _FIT_STATS = {"kernel_seconds": (_real, "a finite number"),
               "iteration_seconds": (_real, "a finite number"),
               "restart_inertias": (_list_of(_real), "a list of finite numbers"),
-              "best_restart": (_count(0), "an integer >= 0"),
+              "best_restart": (_count(1), "an integer >= 1"),
               "n_threads": (_count(1), "an integer >= 1")}
 
 
