@@ -132,3 +132,37 @@ def test_best_restart_is_one_based_in_the_file_and_zero_based_after_loading(tmp_
     loaded = load_model(str(tmp_path / "m.npz"))
     assert loaded.meta["fit_stats"]["best_restart"] == best
     assert loaded.estimator.fit_stats_["best_restart"] == best - 1
+
+
+# ---- numbers in text files: the decimal notation of CSV, not all that Python's float reads --
+
+@pytest.mark.parametrize("cell", ["1_000", "١٢", "１２"])
+@pytest.mark.parametrize("command", ["fit", "predict"])
+def test_python_only_number_spellings_are_not_numbers(tmp_path, cell, command):
+    X, _ = blobs(n=30)
+    good = write_csv(tmp_path / "good.csv", X)
+    lines = (tmp_path / "good.csv").read_text().splitlines()
+    lines[4] = f"1.0,{cell}"
+    (tmp_path / "x.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if command == "predict":
+        assert run(["fit", good, "-k", 3, "-o", tmp_path / "m.npz", "-q"] + FAST).exit_code == 0
+        args = ["predict", tmp_path / "m.npz", tmp_path / "x.csv", "--labels",
+                tmp_path / "l.txt"]
+        before = ["good.csv", "m.npz", "x.csv"]
+    else:
+        args = ["fit", tmp_path / "x.csv", "-k", 3, "-o", tmp_path / "m.npz", "--labels",
+                tmp_path / "l.txt"]
+        before = ["good.csv", "x.csv"]
+    result = run(args + ["-q"])
+    assert result.exit_code == 1
+    _one_error_line(result, "x.csv: line 5, column 2", f"{cell!r} is not a number")
+    _only(tmp_path, *before)
+
+
+
+def test_scientific_and_signed_spellings_still_read(tmp_path):
+    (tmp_path / "x.csv").write_text("1e3,+.5\n-2.5E-1,7.\n0,0\n")
+    result = run(["fit", tmp_path / "x.csv", "-k", 3, "--no-model", "--with-data", "-q"] + FAST)
+    assert result.exit_code == 0, result.stderr
+    rows = [line.split(",")[:2] for line in result.stdout.splitlines()]
+    assert [[float(a), float(b)] for a, b in rows] == [[1000.0, 0.5], [-0.25, 7.0], [0.0, 0.0]]
