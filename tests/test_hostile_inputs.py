@@ -166,3 +166,47 @@ def test_scientific_and_signed_spellings_still_read(tmp_path):
     assert result.exit_code == 0, result.stderr
     rows = [line.split(",")[:2] for line in result.stdout.splitlines()]
     assert [[float(a), float(b)] for a, b in rows] == [[1000.0, 0.5], [-0.25, 7.0], [0.0, 0.0]]
+
+
+# ---- model metadata of the wrong type or size: "corrupt model", in plain words -------------
+
+def _model_with_meta(tmp_path, **changes):
+    import io
+    import json
+    import zipfile
+
+    data = _data(tmp_path)
+    assert run(["fit", data, "-k", 3, "-o", tmp_path / "good.npz", "-q"] + FAST).exit_code == 0
+    with zipfile.ZipFile(tmp_path / "good.npz") as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    meta = json.loads(str(np.load(io.BytesIO(members["meta.npy"]), allow_pickle=False)))
+    meta.update(changes)
+    buffer = io.BytesIO()
+    np.save(buffer, np.array(json.dumps(meta)))
+    members["meta.npy"] = buffer.getvalue()
+    with zipfile.ZipFile(tmp_path / "bad.npz", "w") as archive:
+        for name, raw in members.items():
+            archive.writestr(name, raw)
+    return data
+
+
+@pytest.mark.parametrize("changes,needle", [
+    (dict(n_clusters="3"), "meta 'n_clusters' is missing or not an integer"),
+    (dict(format_version="2"), "meta 'format_version' is missing or not an integer"),
+    (dict(kernel=3), "meta 'kernel' is missing or not a string"),
+    (dict(n_clusters=10 ** 30), "meta 'n_clusters' must be an integer from 1 to 2**63 - 1; "
+                                "got 1000000000000000000000000000000"),
+    (dict(n_samples=0), "meta 'n_samples' must be an integer from 1 to 2**63 - 1; got 0"),
+])
+@pytest.mark.parametrize("command", ["info", "predict"])
+def test_model_meta_of_the_wrong_type_or_size_is_named_plainly(tmp_path, changes, needle,
+                                                               command):
+    data = _model_with_meta(tmp_path, **changes)
+    args = (["info", tmp_path / "bad.npz"] if command == "info" else
+            ["predict", tmp_path / "bad.npz", data, "--labels", tmp_path / "l.txt"])
+    result = run(args)
+    assert result.exit_code == 1
+    _one_error_line(result, "bad.npz: corrupt model: " + needle)
+    assert "a int" not in result.stderr and "at least 1" not in result.stderr
+    assert result.stdout == ""
+    _only(tmp_path, "x.csv", "good.npz", "bad.npz")

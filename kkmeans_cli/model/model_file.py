@@ -591,7 +591,9 @@ def _check_meta(path, raw):
     for key, kind in _META_REQUIRED.items():
         value = meta.get(key)
         if not isinstance(value, kind) or isinstance(value, bool):
-            _fail(path, f"meta '{key}' is missing or not a {kind.__name__}")
+            kind_name = {"int": "an integer", "str": "a string", "dict": "an object",
+                         "list": "a list"}.get(kind.__name__, f"a {kind.__name__}")
+            _fail(path, f"meta '{key}' is missing or not {kind_name}")
     version = meta["format_version"]
     if version > FORMAT_VERSION:
         _fail_plain(path, f"format_version {version} is newer than this kkmeans ({__version__}) "
@@ -608,7 +610,8 @@ def _check_meta(path, raw):
         _fail(path, f"unknown dtype {meta['dtype']!r}")
     for key in ("n_samples", "n_features", "n_clusters"):
         if not 1 <= meta[key] < 2 ** 63:
-            _fail(path, f"meta '{key}' must be at least 1")
+            _fail(path, f"meta '{key}' must be an integer from 1 to 2**63 - 1; got "
+                        f"{meta[key]}")
     for key, (check, what) in _META_OPTIONAL.items():
         if key in meta and not check(meta[key]):
             shown = json.dumps(meta[key])
