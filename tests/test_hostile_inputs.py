@@ -210,3 +210,72 @@ def test_model_meta_of_the_wrong_type_or_size_is_named_plainly(tmp_path, changes
     assert "a int" not in result.stderr and "at least 1" not in result.stderr
     assert result.stdout == ""
     _only(tmp_path, "x.csv", "good.npz", "bad.npz")
+
+
+# ---- error messages keep file names and config keys as the user wrote them ---------------
+
+def test_paths_that_look_like_api_names_are_not_reworded(tmp_path):
+    (tmp_path / "max_iter").mkdir()
+    (tmp_path / "max_iter" / "n_init.csv").write_text("a,b\n1,x\n")
+    result = run_process(["fit", "max_iter/n_init.csv", "-k", "2", "-q", "--no-model"],
+                         cwd=tmp_path)
+    assert result.returncode == 1
+    _one_error_line(result, "max_iter/n_init.csv: line 2, column 2 ('b'): 'x' is not a number")
+    assert "--max-iter" not in result.stderr and "--n-init" not in result.stderr
+    data = _data(tmp_path)
+    result = run(["fit", data, "-k", 3, "-q", "-o", tmp_path / "n_clusters" / "m.npz"])
+    assert result.exit_code == 1
+    _one_error_line(result, "cannot write the model to", "n_clusters/m.npz")
+    assert "-k/" not in result.stderr
+    _only(tmp_path, "max_iter", "x.csv")
+
+
+def test_the_api_wording_still_applies_to_the_api_messages():
+    from kkmeans_cli.cli.report import cli_wording
+
+    assert cli_wording("n_clusters=3 is too many; max_iter must be positive.") == (
+        "-k 3 is too many; --max-iter must be positive.")
+
+
+def test_config_key_list_names_config_keys(tmp_path):
+    data = _data(tmp_path)
+    (tmp_path / "c.yaml").write_text("max_iterr: 3\n")
+    result = run(["fit", data, "-k", 3, "-o", tmp_path / "m.npz", "--config",
+                  tmp_path / "c.yaml"])
+    assert result.exit_code == 2
+    _one_error_line(result, "unknown key 'max_iterr'; did you mean 'max_iter'?",
+                    "landmarks, max_iter, memory_limit,", " n_clusters, n_init,", " psd_repair,")
+    assert "--max-iter" not in result.stderr and "-k," not in result.stderr
+    _only(tmp_path, "x.csv", "c.yaml")
+
+
+@pytest.mark.parametrize("text,lines", [("seed: 1\nkernel: rbf\nseed: 2\n", "lines 1 and 3"),
+                                        ("{seed: 1, seed: 2}\n", "lines 1 and 1")])
+@pytest.mark.parametrize("command", ["fit", "sweep", "predict"])
+def test_a_config_key_given_twice_is_refused(tmp_path, text, lines, command):
+    data = _data(tmp_path)
+    (tmp_path / "c.yaml").write_text(text)
+    if command == "predict":
+        assert run(["fit", data, "-k", 3, "-o", tmp_path / "m.npz", "-q"] + FAST).exit_code == 0
+        args = ["predict", tmp_path / "m.npz", data, "--labels", tmp_path / "l.txt"]
+        before = ["x.csv", "c.yaml", "m.npz"]
+    elif command == "sweep":
+        args = ["sweep", data, "--k", "2..3", "--table", tmp_path / "t.csv"]
+        before = ["x.csv", "c.yaml"]
+    else:
+        args = ["fit", data, "-k", 3, "-o", tmp_path / "m.npz"]
+        before = ["x.csv", "c.yaml"]
+    result = run(args + ["--config", tmp_path / "c.yaml"])
+    assert result.exit_code == 2
+    _one_error_line(result, f"c.yaml: key 'seed' is given twice ({lines}); keep one")
+    _only(tmp_path, *before)
+
+
+def test_a_yaml_merge_key_may_be_overridden(tmp_path):
+    data = _data(tmp_path)
+    (tmp_path / "c.yaml").write_text("seed: 1\n<<: {seed: 2, tol: 0.001}\n")
+    merged = run(["fit", data, "-k", 3, "--no-model", "-q", "--config", tmp_path / "c.yaml"]
+                 + FAST)
+    plain = run(["fit", data, "-k", 3, "--no-model", "-q", "--seed", 1, "--tol", 0.001] + FAST)
+    assert merged.exit_code == 0, merged.stderr
+    assert merged.stdout == plain.stdout
