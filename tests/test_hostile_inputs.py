@@ -279,3 +279,19 @@ def test_a_yaml_merge_key_may_be_overridden(tmp_path):
     plain = run(["fit", data, "-k", 3, "--no-model", "-q", "--seed", 1, "--tol", 0.001] + FAST)
     assert merged.exit_code == 0, merged.stderr
     assert merged.stdout == plain.stdout
+
+
+# ---- MODEL given as '-' ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["info", "predict"])
+def test_model_from_standard_input_is_a_usage_error(tmp_path, command):
+    data = _data(tmp_path)
+    assert run(["fit", data, "-k", 3, "-o", tmp_path / "m.npz", "-q"] + FAST).exit_code == 0
+    raw = (tmp_path / "m.npz").read_bytes()
+    args = ["info", "-"] if command == "info" else ["predict", "-", data, "--labels", "l.txt"]
+    result = run_process(args, cwd=tmp_path, input=raw.decode("latin-1"))
+    assert result.returncode == 2
+    _one_error_line(result, "MODEL '-': a model is read from its .npz file, not from standard "
+                            "input")
+    assert "no such file" not in result.stderr and result.stdout == ""
+    _only(tmp_path, "x.csv", "m.npz")

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from .._version import __version__
-from ..errors import ModelFileError
+from ..errors import ModelFileError, UsageError
 from ..io.scaling import SCALE_METHODS, Scaler
 
 FORMAT = "kkmeans-model"
@@ -398,6 +398,9 @@ def _read_archive(path):
     import os
 
     if not os.path.exists(path):
+        if path == "-":  # standard input is for DATA; a model is an archive read by seeking
+            raise UsageError("MODEL '-': a model is read from its .npz file, not from "
+                             "standard input; give the file's path")
         _fail_plain(path, "no such file")
     if os.path.isdir(path):
         _fail_plain(path, "is a folder, not a model file")
