@@ -295,3 +295,28 @@ def test_model_from_standard_input_is_a_usage_error(tmp_path, command):
                             "input")
     assert "no such file" not in result.stderr and result.stdout == ""
     _only(tmp_path, "x.csv", "m.npz")
+
+
+# ---- --columns naming one column twice ---------------------------------------------------------
+
+@pytest.mark.parametrize("columns,needle", [("x0,x0", "column 'x0' is listed twice;"),
+                                            ("0,x0", "column 'x0' is listed twice (as '0');")])
+@pytest.mark.parametrize("command", ["fit", "sweep"])
+def test_a_column_listed_twice_is_a_usage_error(tmp_path, columns, needle, command):
+    data = _data(tmp_path)
+    k = ["-k", 3, "-o", tmp_path / "m.npz"] if command == "fit" else ["--k", "2..3",
+                                                                      "--table", tmp_path / "t"]
+    result = run([command, data, *k, "--columns", columns, "-q"])
+    assert result.exit_code == 2
+    _one_error_line(result, "--columns: " + needle)
+    _only(tmp_path, "x.csv")
+
+
+def test_a_column_listed_twice_in_an_npy_file_is_a_usage_error(tmp_path):
+    X, _ = blobs(n=30)
+    np.save(tmp_path / "x.npy", X)
+    result = run(["fit", tmp_path / "x.npy", "-k", 3, "-o", tmp_path / "m.npz", "--columns",
+                  "1,1", "-q"])
+    assert result.exit_code == 2
+    _one_error_line(result, "--columns: column '1' is listed twice;")
+    _only(tmp_path, "x.npy")

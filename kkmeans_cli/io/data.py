@@ -409,6 +409,11 @@ def _column_indexes(wanted, names, width, source):
                              f"{', '.join(names)}")
         else:
             index = names.index(item)
+        if index in out:
+            first = wanted[out.index(index)]
+            same = "" if first == item else f" (as {first!r})"
+            raise UsageError(f"--columns: column {item!r} is listed twice{same}; each column "
+                             f"can be used once")
         out.append(index)
     return out
 
