@@ -320,3 +320,16 @@ def test_a_column_listed_twice_in_an_npy_file_is_a_usage_error(tmp_path):
     assert result.exit_code == 2
     _one_error_line(result, "--columns: column '1' is listed twice;")
     _only(tmp_path, "x.npy")
+
+
+# ---- a huge --n-init is a usage error, not a failed allocation --------------------------------
+
+@pytest.mark.parametrize("command", ["fit", "sweep"])
+def test_a_huge_n_init_is_a_usage_error(tmp_path, command):
+    data = _data(tmp_path)
+    k = ["-k", 3, "-o", tmp_path / "m.npz"] if command == "fit" else ["--k", "2..3"]
+    result = run([command, data, *k, "--n-init", "99999999999999", "-q"])
+    assert result.exit_code == 2
+    _one_error_line(result, "'--n-init': 99999999999999 is not in the range 1<=x<=1000000")
+    assert "memory" not in result.stderr
+    _only(tmp_path, "x.csv")

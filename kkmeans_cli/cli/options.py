@@ -73,6 +73,9 @@ class FiniteFloat(click.FloatRange):
 
 
 SEED_MAX = 2 ** 32 - 1
+# Restarts are listed before they run (their start methods): a bound keeps a typo such as
+# --n-init 99999999999999 a usage error instead of a failed allocation.
+MAX_N_INIT = 1_000_000
 
 
 class SizeType(click.ParamType):
@@ -127,8 +130,9 @@ def fit_options(f):
                      help="Starting centres, or a file with one initial label per row. "
                           "spectral: k-means on the leading eigenvectors of K. With "
                           "k-means++ and several restarts, restart 1 is spectral."),
-        click.option("--n-init", type=click.IntRange(min=1), default=DEFAULT_N_INIT,
-                     show_default=True, help="Restarts; the lowest inertia wins."),
+        click.option("--n-init", type=click.IntRange(min=1, max=MAX_N_INIT),
+                     default=DEFAULT_N_INIT, show_default=True,
+                     help="Restarts; the lowest inertia wins."),
         click.option("--max-iter", type=click.IntRange(min=1), default=DEFAULTS["max_iter"],
                      show_default=True,
                      help="Iterations per restart at most."),
