@@ -333,3 +333,17 @@ def test_a_huge_n_init_is_a_usage_error(tmp_path, command):
     _one_error_line(result, "'--n-init': 99999999999999 is not in the range 1<=x<=1000000")
     assert "memory" not in result.stderr
     _only(tmp_path, "x.csv")
+
+
+# ---- an empty output path ------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,what", [(["fit", "-k", "3", "--no-model", "--labels", ""], "labels"),
+                                       (["fit", "-k", "3", "-o", ""], "model"),
+                                       (["sweep", "--k", "2..3", "--table", ""], "table")])
+def test_an_empty_output_path_is_named_as_empty(tmp_path, args, what):
+    data = _data(tmp_path)
+    result = run_process([args[0], data, *args[1:], "-q"], cwd=tmp_path)
+    assert result.returncode == 1
+    _one_error_line(result, f"cannot write the {what}: the path is empty")
+    assert "folder" not in result.stderr and result.stdout == ""
+    _only(tmp_path, "x.csv")

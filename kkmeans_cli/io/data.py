@@ -724,7 +724,9 @@ def check_output_path(path, what, force=False):
     """
     target = output_target(path)
     fail = f"cannot write the {what} to {path}"
-    if path.endswith(os.sep) or path in ("", ".", ".."):
+    if path == "":
+        raise OutputError(f"cannot write the {what}: the path is empty")
+    if path.endswith(os.sep) or path in (".", ".."):
         raise OutputError(f"{fail}: it names a folder, not a file")
     try:
         os.stat(path)
