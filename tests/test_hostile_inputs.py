@@ -330,7 +330,7 @@ def test_a_huge_n_init_is_a_usage_error(tmp_path, command):
     k = ["-k", 3, "-o", tmp_path / "m.npz"] if command == "fit" else ["--k", "2..3"]
     result = run([command, data, *k, "--n-init", "99999999999999", "-q"])
     assert result.exit_code == 2
-    _one_error_line(result, "'--n-init': 99999999999999 is not in the range 1<=x<=1000000")
+    _one_error_line(result, "'--n-init': 99999999999999 is more than 1,000,000")
     assert "memory" not in result.stderr
     _only(tmp_path, "x.csv")
 

@@ -72,6 +72,21 @@ class FiniteFloat(click.FloatRange):
         return number
 
 
+class AtMost(click.IntRange):
+    """An integer range whose upper bound is stated on its own (the lower bound keeps click's
+    wording, ``x>=1``)."""
+
+    def __init__(self, most, min=None):
+        super().__init__(min=min)
+        self.most = most
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if number > self.most:
+            self.fail(f"{number} is more than {self.most:,}", param, ctx)
+        return number
+
+
 SEED_MAX = 2 ** 32 - 1
 # Restarts are listed before they run (their start methods): a bound keeps a typo such as
 # --n-init 99999999999999 a usage error instead of a failed allocation.
@@ -130,9 +145,9 @@ def fit_options(f):
                      help="Starting centres, or a file with one initial label per row. "
                           "spectral: k-means on the leading eigenvectors of K. With "
                           "k-means++ and several restarts, restart 1 is spectral."),
-        click.option("--n-init", type=click.IntRange(min=1, max=MAX_N_INIT),
+        click.option("--n-init", type=AtMost(MAX_N_INIT, min=1),
                      default=DEFAULT_N_INIT, show_default=True,
-                     help="Restarts; the lowest inertia wins."),
+                     help="Restarts (at most 1,000,000); the lowest inertia wins."),
         click.option("--max-iter", type=click.IntRange(min=1), default=DEFAULTS["max_iter"],
                      show_default=True,
                      help="Iterations per restart at most."),
