@@ -107,7 +107,7 @@ def _variant(tmp_path, src, drop=(), meta=None, meta_text=None, **arrays):
     (dict(weights=-np.ones(45)), "'weights' has negative values"),
     (dict(meta={"format_version": 3}), "format_version 3 is newer than this kkmeans"),
     (dict(meta={"format": "other"}), "not a kkmeans model file (format is 'other'"),
-    (dict(meta={"n_clusters": "3"}), "meta 'n_clusters' is missing or not a int"),
+    (dict(meta={"n_clusters": "3"}), "meta 'n_clusters' is missing or not an integer"),
     (dict(meta={"kernel": "magic"}), "unknown kernel 'magic'"),
     (dict(meta={"gamma": -1}), "meta 'gamma' must be a positive number"),
     (dict(meta={"scale": "standard"}), "the required array 'scale_offset' is missing"),

@@ -13,7 +13,7 @@ import traceback
 import click
 
 from .._version import __version__
-from ..errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, KKMeansError
+from ..errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, ConfigError, KKMeansError
 from .fit import fit
 from .info import info
 from .predict import predict
@@ -74,7 +74,9 @@ def _report_error(exc, debug):
     elif isinstance(exc, KKMeansError):
         from .report import cli_wording
 
-        message, code = cli_wording(str(exc)), exc.exit_code
+        # A config error names the config's own keys (max_iter, n_init): no rewording.
+        message = str(exc) if isinstance(exc, ConfigError) else cli_wording(str(exc))
+        code = exc.exit_code
     elif isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT,
                                                     errno.EFBIG):
         message, code = f"cannot write the output: {exc.strerror}", EXIT_ERROR  # e.g. a full disk

@@ -60,6 +60,39 @@ class GammaType(click.ParamType):
         return "FLOAT|median|scale"
 
 
+class FiniteFloat(click.FloatRange):
+    """A finite number (``inf`` and ``nan`` refused), at least ``min`` when given."""
+
+    name = "float"
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+class AtMost(click.IntRange):
+    """An integer range whose upper bound is stated on its own (the lower bound keeps click's
+    wording, ``x>=1``)."""
+
+    def __init__(self, most, min=None):
+        super().__init__(min=min)
+        self.most = most
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if number > self.most:
+            self.fail(f"{number} is more than {self.most:,}", param, ctx)
+        return number
+
+
+SEED_MAX = 2 ** 32 - 1
+# Restarts are listed before they run (their start methods): a bound keeps a typo such as
+# --n-init 99999999999999 a usage error instead of a failed allocation.
+MAX_N_INIT = 1_000_000
+
+
 class SizeType(click.ParamType):
     """``--memory-limit``: bytes, or a size such as ``8G``, ``500M``, ``1.5GB``."""
 
@@ -102,7 +135,7 @@ def fit_options(f):
         click.option("--degree", type=click.IntRange(min=1), default=DEFAULTS["degree"],
                      show_default=True,
                      help="Degree of the poly kernel."),
-        click.option("--coef0", type=float, default=DEFAULTS["coef0"], show_default=True,
+        click.option("--coef0", type=FiniteFloat(), default=DEFAULTS["coef0"], show_default=True,
                      help="Offset of the poly and sigmoid kernels."),
         click.option("--scale", type=click.Choice(SCALE_CHOICES), default=DEFAULTS["scale"],
                      show_default=True,
@@ -112,12 +145,13 @@ def fit_options(f):
                      help="Starting centres, or a file with one initial label per row. "
                           "spectral: k-means on the leading eigenvectors of K. With "
                           "k-means++ and several restarts, restart 1 is spectral."),
-        click.option("--n-init", type=click.IntRange(min=1), default=DEFAULT_N_INIT,
-                     show_default=True, help="Restarts; the lowest inertia wins."),
+        click.option("--n-init", type=AtMost(MAX_N_INIT, min=1),
+                     default=DEFAULT_N_INIT, show_default=True,
+                     help="Restarts (at most 1,000,000); the lowest inertia wins."),
         click.option("--max-iter", type=click.IntRange(min=1), default=DEFAULTS["max_iter"],
                      show_default=True,
                      help="Iterations per restart at most."),
-        click.option("--tol", type=click.FloatRange(min=0), default=DEFAULTS["tol"],
+        click.option("--tol", type=FiniteFloat(min=0), default=DEFAULTS["tol"],
                      show_default=True,
                      help="Stop when the relative objective change is at most this."),
         click.option("--objective", type=click.Choice(OBJECTIVE_CHOICES),
@@ -149,7 +183,7 @@ def fit_options(f):
                           "V Lambda^1/2 of K (a cross-check)."),
         click.option("--weights", default=None, metavar="PATH",
                      help="File with one non-negative sample weight per row."),
-        click.option("--seed", type=int, default=0, show_default=True,
+        click.option("--seed", type=click.IntRange(0, SEED_MAX), default=0, show_default=True,
                      help="Seed of all randomness (same seed, same labels)."),
         click.option("--dtype", type=click.Choice(DTYPE_CHOICES), default=DEFAULTS["dtype"],
                      show_default=True, help="Storage of the kernel matrix."),
@@ -323,6 +357,9 @@ def prepare_fit_data(opts):
         if negative.size:
             raise DataError(f"--weights {opts['weights']}: weight {negative[0] + 1} is negative "
                             f"({weights[negative[0]]:g}); sample weights must be >= 0")
+        if not np.any(weights > 0):
+            raise DataError(f"--weights {opts['weights']}: every weight is 0; give the points "
+                            f"to cluster a positive weight")
         from ..model.estimator import weights_too_large
 
         problem = weights_too_large(weights)

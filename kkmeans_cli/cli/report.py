@@ -22,11 +22,12 @@ _API_PARAMS = ("n_clusters", "kernel", "gamma", "degree", "coef0", "init", "n_in
                "max_iter", "tol", "algorithm", "random_state", "dtype", "n_threads",
                "psd_repair", "solver", "objective", "refine", "approx", "n_landmarks",
                "memory_limit", "storage", "nystroem_rank")
-_API_SETTING = re.compile(r"\b(" + "|".join(_API_PARAMS)
+# Never inside a file name: a path such as max_iter/n_init.csv or n_clusters=3.csv is kept.
+_API_SETTING = re.compile(r"(?<![\w./-])(" + "|".join(_API_PARAMS)
                           + r")=(?:'([^']*)'|\"([^\"]*)\"|([-+0-9.eE]+\b))")
 # Parameter names with an underscore are never ordinary words: said bare, they are options too.
-_API_NAME = re.compile(r"(?<![\w'=-])(" + "|".join(p for p in _API_PARAMS + ("sample_weight",)
-                                                  if "_" in p) + r")\b(?!=)")
+_API_NAME = re.compile(r"(?<![\w'=./-])(" + "|".join(p for p in _API_PARAMS + ("sample_weight",)
+                                                    if "_" in p) + r")\b(?![=/-]|\.\w)")
 _REPEATED = re.compile(r"((?:-k|--[a-z0-9-]+) [^\s(),;]+) \(\1\)")
 
 

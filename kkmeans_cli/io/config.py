@@ -37,7 +37,7 @@ def read_config(path):
 
     try:
         with open(path, encoding="utf-8") as stream:
-            data = yaml.safe_load(stream)
+            data = yaml.load(stream, Loader=_unique_key_loader(yaml, path))
     except FileNotFoundError:
         raise ConfigError(f"config {path}: no such file") from None
     except OSError as exc:
@@ -55,6 +55,29 @@ def read_config(path):
         raise ConfigError(f"config {path}: must be a mapping of option names to values, "
                           f"found a {type(data).__name__}")
     return data
+
+
+def _unique_key_loader(yaml, path):
+    """YAML's safe loader, refusing a key given twice in one mapping (YAML says keys are
+    unique; PyYAML silently keeps the last one, so ``seed: 1`` then ``seed: 2`` ran with 2)."""
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # "<<: *base": keys it brings in may be overridden
+                key = self.construct_object(key_node, deep=deep)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        raise ConfigError(f"config {path}: key {key!r} is given twice (lines "
+                                          f"{seen[key]} and {line}); keep one")
+                    seen[key] = line
+                except TypeError:  # an unhashable key: the base class says so
+                    break
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
 
 
 def configurable_params(command):

@@ -285,7 +285,7 @@ def _read_text(text, source, header, delimiter, wanted, missing):
         for c, col in enumerate(select):
             cell = cells[col].strip()
             try:
-                value = float(cell)
+                value = _to_float(cell)
             except ValueError:
                 if cell.lower() not in MISSING_TOKENS:
                     hint = ""
@@ -348,10 +348,19 @@ def _is_number(cell):
     if cell.lower() in MISSING_TOKENS:
         return False
     try:
-        float(cell)
+        _to_float(cell)
     except ValueError:
         return False
     return True
+
+
+def _to_float(cell):
+    """``float(cell)`` for the decimal notation of CSV files only: Python's ``float`` also
+    reads digit-group underscores (``1_000``) and non-ASCII digits (``١٢``), which no other
+    CSV reader takes for numbers; such a cell is refused as not a number."""
+    if "_" in cell or not cell.isascii():
+        raise ValueError(cell)
+    return float(cell)
 
 
 def _looks_like_header(cells):
@@ -400,6 +409,11 @@ def _column_indexes(wanted, names, width, source):
                              f"{', '.join(names)}")
         else:
             index = names.index(item)
+        if index in out:
+            first = wanted[out.index(index)]
+            same = "" if first == item else f" (as {first!r})"
+            raise UsageError(f"--columns: column {item!r} is listed twice{same}; each column "
+                             f"can be used once")
         out.append(index)
     return out
 
@@ -710,7 +724,9 @@ def check_output_path(path, what, force=False):
     """
     target = output_target(path)
     fail = f"cannot write the {what} to {path}"
-    if path.endswith(os.sep) or path in ("", ".", ".."):
+    if path == "":
+        raise OutputError(f"cannot write the {what}: the path is empty")
+    if path.endswith(os.sep) or path in (".", ".."):
         raise OutputError(f"{fail}: it names a folder, not a file")
     try:
         os.stat(path)

@@ -11,6 +11,7 @@ from ..errors import DataError, OptionConflictError, TooFewDistinctPointsError
 from ..engine.lloyd import LloydResult, lloyd
 from ..engine.starts import kmeans_plusplus, random_centres
 from ..engine.threads import blas_threads, effective_n_threads
+FLOAT_TINY = float(np.finfo(np.float64).tiny)
 from ..kernels.functions import (FLOAT_MAX, Kernel, check_range, count_distinct, data_offset,
                                  resolve_gamma)
 from ..kernels.psd import PRECOMPUTED
@@ -863,12 +864,17 @@ def _check_weights(sample_weight, n, n_clusters):
 
 
 def weights_too_large(w):
-    """Why sample weights are too large for floating point, or None: kernel k-means forms
-    sums of up to (Σ w)² weighted kernel values (the inner sums), so 4·(Σ w)² must stay below
-    1.8e308. Only the ratios of the weights matter: dividing them all by one number keeps the
+    """Why sample weights are too large (or too small) for floating point, or None: kernel
+    k-means forms sums of up to (Σ w)² weighted kernel values (the inner sums), so 4·(Σ w)²
+    must stay below 1.8e308, and (Σ w)² above the smallest normal number 2.2e-308 (below it
+    the weight products underflow: k-means++ draws from 0/0). Only the ratios of the weights matter: dividing them all by one number keeps the
     clustering."""
     with np.errstate(over="ignore", invalid="ignore"):
         total = float(np.sum(w, dtype=np.float64))
+    if 0.0 < total < FLOAT_TINY ** 0.5:
+        return (f"sums to {total:.6g}: (Σw)² must stay above {FLOAT_TINY:.3g} (below it the "
+                f"products of weights underflow floating point); multiply the weights by a "
+                f"common factor (only their ratios matter)")
     if 4.0 * total * total < FLOAT_MAX:
         return None
     return (f"sums to {total:.6g}: 4·(Σw)² must stay below {FLOAT_MAX:.3g} (kernel k-means "

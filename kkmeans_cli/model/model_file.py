@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from .._version import __version__
-from ..errors import ModelFileError
+from ..errors import ModelFileError, UsageError
 from ..io.scaling import SCALE_METHODS, Scaler
 
 FORMAT = "kkmeans-model"
@@ -93,7 +93,8 @@ def model_meta(estimator, scaler, options=None, extra=None):
         "fit_stats": {"kernel_seconds": float(stats["kernel_seconds"]),
                       "iteration_seconds": float(stats["iteration_seconds"]),
                       "restart_inertias": [float(v) for v in stats["restart_inertias"]],
-                      "best_restart": int(stats["best_restart"]) + 1,  # 1-based, as reported
+                      # 1-based in the file, as the report's "best: #1" (docs/model-format.md)
+                      "best_restart": int(stats["best_restart"]) + 1,
                       "n_threads": int(stats["n_threads"])},
         "options": dict(options or {}),
     }
@@ -213,6 +214,8 @@ def load_model(path):
     estimator.n_iter_ = int(meta.get("n_iter", 0))
     estimator.converged_ = bool(meta.get("converged", True))
     estimator.fit_stats_ = dict(meta.get("fit_stats", {}))
+    if "best_restart" in estimator.fit_stats_:  # 0-based in the Python API
+        estimator.fit_stats_["best_restart"] -= 1
     from ..kernels.psd import load_state
 
     estimator.psd_ = load_state(meta, arrays, n, lambda problem: _fail(path, problem))
@@ -397,6 +400,9 @@ def _read_archive(path):
     import os
 
     if not os.path.exists(path):
+        if path == "-":  # standard input is for DATA; a model is an archive read by seeking
+            raise UsageError("MODEL '-': a model is read from its .npz file, not from "
+                             "standard input; give the file's path")
         _fail_plain(path, "no such file")
     if os.path.isdir(path):
         _fail_plain(path, "is a folder, not a model file")
@@ -571,7 +577,7 @@ _META_OPTIONAL = {
 _FIT_STATS = {"kernel_seconds": (_real, "a finite number"),
               "iteration_seconds": (_real, "a finite number"),
               "restart_inertias": (_list_of(_real), "a list of finite numbers"),
-              "best_restart": (_count(0), "an integer >= 0"),
+              "best_restart": (_count(1), "an integer >= 1"),
               "n_threads": (_count(1), "an integer >= 1")}
 
 
@@ -591,7 +597,9 @@ def _check_meta(path, raw):
     for key, kind in _META_REQUIRED.items():
         value = meta.get(key)
         if not isinstance(value, kind) or isinstance(value, bool):
-            _fail(path, f"meta '{key}' is missing or not a {kind.__name__}")
+            kind_name = {"int": "an integer", "str": "a string", "dict": "an object",
+                         "list": "a list"}.get(kind.__name__, f"a {kind.__name__}")
+            _fail(path, f"meta '{key}' is missing or not {kind_name}")
     version = meta["format_version"]
     if version > FORMAT_VERSION:
         _fail_plain(path, f"format_version {version} is newer than this kkmeans ({__version__}) "
@@ -608,7 +616,8 @@ def _check_meta(path, raw):
         _fail(path, f"unknown dtype {meta['dtype']!r}")
     for key in ("n_samples", "n_features", "n_clusters"):
         if not 1 <= meta[key] < 2 ** 63:
-            _fail(path, f"meta '{key}' must be at least 1")
+            _fail(path, f"meta '{key}' must be an integer from 1 to 2**63 - 1; got "
+                        f"{meta[key]}")
     for key, (check, what) in _META_OPTIONAL.items():
         if key in meta and not check(meta[key]):
             shown = json.dumps(meta[key])
