@@ -294,3 +294,23 @@ def test_feature_sums_any_number_of_clusters(case):
             measure(K, labels)
         with pytest.raises(ValueError, match=f"the number of clusters is {k}"):
             measure(sums=fs)
+
+
+@pytest.mark.parametrize("case", ["one cluster", "every point its own cluster"])
+def test_nystroem_feature_sums_any_number_of_clusters(case):
+    """The feature-space sums of Nyström features (K = Φ Φᵀ, never formed) equal the exact sums
+    of the same Gram matrix for 1 ≤ k ≤ n, as metrics.feature_sums does."""
+    from kkmeans_cli.kernels import nystroem
+
+    rng = np.random.default_rng(5)
+    Phi = rng.integers(-20, 21, size=(9, 3)).astype(np.float64)  # integers: exact products
+    w = rng.integers(1, 5, size=9).astype(np.float64)
+    labels = np.zeros(9, int) if case == "one cluster" else np.arange(9)[::-1]
+    fs = nystroem.feature_sums(Phi, labels, sample_weight=w)
+    codes = np.unique(labels, return_inverse=True)[1]
+    k = int(codes.max()) + 1
+    F, C, W = _exact_sums(Phi, codes, w, k)
+    assert fs.k == k and np.array_equal(fs.labels, codes)
+    np.testing.assert_array_equal(fs.F, np.array(F, dtype=np.float64))
+    np.testing.assert_array_equal(fs.C, np.array(C, dtype=np.float64))
+    np.testing.assert_array_equal(fs.W, np.array(W, dtype=np.float64))

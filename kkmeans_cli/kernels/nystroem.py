@@ -654,7 +654,7 @@ def feature_sums(Phi, labels, sample_weight=None, n_threads=1):
     from ..measures.metrics import FeatureSums, check_labels, check_weights
 
     n = Phi.shape[0]
-    codes, k = check_labels(labels, n)
+    codes, k = check_labels(labels, n, min_clusters=1)
     w = check_weights(sample_weight, n)
     src = FeatureSpaceSource(Phi, n_threads)
     F = np.empty((k, n))
