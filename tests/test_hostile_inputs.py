@@ -3,7 +3,7 @@ exit code of docs/cli.md (1 data or files, 2 usage) and no output file left behi
 import numpy as np
 import pytest
 
-from tests.cli_helpers import FAST, blobs, run, run_process, write_csv
+from cli_helpers import FAST, blobs, run, run_process, write_csv
 
 
 def _data(tmp_path, n=30):
