@@ -27,6 +27,7 @@ import warnings
 import numpy as np
 
 from ..engine import features as F
+from ..engine.lloyd import warn_relocated
 from ..errors import KKMeansWarning
 from . import chunks
 from .readers import ChunkedData, chunk_rows, from_array
@@ -191,8 +192,7 @@ class ClusterRun:
                 per_chunk[j][1].append(c)
             states = [self.submit(chunks.relabel, st, *per_chunk[j]) if j in per_chunk else st
                       for j, st in enumerate(states)]
-            warnings.warn(f"{len(chosen)} empty cluster(s) refilled with the points farthest "
-                          "from their centres", KKMeansWarning, stacklevel=3)
+            warn_relocated(len(chosen), stacklevel=3)
         return len(chosen), states
 
 

@@ -69,7 +69,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import KKMeansWarning
+from .lloyd import relocation_moves, warn_relocated
 from .threads import blas_threads, thread_pool
 from . import _features
 
@@ -316,19 +316,11 @@ class FeatureResult:
 
 
 def _relocate(Phi, w, labels, dist, S, W):
-    """Points farthest from their centres (ties by index) moved into clusters of no weight,
-    as ``lloyd.relocate_empty_clusters``; S, W, labels and dist updated. Returns the moves."""
-    empty = np.flatnonzero(W <= 0)
-    members = np.bincount(labels[w > 0], minlength=W.size)
-    order = np.argsort(-dist, kind="stable")
-    moved = 0
-    for i in order:
-        if moved == empty.size:
-            break
-        if w[i] <= 0 or members[labels[i]] < 2:
-            continue
-        a, c = labels[i], empty[moved]
-        members[a] -= 1
+    """Points farthest from their centres moved into clusters of no weight, by the rule of
+    ``lloyd.relocation_moves``; S, W, labels and dist updated. Returns the moves."""
+    moves = relocation_moves(labels, dist, w, np.flatnonzero(W <= 0), W.size)
+    for i, c in moves:
+        a = labels[i]
         row = w[i] * Phi[i].astype(np.float64)
         S[a] -= row
         W[a] -= w[i]
@@ -336,13 +328,8 @@ def _relocate(Phi, w, labels, dist, S, W):
         W[c] += w[i]
         labels[i] = c
         dist[i] = 0.0
-        moved += 1
-    if moved:
-        import warnings
-
-        warnings.warn(f"{moved} empty cluster(s) refilled with the points farthest from their "
-                      "centres", KKMeansWarning, stacklevel=4)
-    return moved
+    warn_relocated(len(moves), stacklevel=4)
+    return len(moves)
 
 
 @dataclass

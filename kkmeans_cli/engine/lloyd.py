@@ -63,32 +63,42 @@ def objective(diag, weights, g, W):
     return float(weights @ diag - np.sum(g[nonempty] / W[nonempty]))
 
 
-def relocate_empty_clusters(labels, distances, weights, n_clusters):
-    """Move the points farthest from their centres into clusters of zero weight.
-
-    Deterministic (scikit-learn's rule): candidates are points of positive weight, by decreasing
-    distance, ties by index; a point is taken only if its cluster keeps another point of
-    positive weight. Modifies ``labels`` in place and returns the number of points moved.
-    """
-    W = np.bincount(labels, weights=weights, minlength=n_clusters)
-    empty = np.flatnonzero(W <= 0)
-    if empty.size == 0:
-        return 0
+def relocation_moves(labels, distances, weights, empty, n_clusters):
+    """Which points refill the empty clusters ``empty`` (scikit-learn's rule): candidates are
+    points of positive weight, by decreasing distance, ties by index; a point is taken only if
+    its cluster keeps another point of positive weight. Returns ``[(point, cluster), ...]``;
+    nothing is modified."""
+    if len(empty) == 0:
+        return []
     members = np.bincount(labels[weights > 0], minlength=n_clusters)
-    order = np.argsort(-distances, kind="stable")
-    moved = 0
-    for i in order:
-        if moved == empty.size:
+    moves = []
+    for i in np.argsort(-distances, kind="stable"):
+        if len(moves) == len(empty):
             break
         if weights[i] <= 0 or members[labels[i]] < 2:
             continue
         members[labels[i]] -= 1
-        labels[i] = empty[moved]
-        moved += 1
+        moves.append((int(i), int(empty[len(moves)])))
+    return moves
+
+
+def warn_relocated(moved, stacklevel):
+    """The one warning of a refill (Lloyd, Elkan and the explicit-feature engine)."""
     if moved:
         warnings.warn(f"{plural(moved, 'empty cluster')} refilled with the points farthest "
-                      "from their centres", KKMeansWarning, stacklevel=3)
-    return moved
+                      "from their centres", KKMeansWarning, stacklevel=stacklevel + 1)
+
+
+def relocate_empty_clusters(labels, distances, weights, n_clusters):
+    """Move the points farthest from their centres into clusters of zero weight
+    (:func:`relocation_moves`). Modifies ``labels`` in place and returns the number of points
+    moved."""
+    W = np.bincount(labels, weights=weights, minlength=n_clusters)
+    moves = relocation_moves(labels, distances, weights, np.flatnonzero(W <= 0), n_clusters)
+    for i, c in moves:
+        labels[i] = c
+    warn_relocated(len(moves), stacklevel=3)
+    return len(moves)
 
 
 def own_distances(diag, own, labels, g, W):
