@@ -55,10 +55,10 @@ def fit(ctx, **_):
     if opts["n_clusters"] is None:
         raise UsageError("missing option -k/--n-clusters (or n_clusters in --config) "
                          "(see 'kkmeans fit --help')")
-    from ..io.data import AtomicOutputs, check_outputs, format_json
+    from ..io.data import check_outputs
     from ..model.estimator import KernelKMeans
-    from ..model.model_file import model_meta, save_model
-    from .report import Reporter, fit_report, fit_summary, silhouette_text
+    from .report import (Reporter, fit_report, fit_summary, silhouette_text,
+                         write_fit_results)
 
     check_option_combination(opts, opts["n_clusters"])
     init_is_file(opts["init"])
@@ -127,26 +127,17 @@ def fit(ctx, **_):
                            else silhouette_text(score, X.shape[0])))
     if opts["plot"] is not None:
         report.insert(-1, ("plot", opts["plot"]))
-    with AtomicOutputs(opts["force"]) as out:
-        if model_path is not None:
-            meta = model_meta(estimator, scaler, stored_options(opts), extra)
-            save_model(out.open(model_path, "model"), estimator, scaler, meta)
-        if opts["plot"] is not None:
-            from .plotting import plot_clusters, plot_format
+    def plot(out):
+        from .plotting import plot_clusters, plot_format
 
-            plot_clusters(data.X, estimator.labels_, out.open(opts["plot"], "plot"),
-                          title=f"{data.source}: k = {k}, {estimator.kernel_.describe()}",
-                          fmt=plot_format(opts["plot"]))
-        if opts["labels"] != "-":
-            out.open(opts["labels"], "labels").write(
-                labels_text(opts, estimator.labels_, data).encode())
-        if opts["summary"]:
-            out.open(opts["summary"], "summary").write(format_json(summary).encode())
-    reporter.table("kkmeans fit", report)
-    if opts["json"]:
-        click.echo(format_json(summary), nl=False)
-    elif opts["labels"] == "-":
-        click.echo(labels_text(opts, estimator.labels_, data), nl=False)
+        plot_clusters(data.X, estimator.labels_, out.open(opts["plot"], "plot"),
+                      title=f"{data.source}: k = {k}, {estimator.kernel_.describe()}",
+                      fmt=plot_format(opts["plot"]))
+
+    write_fit_results(reporter, opts, estimator, scaler, summary=summary, report=report,
+                      meta_options=stored_options(opts), extra=extra, model_path=model_path,
+                      labels=labels_text(opts, estimator.labels_, data), force=opts["force"],
+                      more_files=plot if opts["plot"] is not None else None)
 
 
 def _fit_silhouette(estimator, X, K, opts, reporter, source):

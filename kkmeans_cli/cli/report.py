@@ -208,6 +208,35 @@ def fit_report(estimator, data, scaler, model_path):
     return rows
 
 
+def write_fit_results(reporter, opts, estimator, scaler, *, summary, report, meta_options,
+                      extra, model_path, labels, force=False, more_files=None):
+    """What ``kkmeans fit`` leaves behind, on one machine or on a cluster: the model, the
+    labels and the JSON summary written together (all or none, ``io.data.AtomicOutputs``),
+    then the report on stderr and, on stdout, the JSON summary (``--json``) or the labels
+    (``--labels -``).
+
+    ``labels`` is the labels' text; ``more_files(out)`` writes further outputs in the same
+    transaction (the plot)."""
+    from ..io.data import AtomicOutputs, format_json
+    from ..model.model_file import model_meta, save_model
+
+    with AtomicOutputs(force) as out:
+        if model_path is not None:
+            meta = model_meta(estimator, scaler, meta_options, extra)
+            save_model(out.open(model_path, "model"), estimator, scaler, meta)
+        if more_files is not None:
+            more_files(out)
+        if opts["labels"] != "-":
+            out.open(opts["labels"], "labels").write(labels.encode())
+        if opts["summary"]:
+            out.open(opts["summary"], "summary").write(format_json(summary).encode())
+    reporter.table("kkmeans fit", report)
+    if opts["json"]:
+        click.echo(format_json(summary), nl=False)
+    elif opts["labels"] == "-":
+        click.echo(labels, nl=False)
+
+
 def _restarts_text(stats, restarts):
     """``20 (best: #3)``; screened exact restarts (``engine/exact_restarts.py``) say how many
     candidates ran on the sample and how many were completed on all the data."""

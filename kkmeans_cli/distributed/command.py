@@ -103,10 +103,9 @@ def _add_counts(a, b):
 def fit_command(opts, reporter, model_path, params):
     """The body of ``kkmeans fit`` on a cluster (options merged and checked by the caller;
     ``params`` the estimator's keyword arguments)."""
-    from ..io.data import AtomicOutputs, format_json, format_labels
+    from ..io.data import format_labels
     from ..model.estimator import KernelKMeans
-    from ..model.model_file import model_meta, save_model
-    from ..cli.report import fit_report, fit_summary
+    from ..cli.report import fit_report, fit_summary, write_fit_results
     from ..io.scaling import Scaler
     from .readers import chunk_rows
 
@@ -142,19 +141,9 @@ def fit_command(opts, reporter, model_path, params):
                                   f"{estimator.fit_stats_['storage']}"))
     extra = {"source": data.source, "columns": data.columns}
     stored = {key: value for key, value in opts.items() if key not in ("debug", "quiet")}
-    with AtomicOutputs(**_force(opts)) as out:
-        if model_path is not None:
-            meta = model_meta(estimator, scaler, stored, extra)
-            save_model(out.open(model_path, "model"), estimator, scaler, meta)
-        if opts["labels"] != "-":
-            out.open(opts["labels"], "labels").write(format_labels(estimator.labels_).encode())
-        if opts["summary"]:
-            out.open(opts["summary"], "summary").write(format_json(summary).encode())
-    reporter.table("kkmeans fit", report)
-    if opts["json"]:
-        click.echo(format_json(summary), nl=False)
-    elif opts["labels"] == "-":
-        click.echo(format_labels(estimator.labels_), nl=False)
+    write_fit_results(reporter, opts, estimator, scaler, summary=summary, report=report,
+                      meta_options=stored, extra=extra, model_path=model_path,
+                      labels=format_labels(estimator.labels_), **_force(opts))
 
 
 def predict_command(opts, reporter, loaded):
