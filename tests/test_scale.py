@@ -57,6 +57,45 @@ def test_plan_counts_the_kernel_matrix_by_dtype():
     assert memory.plan(n, k, kernel_given=True).total < 10**9
 
 
+def test_plan_of_the_feature_engine_counts_float32_features_of_its_rank():
+    # The explicit-feature engine holds Φ (n × s float32), ‖φ‖², K_ii and per-point state; no
+    # n × m float64 features, no k × n outer sums.
+    n, k = 40_000, 8
+    eng = memory.plan(n, k, approx="nystroem", n_landmarks=300, rank=40, feature_engine=True)
+    assert eng.items["Nyström features"] == n * 40 * 4 + n * 16
+    assert "outer sums" not in eng.items and "k-means++ rows" not in eng.items
+    default = memory.plan(n, k, approx="nystroem", n_landmarks=300, feature_engine=True)
+    assert default.items["Nyström features"] == n * 40 * 4 + n * 16  # s = ⌈8 / 0.2⌉ = 40
+    assert "(rank 40)" in default.what
+    old = memory.plan(n, k, approx="nystroem", n_landmarks=300)
+    assert eng.total < old.total
+    assert eng.items["Nyström features"] < old.items["Nyström features"] / 10
+
+
+def test_plan_repeats_the_engine_constants_it_cannot_import():
+    from kkmeans_cli.engine import restarts
+
+    assert memory.FEATURE_EPSILON == features.EPSILON
+    assert memory.FEATURE_BLOCK_ROWS == features.CHUNK_ROWS
+    assert memory.RESTARTS_COMPLETED == restarts.N_COMPLETE
+
+
+def test_feature_engine_fit_is_checked_against_its_own_plan():
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(c, 0.3, (3000, 2)) for c in (-3, 0, 3)])
+    planned = dict(k=3, approx="nystroem", n_landmarks=300, rank=15, feature_engine=True,
+                   n_threads=1)
+    need = memory.plan(X.shape[0], **planned).total
+    est = KernelKMeans(3, gamma=1.0, approx="nystroem", n_threads=1, memory_limit=need,
+                       random_state=0).fit(X)
+    assert est.nystroem_rank_ == 15 and np.bincount(est.labels_).tolist() == [3000] * 3
+    with pytest.raises(MemoryPlanError) as info:
+        KernelKMeans(3, gamma=1.0, approx="nystroem", n_threads=1, memory_limit=need - 1,
+                     random_state=0).fit(X)
+    assert "Nyström fit of 9,000 points with 300 landmarks (rank 15)" in str(info.value)
+    assert "Nyström features" in str(info.value)
+
+
 def test_fit_refuses_a_million_points_before_allocating(monkeypatch):
     # The kernel matrix of 10^6 points is 8 TB (7.28 TiB): the plan refuses with the default limit
     # (80% of the available RAM) before anything n×n is allocated.

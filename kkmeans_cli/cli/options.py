@@ -545,7 +545,10 @@ def check_memory_plan(opts, n, ks, silhouette, blocked_silhouette=False, sweep=F
 
     kw = dict(k=max(ks), dtype=opts["dtype"], approx=opts["approx"],
               n_landmarks=opts["landmarks"], silhouette=silhouette, storage=opts["storage"],
-              offer_blocked=not sweep, silhouette_after=blocked_silhouette)
+              offer_blocked=not sweep, silhouette_after=blocked_silhouette,
+              rank=opts.get("rank"),
+              feature_engine=(opts["approx"] == "nystroem" and not sweep
+                              and opts["objective"] == "kmeans" and opts["refine"] != "hartigan"))
     if opts["kernel"] == "precomputed":  # DATA is K (a distance matrix becomes a new K)
         kw["kernel_given"] = opts["dtype"] == "float64"
     if opts["storage"] == "auto" and opts["approx"] == "none" and not sweep:

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _lloyd
 from ..kernels.sources import BlockedKernel
-from .restarts import sampled_restarts
+from .restarts import Restarts, sampled_restarts
 
 #: Sample points whose clusters give the completion's starting assignment.
 ASSIGN_POINTS = 4000
@@ -75,8 +75,8 @@ def nearest_sample_centres(source, weights, sample, sample_labels, n_clusters, r
 def screened_restarts(est, source, weights, rng, n_threads, n_init):
     """The restarts of ``fit`` on a blocked kernel, screened on a sample.
 
-    Returns the best result, the full-data objectives of the completed candidates (in the
-    order completed) and the screening statistics for ``fit_stats_``.
+    Returns the :class:`~restarts.Restarts`: the best result, the full-data objectives of
+    the completed candidates (in the order completed) and the screening statistics.
     """
     from .optima import refine
 
@@ -133,4 +133,4 @@ def screened_restarts(est, source, weights, rng, n_threads, n_init):
              "sample_objectives": [float(v) for v in out.sample_objectives],
              "completed": [int(c) for c in out.completed],
              "screen_cpu_seconds": seconds}
-    return out.best, list(out.full_objectives), stats
+    return Restarts(out.best, list(out.full_objectives), stats)

@@ -30,6 +30,18 @@ N_COMPLETE = 3
 SAME_RTOL = 1e-12
 
 
+@dataclass
+class Restarts:
+    """What stage 2 of a fit (every start, iterated) hands back, whatever the route: the
+    winning run, the full-data objective of every run completed (in order; the lowest is the
+    winner's) and what the route adds to ``fit_stats_`` (the screening's sample, candidates
+    and times; empty for plain restarts)."""
+
+    best: object
+    inertias: list
+    stats: dict = field(default_factory=dict)
+
+
 def default_sample_size(n, n_clusters):
     """min(n, max(``SAMPLE_MIN``, ``SAMPLE_PER_CLUSTER``·k))."""
     return int(min(n, max(SAMPLE_MIN, SAMPLE_PER_CLUSTER * int(n_clusters))))

@@ -347,11 +347,12 @@ class FeatureEngine:
 
     def run_restarts(self, estimator, weights, init_labels, rng, n_threads):
         """Candidate starts on a seeded sample, the best completed on all data
-        (``engine/restarts.py``); or Lloyd from ``init_labels``. Returns the best result
-        (a ``LloydResult``) and the full-data objectives of the completed candidates."""
+        (``engine/restarts.py``); or Lloyd from ``init_labels``. Returns the
+        ``restarts.Restarts`` of the best result (a ``LloydResult``) and the full-data
+        objectives of the completed candidates."""
         import time
 
-        from ..engine.restarts import default_sample_size, sampled_restarts
+        from ..engine.restarts import Restarts, default_sample_size, sampled_restarts
 
         F = _engine()
         k, w = estimator.n_clusters, np.asarray(weights, dtype=np.float64)
@@ -404,7 +405,7 @@ class FeatureEngine:
         best_index = int(np.argmin(inertias))
         inertias = list(inertias)
         inertias[best_index] = best.inertia
-        return result, inertias
+        return Restarts(result, inertias)
 
 
 def _progress(estimator, stages=False):
@@ -460,10 +461,11 @@ def engine_source(estimator, X, n_threads):
     F = _engine()
     n, k = X.shape[0], estimator.n_clusters
     m = resolve_landmarks(estimator.n_landmarks, n, k)
-    check(plan(n, k, approx="nystroem", n_landmarks=m), estimator.memory_limit, k=k,
-          approx="nystroem", n_landmarks=m)
     rank = getattr(estimator, "nystroem_rank", None)
     rank = F.default_rank(k, m) if rank is None else min(int(rank), m)
+    planned = dict(k=k, approx="nystroem", n_landmarks=m, rank=rank, feature_engine=True,
+                   n_threads=n_threads)
+    check(plan(n, **planned), estimator.memory_limit, **planned)
     t0 = time.perf_counter()
     idx = choose_landmarks(n, m, landmark_rng(estimator.random_state))
     fmap = F.feature_map(estimator.kernel_, X[idx], rank)

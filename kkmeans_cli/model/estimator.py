@@ -286,7 +286,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             t0 = time.perf_counter()
             source, weights = self._kernel_source(X, weights, kernel_matrix, plan)
             t1 = time.perf_counter()
-            best, inertias = self._run_restarts(source, weights, init_labels, fit_rng, n_threads)
+            restarts = self._run_restarts(source, weights, init_labels, fit_rng, n_threads)
+            best, inertias = restarts.best, restarts.inertias
             t2 = time.perf_counter()
         _check_finite_result(best)
         self.gamma_ = self.kernel_.gamma
@@ -320,7 +321,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             self.fit_stats_["kernel_evaluations"] = int(source.kernel_evaluations)
         self._psd_finish(weights)
         self._finish_optima(best, inertias)
-        self.fit_stats_.update(self.__dict__.pop("_screening", {}))
+        self.fit_stats_.update(restarts.stats)
         return self
 
     def _kernel_source(self, X, weights, kernel_matrix, plan):
@@ -383,21 +384,23 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         return Kb, diag
 
     def _run_restarts(self, source, weights, init_labels, rng, n_threads):
-        """Stage 2 of fit: every start, iterated; the lowest inertia wins (first on ties)."""
+        """Stage 2 of fit: every start, iterated; the lowest inertia wins (first on ties).
+        Returns the :class:`~kkmeans_cli.engine.restarts.Restarts`."""
+        from ..engine import exact_restarts
+        from ..engine.restarts import Restarts
+
         if self.solver == "embed":
-            return self._embed_restarts(source, weights, init_labels, rng, n_threads)
+            return Restarts(*self._embed_restarts(source, weights, init_labels, rng,
+                                                  n_threads))
         if source.runs_restarts:  # Nyström's explicit-feature engine
             return source.run_restarts(self, weights, init_labels, rng, n_threads)
         best, inertias = None, []
         n_init = 1 if init_labels is not None else self.n_init
         self._reset_optima(n_init, init_labels is not None, n_threads)
-        from ..engine import exact_restarts
-
         if exact_restarts.applies(self, source, init_labels, n_init):
             # no kernel matrix to share: candidates on a sample, the best completed
-            best, inertias, self._screening = exact_restarts.screened_restarts(
-                self, source, weights, rng, n_threads, n_init)
-            return best, inertias
+            return exact_restarts.screened_restarts(self, source, weights, rng, n_threads,
+                                                    n_init)
         for restart in range(n_init):
             start = (init_labels if init_labels is not None
                      else self._start(source, weights, rng, restart))
@@ -406,7 +409,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             inertias.append(result.inertia)
             if best is None or result.inertia < best.inertia:
                 best = result
-        return best, inertias
+        return Restarts(best, inertias)
 
     def _iterate(self, source, weights, start, n_threads, iterations_done=0):
         """Iterations from one start (the scheme chosen by ``algorithm``)."""

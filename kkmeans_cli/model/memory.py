@@ -16,7 +16,13 @@ kernel blocks                one float64 Gram block of at most 64 MB (``kernels.
 outer sums                   k · n · 8 (F), and as much again for the update temporaries
 k-means++ rows               3 · (2 + ⌊ln k⌋) · n · 8 (candidate rows, distances, potentials)
 per-point arrays             n · 40 (labels, distances, weights, diagonal)
-Nyström features             n · m · 8 (Φ, float64) plus m² · 8 · 4 (K_mm, eigenvectors, T)
+Nyström features             the explicit-feature engine (k-means objective, no Hartigan):
+                             n · s · 4 (Φ, float32, rank s) and n · 16 (‖φ‖², K_ii); else
+                             n · m · 8 (Φ, float64); both plus m² · 8 · 4 (K_mm, eigenvectors,
+                             T)
+feature engine               per point 36 bytes (labels, distances, Hamerly's two bounds,
+                             weights) and the labels of the completed restarts; no outer sums,
+                             no k-means++ rows (its starts are drawn on a sample)
 silhouette                   exact from K: k · n · 8; sampled: s² · 8 (K of the sample)
 predict blocks               one block of kernel rows, at most 64 MB
 ===========================  ==============================================================
@@ -33,6 +39,12 @@ DEFAULT_FRACTION = 0.8
 #: Bytes of one block of kernel rows (the same as ``kernels.BLOCK_BYTES``; not imported to
 #: keep NumPy out of ``kkmeans --help``).
 BLOCK_BYTES = 64 * 2**20
+#: ε of the engine's default rank ⌈k/ε⌉ and its rows per kernel block (``features.EPSILON``,
+#: ``features.CHUNK_ROWS``), the restarts it completes on all the data
+#: (``restarts.N_COMPLETE``): repeated, not imported, to keep NumPy out of ``kkmeans --help``.
+FEATURE_EPSILON = 0.2
+FEATURE_BLOCK_ROWS = 2048
+RESTARTS_COMPLETED = 3
 _UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "KIB": 2**10, "M": 2**20, "MB": 2**20,
           "MIB": 2**20, "G": 2**30, "GB": 2**30, "GIB": 2**30, "T": 2**40, "TB": 2**40,
           "TIB": 2**40}
@@ -157,7 +169,8 @@ def default_landmarks(n, k):
 
 def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given=False,
          silhouette=None, sample_size=10_000, max_exact=20_000, n_threads=1, what=None,
-         storage="matrix", offer_blocked=True, silhouette_after=False):
+         storage="matrix", offer_blocked=True, silhouette_after=False, rank=None,
+         feature_engine=False):
     """The big allocations of a fit (and of the measures asked for) of n points, k clusters.
 
     Parameters
@@ -183,6 +196,10 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
     silhouette_after : bool
         The silhouette is computed after the fit, from kernel rows recomputed in blocks, once
         the fit's memory is freed: the plan is the larger of the two, not their sum.
+    rank, feature_engine : int or None, bool
+        ``feature_engine``: the Nyström fit runs on the explicit-feature engine
+        (``engine/features.py``), whose float32 features have ``rank`` columns (default
+        ``features.default_rank``: ⌈k/0.2⌉, at most m).
 
     Returns
     -------
@@ -192,7 +209,8 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
     if silhouette and silhouette_after:
         common = dict(dtype=dtype, approx=approx, n_landmarks=n_landmarks,
                       kernel_given=kernel_given, sample_size=sample_size, max_exact=max_exact,
-                      n_threads=n_threads, offer_blocked=offer_blocked)
+                      n_threads=n_threads, offer_blocked=offer_blocked, rank=rank,
+                      feature_engine=feature_engine)
         fit_plan = plan(n, k, storage=storage, what=what, **common)
         alone = plan(n, k, storage="blocked", silhouette="blocks", **common).items
         score = alone.get("silhouette sample", alone.get("silhouette", 0))
@@ -208,7 +226,19 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
         return fit_plan
     b = _itemsize(dtype)
     items = {}
-    if approx == "nystroem":
+    if approx == "nystroem" and feature_engine:
+        m = min(n, int(n_landmarks) if n_landmarks else default_landmarks(n, k))
+        s = min(m, int(rank) if rank else math.ceil(k / FEATURE_EPSILON))
+        items["Nyström features"] = n * s * 4 + n * 16
+        items["landmark kernel"] = 4 * m * m * 8
+        # per thread one block of FEATURE_BLOCK_ROWS kernel rows against the landmarks, with
+        # the temporaries of the kernel function and of the product
+        threads = max(int(n_threads or 1), os.cpu_count() or 1)
+        items["kernel blocks"] = threads * min(n, FEATURE_BLOCK_ROWS) * m * 8 * 3
+        items["per-point arrays"] = 36 * n + RESTARTS_COMPLETED * 4 * n
+        what = what or (f"the Nyström fit of {n:,} points with {m:,} landmarks "
+                        f"(rank {s})")
+    elif approx == "nystroem":
         m = int(n_landmarks) if n_landmarks else default_landmarks(n, k)
         items["Nyström features"] = n * m * 8
         items["landmark kernel"] = 4 * m * m * 8
@@ -222,10 +252,12 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
             items["kernel matrix"] = n * n * b
         items["kernel blocks"] = min(BLOCK_BYTES, n * n * 8)
         what = what or f"the exact fit of {n:,} points ({_dtype_name(dtype)} kernel matrix)"
-    items["outer sums"] = 2 * k * n * 8
-    items["k-means++ rows"] = 3 * (2 + int(math.log(max(k, 1)))) * n * 8
-    items["per-point arrays"] = 40 * n
-    if approx == "nystroem" or storage == "blocked":
+    engine = approx == "nystroem" and feature_engine
+    if not engine:  # the feature engine draws its starts on a sample and keeps no k×n sums
+        items["outer sums"] = 2 * k * n * 8
+        items["k-means++ rows"] = 3 * (2 + int(math.log(max(k, 1)))) * n * 8
+        items["per-point arrays"] = 40 * n
+    if (approx == "nystroem" and not engine) or storage == "blocked":
         items["Elkan bounds"] = 10 * k * n  # lower bounds (float64), marks and flags
     if silhouette:
         if n > max_exact:
@@ -241,7 +273,7 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
         if b == 8 and not kernel_given:
             result.alternatives["--dtype float32"] = rest + n * n * 4
         nys = plan(n, k, approx="nystroem", silhouette=silhouette, sample_size=sample_size,
-                   max_exact=max_exact, n_threads=n_threads)
+                   max_exact=max_exact, n_threads=n_threads, feature_engine=True)
         result.alternatives["--approx nystroem"] = nys.total
         if storage != "blocked" and not kernel_given and offer_blocked:
             blocked = plan(n, k, storage="blocked", silhouette=silhouette,
