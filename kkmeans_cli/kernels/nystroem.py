@@ -710,7 +710,7 @@ def model_arrays(estimator):
             "centers": np.asarray(estimator.centers_, dtype=np.float64)}
 
 
-def load_state(estimator, meta, arrays, fail):
+def load_state(estimator, meta, arrays, n, fail):
     """Check and restore the Nyström state of a model read from a file (``fail(problem)``
     raises the model file error)."""
     approx = meta.get("approx", "none")

@@ -415,9 +415,15 @@ def model_arrays(estimator):
     return arrays
 
 
-def load_state(meta, arrays, n, fail):
-    """The ``PSDState`` of a model file, checked; ``fail(problem)`` raises. None when the
-    model has no PSD state and needs none."""
+def load_state(estimator, meta, arrays, n, fail):
+    """Restore ``psd_`` (the ``PSDState`` of a model file, checked; None when the model has
+    no PSD state and needs none) and ``psd_repair`` on a loaded estimator; ``fail(problem)``
+    raises."""
+    estimator.psd_ = _loaded_state(meta, arrays, n, fail)
+    estimator.psd_repair = estimator.psd_.repair if estimator.psd_ is not None else "none"
+
+
+def _loaded_state(meta, arrays, n, fail):
     repair = meta.get("psd_repair", "none")
     if repair not in PSD_REPAIRS:
         fail(f"unknown psd_repair {repair!r}")

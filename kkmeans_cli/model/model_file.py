@@ -53,6 +53,19 @@ class LoadedModel:
     scaler: Scaler
 
 
+def state_parts():
+    """The modules that keep part of a fitted estimator's state in a model file, in the order
+    they are written and read: the PSD check and repair, the objective and its optima (ncut's
+    degrees), the Nyström map. Each has ``model_meta(estimator) -> dict`` (meta entries),
+    ``model_arrays(estimator) -> dict`` (arrays) and ``load_state(estimator, meta, arrays, n,
+    fail)``, which checks its entries (``fail(problem)`` raises) and restores its attributes.
+    A new kind of fitted state adds its module here and its arrays to ``_MEMBER_KINDS``."""
+    from ..engine import optima
+    from ..kernels import nystroem, psd
+
+    return (psd, optima, nystroem)
+
+
 def model_meta(estimator, scaler, options=None, extra=None):
     """The ``meta`` dictionary of a fitted estimator.
 
@@ -98,15 +111,8 @@ def model_meta(estimator, scaler, options=None, extra=None):
                       "n_threads": int(stats["n_threads"])},
         "options": dict(options or {}),
     }
-    from ..kernels.psd import model_meta as psd_meta
-
-    meta.update(psd_meta(estimator))
-    from ..engine.optima import model_meta as optima_meta
-
-    meta.update(optima_meta(estimator))
-    from ..kernels.nystroem import model_meta as nystroem_meta
-
-    meta.update(nystroem_meta(estimator))
+    for part in state_parts():
+        meta.update(part.model_meta(estimator))
     meta.update(extra or {})
     return meta
 
@@ -138,15 +144,8 @@ def save_model(handle, estimator, scaler, meta):
         arrays["X_fit"] = np.asarray(estimator.X_fit_, dtype=np.float64)
     if getattr(estimator.kernel_, "offset", None) is not None:
         arrays["kernel_offset"] = np.asarray(estimator.kernel_.offset, dtype=np.float64)
-    from ..kernels.psd import model_arrays as psd_arrays
-
-    arrays.update(psd_arrays(estimator))
-    from ..engine.optima import model_arrays as optima_arrays
-
-    arrays.update(optima_arrays(estimator))
-    from ..kernels.nystroem import model_arrays as nystroem_arrays
-
-    arrays.update(nystroem_arrays(estimator))
+    for part in state_parts():
+        arrays.update(part.model_arrays(estimator))
     if scaler.method != "none":
         arrays["scale_offset"] = np.asarray(scaler.offset, dtype=np.float64)
         arrays["scale_factor"] = np.asarray(scaler.factor, dtype=np.float64)
@@ -216,17 +215,9 @@ def load_model(path):
     estimator.fit_stats_ = dict(meta.get("fit_stats", {}))
     if "best_restart" in estimator.fit_stats_:  # 0-based in the Python API
         estimator.fit_stats_["best_restart"] -= 1
-    from ..kernels.psd import load_state
-
-    estimator.psd_ = load_state(meta, arrays, n, lambda problem: _fail(path, problem))
-    estimator.psd_repair = estimator.psd_.repair if estimator.psd_ is not None else "none"
     estimator.solver = meta.get("solver", "lloyd")
-    from ..engine.optima import load_state as optima_state
-
-    optima_state(estimator, meta, arrays, n, lambda problem: _fail(path, problem))
-    from ..kernels.nystroem import load_state as nystroem_state
-
-    nystroem_state(estimator, meta, arrays, lambda problem: _fail(path, problem))
+    for part in state_parts():
+        part.load_state(estimator, meta, arrays, n, lambda problem: _fail(path, problem))
     _check_consistency(path, meta, estimator)
     return LoadedModel(estimator=estimator, meta=meta, scaler=scaler)
 
