@@ -27,6 +27,14 @@ Cases
 - ``ranks``: the estimator at each rank s of ``--ranks`` (``m`` = full rank): seconds, the
   Nyström objective, the exact objective on the sample, ARI;
 - ``threads``: the estimator with 1 and 2 threads: identical labels, centres and inertia?
+- ``predict``: a model fitted on the n points (default settings, saved by ``kkmeans fit``),
+  then ``kkmeans predict model.npz new.npy`` on n new points of the same blobs (another seed;
+  wall time of the command, which loads the model and the data and prints n labels), and
+  ``KernelKMeans.predict`` in process (memory warmed by a first call on 20,000 points), each
+  against the limit of the work, measured in the same process: n·m exponentials at NumPy's
+  one-core rate over 2 cores, plus the products n×d by d×m (distances to the landmarks), n×m
+  by m×s (the features) and n×s by s×k (distances to the centres) by BLAS on 2 threads;
+  median of ``--repeats``.
 
 Prints Markdown. The machine may be shared: the load average is printed with the results.
 """
@@ -232,7 +240,45 @@ def child_restarts(args):
             "full_best": float(min(objs)), "full_all": objs, "full_seconds": full_seconds}
 
 
-CHILDREN = {"ours": child_ours, "pipeline": child_pipeline, "iterations": child_iterations,
+def child_predict(args):
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    from kkmeans_cli.model.model_file import load_model
+
+    est = load_model(args.model).estimator  # the default scaling is none
+    new = np.load(args.new)
+    n, d = new.shape
+    m, s, k = est.n_landmarks_, est.nystroem_rank_, est.n_clusters
+    est.predict(new[:20_000])                               # warm-up
+    t0 = time.perf_counter()
+    labels = est.predict(new)
+    seconds = time.perf_counter() - t0
+    # the limit of the same work on this machine, now
+    rng = np.random.default_rng(0)
+    x = -rng.random(10**7) * 20
+    y = np.empty_like(x)
+    np.exp(x, out=y)
+    t0 = time.perf_counter()
+    for _ in range(5):
+        np.exp(x, out=y)
+    exp_seconds = (time.perf_counter() - t0) / 5e7 * n * m / 2
+    rows = 8192
+    A, L = rng.normal(size=(rows, d)), rng.normal(size=(m, d))
+    Kb, P = rng.normal(size=(rows, m)), rng.normal(size=(m, s))
+    Phi, C = rng.normal(size=(rows, s)).astype(np.float32), rng.normal(size=(k, s)).astype(
+        np.float32)
+    with threadpool_limits(2):
+        A @ L.T, Kb @ P, Phi @ C.T
+        t0 = time.perf_counter()
+        for _ in range(5):
+            A @ L.T, Kb @ P, Phi @ C.T
+        gemm_seconds = (time.perf_counter() - t0) / (5 * rows) * n
+    return {"seconds": seconds, "exp_seconds": exp_seconds, "gemm_seconds": gemm_seconds,
+            "labels_head": labels[:5].tolist(), "m": int(m), "s": int(s)}
+
+
+CHILDREN = {"predict": child_predict, "ours": child_ours, "pipeline": child_pipeline, "iterations": child_iterations,
             "restarts": child_restarts}
 
 
@@ -280,7 +326,8 @@ def load_avg():
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--cases", default="cli,pipeline,iterations,restarts,ranks,threads")
+    p.add_argument("--cases",
+                   default="cli,pipeline,iterations,restarts,ranks,threads,predict")
     p.add_argument("--n", default="200000,1000000", help="sizes of cli/pipeline/iterations")
     p.add_argument("--rank-n", type=int, default=200_000)
     p.add_argument("--ranks", default="20,40,60,100,200,m")
@@ -294,6 +341,8 @@ def main(argv=None):
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--tag", default="x", help=argparse.SUPPRESS)
     p.add_argument("--rank", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--model", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--new", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         args.n = int(args.n)
@@ -397,6 +446,49 @@ def main(argv=None):
                   f"{r['approx_error']:.4f} | {ex:.2f} | {rel} | {ari:.4f} |")
         print(f"\n(load {load_avg()})\n")
         del X
+    if "predict" in cases:
+        import statistics
+
+        from bench_scale import blobs
+
+        n = sizes[-1]
+        path = ensure_data(args, n)
+        model = os.path.join(args.workdir, f"model_{n}.npz")
+        new_path = os.path.join(args.workdir, f"new_{n}.npy")
+        if not os.path.exists(new_path):
+            np.save(new_path, blobs(n, 20, K, seed=1)[0])
+        r = _run([sys.executable, "-m", "kkmeans_cli", "fit", path, "-k", str(K), "--approx",
+                  "nystroem", "-o", model, "--threads", str(args.threads), "--quiet"],
+                 args.timeout, stdout_path=os.devnull)
+        if "error" in r:
+            print(f"predict: the fit failed: {r['error']}")
+        else:
+            cli, inproc = [], []
+            for _ in range(args.repeats):
+                lab = os.path.join(args.workdir, f"predict_{n}.txt")
+                cli.append(_run([sys.executable, "-m", "kkmeans_cli", "predict", model,
+                                 new_path, "--threads", str(args.threads)], args.timeout,
+                                stdout_path=lab))
+                inproc.append(run_child(args, "predict", n=n, model=model, new=new_path))
+            bad = [x for x in cli + inproc if "error" in x]
+            if bad:
+                print(f"predict failed: {bad}")
+            else:
+                pred = statistics.median(x["seconds"] for x in inproc)
+                lim = statistics.median(x["exp_seconds"] + x["gemm_seconds"] for x in inproc)
+                wall = statistics.median(x["wall"] for x in cli)
+                runs = ", ".join(f"{x['wall']:.2f}" for x in cli)
+                agree = np.array_equal(np.loadtxt(lab, dtype=np.int64)[:5],
+                                       inproc[-1]["labels_head"])
+                print(f"predict {n:,} new points (m = {inproc[0]['m']}, s = {inproc[0]['s']}): "
+                      f"`kkmeans predict model.npz new.npy` {wall:.2f} s wall (runs "
+                      f"{runs}"
+                      f"; peak RSS {peak_rss_of(cli[-1]):.2f} GB); in process "
+                      f"{pred:.2f} s against a limit of {lim:.2f} s (exponentials "
+                      f"{statistics.median(x['exp_seconds'] for x in inproc):.2f} s + products "
+                      f"{statistics.median(x['gemm_seconds'] for x in inproc):.2f} s): "
+                      f"{pred / lim:.2f}× the limit; labels of the command and in process "
+                      f"agree: {agree}; load {load_avg()}\n", flush=True)
     if "threads" in cases:
         n = args.rank_n
         ensure_data(args, n)

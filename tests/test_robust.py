@@ -447,3 +447,42 @@ def test_what_the_refused_sklearn_weight_checks_hold():
     for bad in (np.ones(15), np.ones((16, 1)), np.ones((4, 4))):
         with pytest.raises(ValueError, match="sample_weight"):
             KernelKMeans(4, n_init=1).fit(X, sample_weight=bad)
+
+
+@pytest.mark.parametrize("name", ["linear", "rbf", "poly", "laplacian", "chi2", "sigmoid",
+                                  "cosine", "precomputed", "precomputed-distance"])
+def test_the_range_check_shortcut_never_passes_a_row_the_full_check_refuses(name):
+    # check_range first bounds every |x_ij − offset_j| by the extremes of X (and the offset);
+    # when that bound keeps the rule it returns without looking at the rows. Over magnitudes
+    # from far below to far above each limit, whenever the full row-by-row check refuses,
+    # check_range refuses too, with the same message.
+    from kkmeans_cli.kernels import functions as kf
+
+    rng = np.random.default_rng(7)
+    kernel = kf.Kernel("poly", gamma=0.5, degree=3, coef0=1.0) if name == "poly" else None
+    refused = 0
+    for exponent in np.linspace(0, 308, 120):
+        for d in (1, 7):
+            X = rng.random((5, d)) * 10.0 ** exponent
+            if name != "chi2":
+                X *= rng.choice([-1.0, 1.0], size=X.shape)
+            offset = (rng.random(d) * 10.0 ** exponent
+                      if name in ("rbf", "linear") and exponent % 2 < 1 else None)
+            m = float(rng.choice([5.0, 1e6]))
+            try:
+                kf._check_rows(name, X, m, kernel, "X", offset)
+                full = None
+            except ValueRangeError as exc:
+                full = str(exc)
+            b = max(float(X.max()), -float(X.min())) + (
+                0.0 if offset is None else float(np.abs(offset).max()))
+            if kf._within_limits(name, b, d, m, kernel):
+                assert full is None, (exponent, d)
+            try:
+                check_range(name, X, m, kernel=kernel, offset=offset)
+                short = None
+            except ValueRangeError as exc:
+                short = str(exc)
+            assert short == full
+            refused += full is not None
+    assert refused > 0  # the sweep reaches every kernel's limit

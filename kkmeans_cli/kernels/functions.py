@@ -395,12 +395,60 @@ def check_range(name, X, total_weight, kernel=None, what="X", offset=None):
     an offset or a difference that is not finite breaks it.
 
     The row reported is the first that breaks the rule, the column its largest |value|.
-    """
-    from ..errors import ValueRangeError
 
+    Usual data are far from every limit: one bound b ≥ |x_ij − offset_j| from the extremes of
+    X and of the offset (two passes, no temporaries) then shows that no row can break the rule
+    (:func:`_within_limits`), and the rows are not examined one by one.
+    """
     X = np.asarray(X, dtype=np.float64)
     if X.size == 0:
         return
+    m = max(float(X.shape[0]), float(total_weight))
+    with np.errstate(over="ignore", invalid="ignore"):
+        b = max(float(X.max()), -float(X.min()))
+        if offset is not None:
+            b += float(np.max(np.abs(offset))) if np.size(offset) else 0.0
+    if _within_limits(name, b, X.shape[1], m, kernel):
+        return
+    _check_rows(name, X, m, kernel, what, offset)
+
+
+def _within_limits(name, b, d, m, kernel):
+    """Whether every row of d values of magnitude at most ``b`` (after the offset) keeps the
+    rule of :func:`check_range` with total weight m, with a margin: Q ≤ d·b², Σ|x_j| ≤ d·b,
+    |K_ij| ≤ b. False when b is not finite (NaN or infinity: the rows are examined)."""
+    if not math.isfinite(b):
+        return False
+    if b == 0.0:
+        return True
+    margin = 1e-6                               # in log space: far below the rule's own slack
+    log_max = math.log(FLOAT_MAX) - margin
+    log_sums = math.log(4.0) + 2.0 * math.log(m)
+    log_b, log_d = math.log(b), math.log(d)
+    if name == "precomputed":
+        return log_b + log_sums <= log_max
+    if name == "precomputed-distance":
+        return 2.0 * log_b + log_sums + math.log(4.0) <= log_max
+    if name in ("laplacian", "chi2"):
+        ok = math.log(2.0) + log_d + log_b <= log_max
+        return ok and (name != "chi2" or math.log(4.0) + 2.0 * log_b <= log_max)
+    log_q = log_d + 2.0 * log_b
+    if name == "linear":
+        return log_q + log_sums <= log_max
+    if name == "poly" and kernel is not None and kernel.gamma is not None:
+        if log_q >= log_max:
+            return False
+        inner = math.exp(log_q) * kernel.gamma + abs(kernel.coef0)
+        if not math.isfinite(inner) or inner <= 0.0:
+            return inner == 0.0
+        return kernel.degree * math.log(inner) + log_sums <= log_max
+    return log_q + math.log(4.0) <= log_max
+
+
+def _check_rows(name, X, m, kernel, what, offset):
+    """:func:`check_range` row by row: refuses the first row that breaks the rule."""
+    from ..errors import ValueRangeError
+
     if offset is not None:
         raw = X
         with np.errstate(over="ignore", invalid="ignore"):
@@ -409,7 +457,6 @@ def check_range(name, X, total_weight, kernel=None, what="X", offset=None):
         _refuse_rows(bad, np.abs(raw), f"the data's mean ({_format_offset(offset)}) or the "
                      f"distance to it overflows floating point (1.8e308)", what,
                      ValueRangeError, score=np.abs(raw).max(axis=1))
-    m = max(float(X.shape[0]), float(total_weight))
     log_max = math.log(FLOAT_MAX)
     log_sums = math.log(4.0) + 2.0 * math.log(m)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
