@@ -28,7 +28,7 @@ Cases
   Nyström objective, the exact objective on the sample, ARI;
 - ``threads``: the estimator with 1 and 2 threads: identical labels, centres and inertia?
 - ``predict``: a model fitted on the n points (default settings, saved by ``kkmeans fit``),
-  then ``kkmeans predict model.npz new.npy`` on n new points of the same blobs (another seed;
+  then ``kkmeans predict model.npz new.npy`` on n new points (blobs drawn with another seed;
   wall time of the command, which loads the model and the data and prints n labels), and
   ``KernelKMeans.predict`` in process (memory warmed by a first call on 20,000 points), each
   against the limit of the work, measured in the same process: n·m exponentials at NumPy's

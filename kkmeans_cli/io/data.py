@@ -578,7 +578,11 @@ def _check_array(X, source, ndim):
 def _finish_array(X, source, wanted, missing):
     X = np.asarray(X, dtype=np.float64)
     select = _column_indexes(wanted, None, X.shape[1], source)
-    X = np.ascontiguousarray(X[:, select])
+    if select != list(range(X.shape[1])):
+        X = X[:, select]
+    X = np.ascontiguousarray(X)         # no copy of an array read whole, as is usual
+    if np.isfinite(X).all():            # the usual case in one pass
+        return _kept_dataset(X, np.ones(X.shape[0], dtype=bool), source, None)
     if np.any(np.isinf(X)):
         r, c = np.argwhere(np.isinf(X))[0]
         raise DataError(f"{source}: row {r + 1}, column {select[c] + 1}: infinite value")
@@ -1014,7 +1018,9 @@ def format_labels(labels, kept=None):
         full = np.full(kept.shape[0], -1, dtype=np.int64)
         full[kept] = labels
         labels = full
-    return "".join(f"{v}\n" for v in labels.tolist())
+    if labels.size == 0:
+        return ""
+    return "\n".join(map(str, labels.tolist())) + "\n"
 
 
 def format_json(obj):
