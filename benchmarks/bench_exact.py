@@ -219,16 +219,11 @@ def worker_limit(args):
     distance product of 10^6 × 10 by 10 × 10^4 by BLAS (2 threads), both measured here."""
     from threadpoolctl import threadpool_limits
 
+    from bench_scale import exp_seconds_per_value
+
     rng = np.random.default_rng(0)
     n_new, n_fit, d = args.n, 10_000, 10
-    x = -rng.random(10**7) * 20
-    y = np.empty_like(x)
-    np.exp(x, out=y)
-    t0 = time.perf_counter()
-    for _ in range(5):
-        np.exp(x, out=y)
-    exp_rate = (time.perf_counter() - t0) / 5e7              # seconds per exponential
-    exp_seconds = exp_rate * n_new * n_fit / 2
+    exp_seconds = exp_seconds_per_value(rng) * n_new * n_fit / 2
     A = rng.normal(size=(4096, d))
     B = rng.normal(size=(n_fit, d))
     G = np.empty((4096, n_fit))

@@ -244,6 +244,7 @@ def child_predict(args):
     import numpy as np
     from threadpoolctl import threadpool_limits
 
+    from bench_scale import exp_seconds_per_value
     from kkmeans_cli.model.model_file import load_model
 
     est = load_model(args.model).estimator  # the default scaling is none
@@ -256,13 +257,7 @@ def child_predict(args):
     seconds = time.perf_counter() - t0
     # the limit of the same work on this machine, now
     rng = np.random.default_rng(0)
-    x = -rng.random(10**7) * 20
-    y = np.empty_like(x)
-    np.exp(x, out=y)
-    t0 = time.perf_counter()
-    for _ in range(5):
-        np.exp(x, out=y)
-    exp_seconds = (time.perf_counter() - t0) / 5e7 * n * m / 2
+    exp_seconds = exp_seconds_per_value(rng) * n * m / 2
     rows = 8192
     A, L = rng.normal(size=(rows, d)), rng.normal(size=(m, d))
     Kb, P = rng.normal(size=(rows, m)), rng.normal(size=(m, s))
