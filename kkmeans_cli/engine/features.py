@@ -376,10 +376,12 @@ def bounded_step_chunk(Phi, x_sq, w, centres, moves, labels, upper, lower, n_thr
     n, s = Phi.shape
     k = centres.C.shape[0]
     t = max(1, -(-n // CHUNK_ROWS))
-    parts = BoundedParts(dsums=np.zeros((t, k, s)), dweights=np.zeros((t, k)),
-                         moved=np.zeros(t, dtype=np.intp), n_full=np.zeros(t, dtype=np.intp))
     if n == 0:
-        return parts
+        return BoundedParts(dsums=np.zeros((t, k, s)), dweights=np.zeros((t, k)),
+                            moved=np.zeros(t, dtype=np.intp), n_full=np.zeros(t, dtype=np.intp))
+    # every block's slots are zeroed or written by the chunk function itself
+    parts = BoundedParts(dsums=np.empty((t, k, s)), dweights=np.empty((t, k)),
+                         moved=np.empty(t, dtype=np.intp), n_full=np.empty(t, dtype=np.intp))
     with blas_threads(1):
         _features.bounded_chunks(Phi, x_sq, w, centres.C, centres.c_sq, moves.half_sep,
                                  moves.shift, moves.max_shift, labels, upper, lower,
@@ -398,6 +400,15 @@ def reduce_bounded(parts):
     _features.sum_in_order(dweights, dW)
     return (dS.reshape(k, s), dW, int(sum(int(p.moved.sum()) for p in parts)),
             int(sum(int(p.n_full.sum()) for p in parts)))
+
+
+def _maybe_empty(W, labels, w, k):
+    """Whether a cluster has no weight. ``W`` is kept up to date from the moves, so it
+    drifts from the exact weights by at most ~n·ε·ΣW; only a cluster within 10⁻⁶·ΣW of
+    zero (far above that drift for n ≤ 10¹⁰) is recounted exactly from the labels."""
+    if np.all(W > 1e-6 * max(float(W.sum()), np.finfo(float).tiny)):
+        return False
+    return bool(np.any(np.bincount(labels, weights=w, minlength=k) <= 0))
 
 
 def lloyd(Phi, x_sq, w, means, max_iter=300, n_threads=1, labels=None, bounds=True):
@@ -440,7 +451,7 @@ def lloyd(Phi, x_sq, w, means, max_iter=300, n_threads=1, labels=None, bounds=Tr
             dS, dW, moved, full = reduce_bounded([parts])
             n_full += full
             S, W = S + dS, W + dW
-            if moved == 0 or np.any(np.bincount(labels, weights=w, minlength=k) <= 0):
+            if moved == 0 or _maybe_empty(W, labels, w, k):
                 upper = None  # confirm (or refill) with a full pass on the same centres
                 continue
         trace.append(objective(x_sq, w, S, W))

@@ -529,24 +529,31 @@ def _refuse_rows(bad, absx, rule, what, error, score=None, raw=None):
 
 def count_distinct(X, at_least, weights=None, name=None):
     """The number of distinct rows of X among rows of positive weight, counted exactly when it
-    is below ``at_least`` (else some number ≥ ``at_least``: the first rows often settle it).
+    is below ``at_least`` (else some number ≥ ``at_least``: the first rows often settle it,
+    and then the rest of X is neither copied nor sorted).
 
     For the cosine kernel rows are compared after normalisation (x and 2x are one point in
     its feature space).
     """
     X = np.asarray(X, dtype=np.float64)
     if weights is not None:
-        X = X[np.asarray(weights) > 0]
+        positive = np.asarray(weights) > 0
+        if not positive.all():
+            X = X[positive]
+    if X.shape[0] == 0:
+        return 0
+    head = min(X.shape[0], max(8 * at_least, 64))
+    found = _distinct_rows(X[:head], name)
+    if found >= at_least or head == X.shape[0]:
+        return found
+    return _distinct_rows(X, name)
+
+
+def _distinct_rows(X, name):
     if name == "cosine":
         with np.errstate(invalid="ignore", divide="ignore"):
             norms = np.sqrt(np.einsum("ij,ij->i", X, X))
             X = np.where(norms[:, None] > 0, X / np.where(norms > 0, norms, 1.0)[:, None], 0.0)
     X = np.ascontiguousarray(X + 0.0)  # −0.0 and 0.0 are the same point
-    if X.shape[0] == 0:
-        return 0
     rows = X.view(np.dtype((np.void, X.dtype.itemsize * X.shape[1]))).ravel()
-    head = min(rows.shape[0], max(8 * at_least, 64))
-    found = np.unique(rows[:head]).shape[0]
-    if found >= at_least or head == rows.shape[0]:
-        return found
     return np.unique(rows).shape[0]
