@@ -486,3 +486,20 @@ def test_the_range_check_shortcut_never_passes_a_row_the_full_check_refuses(name
             assert short == full
             refused += full is not None
     assert refused > 0  # the sweep reaches every kernel's limit
+
+
+@pytest.mark.parametrize("coef0", [0.0, 1.0, 1e120])
+def test_all_zero_data_keep_the_poly_rule_of_coef0(coef0):
+    # At x = 0 the poly kernel is coef0^degree: a large coef0 overflows its sums even though
+    # every value is 0, so the shortcut must not pass all-zero data without that term.
+    from kkmeans_cli.kernels import functions as kf
+
+    kernel = kf.Kernel("poly", gamma=1.0, degree=3, coef0=coef0)
+    X = np.zeros((4, 2))
+    if coef0 > 1e100:
+        with pytest.raises(ValueRangeError, match="coef0"):
+            check_range("poly", X, 4.0, kernel=kernel)
+    else:
+        check_range("poly", X, 4.0, kernel=kernel)
+    for name in ("linear", "rbf", "laplacian", "chi2", "precomputed", "precomputed-distance"):
+        check_range(name, X, 4.0)

@@ -77,6 +77,7 @@ def test_plan_repeats_the_engine_constants_it_cannot_import():
 
     assert memory.FEATURE_EPSILON == features.EPSILON
     assert memory.FEATURE_BLOCK_ROWS == features.CHUNK_ROWS
+    assert memory.FEATURE_PART_ROWS == features.PART_ROWS
     assert memory.RESTARTS_COMPLETED == restarts.N_COMPLETE
 
 
@@ -438,3 +439,41 @@ def test_screened_restarts_on_the_blocked_route(monkeypatch):
         assert stats["sample_objectives"][c] <= best + 0.01 * abs(best)
     assert est.inertia_ == min(stats["restart_inertias"])
     np.testing.assert_array_equal(est.predict(X), est.labels_)
+
+
+@pytest.mark.parametrize("extra", [[], ["--refine", "hartigan"], ["--threads", "64"]])
+def test_the_nystroem_way_out_names_what_the_nystroem_run_then_needs(tmp_path, extra):
+    # A refused exact fit names --approx nystroem with its need; that run (the explicit-
+    # feature engine, or the general route with Hartigan) is then planned the same, by the
+    # command line and by the estimator (more threads than cores: more kernel blocks).
+    import re
+
+    X = np.random.default_rng(0).normal(size=(20_000, 2))
+    data = tmp_path / "d.npy"
+    np.save(data, X)
+    common = ["-k", "3", "--no-model", "--seed", "0", *extra]
+    exact = run(["fit", data, "--storage", "matrix", "--memory-limit", "1G", *common])
+    assert exact.exit_code == 1 and exact.stdout == ""
+    named = re.search(r"--approx nystroem \(needs ([^,)]+)", exact.stderr).group(1)
+    nys = run(["fit", data, "--approx", "nystroem", "--memory-limit", "1M", *common])
+    assert nys.exit_code == 1 and nys.stdout == ""
+    assert re.search(r"points with 300 landmarks[^)]*?\)? needs ([^ ]+ [KMG]i?B)",
+                     nys.stderr).group(1) == named
+    threads = int(extra[1]) if extra[:1] == ["--threads"] else 1
+    need = memory.plan(20_000, 3, approx="nystroem", n_landmarks=300,
+                       feature_engine="hartigan" not in extra, n_threads=threads).total
+    with pytest.raises(MemoryPlanError, match=re.escape(f"needs {memory.format_bytes(need)}")):
+        KernelKMeans(3, approx="nystroem", memory_limit="1M", random_state=0, n_threads=threads,
+                     refine="hartigan" if "hartigan" in extra else "auto").fit(X)
+
+
+def test_a_limit_too_small_for_two_rows_says_so():
+    # The landmark kernel alone (4·m²·8 bytes for m = 300) exceeds a 1 MB limit: no sample
+    # fits, and the refusal names the one way out instead of failing to build its message.
+    X = np.random.default_rng(0).normal(size=(3000, 2))
+    with pytest.raises(MemoryPlanError) as info:
+        KernelKMeans(3, approx="nystroem", refine="hartigan", n_landmarks=300,
+                     memory_limit="1M", random_state=0).fit(X)
+    message = str(info.value)
+    assert message.endswith("try a larger --memory-limit (not even 2 rows fit in this one)")
+    assert "the limit is 1 MiB (--memory-limit)" in message

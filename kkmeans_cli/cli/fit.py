@@ -136,8 +136,8 @@ def fit(ctx, **_):
 
     write_fit_results(reporter, opts, estimator, scaler, summary=summary, report=report,
                       meta_options=stored_options(opts), extra=extra, model_path=model_path,
-                      labels=labels_text(opts, estimator.labels_, data), force=opts["force"],
-                      more_files=plot if opts["plot"] is not None else None)
+                      labels=lambda: labels_text(opts, estimator.labels_, data),
+                      force=opts["force"], more_files=plot if opts["plot"] is not None else None)
 
 
 def _fit_silhouette(estimator, X, K, opts, reporter, source):

@@ -541,14 +541,18 @@ def check_memory_plan(opts, n, ks, silhouette, blocked_silhouette=False, sweep=F
     blocks (the fit does not share its kernel matrix with it): the plan is the larger of the
     fit's and the silhouette's. ``sweep``: the refusal suggests only what sweep accepts (not
     --storage blocked)."""
+    from ..engine.threads import effective_n_threads
+    from ..kernels.nystroem import feature_engine_applies
     from ..model.memory import check, plan
+    from ..model.planning import SMALL_N
 
+    engine = not sweep and feature_engine_applies(opts["objective"], opts["refine"])
     kw = dict(k=max(ks), dtype=opts["dtype"], approx=opts["approx"],
               n_landmarks=opts["landmarks"], silhouette=silhouette, storage=opts["storage"],
               offer_blocked=not sweep, silhouette_after=blocked_silhouette,
-              rank=opts.get("rank"),
-              feature_engine=(opts["approx"] == "nystroem" and not sweep
-                              and opts["objective"] == "kmeans" and opts["refine"] != "hartigan"))
+              rank=opts.get("rank"), feature_engine=opts["approx"] == "nystroem" and engine,
+              nystroem_engine=engine,
+              n_threads=effective_n_threads(opts["threads"]) if n >= SMALL_N else 1)
     if opts["kernel"] == "precomputed":  # DATA is K (a distance matrix becomes a new K)
         kw["kernel_given"] = opts["dtype"] == "float64"
     if opts["storage"] == "auto" and opts["approx"] == "none" and not sweep:

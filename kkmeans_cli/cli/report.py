@@ -215,8 +215,8 @@ def write_fit_results(reporter, opts, estimator, scaler, *, summary, report, met
     then the report on stderr and, on stdout, the JSON summary (``--json``) or the labels
     (``--labels -``).
 
-    ``labels`` is the labels' text; ``more_files(out)`` writes further outputs in the same
-    transaction (the plot)."""
+    ``labels()`` returns the labels' text (made only when a labels output needs it);
+    ``more_files(out)`` writes further outputs in the same transaction (the plot)."""
     from ..io.data import AtomicOutputs, format_json
     from ..model.model_file import model_meta, save_model
 
@@ -227,14 +227,14 @@ def write_fit_results(reporter, opts, estimator, scaler, *, summary, report, met
         if more_files is not None:
             more_files(out)
         if opts["labels"] != "-":
-            out.open(opts["labels"], "labels").write(labels.encode())
+            out.open(opts["labels"], "labels").write(labels().encode())
         if opts["summary"]:
             out.open(opts["summary"], "summary").write(format_json(summary).encode())
     reporter.table("kkmeans fit", report)
     if opts["json"]:
         click.echo(format_json(summary), nl=False)
     elif opts["labels"] == "-":
-        click.echo(labels, nl=False)
+        click.echo(labels(), nl=False)
 
 
 def _restarts_text(stats, restarts):

@@ -143,7 +143,7 @@ def fit_command(opts, reporter, model_path, params):
     stored = {key: value for key, value in opts.items() if key not in ("debug", "quiet")}
     write_fit_results(reporter, opts, estimator, scaler, summary=summary, report=report,
                       meta_options=stored, extra=extra, model_path=model_path,
-                      labels=format_labels(estimator.labels_), **_force(opts))
+                      labels=lambda: format_labels(estimator.labels_), **_force(opts))
 
 
 def predict_command(opts, reporter, loaded):

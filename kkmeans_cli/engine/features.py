@@ -75,6 +75,8 @@ from . import _features
 
 #: Rows per block of every chunk computation (fixed: results independent of the thread count).
 CHUNK_ROWS = 2048
+#: Rows per part of the work shared by the threads when building features or predicting.
+PART_ROWS = 4 * CHUNK_ROWS
 #: ε of the default rank s = ⌈k/ε⌉ (Wang, Gittens & Mahoney: s ≈ k/ε features give a
 #: (1 + ε)-approximation); measured in benchmarks/bench_nystroem.py.
 EPSILON = 0.2
@@ -170,7 +172,7 @@ def build_features(fmap, X, n_threads=1, progress=None):
     n = X.shape[0]
     Phi = np.empty((n, fmap.rank), dtype=fmap.dtype)
     x_sq = np.empty(n)
-    bounds = _bounds(n, CHUNK_ROWS * 4)
+    bounds = _bounds(n, PART_ROWS)
 
     def part(i0, i1):
         _features_into(fmap, X[i0:i1], Phi[i0:i1], x_sq[i0:i1])
@@ -481,7 +483,7 @@ def predict(fmap, X, means, n_threads=1):
     labels = np.full(n, -1, dtype=np.int32)
     dist = np.empty(n)
     w = np.ones(n)
-    bounds = _bounds(n, CHUNK_ROWS * 4)
+    bounds = _bounds(n, PART_ROWS)
 
     def part(i0, i1):
         Phi, x_sq = feature_chunk(fmap, X[i0:i1])

@@ -419,11 +419,13 @@ def _within_limits(name, b, d, m, kernel):
     |K_ij| ≤ b. False when b is not finite (NaN or infinity: the rows are examined)."""
     if not math.isfinite(b):
         return False
-    if b == 0.0:
-        return True
     margin = 1e-6                               # in log space: far below the rule's own slack
     log_max = math.log(FLOAT_MAX) - margin
     log_sums = math.log(4.0) + 2.0 * math.log(m)
+    poly = name == "poly" and kernel is not None and kernel.gamma is not None
+    if b == 0.0:          # all zeros: only poly's coef0 can break its rule
+        inner = abs(kernel.coef0) if poly else 0.0
+        return inner == 0.0 or kernel.degree * math.log(inner) + log_sums <= log_max
     log_b, log_d = math.log(b), math.log(d)
     if name == "precomputed":
         return log_b + log_sums <= log_max
@@ -435,7 +437,7 @@ def _within_limits(name, b, d, m, kernel):
     log_q = log_d + 2.0 * log_b
     if name == "linear":
         return log_q + log_sums <= log_max
-    if name == "poly" and kernel is not None and kernel.gamma is not None:
+    if poly:
         if log_q >= log_max:
             return False
         inner = math.exp(log_q) * kernel.gamma + abs(kernel.coef0)

@@ -319,13 +319,19 @@ def resolve_landmarks(n_landmarks, n, k):
 
 
 # -- estimator hooks ------------------------------------------------------------------------
+def feature_engine_applies(objective, refine):
+    """Whether a Nyström fit of this objective and refinement (and not a sweep's shared
+    features) runs on the explicit-feature engine."""
+    return objective == "kmeans" and refine != "hartigan"
+
+
 def engine_applies(estimator, kernel_matrix):
     """Whether a Nyström fit runs on the explicit-feature engine (``engine/features.py``):
     rank-restricted float32 features, Lloyd on them, restarts on a sample. Not for a sweep's
     shared features (``kernel_matrix``), the objective 'ncut' or ``refine='hartigan'``, which
     keep :class:`FeatureSpaceSource`."""
     return ((kernel_matrix is None or isinstance(kernel_matrix, NystroemFeatures))
-            and estimator.objective == "kmeans" and estimator.refine != "hartigan")
+            and feature_engine_applies(estimator.objective, estimator.refine))
 
 
 class FeatureEngine:

@@ -39,11 +39,13 @@ DEFAULT_FRACTION = 0.8
 #: Bytes of one block of kernel rows (the same as ``kernels.BLOCK_BYTES``; not imported to
 #: keep NumPy out of ``kkmeans --help``).
 BLOCK_BYTES = 64 * 2**20
-#: ε of the engine's default rank ⌈k/ε⌉ and its rows per kernel block (``features.EPSILON``,
-#: ``features.CHUNK_ROWS``), the restarts it completes on all the data
+#: The explicit-feature engine's ε of the default rank ⌈k/ε⌉ (``features.EPSILON``), rows
+#: per kernel block (``features.CHUNK_ROWS``) and per part shared by the threads
+#: (``features.PART_ROWS``), and the restarts it completes on all the data
 #: (``restarts.N_COMPLETE``): repeated, not imported, to keep NumPy out of ``kkmeans --help``.
 FEATURE_EPSILON = 0.2
 FEATURE_BLOCK_ROWS = 2048
+FEATURE_PART_ROWS = 4 * 2048
 RESTARTS_COMPLETED = 3
 _UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "KIB": 2**10, "M": 2**20, "MB": 2**20,
           "MIB": 2**20, "G": 2**30, "GB": 2**30, "GIB": 2**30, "T": 2**40, "TB": 2**40,
@@ -170,7 +172,7 @@ def default_landmarks(n, k):
 def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given=False,
          silhouette=None, sample_size=10_000, max_exact=20_000, n_threads=1, what=None,
          storage="matrix", offer_blocked=True, silhouette_after=False, rank=None,
-         feature_engine=False):
+         feature_engine=False, nystroem_engine=False):
     """The big allocations of a fit (and of the measures asked for) of n points, k clusters.
 
     Parameters
@@ -200,6 +202,9 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
         ``feature_engine``: the Nyström fit runs on the explicit-feature engine
         (``engine/features.py``), whose float32 features have ``rank`` columns (default
         ``features.default_rank``: ⌈k/0.2⌉, at most m).
+    nystroem_engine : bool
+        Whether ``--approx nystroem``, named as a way out of an exact plan, would run on that
+        engine (the k-means objective without Hartigan, not a sweep): its need is planned so.
 
     Returns
     -------
@@ -210,7 +215,7 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
         common = dict(dtype=dtype, approx=approx, n_landmarks=n_landmarks,
                       kernel_given=kernel_given, sample_size=sample_size, max_exact=max_exact,
                       n_threads=n_threads, offer_blocked=offer_blocked, rank=rank,
-                      feature_engine=feature_engine)
+                      feature_engine=feature_engine, nystroem_engine=nystroem_engine)
         fit_plan = plan(n, k, storage=storage, what=what, **common)
         alone = plan(n, k, storage="blocked", silhouette="blocks", **common).items
         score = alone.get("silhouette sample", alone.get("silhouette", 0))
@@ -218,7 +223,8 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
             fit_plan.items["silhouette sample after the fit"] = score - fit_plan.total
         for option in list(fit_plan.alternatives):
             other = {"--dtype float32": dict(storage=storage, dtype="float32"),
-                     "--approx nystroem": dict(approx="nystroem"),
+                     "--approx nystroem": dict(approx="nystroem",
+                                               feature_engine=nystroem_engine),
                      "--storage blocked": dict(storage="blocked")}[option]
             fit_plan.alternatives[option] = plan(
                 n, k, silhouette=silhouette, silhouette_after=True,
@@ -231,9 +237,10 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
         s = min(m, int(rank) if rank else math.ceil(k / FEATURE_EPSILON))
         items["Nyström features"] = n * s * 4 + n * 16
         items["landmark kernel"] = 4 * m * m * 8
-        # per thread one block of FEATURE_BLOCK_ROWS kernel rows against the landmarks, with
-        # the temporaries of the kernel function and of the product
-        threads = max(int(n_threads or 1), os.cpu_count() or 1)
+        # per thread at work (one per part of FEATURE_PART_ROWS rows at most) one block of
+        # FEATURE_BLOCK_ROWS kernel rows against the landmarks, with the temporaries of the
+        # kernel function and of the product
+        threads = max(1, min(int(n_threads or 1), -(-n // FEATURE_PART_ROWS)))
         items["kernel blocks"] = threads * min(n, FEATURE_BLOCK_ROWS) * m * 8 * 3
         items["per-point arrays"] = 36 * n + RESTARTS_COMPLETED * 4 * n
         what = what or (f"the Nyström fit of {n:,} points with {m:,} landmarks "
@@ -273,7 +280,7 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
         if b == 8 and not kernel_given:
             result.alternatives["--dtype float32"] = rest + n * n * 4
         nys = plan(n, k, approx="nystroem", silhouette=silhouette, sample_size=sample_size,
-                   max_exact=max_exact, n_threads=n_threads, feature_engine=True)
+                   max_exact=max_exact, n_threads=n_threads, feature_engine=nystroem_engine)
         result.alternatives["--approx nystroem"] = nys.total
         if storage != "blocked" and not kernel_given and offer_blocked:
             blocked = plan(n, k, storage="blocked", silhouette=silhouette,
@@ -385,6 +392,8 @@ def check(memory_plan, limit=None, **largest_kwargs):
         ways.append("a smaller sample")
     if not given:
         ways.append("a larger --memory-limit if more memory is free")
+    elif not ways:  # nothing else helps: not even 2 rows fit
+        ways.append("a larger --memory-limit (not even 2 rows fit in this one)")
     raise MemoryPlanError(
         f"not enough memory: {memory_plan.what} needs {format_bytes(memory_plan.total)} "
         f"({memory_plan.describe()}), the limit is {format_bytes(limit)} ({source}); "

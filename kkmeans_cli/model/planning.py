@@ -126,12 +126,15 @@ def route_of(params, n, n_features, kernel_given=False):
         return "nystroem", None
     if params["storage"] == "blocked":
         return "blocked", "asked for (storage='blocked')"
+    from ..kernels.nystroem import feature_engine_applies
     from .memory import choose_storage
 
     storage, why = choose_storage(n, params["n_clusters"], np.dtype(dtype).name,
                                   limit=params["memory_limit"], storage=params["storage"],
                                   blocked_ok=blocked_possible(params),
-                                  kernel_given=_kernel_given(params, dtype, kernel_given))
+                                  kernel_given=_kernel_given(params, dtype, kernel_given),
+                                  nystroem_engine=feature_engine_applies(params["objective"],
+                                                                         params["refine"]))
     if storage == "blocked":
         return "blocked", why
     if starts_lazy(params, n, n_features, kernel_given):
@@ -169,9 +172,13 @@ def plan_fit(params, n, n_features, *, kernel_given=False):
                              "cannot use a given kernel_matrix")
         check(plan(n, k, storage="blocked"), params["memory_limit"], k=k, storage="blocked")
     elif route in ("matrix", "lazy"):
+        from ..kernels.nystroem import feature_engine_applies
+
         kernel_matrix = _kernel_given(params, dtype, kernel_given)
-        check(plan(n, k, np.dtype(dtype).name, kernel_given=kernel_matrix),
-              params["memory_limit"], k=k, dtype=np.dtype(dtype).name)
+        planned = dict(k=k, dtype=np.dtype(dtype).name, nystroem_engine=feature_engine_applies(
+            params["objective"], params["refine"]))
+        check(plan(n, kernel_given=kernel_matrix, **planned), params["memory_limit"],
+              **planned)
     return FitPlan(route=route, reason=reason, n_threads=n_threads, dtype=dtype,
                    n_features=n_features, elkan_pays_blocked=elkan_pays_blocked(k, n_features),
                    lazy_budget=LAZY_BUDGET * float(n) * n if route == "lazy" else 0.0)
