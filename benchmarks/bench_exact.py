@@ -49,14 +49,6 @@ for path in (ROOT, HERE):
         sys.path.insert(0, path)
 
 
-def peak_rss():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def load_text():
     return " ".join(f"{v:.1f}" for v in os.getloadavg())
 
@@ -80,7 +72,7 @@ def blocked_objective(X, labels, gamma):
 
 # -- workers (one per subprocess) -------------------------------------------------------------
 def worker_fit(args):
-    from bench_scale import blobs
+    from bench_scale import blobs, peak_rss_bytes
 
     from kkmeans_cli.cli import cli
 
@@ -98,7 +90,7 @@ def worker_fit(args):
         if exc.code:
             raise
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    rss = peak_rss()
+    rss = peak_rss_bytes()
     stats = json.loads(open(summary).read())
     labels = np.loadtxt(labels_path, dtype=np.int64)
     from sklearn.metrics import adjusted_rand_score

@@ -550,8 +550,7 @@ def check_memory_plan(opts, n, ks, silhouette, blocked_silhouette=False, sweep=F
     kw = dict(k=max(ks), dtype=opts["dtype"], approx=opts["approx"],
               n_landmarks=opts["landmarks"], silhouette=silhouette, storage=opts["storage"],
               offer_blocked=not sweep, silhouette_after=blocked_silhouette,
-              rank=opts.get("rank"), feature_engine=opts["approx"] == "nystroem" and engine,
-              nystroem_engine=engine,
+              rank=opts.get("rank"), feature_engine=engine,
               n_threads=effective_n_threads(opts["threads"]) if n >= SMALL_N else 1)
     if opts["kernel"] == "precomputed":  # DATA is K (a distance matrix becomes a new K)
         kw["kernel_given"] = opts["dtype"] == "float64"

@@ -172,7 +172,7 @@ def default_landmarks(n, k):
 def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given=False,
          silhouette=None, sample_size=10_000, max_exact=20_000, n_threads=1, what=None,
          storage="matrix", offer_blocked=True, silhouette_after=False, rank=None,
-         feature_engine=False, nystroem_engine=False):
+         feature_engine=False):
     """The big allocations of a fit (and of the measures asked for) of n points, k clusters.
 
     Parameters
@@ -199,12 +199,11 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
         The silhouette is computed after the fit, from kernel rows recomputed in blocks, once
         the fit's memory is freed: the plan is the larger of the two, not their sum.
     rank, feature_engine : int or None, bool
-        ``feature_engine``: the Nyström fit runs on the explicit-feature engine
-        (``engine/features.py``), whose float32 features have ``rank`` columns (default
+        ``feature_engine``: a Nyström fit of these settings (this one with
+        ``approx='nystroem'``, or the one named as a way out of an exact plan) runs on the
+        explicit-feature engine (``engine/features.py``: the k-means objective without
+        Hartigan, not a sweep), whose float32 features have ``rank`` columns (default
         ``features.default_rank``: ⌈k/0.2⌉, at most m).
-    nystroem_engine : bool
-        Whether ``--approx nystroem``, named as a way out of an exact plan, would run on that
-        engine (the k-means objective without Hartigan, not a sweep): its need is planned so.
 
     Returns
     -------
@@ -215,7 +214,7 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
         common = dict(dtype=dtype, approx=approx, n_landmarks=n_landmarks,
                       kernel_given=kernel_given, sample_size=sample_size, max_exact=max_exact,
                       n_threads=n_threads, offer_blocked=offer_blocked, rank=rank,
-                      feature_engine=feature_engine, nystroem_engine=nystroem_engine)
+                      feature_engine=feature_engine)
         fit_plan = plan(n, k, storage=storage, what=what, **common)
         alone = plan(n, k, storage="blocked", silhouette="blocks", **common).items
         score = alone.get("silhouette sample", alone.get("silhouette", 0))
@@ -223,8 +222,7 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
             fit_plan.items["silhouette sample after the fit"] = score - fit_plan.total
         for option in list(fit_plan.alternatives):
             other = {"--dtype float32": dict(storage=storage, dtype="float32"),
-                     "--approx nystroem": dict(approx="nystroem",
-                                               feature_engine=nystroem_engine),
+                     "--approx nystroem": dict(approx="nystroem"),
                      "--storage blocked": dict(storage="blocked")}[option]
             fit_plan.alternatives[option] = plan(
                 n, k, silhouette=silhouette, silhouette_after=True,
@@ -280,7 +278,7 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
         if b == 8 and not kernel_given:
             result.alternatives["--dtype float32"] = rest + n * n * 4
         nys = plan(n, k, approx="nystroem", silhouette=silhouette, sample_size=sample_size,
-                   max_exact=max_exact, n_threads=n_threads, feature_engine=nystroem_engine)
+                   max_exact=max_exact, n_threads=n_threads, feature_engine=feature_engine)
         result.alternatives["--approx nystroem"] = nys.total
         if storage != "blocked" and not kernel_given and offer_blocked:
             blocked = plan(n, k, storage="blocked", silhouette=silhouette,

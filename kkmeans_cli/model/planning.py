@@ -133,7 +133,7 @@ def route_of(params, n, n_features, kernel_given=False):
                                   limit=params["memory_limit"], storage=params["storage"],
                                   blocked_ok=blocked_possible(params),
                                   kernel_given=_kernel_given(params, dtype, kernel_given),
-                                  nystroem_engine=feature_engine_applies(params["objective"],
+                                  feature_engine=feature_engine_applies(params["objective"],
                                                                          params["refine"]))
     if storage == "blocked":
         return "blocked", why
@@ -175,7 +175,7 @@ def plan_fit(params, n, n_features, *, kernel_given=False):
         from ..kernels.nystroem import feature_engine_applies
 
         kernel_matrix = _kernel_given(params, dtype, kernel_given)
-        planned = dict(k=k, dtype=np.dtype(dtype).name, nystroem_engine=feature_engine_applies(
+        planned = dict(k=k, dtype=np.dtype(dtype).name, feature_engine=feature_engine_applies(
             params["objective"], params["refine"]))
         check(plan(n, kernel_given=kernel_matrix, **planned), params["memory_limit"],
               **planned)
