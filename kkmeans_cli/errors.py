@@ -10,7 +10,8 @@ the Python API raise ``ValueError`` subclasses, as scikit-learn does.
 EXIT_OK = 0
 EXIT_ERROR = 1          # data, files, models, memory: what the user gave cannot be used
 EXIT_USAGE = 2          # options: what the user asked for cannot be done
-EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it); SIGTERM 143, SIGHUP 129
+EXIT_BROKEN_PIPE = 141  # the reader of an output pipe went away (128 + SIGPIPE), said nothing
 
 
 class KKMeansError(Exception):
@@ -33,6 +34,14 @@ class MemoryPlanError(KKMeansError, MemoryError):
 
 class OutputError(KKMeansError, OSError):
     """An output file cannot be written."""
+
+
+class BrokenPipeOutput(OutputError):
+    """The reader of an output pipe (stdout, a FIFO) went away before it had everything: the
+    command ends as a Unix program that SIGPIPE ends, without a message (exit code 141), and
+    commits no output file (docs/cli.md)."""
+
+    exit_code = EXIT_BROKEN_PIPE
 
 
 class UsageError(KKMeansError, ValueError):

@@ -312,7 +312,8 @@ def test_full_device_is_a_one_line_error(work):
                           f"> /dev/full", shell=True, cwd=work, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 1
-    assert proc.stderr == "kkmeans: error: cannot write the output: No space left on device\n"
+    assert proc.stderr == ("kkmeans: error: cannot write the labels to standard output: No space "
+                           "left on device\n")
 
 
 def test_disk_full_while_staging_leaves_nothing(work, monkeypatch):

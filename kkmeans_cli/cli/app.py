@@ -12,8 +12,11 @@ import traceback
 
 import click
 
+from .. import _signals
+from .._streams import guard_standard_streams, silence_stream
 from .._version import __version__
-from ..errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, ConfigError, KKMeansError
+from ..errors import (EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_USAGE, BrokenPipeOutput,
+                      ConfigError, KKMeansError)
 from .fit import fit
 from .info import info
 from .predict import predict
@@ -22,23 +25,46 @@ from .sweep import sweep_command
 
 # -- the command group and its error handling ----------------------------------------------
 class KKMeansGroup(click.Group):
-    """The ``kkmeans`` group: maps every error to one line on stderr and an exit code."""
+    """The ``kkmeans`` group: maps every error to one line on stderr and an exit code, and
+    installs the one handler of SIGINT, SIGTERM and SIGHUP (``kkmeans_cli._signals``) for
+    the run."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
              **extra):
+        guard_standard_streams()
         # ``prog_name`` is always kkmeans (CliRunner would pass the function's name).
         argv = sys.argv[1:] if args is None else list(args)
-        try:
-            rv = super().main(argv, "kkmeans", complete_var,
-                              standalone_mode=False, **extra)
-            code = rv if isinstance(rv, int) else 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else EXIT_ERROR
-        except BaseException as exc:  # noqa: BLE001 -- the one place errors become exit codes
-            code = _report_error(exc, debug=_debug_wanted(argv))
+        with _signals.handled():
+            try:
+                rv = super().main(argv, "kkmeans", complete_var,
+                                  standalone_mode=False, **extra)
+                code = rv if isinstance(rv, int) else 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else EXIT_ERROR
+            except BaseException as exc:  # noqa: BLE001 -- the one place errors become codes
+                if isinstance(exc, _Stopped):
+                    exc = exc.interrupt
+                try:
+                    code = _report_error(exc, debug=_debug_wanted(argv))
+                except KeyboardInterrupt:  # a second signal while the error is printed
+                    code = _signals.exit_code(exc) if isinstance(
+                        exc, KeyboardInterrupt) else EXIT_ERROR
+            code = _flush_standard_streams(code)
         if standalone_mode:
             sys.exit(code)
         return code
+
+    def invoke(self, ctx):
+        # click's own main would print an empty line for a KeyboardInterrupt (a signal) and
+        # turn a broken pipe into exit code 1; both are reported here instead.
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise _Stopped(exc) from None
+        except OSError as exc:
+            if exc.errno == errno.EPIPE and not isinstance(exc, KKMeansError):
+                raise BrokenPipeOutput("standard output: its reader went away") from None
+            raise
 
     def parse_args(self, ctx, args):
         # Bare ``kkmeans``: the usage and the commands on stderr, exit 2 (as git and pip do).
@@ -54,15 +80,53 @@ class KKMeansGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
+class _Stopped(BaseException):
+    """A KeyboardInterrupt (Ctrl-C or another signal) carried past click's own handling."""
+
+    def __init__(self, interrupt):
+        super().__init__()
+        self.interrupt = interrupt
+
+
+def _flush_standard_streams(code):
+    """Flush stdout and stderr before exit; a stream whose reader went away is pointed at
+    /dev/null (Python's own flush at exit would fail and exit with 120). A stdout that
+    cannot take what was printed makes the command fail (141 for a broken pipe)."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        stream = getattr(sys, name, None)
+        if stream is None:
+            continue
+        try:
+            stream.flush()
+        except (OSError, ValueError) as exc:
+            silence_stream(fd)
+            if fd == 1 and code == 0:
+                code = EXIT_BROKEN_PIPE if getattr(exc, "errno", None) == errno.EPIPE \
+                    else EXIT_ERROR
+    return code
+
+
 def _debug_wanted(argv):
     return "--debug" in argv or os.environ.get("KKMEANS_DEBUG", "") not in ("", "0")
 
 
 def _report_error(exc, debug):
-    """Print ``kkmeans: error: ...`` (and the traceback when debugging); return the exit code."""
+    """Print ``kkmeans: error: ...`` (and the traceback when debugging); return the exit code.
+
+    A signal is ``kkmeans: interrupted`` (naming the signal unless it is Ctrl-C), exit code
+    128 + its number. A broken pipe on an output is said nothing about, as SIGPIPE ends a
+    Unix program: exit code 141 (docs/cli.md)."""
     if isinstance(exc, (click.exceptions.Abort, KeyboardInterrupt)):
-        click.echo("kkmeans: interrupted", err=True)
-        return EXIT_INTERRUPTED
+        if isinstance(exc, click.exceptions.Abort) and isinstance(exc.__cause__,
+                                                                   KeyboardInterrupt):
+            exc = exc.__cause__
+        name = getattr(exc, "name", "SIGINT")
+        _echo_err("kkmeans: interrupted" + ("" if name == "SIGINT" else f" ({name})"))
+        return _signals.exit_code(exc)
+    if isinstance(exc, BrokenPipeOutput) or (isinstance(exc, OSError)
+                                             and exc.errno == errno.EPIPE):
+        silence_stream(1)
+        return EXIT_BROKEN_PIPE
     if debug:
         traceback.print_exception(exc)
     if isinstance(exc, click.UsageError):
@@ -79,7 +143,8 @@ def _report_error(exc, debug):
         code = exc.exit_code
     elif isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT,
                                                     errno.EFBIG):
-        message, code = f"cannot write the output: {exc.strerror}", EXIT_ERROR  # e.g. a full disk
+        where = f" {exc.filename}" if exc.filename else ""
+        message, code = f"cannot write{where}: {exc.strerror}", EXIT_ERROR  # e.g. a full disk
     elif isinstance(exc, MemoryError):
         message, code = ("not enough memory (try --dtype float32, --approx nystroem or fewer "
                          "rows)"), EXIT_ERROR
@@ -88,8 +153,17 @@ def _report_error(exc, debug):
         if not debug:
             message += " (run again with --debug for the traceback)"
     message = " ".join(message.split())
-    click.echo(f"kkmeans: error: {message}", err=True)
+    _echo_err(f"kkmeans: error: {message}")
     return code
+
+
+def _echo_err(line):
+    """One line on stderr; a stderr that is closed or whose reader went away is ignored
+    (the exit code still tells)."""
+    try:
+        click.echo(line, err=True)
+    except (OSError, ValueError):
+        silence_stream(2)
 
 
 def _print_version(ctx, value):

@@ -9,12 +9,12 @@ import click
 @click.option("--debug", is_flag=True, help="Show tracebacks of errors.")
 def info(model_path, json, debug):
     """Print the metadata of a model file: format, kernel, k, n, d, sizes, how it was fitted."""
-    from ..io.outputs import format_json
+    from ..io.outputs import AtomicOutputs, check_outputs, format_json
     from ..model.model_file import load_model
     from .report import format_rows, model_info, model_info_rows
 
+    check_outputs([("-", "model information", "stdout")])
     details = model_info(model_path, load_model(model_path))
-    if json:
-        click.echo(format_json(details), nl=False)
-    else:
-        click.echo(format_rows(model_info_rows(details)), nl=False)
+    text = format_json(details) if json else format_rows(model_info_rows(details))
+    with AtomicOutputs() as out:
+        out.open("-", "model information").write(text.encode())

@@ -60,8 +60,11 @@ def _save(fig, path, fmt):
 
     try:
         fig.savefig(path, format=fmt, dpi=100)
+    except OutputError:
+        raise  # a staged output names itself
     except OSError as exc:
-        raise OutputError(f"cannot write the plot {path}: {exc}") from exc
+        raise OutputError(f"cannot write the plot to {path}: "
+                          f"{exc.strerror or exc}") from None
 
 
 def plot_sweep(rows, metric, best_k, path, fmt="png"):

@@ -77,8 +77,7 @@ def predict(ctx, **_):
         except ValueError as exc:
             raise DataError(f"{data.source}: {exc}") from exc
     with AtomicOutputs(opts["force"]) as out:
-        if opts["labels"] != "-":
-            out.open(opts["labels"], "labels").write(labels_text(opts, labels, data).encode())
+        out.open(opts["labels"], "labels").write(labels_text(opts, labels, data).encode())
         if dist is not None:
             full = np.full((data.n_rows, dist.shape[1]), np.nan)
             full[data.kept] = dist
@@ -91,5 +90,3 @@ def predict(ctx, **_):
                   f"k = {estimator.n_clusters}"),
         ("cluster sizes", ", ".join(str(int(s)) for s in sizes)),
     ])
-    if opts["labels"] == "-":
-        click.echo(labels_text(opts, labels, data), nl=False)

@@ -5,6 +5,7 @@ silences all of it (errors are printed by the CLI's error handler, not here). Pr
 shown only when stderr is a terminal.
 """
 import contextlib
+import io
 import re
 import sys
 import warnings
@@ -62,8 +63,9 @@ class Reporter:
         from rich.console import Console
 
         self.quiet = quiet
+        self.gone = sys.stderr is None  # started with stderr closed
         self.console = Console(stderr=True, highlight=False, soft_wrap=True,
-                               file=sys.stderr)
+                               file=sys.stderr if sys.stderr is not None else io.StringIO())
 
     @contextlib.contextmanager
     def progress(self, message):
@@ -144,21 +146,35 @@ class Reporter:
         with self.console.capture() as captured:
             self.console.print(table)
         # rich pads every cell to its column's width: no spaces at the ends of lines.
-        text = _TRAILING_BLANKS.sub(r"\1", captured.get())
-        self.console.file.write(text)
-        self.console.file.flush()
+        self._echo(_TRAILING_BLANKS.sub(r"\1", captured.get()), nl=False)
 
     def warn(self, text):
         """One warning line."""
         if not self.quiet:
-            click.echo(f"kkmeans: warning: {cli_wording(text)}", err=True)
+            self._echo(f"kkmeans: warning: {cli_wording(text)}")
+
+    def _echo(self, text, nl=True):
+        """Text on stderr for people: a stderr that is closed or whose reader went away is
+        not an error of the command (its outputs do not depend on it)."""
+        if self.gone:
+            return
+        try:
+            click.echo(text, err=True, nl=nl)
+        except (OSError, ValueError):
+            self._lost()
+
+    def _lost(self):
+        from .._streams import silence_stream
+
+        self.gone = True
+        silence_stream(2)
 
     def table(self, title, rows):
         """(label, value) rows under a title: a rich grid on a terminal, plain text otherwise."""
         if self.quiet:
             return
         if not self.console.is_terminal:
-            click.echo(f"{title}\n{format_rows(rows)}", err=True, nl=False)
+            self._echo(f"{title}\n{format_rows(rows)}", nl=False)
             return
         from rich.table import Table
 
@@ -167,8 +183,11 @@ class Reporter:
         grid.add_column()
         for label, value in rows:
             grid.add_row(label, value)
-        self.console.print(f"[bold]{title}[/bold]")
-        self.console.print(grid)
+        try:
+            self.console.print(f"[bold]{title}[/bold]")
+            self.console.print(grid)
+        except (OSError, ValueError):
+            self._lost()
 
 
 def fit_report(estimator, data, scaler, model_path):
@@ -211,9 +230,9 @@ def fit_report(estimator, data, scaler, model_path):
 def write_fit_results(reporter, opts, estimator, scaler, *, summary, report, meta_options,
                       extra, model_path, labels, force=False, more_files=None):
     """What ``kkmeans fit`` leaves behind, on one machine or on a cluster: the model, the
-    labels and the JSON summary written together (all or none, ``io.outputs.AtomicOutputs``),
-    then the report on stderr and, on stdout, the JSON summary (``--json``) or the labels
-    (``--labels -``).
+    labels, the JSON summary and, on stdout, the JSON summary (``--json``) or the labels
+    (``--labels -``), all committed together (``io.outputs.AtomicOutputs``: all of them or
+    none), then the report on stderr.
 
     ``labels()`` returns the labels' text (made only when a labels output needs it);
     ``more_files(out)`` writes further outputs in the same transaction (the plot)."""
@@ -230,11 +249,11 @@ def write_fit_results(reporter, opts, estimator, scaler, *, summary, report, met
             out.open(opts["labels"], "labels").write(labels().encode())
         if opts["summary"]:
             out.open(opts["summary"], "summary").write(format_json(summary).encode())
+        if opts["json"]:
+            out.open("-", "JSON summary").write(format_json(summary).encode())
+        elif opts["labels"] == "-":
+            out.open("-", "labels").write(labels().encode())
     reporter.table("kkmeans fit", report)
-    if opts["json"]:
-        click.echo(format_json(summary), nl=False)
-    elif opts["labels"] == "-":
-        click.echo(labels(), nl=False)
 
 
 def _restarts_text(stats, restarts):

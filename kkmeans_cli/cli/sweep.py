@@ -120,8 +120,7 @@ def sweep_command(ctx, **_):
                      "sweep": {"ks": ks, "metric": metric, "best_k": result.best_k}}
             save_model(out.open(opts["model"], "model"), best,
                        scaler, model_meta(best, scaler, stored, extra))
-        if opts["table"] != "-":
-            out.open(opts["table"], "table").write(text.encode())
+        out.open(opts["table"], "table").write(text.encode())
         if opts["plot"] is not None:
             from .plotting import plot_format, plot_sweep
 
@@ -150,5 +149,3 @@ def sweep_command(ctx, **_):
                          f"measures {sum(r['seconds'] for r in result.rows):.3f} s "
                          f"({plural(len(result.rows), 'k')})"))
     reporter.table("kkmeans sweep", rows)
-    if opts["table"] == "-":
-        click.echo(text, nl=False)

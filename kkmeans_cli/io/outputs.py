@@ -1,9 +1,15 @@
 """Writing outputs.
 
-Writers never leave a half-written file: :class:`AtomicOutputs` stages every file as a
-temporary file in the destination folder and renames all of them into place only at the end.
+Every output of a command, standard output included, goes through one
+:class:`AtomicOutputs`: files are staged as temporary files beside their destination, what goes
+to a descriptor, device or FIFO is held, and all of it is committed together at the end, after
+every output is known to have been written (docs/cli.md). :func:`check_outputs` refuses, before
+any work, an output that cannot be written or that names an input (a file DATA's glob matches
+included).
 """
 import errno
+import fnmatch
+import glob
 import io
 import json
 import os
@@ -14,8 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import OutputError, UsageError
+from .._signals import committed, deferred
+from .._streams import CLOSED_STREAMS
+from ..errors import BrokenPipeOutput, OutputError, UsageError
 from .readers import STDIN, split_hdf5_spec
+
 
 @dataclass
 class OutputTarget:
@@ -141,7 +150,7 @@ def check_output_path(path, what, force=False):
     OutputTarget
     """
     target = output_target(path)
-    fail = f"cannot write the {what} to {path}"
+    fail = f"cannot write the {what} to {_shown(path)}"
     if path == "":
         raise OutputError(f"cannot write the {what}: the path is empty")
     if path.endswith(os.sep) or path in (".", ".."):
@@ -152,6 +161,10 @@ def check_output_path(path, what, force=False):
         if exc.errno == errno.ELOOP:
             raise OutputError(f"{fail}: its symbolic links form a loop") from None
     if target.kind == "fd":
+        if target.fd in (1, 2) and (target.fd in CLOSED_STREAMS or getattr(
+                sys, "stdout" if target.fd == 1 else "stderr") is None):
+            raise OutputError(f"{fail}: standard {'output' if target.fd == 1 else 'error'} "
+                              f"is closed")
         if target.fd not in (1, 2) and target.status is None:
             raise OutputError(f"{fail}: file descriptor {target.fd} is not open")
         return target
@@ -202,18 +215,32 @@ def check_outputs(outputs, force=False, inputs=()):
         An output cannot be written.
     """
     seen = {}
+    patterns = []
     given = [(path, what, option) for path, what, option in outputs if path is not None]
     for path, option in inputs:
         if path is None or path == STDIN:
             continue
         path = split_hdf5_spec(path)[0]
-        target = output_target(path)
-        if target.kind == "fd" or target.status is None:
-            continue  # a missing input is reported when it is read
-        for key in target.identity():
-            seen.setdefault(key, (path, option, "input"))
+        if _is_glob(path) and not os.path.lexists(path):
+            # DATA as a glob: every file it matches now is an input, and so is any file an
+            # output would add to it (the next run would read that as data).
+            patterns.append((path, option))
+            matched = glob.glob(path)
+        else:
+            matched = [path]
+        for name in matched:
+            target = output_target(name)
+            if target.kind == "fd" or target.status is None:
+                continue  # a missing input is reported when it is read
+            for key in target.identity():
+                seen.setdefault(key, (name, option, "input"))
     for path, what, option in given:
         target = output_target(path)
+        for pattern, input_option in patterns:
+            if target.kind == "file" and _glob_matches(pattern, path):
+                raise UsageError(f"{option} {path} is matched by {input_option} '{pattern}': "
+                                 f"the next run would read it as data; write it outside the "
+                                 f"glob")
         for key in target.identity():
             if key in seen:
                 other_path, other_option, role = seen[key]
@@ -229,6 +256,35 @@ def check_outputs(outputs, force=False, inputs=()):
         check_output_path(path, what, force)
 
 
+def _is_glob(path):
+    return any(ch in path for ch in "*?[")
+
+
+def _glob_matches(pattern, path):
+    """Whether ``glob.glob(pattern)`` would list ``path`` once it exists: each component of
+    the path (as given, and with its links resolved) matches the pattern's, and a hidden
+    name only a pattern that starts with a dot (glob's rule)."""
+    def parts(p):
+        return os.path.abspath(p).split(os.sep)
+
+    literal = pattern.split("*")[0].split("?")[0].split("[")[0]
+    head = os.path.dirname(literal)
+    patterns = {tuple(parts(pattern))}
+    if head:
+        real_head = os.path.realpath(head)
+        patterns.add(tuple(parts(os.path.join(real_head, os.path.relpath(pattern, head)))))
+    paths = {tuple(parts(path)),
+             tuple(parts(os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(path))),
+                                      os.path.basename(path))))}
+    for want in patterns:
+        for have in paths:
+            if len(want) == len(have) and all(
+                    fnmatch.fnmatchcase(h, w) and (not h.startswith(".") or w.startswith("."))
+                    for w, h in zip(want, have)):
+                return True
+    return False
+
+
 def _existing_ancestor(folder):
     """``folder`` or its nearest ancestor that exists."""
     while not os.path.exists(folder) and os.path.dirname(folder) != folder:
@@ -240,20 +296,31 @@ _DIRECT_BUFFER = 32 * 2 ** 20  # staged in memory up to this, then in a temporar
 
 
 class AtomicOutputs:
-    """Stage output files and put them in place together, or not at all.
+    """All the outputs of one command, committed together after every one of them is known
+    to have been written, or none of them (docs/cli.md, "Outputs appear whole or not at
+    all").
 
-    Use as a context manager; ``open(path, what)`` returns a binary file object. When the
-    block ends without an exception every staged regular file is renamed onto its destination
-    (``os.replace``), then what goes to a descriptor, device or FIFO is written there; on an
-    exception or interrupt nothing is written, the temporary files are removed and existing
-    destinations are untouched.
+    Use as a context manager; ``open(path, what)`` returns a binary file object for each
+    output, standard output (``-``) included. A regular file is staged as a temporary file
+    in the folder of its real path (a symbolic link is followed and kept); what goes to a
+    descriptor (standard output, ``/dev/stdout``, ``/dev/fd/N``), a character device such as
+    ``/dev/null`` or a FIFO is held in memory (or an anonymous temporary file) and written to
+    it directly. When the block ends without an exception the commit runs in three steps:
 
-    A regular file is staged as a temporary file in the folder of its real path (a symbolic
-    link is followed and kept). A new file gets mode ``0666 & ~umask`` like any file a
-    program creates; a replaced file keeps its mode (and, for root, its owner). An existing
-    read-only file is refused unless ``force``. Standard output (``-``, ``/dev/stdout``),
-    other descriptors, character devices such as ``/dev/null`` and FIFOs are never replaced:
-    their bytes are held until the end and written to them directly.
+    1. every staged file is flushed, given its mode and synced to the disk;
+    2. what goes to devices and FIFOs, then to descriptors, is written there and flushed;
+    3. the staged files are renamed onto their destinations, signals held meanwhile; when a
+       rename fails (or a signal came) the destinations already replaced are put back from
+       hard links made just before.
+
+    A failure in any step (a full disk, a closed standard output, a reader that went away)
+    or an exception or signal before the commit removes every temporary file and leaves
+    every existing destination as it was; only bytes already sent to a descriptor, device
+    or FIFO in step 2 cannot be taken back.
+
+    A new file gets mode ``0666 & ~umask`` like any file a program creates; a replaced file
+    keeps its mode (and, for root, its owner). An existing read-only file is refused unless
+    ``force``.
 
     Parameters
     ----------
@@ -275,28 +342,29 @@ class AtomicOutputs:
         for key in target.identity():
             if key in self._identities:
                 raise UsageError(f"the {self._identities[key]} and the {what} both go to "
-                                 f"{path}; give each output its own file")
+                                 f"{_shown(path)}; give each output its own file")
             self._identities[key] = what
+        fail = f"cannot write the {what} to {_shown(path)}"
         if target.kind != "file":
             handle = tempfile.SpooledTemporaryFile(max_size=_DIRECT_BUFFER)
-            self._staged.append((handle, None, target, what))
-            return _GuardedFile(handle, f"cannot write the {what} to {path}")
+            self._staged.append(_Staged(handle, None, target, what))
+            return _GuardedFile(handle, fail)
         folder = os.path.dirname(target.real)
         base = os.path.basename(target.real)
-        while True:
-            tmp = os.path.join(folder, f".{base}.{os.urandom(4).hex()}.tmp")
-            try:
-                # 0o666 and the umask: the mode any newly created file gets.
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-                break
-            except FileExistsError:
-                continue
-            except OSError as exc:
-                raise OutputError(f"cannot write the {what} to {path}: "
-                                  f"{exc.strerror or exc}") from None
-        handle = os.fdopen(fd, "wb")
-        self._staged.append((handle, tmp, target, what))
-        return _GuardedFile(handle, f"cannot write the {what} to {path}")
+        with deferred():  # a temporary file is known for removal as soon as it exists
+            while True:
+                tmp = os.path.join(folder, f".{base}.{os.urandom(4).hex()}.tmp")
+                try:
+                    # 0o666 and the umask: the mode any newly created file gets.
+                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                    break
+                except FileExistsError:
+                    continue
+                except OSError as exc:
+                    raise OutputError(f"{fail}: {_reason(exc)}") from None
+            handle = os.fdopen(fd, "wb")
+            self._staged.append(_Staged(handle, tmp, target, what))
+        return _GuardedFile(handle, fail)
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is not None:
@@ -310,51 +378,137 @@ class AtomicOutputs:
         return False
 
     def _commit(self):
-        try:
-            for handle, tmp, target, what in self._staged:
-                if tmp is None:
-                    continue
-                handle.flush()
-                if target.status is not None:  # a replaced file keeps its mode and owner
-                    os.fchmod(handle.fileno(), stat.S_IMODE(target.status.st_mode))
-                    if os.geteuid() == 0 and (target.status.st_uid, target.status.st_gid) != (
-                            os.geteuid(), os.getegid()):
-                        try:
-                            os.fchown(handle.fileno(), target.status.st_uid, target.status.st_gid)
-                        except OSError:
-                            pass
-                os.fsync(handle.fileno())
-                handle.close()
-            for handle, tmp, target, what in self._staged:
-                if tmp is None:
-                    continue
-                try:
-                    os.replace(tmp, target.real)
-                except OSError as err:
-                    raise OutputError(f"cannot write the {what} to {target.path}: "
-                                      f"{err.strerror or err}") from None
-        except OSError as err:
-            if isinstance(err, OutputError):
-                raise
-            raise OutputError(f"cannot write the {what} to {target.path}: "
-                              f"{err.strerror or err}") from None
-        direct = [entry for entry in self._staged if entry[1] is None]
-        self._staged = []
-        for handle, _, target, what in direct:
-            with handle:
-                handle.seek(0)
-                _write_direct(handle, target, what)
+        files = [entry for entry in self._staged if entry.tmp is not None]
+        direct = [entry for entry in self._staged if entry.tmp is None]
+        for entry in files:
+            _finish_file(entry)
+        # Devices and FIFOs first, standard output and other descriptors last: a device that
+        # refuses its bytes (/dev/full) leaves nothing printed.
+        for entry in sorted(direct, key=lambda entry: entry.target.kind == "fd"):
+            with entry.handle:
+                entry.handle.seek(0)
+                _write_direct(entry.handle, entry.target, entry.what)
+        with deferred():
+            if _rename_all(files):
+                self._staged = []
+                committed()
 
     def _discard(self):
-        for handle, tmp, _, _ in self._staged:
-            handle.close()
-            if tmp is not None and os.path.exists(tmp):
-                os.unlink(tmp)
-        self._staged = []
+        with deferred():
+            for entry in self._staged:
+                try:
+                    entry.handle.close()
+                except (OSError, ValueError):
+                    pass  # a full disk refuses the buffered bytes again: the file goes anyway
+                if entry.tmp is not None:
+                    try:
+                        os.unlink(entry.tmp)
+                    except OSError:
+                        pass
+            self._staged = []
+
+
+@dataclass
+class _Staged:
+    handle: object
+    tmp: str       # the temporary file of a regular file; None for a direct output
+    target: OutputTarget
+    what: str
+
+
+def _shown(path):
+    """An output path for messages (``-`` is standard output)."""
+    return "standard output" if path == STDIN else path
+
+
+def _reason(err):
+    """The reason of an OSError for a message: its text, without the file name repeated."""
+    return err.strerror or str(err) or type(err).__name__
+
+
+def _finish_file(entry):
+    """Flush a staged file, give it the mode (and owner) of the file it replaces, sync it to
+    the disk and close it."""
+    handle, target = entry.handle, entry.target
+    try:
+        handle.flush()
+        if target.status is not None:  # a replaced file keeps its mode and owner
+            os.fchmod(handle.fileno(), stat.S_IMODE(target.status.st_mode))
+            if os.geteuid() == 0 and (target.status.st_uid, target.status.st_gid) != (
+                    os.geteuid(), os.getegid()):
+                try:
+                    os.fchown(handle.fileno(), target.status.st_uid, target.status.st_gid)
+                except OSError:
+                    pass
+        os.fsync(handle.fileno())
+        handle.close()
+    except OSError as err:
+        raise OutputError(f"cannot write the {entry.what} to {_shown(target.path)}: "
+                          f"{_reason(err)}") from None
+
+
+def _rename_all(files):
+    """Rename every staged file onto its destination, or none: a destination that exists is
+    first linked to a backup name, so a failed rename (or a signal held meanwhile) puts the
+    ones already replaced back. Files whose backup cannot be made (no hard links there) go
+    last. Returns True when all are in place, False when a held signal undid them."""
+    from .._signals import pending
+
+    plans = []
+    for entry in files:
+        real = entry.target.real
+        backup = None
+        existed = os.path.lexists(real)
+        if existed:
+            backup = os.path.join(os.path.dirname(real),
+                                  f".{os.path.basename(real)}.{os.urandom(4).hex()}.bak")
+            try:
+                os.link(real, backup)
+            except OSError:
+                backup = None
+        plans.append((entry, existed, backup))
+    plans.sort(key=lambda plan: plan[1] and plan[2] is None)
+    done = []
+    try:
+        for entry, existed, backup in plans:
+            try:
+                os.replace(entry.tmp, entry.target.real)
+            except OSError as err:
+                raise OutputError(f"cannot write the {entry.what} to "
+                                  f"{_shown(entry.target.path)}: {_reason(err)}") from None
+            done.append((entry, existed, backup))
+            entry.tmp = None
+        if pending() is not None:  # a signal came: the command did not succeed
+            raise _Undo()
+        return True
+    except BaseException as exc:
+        for entry, existed, backup in reversed(done):
+            try:
+                if backup is not None:
+                    os.replace(backup, entry.target.real)
+                elif not existed:
+                    os.unlink(entry.target.real)
+            except OSError:
+                pass
+        if not isinstance(exc, _Undo):
+            raise
+        return False
+    finally:
+        for _, _, backup in plans:
+            if backup is not None and os.path.lexists(backup):
+                try:
+                    os.unlink(backup)
+                except OSError:
+                    pass
+
+
+class _Undo(Exception):
+    """Internal: a signal held during the renames undoes them."""
 
 
 class _GuardedFile:
-    """A staged output file whose write errors (a full disk) are one-line OutputErrors."""
+    """A staged output whose errors (a full disk on a write, a flush, a seek) are one-line
+    OutputErrors naming the output."""
 
     def __init__(self, handle, fail):
         self._handle = handle
@@ -364,41 +518,64 @@ class _GuardedFile:
         try:
             return self._handle.write(data)
         except OSError as err:
-            raise OutputError(f"{self._fail}: {err.strerror or err}") from None
+            raise OutputError(f"{self._fail}: {_reason(err)}") from None
 
     def __getattr__(self, name):
-        return getattr(self._handle, name)
+        attr = getattr(self._handle, name)
+        if not callable(attr):
+            return attr
+
+        def guarded(*args, **kwargs):
+            try:
+                return attr(*args, **kwargs)
+            except OutputError:
+                raise
+            except OSError as err:
+                raise OutputError(f"{self._fail}: {_reason(err)}") from None
+
+        return guarded
+
+    def __repr__(self):
+        return f"<staged output: {self._fail.split(' to ', 1)[-1]}>"
 
 
 def _write_direct(source, target, what):
-    """Copy the staged bytes to a descriptor, character device or FIFO as they are."""
-    fail = f"cannot write the {what} to {target.path}"
-    if target.kind == "fd" and target.fd in (1, 2):
-        stream = sys.stdout if target.fd == 1 else sys.stderr
-        try:
-            stream.flush()
-            binary = getattr(stream, "buffer", None)
-            if binary is not None:
-                _copy(source, binary.write)
-                binary.flush()
-            else:
-                stream.write(source.read().decode())
-                stream.flush()
-        except OSError as exc:
-            raise OutputError(f"{fail}: {exc.strerror or exc}") from None
-        return
-    close = target.kind != "fd"
+    """Copy the staged bytes to a descriptor, character device or FIFO as they are, and
+    flush them; a reader that went away is :class:`BrokenPipeOutput`."""
+    fail = f"cannot write the {what} to {_shown(target.path)}"
     try:
+        if target.kind == "fd" and target.fd in (1, 2):
+            _write_stream(source, target.fd)
+            return
+        close = target.kind != "fd"
         fd = target.fd if target.kind == "fd" else os.open(target.real, os.O_WRONLY)
+        try:
+            _copy(source, lambda chunk: _write_all(fd, chunk))
+        finally:
+            if close:
+                os.close(fd)
+    except BrokenPipeError:
+        raise BrokenPipeOutput(f"{fail}: its reader went away (broken pipe)") from None
     except OSError as exc:
-        raise OutputError(f"{fail}: {exc.strerror or exc}") from None
-    try:
-        _copy(source, lambda chunk: _write_all(fd, chunk))
-    except OSError as exc:
-        raise OutputError(f"{fail}: {exc.strerror or exc}") from None
-    finally:
-        if close:
-            os.close(fd)
+        if isinstance(exc, OutputError):
+            raise
+        raise OutputError(f"{fail}: {_reason(exc)}") from None
+
+
+def _write_stream(source, fd):
+    """Standard output or error, through ``sys.stdout``/``sys.stderr`` (click's test runner
+    replaces them): flushed first (what was printed before stays before) and after."""
+    stream = sys.stdout if fd == 1 else sys.stderr
+    if stream is None or fd in CLOSED_STREAMS:
+        raise OSError(errno.EBADF, f"standard {'output' if fd == 1 else 'error'} is closed")
+    stream.flush()
+    binary = getattr(stream, "buffer", None)
+    if binary is not None:
+        _copy(source, binary.write)
+        binary.flush()
+    else:
+        stream.write(source.read().decode())
+        stream.flush()
 
 
 def _copy(source, write):
