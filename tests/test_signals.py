@@ -1,0 +1,163 @@
+"""SIGINT, SIGTERM and SIGHUP end a command alike (one handler, ``kkmeans_cli._signals``): one
+line on stderr, exit code 128 + the signal's number, temporary files removed and existing
+outputs as they were (docs/cli.md, "Signals"). The commands run as subprocesses, stopped at a
+point where they are known to wait: reading DATA from a pipe, or writing to a FIFO no one reads
+yet while a staged file exists."""
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from cli_helpers import FAST, blobs, kkmeans_command, run, write_csv
+
+OLD = b"OLD CONTENT\n"
+NAMES = {signal.SIGINT: "", signal.SIGTERM: " (SIGTERM)", signal.SIGHUP: " (SIGHUP)"}
+
+
+@pytest.fixture
+def work(tmp_path):
+    X, _ = blobs(n=30, d=2, k=3)
+    write_csv(tmp_path / "data.csv", X)
+    result = run(["fit", tmp_path / "data.csv", "-k", "3", "-o", tmp_path / "model.npz",
+                  *FAST, "--quiet"])
+    assert result.exit_code == 0, result.stderr
+    return tmp_path
+
+
+def _snapshot(folder):
+    return {name: (folder / name).read_bytes() for name in os.listdir(folder)
+            if (folder / name).is_file()}
+
+
+def _wait_for(condition, proc, seconds=60):
+    end = time.monotonic() + seconds
+    while not condition():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < end, "the command never reached the point to stop it at"
+        time.sleep(0.02)
+
+
+def _ended_by(proc, signum):
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum, err
+    assert err.decode() == f"kkmeans: interrupted{NAMES[signum]}\n"
+
+
+def _start(args, cwd, **kwargs):
+    # A child of pytest inherits its handlers reset by exec; SIGINT is not ignored there.
+    return subprocess.Popen(kkmeans_command() + [str(a) for a in args], cwd=cwd,
+                            stderr=subprocess.PIPE, **kwargs)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_while_outputs_are_staged_removes_them(work, signum):
+    """The labels are staged (``.out.csv.XXXX.tmp`` exists) and the command waits to write the
+    distances to a FIFO nobody reads yet: the signal leaves out.csv as it was."""
+    (work / "out.csv").write_bytes(OLD)
+    fifo = work / "dist.fifo"
+    os.mkfifo(fifo)
+    before = _snapshot(work)
+    proc = _start(["predict", "model.npz", "data.csv", "--with-data", "--labels", "out.csv",
+                   "--distances", fifo, "-q"], work)
+    _wait_for(lambda: any(name.startswith(".out.csv.") for name in os.listdir(work)), proc)
+    _ended_by(proc, signum)
+    assert _snapshot(work) == before
+    assert sorted(os.listdir(work)) == ["data.csv", "dist.fifo", "model.npz", "out.csv"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_while_reading_data_leaves_no_output(work, signum):
+    """DATA is a FIFO: once this test's end of it is open, the command is reading it."""
+    fifo = work / "data.fifo"
+    os.mkfifo(fifo)
+    before = _snapshot(work)
+    proc = _start(["fit", fifo, "-k", "3", *FAST, "-o", "new.npz", "--labels", "new.txt",
+                   "--summary", "new.json"], work)
+    with open(fifo, "wb") as writer:  # returns when the command opens it to read
+        writer.write(b"x,y\n1,2\n")
+        writer.flush()  # more is to come: the command waits for it
+        _ended_by(proc, signum)
+    assert _snapshot(work) == before
+
+
+def test_an_ignored_signal_stays_ignored(work):
+    """``nohup`` starts a command with SIGHUP ignored; kkmeans keeps it so."""
+    fifo = work / "labels.fifo"
+    os.mkfifo(fifo)
+    proc = _start(["predict", "model.npz", "data.csv", "--labels", fifo, "--distances",
+                   "dist.csv", "-q"], work,
+                  preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    _wait_for(lambda: any(name.startswith(".dist.csv.") for name in os.listdir(work)), proc)
+    proc.send_signal(signal.SIGHUP)
+    with open(fifo, "rb") as stream:
+        labels = stream.read()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert len(labels.split()) == 30 and (work / "dist.csv").is_file()
+
+
+def test_a_signal_during_the_renames_undoes_them(work, monkeypatch):
+    """A signal that comes while the staged files are renamed is held until the renames end,
+    then undoes them: every file is as before, no staged file or backup is left."""
+    from kkmeans_cli import _signals
+
+    for name in ("old.npz", "old.txt"):
+        (work / name).write_bytes(OLD)
+    before = _snapshot(work)
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if str(src).endswith(".tmp"):
+            _signals._handler(signal.SIGTERM, None)  # as if it came now
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    result = run(["fit", work / "data.csv", "-k", "3", *FAST, "-o", work / "old.npz",
+                  "--labels", work / "old.txt", "--summary", work / "new.json"])
+    assert result.exit_code == 143
+    assert result.stderr == "kkmeans: interrupted (SIGTERM)\n"
+    assert _snapshot(work) == before
+
+
+def test_a_signal_after_the_commit_does_not_undo_a_finished_command(work, monkeypatch):
+    """Once the outputs are in place the command has done its work: a signal while the report
+    is printed is noted, the exit code stays 0 and the outputs stay."""
+    from kkmeans_cli import _signals
+    from kkmeans_cli.cli import report
+
+    real_table = report.Reporter.table
+
+    def table(self, title, rows):
+        _signals._handler(signal.SIGTERM, None)
+        return real_table(self, title, rows)
+
+    monkeypatch.setattr(report.Reporter, "table", table)
+    result = run(["fit", work / "data.csv", "-k", "3", *FAST, "-o", work / "new.npz",
+                  "--labels", work / "new.txt"])
+    assert result.exit_code == 0, result.stderr
+    assert (work / "new.npz").is_file() and len((work / "new.txt").read_text().split()) == 30
+
+
+def test_a_signal_before_the_commit_of_another_run_is_not_carried_over(work):
+    """The handler's state is per command: a run after one that was interrupted is normal."""
+    from kkmeans_cli import _signals
+
+    handler = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(_signals.Interrupted):
+        with _signals.handled():
+            _signals._handler(signal.SIGTERM, None)
+    result = run(["predict", work / "model.npz", work / "data.csv", "-q"])
+    assert result.exit_code == 0 and len(result.stdout.split()) == 30
+    assert signal.getsignal(signal.SIGTERM) == handler
+
+
+def test_signals_are_documented():
+    from cli_helpers import ROOT
+
+    with open(os.path.join(ROOT, "docs", "cli.md"), encoding="utf-8") as handle:
+        text = handle.read()
+    for needle in ("SIGTERM", "SIGHUP", "143", "129"):
+        assert needle in text
