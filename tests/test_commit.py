@@ -349,3 +349,16 @@ def test_the_broken_pipe_rule_is_documented():
     with open(os.path.join(ROOT, "docs", "cli.md"), encoding="utf-8") as handle:
         text = handle.read()
     assert "141" in text and "broken pipe" in text.lower()
+
+
+@pytest.mark.parametrize("args, option", [
+    (["fit", "-", "-k", "3"], "DATA"),
+    (["fit", "data.csv", "-k", "3", "--weights", "-"], "--weights"),
+    (["predict", "model.npz", "-"], "DATA"),
+])
+def test_a_closed_stdin_is_named(work, args, option):
+    before = _snapshot(work)
+    proc = _shell("kkmeans " + " ".join(args) + " --labels new.txt -q <&-", work)
+    assert proc.returncode == 1, proc.stderr
+    _one_error_line(proc.stderr, f"{option} -: standard input is closed; give a file instead")
+    assert _snapshot(work) == before

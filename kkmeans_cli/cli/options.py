@@ -324,11 +324,19 @@ def read_input(opts, spec):
     """DATA read with the data options."""
     from ..io.readers import read_data
 
+    stdin_open("DATA", spec)
     return read_data(spec, header=opts["header"], delimiter=opts["delimiter"],
                      columns=opts["columns"], dataset=opts["dataset"],
                      missing=opts["missing"], stdin=sys.stdin,
                      announce=None if opts.get("quiet") else
                      lambda text: click.echo(f"kkmeans: {text}", err=True))
+
+
+def stdin_open(option, path):
+    """Refuse (exit 1) to read ``-`` when the command was started with stdin closed
+    (``<&-``)."""
+    if path == "-" and sys.stdin is None:
+        raise DataError(f"{option} -: standard input is closed; give a file instead of -")
 
 
 def prepare_fit_data(opts):
@@ -431,6 +439,7 @@ def _per_row(path, option, what, data, integer=False):
     if path == "-" and data.source == "<stdin>":
         raise UsageError(f"DATA is read from standard input, so the {what} cannot be too; "
                          f"give the {what} as a file")
+    stdin_open(option, path)
     try:
         values = read_vector(path, what, integer=integer)
     except DataError as exc:
