@@ -15,6 +15,7 @@ import click
 from .. import _signals
 from .._streams import guard_standard_streams, silence_stream
 from .._version import __version__
+from ..io.config import ORIGINS, cut, origin_note
 from ..errors import (EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_USAGE, BrokenPipeOutput,
                       ConfigError, KKMeansError)
 from .fit import fit
@@ -24,6 +25,11 @@ from .sweep import sweep_command
 
 
 # -- the command group and its error handling ----------------------------------------------
+#: Characters of an error message at most (the longest real ones, the memory plan's and the
+#: list of config keys, are under 1,000).
+MAX_MESSAGE = 2000
+
+
 class KKMeansGroup(click.Group):
     """The ``kkmeans`` group: maps every error to one line on stderr and an exit code, and
     installs the one handler of SIGINT, SIGTERM and SIGHUP (``kkmeans_cli._signals``) for
@@ -32,6 +38,7 @@ class KKMeansGroup(click.Group):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
              **extra):
         guard_standard_streams()
+        ORIGINS.clear()  # the config values of this run (a test runs many in one process)
         # ``prog_name`` is always kkmeans (CliRunner would pass the function's name).
         argv = sys.argv[1:] if args is None else list(args)
         with _signals.handled():
@@ -138,8 +145,11 @@ def _report_error(exc, debug):
     elif isinstance(exc, KKMeansError):
         from .report import cli_wording
 
-        # A config error names the config's own keys (max_iter, n_init): no rewording.
+        # A config error names the config's own keys (max_iter, n_init): no rewording. Another
+        # error naming an option a config set says so.
         message = str(exc) if isinstance(exc, ConfigError) else cli_wording(str(exc))
+        if not isinstance(exc, ConfigError):
+            message = cut(" ".join(message.split()), MAX_MESSAGE) + origin_note(message)
         code = exc.exit_code
     elif isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT,
                                                     errno.EFBIG):
@@ -152,7 +162,8 @@ def _report_error(exc, debug):
         message, code = f"unexpected {type(exc).__name__}: {exc}", EXIT_ERROR
         if not debug:
             message += " (run again with --debug for the traceback)"
-    message = " ".join(message.split())
+    # One line, and a bounded one whatever a value in it holds.
+    message = cut(" ".join(message.split()), MAX_MESSAGE + 200)
     _echo_err(f"kkmeans: error: {message}")
     return code
 

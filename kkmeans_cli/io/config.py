@@ -4,9 +4,16 @@ Precedence is built-in defaults < config < flags: a config value is used for eve
 user did not give on the command line (click's parameter source tells which ones they gave).
 Keys are the long option names with ``_`` for ``-`` (``n_clusters``, ``n_init``, ``gamma``).
 One config serves every command: a key of another command (``n_clusters`` for ``sweep``, the
-fit options for ``predict``) is ignored; a key no command knows is an error.
+fit options for ``predict``) is ignored; a key no command knows is an error. Every value is
+checked, also one a flag overrides or one for another command.
+
+A config is small and read within bounds: at most ``MAX_BYTES``, nested at most ``MAX_DEPTH``
+levels, and its aliases (``*name``) may not expand it beyond ``MAX_VALUES`` values (a
+"billion laughs" of a few hundred bytes would otherwise take gigabytes). A message shows at
+most a short excerpt of a value (:func:`excerpt`).
 """
 import difflib
+import reprlib
 
 import click
 
@@ -14,6 +21,19 @@ from ..errors import ConfigError
 
 # Options that make no sense inside a config file.
 NOT_CONFIGURABLE = ("config", "help", "version")
+
+#: A config file is at most this large (bytes).
+MAX_BYTES = 1 << 20
+#: Nesting of mappings and lists, at most.
+MAX_DEPTH = 32
+#: Values (scalars, lists, mappings) once every alias is expanded, at most.
+MAX_VALUES = 10_000
+#: Characters of a value shown in a message, at most.
+EXCERPT = 80
+
+#: Option name → (config path, key) of the values the current command took from --config,
+#: for messages that name the option (``app._report_error`` says where the value came from).
+ORIGINS = {}
 
 
 def read_config(path):
@@ -36,19 +56,43 @@ def read_config(path):
     import yaml
 
     try:
-        with open(path, encoding="utf-8") as stream:
-            data = yaml.load(stream, Loader=_unique_key_loader(yaml, path))
+        with open(path, "rb") as stream:
+            raw = stream.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"config {path}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config {path}: is a folder, not a YAML file") from None
     except OSError as exc:
         raise ConfigError(f"config {path}: cannot read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(f"config {path}: is larger than {MAX_BYTES // 1024} KiB; a run config "
+                          f"holds a few option values")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config {path}: not a text file (not UTF-8 at byte "
+                          f"{exc.start})") from None
+    loader = _bounded_loader(yaml, path)(text)
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            _check_expansion(node, path)
+        data = None if node is None else loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"config {path}: not valid YAML{where}: {problem}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"config {path}: not a text file") from None
+        raise ConfigError(f"config {path}: not valid YAML{where}: {cut(problem)}") from None
+    except ConfigError:
+        raise
+    except RecursionError:  # never reached within MAX_DEPTH; a last line of defence
+        raise ConfigError(f"config {path}: nested too deeply (at most {MAX_DEPTH} "
+                          f"levels)") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4,300)
+        raise ConfigError(f"config {path}: holds a number too long to read "
+                          f"({cut(str(exc).split(':')[0], 80)}); no option takes one") from None
+    finally:
+        loader.dispose()
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -57,10 +101,26 @@ def read_config(path):
     return data
 
 
-def _unique_key_loader(yaml, path):
-    """YAML's safe loader, refusing a key given twice in one mapping (YAML says keys are
-    unique; PyYAML silently keeps the last one, so ``seed: 1`` then ``seed: 2`` ran with 2)."""
-    class UniqueKeyLoader(yaml.SafeLoader):
+def _bounded_loader(yaml, path):
+    """YAML's safe loader, nesting at most ``MAX_DEPTH`` levels (checked while composing, so
+    a deep document never reaches Python's recursion limit), and refusing a key given twice
+    in one mapping (YAML says keys are unique; PyYAML silently keeps the last one, so
+    ``seed: 1`` then ``seed: 2`` ran with 2)."""
+    class BoundedLoader(yaml.SafeLoader):
+        depth = 0
+
+        def compose_node(self, parent, index):
+            self.depth += 1
+            try:
+                if self.depth > MAX_DEPTH:
+                    mark = self.peek_event().start_mark
+                    raise ConfigError(f"config {path}: nested more than {MAX_DEPTH} levels deep "
+                                      f"at line {mark.line + 1}; a run config is a flat "
+                                      f"mapping of option names to values")
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
         def construct_mapping(self, node, deep=False):
             seen = {}
             for key_node, _ in node.value:
@@ -70,14 +130,66 @@ def _unique_key_loader(yaml, path):
                 line = key_node.start_mark.line + 1
                 try:
                     if key in seen:
-                        raise ConfigError(f"config {path}: key {key!r} is given twice (lines "
-                                          f"{seen[key]} and {line}); keep one")
+                        raise ConfigError(f"config {path}: key {excerpt(key)} is given twice "
+                                          f"(lines {seen[key]} and {line}); keep one")
                     seen[key] = line
                 except TypeError:  # an unhashable key: the base class says so
                     break
             return super().construct_mapping(node, deep=deep)
 
-    return UniqueKeyLoader
+    return BoundedLoader
+
+
+def _check_expansion(root, path):
+    """Refuse a document whose aliases expand it beyond ``MAX_VALUES`` values, or refer to
+    themselves, before anything is built from it (the count of each node is its values once
+    expanded, counted once per node)."""
+    import yaml
+
+    counts, active = {}, set()
+
+    def count(node):
+        key = id(node)
+        if key in counts:
+            return counts[key]
+        if key in active:
+            raise ConfigError(f"config {path}: line {node.start_mark.line + 1}: an alias "
+                              f"refers to the value that holds it")
+        active.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(count(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(count(k) + count(v) for k, v in node.value)
+        active.discard(key)
+        counts[key] = total
+        if total > MAX_VALUES:
+            raise ConfigError(f"config {path}: line {node.start_mark.line + 1}: its aliases "
+                              f"expand to more than {MAX_VALUES:,} values; a run config "
+                              f"holds a few option values")
+        return total
+
+    count(root)
+
+
+def excerpt(value, limit=EXCERPT):
+    """A short excerpt of ``value`` for a message: its repr for anything but a string, cut to
+    about ``limit`` characters with the length left out said."""
+    if isinstance(value, str):
+        text = repr(value)
+    else:
+        short = reprlib.Repr()
+        short.maxlevel, short.maxlist, short.maxdict, short.maxstring = 3, 6, 6, limit
+        short.maxother = limit
+        text = short.repr(value)
+    return cut(text, limit)
+
+
+def cut(text, limit=200):
+    """``text`` cut to ``limit`` characters, saying how many were left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit:,} more characters)"
 
 
 def configurable_params(command):
@@ -128,12 +240,26 @@ def apply_config(ctx, config, path):
     for key, value in config.items():
         if not isinstance(key, str) or key not in known:
             raise ConfigError(_unknown_key_message(path, key, known))
-        if key not in params:
-            continue  # an option of another command
-        if _given_on_command_line(ctx, key):
-            continue
-        ctx.params[key] = convert_value(ctx, params[key], value, path)
+        # Every value is checked: also one a flag overrides, or one of another command.
+        converted = convert_value(ctx, params.get(key, known[key]), value, path)
+        if key not in params or _given_on_command_line(ctx, key):
+            continue  # an option of another command, or a flag wins
+        ctx.params[key] = converted
+        ORIGINS[key] = (path, key, tuple(params[key].opts))
     return dict(ctx.params)
+
+
+def origin_note(message):
+    """Where the value of an option named in ``message`` came from, when a config set it:
+    `` (--cluster is key 'cluster' of config run.yaml)``; empty otherwise."""
+    import re
+
+    notes = []
+    for path, key, flags in ORIGINS.values():
+        if any(re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", message) for flag in flags):
+            flag = next(f for f in flags if f.startswith("--"))
+            notes.append(f"{flag} is key '{key}' of config {path}")
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _given_on_command_line(ctx, name):
@@ -143,7 +269,7 @@ def _given_on_command_line(ctx, name):
 
 
 def _unknown_key_message(path, key, params):
-    message = f"config {path}: unknown key '{key}'"
+    message = f"config {path}: unknown key {excerpt(str(key))}"
     if isinstance(key, str):
         close = difflib.get_close_matches(key.replace("-", "_"), list(params), n=1, cutoff=0.5)
         if close:
@@ -176,7 +302,7 @@ def convert_value(ctx, param, value, path):
     try:
         return kind.convert(value, param, ctx)
     except click.BadParameter as exc:
-        raise ConfigError(f"config {path}: key '{param.name}': {exc.message}") from None
+        raise ConfigError(f"config {path}: key '{param.name}': {cut(exc.message)}") from None
     except (TypeError, ValueError):
         raise ConfigError(f"config {path}: key '{param.name}' must be {_type_name(kind)}; got "
                           f"{_show(value)}") from None
@@ -195,4 +321,4 @@ def _type_name(kind):
 def _show(value):
     if value is None:
         return "nothing (null)"
-    return f"{value!r} ({type(value).__name__})"
+    return f"{excerpt(value)} ({type(value).__name__})"
