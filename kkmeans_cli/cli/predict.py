@@ -1,11 +1,15 @@
 """``kkmeans predict MODEL DATA``: labels (and distances) of new rows from a saved model."""
 
+import contextlib
+import io
+import sys
+
 import click
 
 from .._text import plural
-from ..errors import DataError
+from ..errors import DataError, UsageError
 from .options import (check_values, cluster_options, data_options, effective_options,
-                      input_paths, labels_text, on_cluster, read_input, run_options)
+                      input_paths, labels_text, on_cluster, read_input, run_options, stdin_open)
 
 
 PREDICT_EPILOG = """\b
@@ -56,7 +60,7 @@ def predict(ctx, **_):
         from ..distributed.command import predict_command
 
         return predict_command(opts, reporter, loaded)
-    data = read_input(opts, opts["data"])
+    data, by_name = _read_model_columns(opts, loaded.meta.get("columns"), reporter)
     expected = loaded.meta["n_features"]
     if data.X.shape[1] != expected:
         what = {"precomputed": "kernel columns", "precomputed-distance": "distance columns"
@@ -88,5 +92,84 @@ def predict(ctx, **_):
                  + (f" ({data.n_dropped} dropped)" if data.n_dropped else "")),
         ("model", f"{opts['model_path']}: {estimator.kernel_.describe()}, "
                   f"k = {estimator.n_clusters}"),
+        *([("columns", f"{', '.join(data.columns)} (the model's, taken by name)")]
+          if by_name else []),
         ("cluster sizes", ", ".join(str(int(s)) for s in sizes)),
     ])
+
+
+def _read_model_columns(opts, names, reporter):
+    """DATA for a model trained on columns with names: when DATA has a header too (and no
+    --columns is given), the model's columns are taken by name, whatever their order and
+    whatever other columns DATA has; a name DATA lacks is an error listing both. DATA without
+    names (.npy, HDF5, text without a header) is taken by position, as is DATA read with
+    --columns (a warning says so when the names differ). Returns the data and whether the
+    columns were picked by name (in another order, or out of more).
+
+    The usual DATA, with the model's columns in order, is read once; DATA is read again with
+    the model's columns only when they must be picked out (so that a missing value in a column
+    the model does not use neither stops nor drops a row). Standard input is held for that."""
+    spec = opts["data"]
+    if not names or opts["columns"] is not None or opts["header"] is False:
+        data = read_input(opts, spec)
+        if names and data.columns is not None and list(data.columns) != list(names) \
+                and len(data.columns) == len(names):
+            reporter.warn(f"{data.source}: its columns {_names(data.columns)} are matched by "
+                          f"position to the model's {_names(names)}")
+        return data, False
+    by_name = dict(opts, columns=list(names))
+    with _rereadable_stdin(spec, opts):
+        try:
+            data = read_input(opts, spec)
+        except DataError as exc:
+            try:  # perhaps a problem in a column the model does not use
+                return read_input(by_name, spec), True
+            except (UsageError, DataError):
+                raise exc from None
+        if data.columns is None or list(data.columns) == list(names):
+            return data, False
+        missing = [name for name in names if name not in data.columns]
+        if missing:
+            raise DataError(f"{data.source}: has no column {_names(missing)} of the model "
+                            f"{opts['model_path']}; its columns are {_names(data.columns)}, "
+                            f"the model's {_names(names)} (give --columns to take DATA's "
+                            f"columns by position instead)")
+        return read_input(by_name, spec), True
+
+
+@contextlib.contextmanager
+def _rereadable_stdin(spec, opts):
+    """While DATA is ``-``, standard input read once and held, so it can be read again."""
+    if spec != "-":
+        yield
+        return
+    stdin_open("DATA", spec)
+    stream = sys.stdin
+    if not opts.get("quiet") and getattr(stream, "isatty", lambda: False)():
+        click.echo("kkmeans: reading CSV from standard input (the terminal); end it with "
+                   "Ctrl-D, or give a file instead of -", err=True)
+    binary = getattr(stream, "buffer", None)
+    raw = binary.read() if binary is not None else stream.read()
+    sys.stdin = _HeldInput(raw if isinstance(raw, bytes) else raw.encode())
+    try:
+        yield
+    finally:
+        sys.stdin = stream
+
+
+class _HeldInput:
+    """Standard input's bytes, read again from the start each time."""
+
+    def __init__(self, raw):
+        self.raw = raw
+
+    @property
+    def buffer(self):
+        return io.BytesIO(self.raw)
+
+    def isatty(self):
+        return False
+
+
+def _names(names):
+    return ", ".join(repr(str(name)) for name in names)

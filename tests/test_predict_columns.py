@@ -1,0 +1,74 @@
+"""``predict`` takes a model's columns by name when DATA has a header (in any order, out of
+more columns), refuses DATA that lacks one of them with both lists, and takes DATA without
+names (or with --columns) by position."""
+import numpy as np
+import pytest
+
+from cli_helpers import FAST, blobs, run
+
+
+@pytest.fixture
+def work(tmp_path):
+    X, _ = blobs(n=60, d=3, k=3, seed=4)
+    _write(tmp_path / "abc.csv", ["a", "b", "c"], X)
+    result = run(["fit", tmp_path / "abc.csv", "-k", "3", *FAST, "-o", tmp_path / "m.npz",
+                  "--labels", tmp_path / "fit.txt", "-q"])
+    assert result.exit_code == 0, result.stderr
+    return tmp_path, X, (tmp_path / "fit.txt").read_text()
+
+
+def _write(path, names, X):
+    with open(path, "w") as f:
+        f.write(",".join(names) + "\n")
+        for row in X:
+            f.write(",".join("" if np.isnan(v) else repr(float(v)) for v in row) + "\n")
+
+
+@pytest.mark.parametrize("names", [["c", "b", "a"], ["b", "a", "c"], ["x", "c", "a", "b"],
+                                   ["a", "b", "c", "x"]])
+def test_the_model_columns_are_taken_by_name(work, names):
+    tmp, X, expected = work
+    order = {"a": 0, "b": 1, "c": 2}
+    # x: another column, with a missing value the model's columns do not have
+    x = np.where(np.arange(X.shape[0]) == 7, np.nan, 1.0)
+    cols = np.column_stack([X[:, order[n]] if n in order else x for n in names])
+    _write(tmp / "new.csv", names, cols)
+    result = run(["predict", tmp / "m.npz", tmp / "new.csv"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == expected
+    assert "columns:       a, b, c (the model's, taken by name)" in result.stderr
+    with_data = run(["predict", tmp / "m.npz", tmp / "new.csv", "--with-data", "-q"])
+    assert with_data.stdout.splitlines()[0] == "a,b,c,label"
+    stdin = run(["predict", tmp / "m.npz", "-", "-q"], input=(tmp / "new.csv").read_text())
+    assert stdin.exit_code == 0 and stdin.stdout == expected
+
+
+def test_data_in_the_model_order_is_read_as_before(work):
+    tmp, X, expected = work
+    result = run(["predict", tmp / "m.npz", tmp / "abc.csv"])
+    assert result.exit_code == 0 and result.stdout == expected
+    assert "taken by name" not in result.stderr
+
+
+def test_a_missing_column_is_refused_with_both_lists(work):
+    tmp, X, _ = work
+    _write(tmp / "new.csv", ["c", "b", "z"], X[:, ::-1])
+    result = run(["predict", tmp / "m.npz", tmp / "new.csv", "--labels", tmp / "new.txt"])
+    assert result.exit_code == 1
+    assert result.stderr == (f"kkmeans: error: {tmp / 'new.csv'}: has no column 'a' of the model "
+                             f"{tmp / 'm.npz'}; its columns are 'c', 'b', 'z', the model's 'a', "
+                             f"'b', 'c' (give --columns to take DATA's columns by position "
+                             f"instead)\n")
+    assert not (tmp / "new.txt").exists()
+
+
+def test_data_without_names_or_with_columns_is_taken_by_position(work):
+    tmp, X, expected = work
+    np.save(tmp / "new.npy", X)
+    result = run(["predict", tmp / "m.npz", tmp / "new.npy", "-q"])
+    assert result.exit_code == 0 and result.stdout == expected
+    _write(tmp / "new.csv", ["c", "b", "a"], X)  # the names do not match the values' order
+    result = run(["predict", tmp / "m.npz", tmp / "new.csv", "--columns", "0,1,2"])
+    assert result.exit_code == 0 and result.stdout == expected
+    assert ("kkmeans: warning: " + str(tmp / "new.csv") + ": its columns 'c', 'b', 'a' are "
+            "matched by position to the model's 'a', 'b', 'c'") in result.stderr
