@@ -71,6 +71,12 @@ class FiniteFloat(click.FloatRange):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
 
+    def _describe_range(self):
+        # click would show "x<=None" for a range without bounds (--coef0).
+        if self.min is None and self.max is None:
+            return ""
+        return super()._describe_range()
+
 
 class AtMost(click.IntRange):
     """An integer range whose upper bound is stated on its own (the lower bound keeps click's

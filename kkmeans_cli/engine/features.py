@@ -65,6 +65,7 @@ features) come from a sample (:func:`sample_starts`); ``restarts.py`` chooses wh
 complete on all the data.
 """
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -551,8 +552,12 @@ def sample_start(Y, w, k, kind, rng):
         if A is not None and A.shape[1] > 0:
             src = _SampleSource(A)
             labels, _ = kmeans_plusplus(src, w, k, rng)
-            res = lloyd(np.ascontiguousarray(A), src.diag, w,
-                        _means_of(src.Y, w, labels, k), max_iter=100)
+            # Its warnings (100 iterations reached, a cluster refilled) are about this inner
+            # problem, not the user's fit (as optima.embedding_kmeans): not shown.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                res = lloyd(np.ascontiguousarray(A), src.diag, w,
+                            _means_of(src.Y, w, labels, k), max_iter=100)
             return _means_of(np.asarray(Y, dtype=np.float64), w, res.labels, k), kind
         kind = "k-means++"
     src = _SampleSource(Y)

@@ -1,0 +1,35 @@
+"""Messages name what the user can act on: an option the user set (not an inner step's own
+bound), the option whose value is at fault, what the command line can do; ``--help`` shows
+real ranges. Each case checks the exit code and the message."""
+import re
+
+import numpy as np
+import pytest
+
+from cli_helpers import FAST, blobs, run, write_csv
+
+
+@pytest.fixture
+def data(tmp_path):
+    X, _ = blobs(n=300, d=3, k=3, seed=2)
+    return write_csv(tmp_path / "d.csv", X)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_an_inner_step_bound_is_not_reported_as_the_users_max_iter(data, seed):
+    """The spectral start of a Nyström fit runs k-means on its embedding for at most 100
+    iterations; with one landmark it may stop there, which is no concern of the fit's."""
+    result = run(["fit", data, "-k", "3", "--approx", "nystroem", "--landmarks", "1",
+                  "--max-iter", "500", "--seed", seed, "--no-model"])
+    assert result.exit_code == 0, result.stderr
+    assert "--max-iter 100" not in result.stderr
+    assert "did not converge" not in result.stderr or "--max-iter 500" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["fit", "sweep", "predict"])
+def test_help_shows_no_empty_range(command):
+    text = run([command, "--help"]).stdout
+    assert not re.search(r"\[[^\]]*None[^\]]*\]", text), text
+    if command != "predict":
+        assert re.search(r"--coef0 FLOAT\s+Offset of the poly and sigmoid kernels\.\s+"
+                         r"\[default: 1\.0\]", text)
