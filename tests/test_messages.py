@@ -33,3 +33,19 @@ def test_help_shows_no_empty_range(command):
     if command != "predict":
         assert re.search(r"--coef0 FLOAT\s+Offset of the poly and sigmoid kernels\.\s+"
                          r"\[default: 1\.0\]", text)
+
+
+def test_distances_of_a_precomputed_model_say_what_to_do(tmp_path):
+    X, _ = blobs(n=20, d=2, k=2, seed=1)
+    K = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1) / 10)
+    np.savetxt(tmp_path / "K.csv", K, delimiter=",")
+    result = run(["fit", tmp_path / "K.csv", "-k", "2", "--kernel", "precomputed", *FAST,
+                  "-o", tmp_path / "m.npz", "-q"])
+    assert result.exit_code == 0, result.stderr
+    result = run(["predict", tmp_path / "m.npz", tmp_path / "K.csv", "--distances",
+                  tmp_path / "d.csv", "--labels", tmp_path / "l.txt"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("kkmeans: error: --distances: the distances to a "
+                                    "precomputed model's centres need K(x, x)")
+    assert "kernel_diag" not in result.stderr and "drop --distances" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["K.csv", "m.npz"]

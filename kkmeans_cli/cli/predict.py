@@ -56,6 +56,12 @@ def predict(ctx, **_):
                   [(opts["model_path"], "MODEL")] + input_paths(opts))
     reporter = Reporter(opts["quiet"])
     loaded = load_model(opts["model_path"])
+    if opts["distances"] is not None and loaded.meta["kernel"] == "precomputed":
+        raise UsageError(f"--distances: the distances to a precomputed model's centres need "
+                         f"K(x, x) of each new point, which DATA's kernel rows K(new, train) "
+                         f"do not hold; drop --distances (the labels need only the rows), or "
+                         f"fit the points with their kernel (--kernel rbf, poly, ...) to get "
+                         f"distances")
     if on_cluster(opts):
         from ..distributed.command import predict_command
 
