@@ -210,7 +210,8 @@ def test_hdf5_dataset_not_2d(work):
 
 # -- predict and model files -------------------------------------------------------------------
 def test_predict_different_number_of_features(work):
-    write_csv(work / "three.csv", np.ones((4, 3)))
+    # Without a header (with one, the model's columns are taken by name: test_predict_columns)
+    write_csv(work / "three.csv", np.ones((4, 3)), header=False)
     check_fails(work, ["predict", work / "model.npz", work / "three.csv"], 1,
                 "has 3 columns, the model")
 

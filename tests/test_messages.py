@@ -49,3 +49,39 @@ def test_distances_of_a_precomputed_model_say_what_to_do(tmp_path):
                                     "precomputed model's centres need K(x, x)")
     assert "kernel_diag" not in result.stderr and "drop --distances" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["K.csv", "m.npz"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--coef0=1e308"], "--coef0 1e+308 with --degree 3: 4·|coef0|^degree overflows floating "
+                        "point (1.8e+308) whatever the data"),
+    (["--coef0=-1e50", "--degree", "7"], "--coef0 -1e+50 with --degree 7"),
+    (["--degree", "1000000"], "--degree 1000000: (gamma·‖x‖² + |coef0|)^degree overflows "
+                              "floating point (1.8e+308) on the data's largest rows; with gamma "
+                              "from 'median'"),
+    (["--degree", "100000", "--gamma", "scale"], "with gamma from 'scale'"),
+])
+def test_poly_options_at_fault_are_named_not_the_data(data, args, needle):
+    for command in (["fit", data, "-k", "3"], ["sweep", data, "--k", "2..3"]):
+        result = run(command + ["--kernel", "poly", *args, *FAST, "-q", "-o",
+                                str(data) + ".npz"])
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr.startswith("kkmeans: error: ") and needle in result.stderr
+        assert "rescale the data" not in result.stderr
+
+
+def test_poly_data_too_large_for_a_numeric_gamma_still_blames_the_data(data):
+    result = run(["fit", data, "-k", "3", "--kernel", "poly", "--degree", "1000", "--gamma",
+                  "1", *FAST, "--no-model", "-q"])
+    assert result.exit_code == 1
+    assert result.stderr.rstrip().endswith("rescale the data, or use a smaller gamma or degree")
+
+
+def test_the_api_raises_usage_errors_for_poly_parameters():
+    from kkmeans_cli import KernelKMeans
+    from kkmeans_cli.errors import OptionConflictError, UsageError
+
+    X, _ = blobs(n=40, d=2, k=2)
+    with pytest.raises(UsageError, match="coef0=1e\\+300 with degree=3"):
+        KernelKMeans(2, kernel="poly", coef0=1e300).fit(X)
+    with pytest.raises(OptionConflictError, match="degree=100000"):
+        KernelKMeans(2, kernel="poly", degree=100000).fit(X)

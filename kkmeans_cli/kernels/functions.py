@@ -374,7 +374,7 @@ def _sample_pair_distances(kernel, X, rng, n_pairs=MEDIAN_PAIRS):
 FLOAT_MAX = float(np.finfo(np.float64).max)
 
 
-def check_range(name, X, total_weight, kernel=None, what="X", offset=None):
+def check_range(name, X, total_weight, kernel=None, what="X", offset=None, gamma_from=None):
     """Refuse (:class:`~kkmeans_cli.errors.ValueRangeError`) data whose kernel values,
     distances or the sums kernel k-means forms of them overflow float64.
 
@@ -396,6 +396,12 @@ def check_range(name, X, total_weight, kernel=None, what="X", offset=None):
 
     The row reported is the first that breaks the rule, the column its largest |value|.
 
+    poly's rule may be broken by its parameters rather than by the data:
+    :class:`~kkmeans_cli.errors.OptionConflictError` (a usage error) names them when
+    4·m²·|coef0|^degree alone overflows (no data can help), or when γ came from a heuristic of
+    the data (``gamma_from``: 'median' or 'scale', for which γ·‖x‖² does not change when the
+    data is rescaled) and the degree makes a row overflow.
+
     Usual data are far from every limit: one bound b ≥ |x_ij − offset_j| from the extremes of
     X and of the offset (two passes, no temporaries) then shows that no row can break the rule
     (:func:`_within_limits`), and the rows are not examined one by one.
@@ -410,7 +416,7 @@ def check_range(name, X, total_weight, kernel=None, what="X", offset=None):
             b += float(np.max(np.abs(offset))) if np.size(offset) else 0.0
     if _within_limits(name, b, X.shape[1], m, kernel):
         return
-    _check_rows(name, X, m, kernel, what, offset)
+    _check_rows(name, X, m, kernel, what, offset, gamma_from)
 
 
 def _within_limits(name, b, d, m, kernel):
@@ -447,9 +453,9 @@ def _within_limits(name, b, d, m, kernel):
     return log_q + math.log(4.0) <= log_max
 
 
-def _check_rows(name, X, m, kernel, what, offset):
+def _check_rows(name, X, m, kernel, what, offset, gamma_from=None):
     """:func:`check_range` row by row: refuses the first row that breaks the rule."""
-    from ..errors import ValueRangeError
+    from ..errors import OptionConflictError, ValueRangeError
 
     if offset is not None:
         raw = X
@@ -495,12 +501,27 @@ def _check_rows(name, X, m, kernel, what, offset):
             rule = (f"4·‖x‖²·m² must stay below {FLOAT_MAX:.3g} (m = {m:.6g}, the total "
                     f"weight: kernel k-means sums up to m² products x·y)")
         elif name == "poly" and kernel is not None and kernel.gamma is not None:
+            degree, coef0 = kernel.degree, kernel.coef0
+            if coef0 != 0 and degree * math.log(abs(coef0)) + log_sums > log_max:
+                raise OptionConflictError(
+                    f"coef0={coef0:g} with degree={degree}: 4·m²·|coef0|^degree overflows "
+                    f"floating point ({FLOAT_MAX:.3g}) whatever the data (m = {m:.6g}, the "
+                    f"total weight); use a smaller |coef0| or degree")
             inner = np.log(np.exp(np.minimum(log_q, log_max)) * kernel.gamma
-                           + abs(kernel.coef0))
+                           + abs(coef0))
             inner = np.where(log_q < log_max, inner, np.inf)
             bad = kernel.degree * inner + log_sums > log_max
             rule = (f"4·m²·(gamma·‖x‖² + |coef0|)^degree must stay below {FLOAT_MAX:.3g} "
                     f"(m = {m:.6g}; the poly kernel's values and their sums)")
+            if np.any(bad) and gamma_from is not None:
+                raise OptionConflictError(
+                    f"degree={degree}: (gamma·‖x‖² + |coef0|)^degree overflows floating point "
+                    f"({FLOAT_MAX:.3g}) on the data's largest rows; with gamma from "
+                    f"'{gamma_from}' "
+                    f"(gamma = {kernel.gamma:.6g}) gamma·‖x‖² stays the same when the data is "
+                    f"rescaled, so use a smaller degree (or a number for gamma)")
+            if np.any(bad):
+                rule += "; rescale the data, or use a smaller gamma or degree"
         else:
             bad = log_q + math.log(4.0) > log_max
             rule = (f"4·‖x‖² must stay below {FLOAT_MAX:.3g} (" + (
@@ -525,8 +546,9 @@ def _refuse_rows(bad, absx, rule, what, error, score=None, raw=None):
         row = int(rows[0] if score is None else rows[np.argmax(score[rows])])
         col = int(np.argmax(absx[row]))
         value = float((absx if raw is None else raw)[row, col])
+        fix = "" if "rescale the data" in rule else "; rescale the data"
         raise error(row, col, f"the value {value:.6g} is too large for floating point: "
-                              f"{rule}; rescale the data", what=what)
+                              f"{rule}{fix}", what=what)
 
 
 def count_distinct(X, at_least, weights=None, name=None):

@@ -282,7 +282,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         with blas_threads(1):  # OpenMP does the parallel work; see kernels.py for GEMMs
             self.kernel_ = self._resolved_kernel(X, gamma_rng)
             if self.kernel == "poly":
-                check_range("poly", X, weights.sum(), kernel=self.kernel_)
+                check_range("poly", X, weights.sum(), kernel=self.kernel_,
+                            gamma_from=self.gamma if isinstance(self.gamma, str) else None)
             t0 = time.perf_counter()
             source, weights = self._kernel_source(X, weights, kernel_matrix, plan)
             t1 = time.perf_counter()
@@ -510,7 +511,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         with blas_threads(1):
             kernel = self._resolved_kernel(X, gamma_rng)
             if self.kernel == "poly":
-                check_range("poly", X, X.shape[0], kernel=kernel)
+                check_range("poly", X, X.shape[0], kernel=kernel,
+                            gamma_from=self.gamma if isinstance(self.gamma, str) else None)
             if self.approx == "nystroem":
                 from ..kernels.nystroem import shared_features
 

@@ -91,6 +91,7 @@ def check_param_combination(params):
     - ``approx='nystroem'`` works on explicit features: no ``psd_repair``, no
       ``solver='embed'`` and no ``objective='ncut'`` (they need the exact kernel matrix);
     - ``objective='ncut'`` needs positive degrees: not the Gower kernel of a distance matrix;
+    - ``kernel='poly'``: |coef0|^degree alone may not overflow floating point;
     - ``memory_limit`` given as a string must parse as a size.
 
     Raises
@@ -123,6 +124,17 @@ def check_param_combination(params):
             "matrix (kernel='precomputed-distance', Gower double centring) has every row sum "
             "0; use objective='kmeans', or give a similarity matrix with "
             "kernel='precomputed'")
+    if params["kernel"] == "poly" and abs(params["coef0"]) > 1:
+        import math
+
+        from ..kernels.functions import FLOAT_MAX
+
+        if math.log(4.0) + params["degree"] * math.log(abs(params["coef0"])) > math.log(
+                FLOAT_MAX):
+            raise InvalidParameterError(
+                f"coef0={params['coef0']:g} with degree={params['degree']}: "
+                f"4·|coef0|^degree overflows floating point ({FLOAT_MAX:.3g}) whatever the "
+                f"data; use a smaller |coef0| or degree")
     if isinstance(params["memory_limit"], str):
         from .memory import parse_size
 
