@@ -85,3 +85,20 @@ def test_the_api_raises_usage_errors_for_poly_parameters():
         KernelKMeans(2, kernel="poly", coef0=1e300).fit(X)
     with pytest.raises(OptionConflictError, match="degree=100000"):
         KernelKMeans(2, kernel="poly", degree=100000).fit(X)
+
+
+@pytest.mark.parametrize("params", [dict(n_clusters=True), dict(n_clusters=np.bool_(True)),
+                                    dict(n_clusters=2, n_init=True),
+                                    dict(n_clusters=2, max_iter=False),
+                                    dict(n_clusters=2, gamma=True),
+                                    dict(n_clusters=2, random_state=True),
+                                    dict(n_clusters=2, n_threads=True)])
+def test_a_bool_for_a_number_is_an_invalid_parameter(params):
+    from kkmeans_cli import KernelKMeans
+    from kkmeans_cli.model.params import InvalidParameterError
+
+    X, _ = blobs(n=30, d=2, k=2)
+    name = next(key for key, value in params.items() if isinstance(value, (bool, np.bool_)))
+    with pytest.raises(InvalidParameterError, match=f"The '{name}' parameter of KernelKMeans "
+                                                    f"must be a number, not a bool"):
+        KernelKMeans(**params).fit(X)

@@ -65,6 +65,11 @@ PARAMETER_CONSTRAINTS = {
 }
 
 
+#: Parameters that take a number (or None, a string, a generator): never a bool.
+NUMBER_PARAMS = ("n_clusters", "gamma", "degree", "coef0", "n_init", "max_iter", "tol",
+                 "random_state", "n_threads", "n_landmarks", "nystroem_rank", "memory_limit")
+
+
 def validate_params(estimator):
     """Check every parameter of ``estimator`` against :data:`PARAMETER_CONSTRAINTS`, then
     :func:`check_param_combination`.
@@ -74,6 +79,11 @@ def validate_params(estimator):
     InvalidParameterError
     """
     params = estimator.get_params(deep=False)
+    for name in NUMBER_PARAMS:  # True is an int to Python, never a count or a size here
+        if isinstance(params.get(name), (bool, np.bool_)):
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {type(estimator).__name__} must be a number, not "
+                f"a bool; got {params[name]!r}")
     try:
         validate_parameter_constraints(PARAMETER_CONSTRAINTS, params,
                                        caller_name=type(estimator).__name__)
