@@ -102,3 +102,28 @@ def test_a_bool_for_a_number_is_an_invalid_parameter(params):
     with pytest.raises(InvalidParameterError, match=f"The '{name}' parameter of KernelKMeans "
                                                     f"must be a number, not a bool"):
         KernelKMeans(**params).fit(X)
+
+
+def test_a_column_name_with_a_comma_can_be_selected_in_quotes(tmp_path):
+    (tmp_path / "q.csv").write_text('"a,b",c\n1,20\n3,40\n5,60\n7,80\n')
+    result = run(["fit", tmp_path / "q.csv", "-k", "2", *FAST, "--columns", '"a,b"',
+                  "--no-model", "-q", "--with-data"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == '"a,b",label'
+    assert [line.split(",")[0] for line in result.stdout.splitlines()[1:]] == ["1", "3", "5", "7"]
+    result = run(["fit", tmp_path / "q.csv", "-k", "2", *FAST, "--columns", '"a,b',
+                  "--no-model", "-q"])
+    assert result.exit_code == 2
+    assert "a name in double quotes must end in one" in result.stderr
+
+
+@pytest.mark.parametrize("item", ["１", "٢", "-１"])
+def test_an_index_is_written_in_ascii_digits(tmp_path, item):
+    X, _ = blobs(n=20, d=3, k=2)
+    np.save(tmp_path / "x.npy", X)
+    result = run(["fit", tmp_path / "x.npy", "-k", "2", *FAST, "--columns", item,
+                  "--labels", tmp_path / "l.txt", "--no-model"])
+    assert result.exit_code == 2
+    assert result.stderr == (f"kkmeans: error: --columns: {item!r} is not an index: write "
+                             f"indexes with the digits 0-9\n")
+    assert not (tmp_path / "l.txt").exists()

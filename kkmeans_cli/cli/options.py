@@ -233,7 +233,8 @@ def data_options(f):
                      help="Field separator of text DATA ('tab', 'whitespace')  "
                           "[default: detect , tab ; or whitespace]"),
         click.option("--columns", default=None, metavar="A,B,...",
-                     help="Columns to use, by header name or 0-based index."),
+                     help="Columns to use, by header name or 0-based index (a name with a "
+                          "comma in double quotes: '\"a,b\",c')."),
         click.option("--dataset", default=None, metavar="/PATH",
                      help="HDF5 dataset (same as DATA given as file.h5:/PATH)."),
         click.option("--missing", type=click.Choice(_options.MISSING),
@@ -332,10 +333,31 @@ def read_input(opts, spec):
 
     stdin_open("DATA", spec)
     return read_data(spec, header=opts["header"], delimiter=opts["delimiter"],
-                     columns=opts["columns"], dataset=opts["dataset"],
+                     columns=columns_list(opts["columns"]), dataset=opts["dataset"],
                      missing=opts["missing"], stdin=sys.stdin,
                      announce=None if opts.get("quiet") else
                      lambda text: click.echo(f"kkmeans: {text}", err=True))
+
+
+def columns_list(text):
+    """``--columns`` as a list: split at commas as CSV is (a name holding a comma or a quote
+    in double quotes, ``"a,b",c``); an index is written in ASCII digits (``１``, a full-width
+    digit, is not the index 1). None stays None; a list is taken as it is."""
+    if text is None or not isinstance(text, str):
+        return text
+    import csv
+
+    try:
+        items = next(csv.reader([text], skipinitialspace=True, strict=True))
+    except (csv.Error, StopIteration):
+        raise UsageError(f"--columns {text!r}: a name in double quotes must end in one "
+                         f"(\"a,b\",c)") from None
+    for item in items:
+        bare = item.strip().lstrip("-")
+        if bare.isdigit() and not bare.isascii():
+            raise UsageError(f"--columns: {item!r} is not an index: write indexes with the "
+                             f"digits 0-9")
+    return items
 
 
 def stdin_open(option, path):
