@@ -127,3 +127,35 @@ def test_an_index_is_written_in_ascii_digits(tmp_path, item):
     assert result.stderr == (f"kkmeans: error: --columns: {item!r} is not an index: write "
                              f"indexes with the digits 0-9\n")
     assert not (tmp_path / "l.txt").exists()
+
+
+@pytest.mark.parametrize("args, warning", [
+    (["--landmarks", "50"], "--landmarks applies with --approx nystroem only; ignored"),
+    (["--rank", "3"], "--rank applies with --approx nystroem only; ignored"),
+    (["--worker-memory", "1G"], "--worker-memory sets the memory of the workers of --cluster "
+                                "local[:N]; ignored"),
+    (["--chunk-rows", "100"], "--chunk-rows applies on a cluster (--cluster or --scheduler) "
+                              "only; ignored"),
+])
+def test_an_option_that_does_not_apply_is_warned_about(data, args, warning):
+    command = ["fit", data, "-k", "3"]
+    result = run(command + args + [*FAST, "--no-model"])
+    assert result.exit_code == 0, result.stderr
+    assert f"kkmeans: warning: {warning}\n" in result.stderr
+    plain = run(command + [*FAST, "--no-model"])
+    assert plain.stdout == result.stdout  # ignored indeed
+    if "--worker-memory" in args or "--chunk-rows" in args:
+        model = run(["fit", data, "-k", "3", *FAST, "-o", str(data) + ".npz", "-q"])
+        assert model.exit_code == 0
+        result = run(["predict", str(data) + ".npz", data] + args)
+        assert f"kkmeans: warning: {warning}\n" in result.stderr
+
+
+def test_a_config_value_that_does_not_apply_says_where_it_came_from(data, tmp_path):
+    (tmp_path / "run.yaml").write_text("landmarks: 40\n")
+    result = run(["fit", data, "-k", "3", *FAST, "--no-model", "--config",
+                  tmp_path / "run.yaml"])
+    assert result.exit_code == 0
+    assert (f"kkmeans: warning: --landmarks applies with --approx nystroem only; ignored "
+            f"(--landmarks is key 'landmarks' of config {tmp_path / 'run.yaml'})\n"
+            in result.stderr)

@@ -8,7 +8,7 @@ from .options import (PRECOMPUTED_KERNELS, check_distinct, check_memory_plan,
                       check_option_combination, cluster_options, data_options,
                       effective_options, estimator_kwargs, on_cluster,
                       fit_options, init_is_file, input_paths, labels_text, prepare_fit_data,
-                      require_matplotlib, run_options, stored_options)
+                      require_matplotlib, run_options, stored_options, warn_unused_options)
 
 
 FIT_EPILOG = """\b
@@ -80,6 +80,7 @@ def fit(ctx, **_):
     if opts["plot"] is not None:
         require_matplotlib(opts["plot"])
     reporter = Reporter(opts["quiet"])
+    warn_unused_options(opts, reporter)
     if on_cluster(opts):
         from ..distributed.command import fit_command
 

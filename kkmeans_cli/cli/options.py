@@ -270,6 +270,36 @@ def on_cluster(opts):
     return opts.get("cluster") is not None or opts.get("scheduler") is not None
 
 
+def warn_unused_options(opts, reporter):
+    """Warn about options given (as flags or in the config) where they do not apply, rather
+    than ignore them silently: the Nyström sizes without --approx nystroem, the cluster's
+    settings without a cluster (or --worker-memory with a running one), and the one-process
+    settings on a cluster."""
+    from ..io.config import origin_note
+
+    cluster, local = on_cluster(opts), opts.get("cluster") is not None
+    notes = []
+    if opts.get("approx", "nystroem") != "nystroem":
+        notes += [f"{flag} applies with --approx nystroem only; ignored"
+                  for key, flag in (("landmarks", "--landmarks"), ("rank", "--rank"))
+                  if opts.get(key) is not None]
+    if opts.get("worker_memory") is not None and not local:
+        notes.append("--worker-memory sets the memory of the workers of --cluster local[:N]"
+                     + ("; the workers of a running cluster keep their own"
+                        if opts.get("scheduler") else "") + "; ignored")
+    if opts.get("chunk_rows") is not None and not cluster:
+        notes.append("--chunk-rows applies on a cluster (--cluster or --scheduler) only; "
+                     "ignored")
+    if cluster and opts.get("memory_limit") is not None:
+        notes.append("--memory-limit plans the memory of a run in one process; on a cluster "
+                     "each worker has --worker-memory; ignored")
+    if cluster and opts.get("threads") is not None:
+        notes.append("--threads sets the threads of a run in one process; a cluster's workers "
+                     "run one thread each; ignored")
+    for note in notes:
+        reporter.warn(note + origin_note(note))
+
+
 def run_options(f):
     """``--config``, ``--quiet``, ``--force`` and ``--debug``."""
     return _apply([

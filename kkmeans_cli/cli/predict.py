@@ -9,7 +9,8 @@ import click
 from .._text import plural
 from ..errors import DataError, UsageError
 from .options import (check_values, cluster_options, data_options, effective_options,
-                      input_paths, labels_text, on_cluster, read_input, run_options, stdin_open)
+                      input_paths, labels_text, on_cluster, read_input, run_options, stdin_open,
+                      warn_unused_options)
 
 
 PREDICT_EPILOG = """\b
@@ -55,6 +56,7 @@ def predict(ctx, **_):
                    (opts["distances"], "distances", "--distances")], opts["force"],
                   [(opts["model_path"], "MODEL")] + input_paths(opts))
     reporter = Reporter(opts["quiet"])
+    warn_unused_options(opts, reporter)
     loaded = load_model(opts["model_path"])
     if opts["distances"] is not None and loaded.meta["kernel"] == "precomputed":
         raise UsageError(f"--distances: the distances to a precomputed model's centres need "

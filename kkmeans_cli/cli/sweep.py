@@ -7,7 +7,8 @@ from .._text import plural
 from ..errors import DataError, UsageError
 from .options import (check_distinct, check_memory_plan, check_option_combination, data_options,
                       effective_options, estimator_kwargs, fit_options, init_is_file, input_paths,
-                      prepare_fit_data, require_matplotlib, run_options, stored_options)
+                      prepare_fit_data, require_matplotlib, run_options, stored_options,
+                      warn_unused_options)
 
 
 SWEEP_METRICS = ("silhouette", "simplified-silhouette", "calinski-harabasz", "davies-bouldin",
@@ -85,6 +86,7 @@ def sweep_command(ctx, **_):
     if opts["plot"] is not None:
         require_matplotlib(opts["plot"])
     reporter = Reporter(opts["quiet"])
+    warn_unused_options(opts, reporter)
     data, scaler, X, weights, _ = prepare_fit_data(opts)
     n = X.shape[0]
     top = max(hi for _, hi in k_ranges)
