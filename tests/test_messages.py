@@ -159,3 +159,23 @@ def test_a_config_value_that_does_not_apply_says_where_it_came_from(data, tmp_pa
     assert (f"kkmeans: warning: --landmarks applies with --approx nystroem only; ignored "
             f"(--landmarks is key 'landmarks' of config {tmp_path / 'run.yaml'})\n"
             in result.stderr)
+
+
+@pytest.mark.parametrize("extra", [[], ["--refine", "hartigan"]])
+def test_a_nystroem_fit_reports_the_starts_it_ran_and_no_kernel_matrix(data, extra):
+    import json
+
+    result = run(["fit", data, "-k", "3", "--approx", "nystroem", "--threads", "1",
+                  "--n-init", "6", "--no-model", "--json", *extra])
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["n_init"] == 6
+    assert summary["n_completed"] == len(summary["restart_inertias"])
+    assert "kernel matrix" not in result.stderr.replace("no kernel matrix", "")
+    assert re.search(r"time: +Nyström features [0-9.]+ s \(no kernel matrix\)", result.stderr)
+    if not extra:  # the explicit-feature engine screens the starts on a sample
+        assert re.search(r"restarts: +6 screened on a sample of 300 points, "
+                         rf"{summary['n_completed']} completed on all the data \(best: "
+                         r"candidate #\d\)", result.stderr)
+    else:
+        assert re.search(r"restarts: +6 \(best: #\d\)", result.stderr)

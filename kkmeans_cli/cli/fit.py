@@ -102,7 +102,8 @@ def fit(ctx, **_):
                        blocked_silhouette=opts["silhouette"] and not share_K)
     with reporter.engine_warnings(), \
             reporter.progress(f"fitting k = {k} on {data.source}") as update:
-        estimator.progress_callback = lambda done, total, what: update(done, total, what)
+        estimator.progress_callback = (lambda done, total, what="":
+                                       update(done, total, what))
         try:
             t0 = time.perf_counter()
             K = estimator.kernel_matrix(X) if share_K else None

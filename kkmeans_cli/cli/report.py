@@ -211,7 +211,8 @@ def fit_report(estimator, data, scaler, model_path):
         ("inertia", f"{estimator.inertia_:.6g}"),
         ("cluster sizes", ", ".join(str(int(s)) for s in estimator.cluster_sizes_)),
         ("model", model_path or "not saved (--no-model)"),
-        ("time", _time_text(stats, _threads_text(estimator, stats["n_threads"], n))),
+        ("time", _time_text(stats, _threads_text(estimator, stats["n_threads"], n),
+                            getattr(estimator, "approx", "none"))),
     ]
     from ..kernels.psd import report_rows as psd_rows
 
@@ -257,13 +258,34 @@ def write_fit_results(reporter, opts, estimator, scaler, *, summary, report, met
 
 
 def _restarts_text(stats, restarts):
-    """``20 (best: #3)``; screened exact restarts (``engine/exact_restarts.py``) say how many
-    candidates ran on the sample and how many were completed on all the data."""
-    if "screened_start_kinds" in stats:
-        return (f"{len(stats['screened_start_kinds'])} screened on a sample of "
-                f"{stats['sample_size']:,} points, {restarts} completed on all the data "
-                f"(best: candidate #{stats['completed'][stats['best_restart']] + 1})")
+    """``20 (best: #3)``; restarts screened on a sample (the exact route's
+    ``engine/exact_restarts.py``, the Nyström engine's ``restarts.sampled_restarts``, on one
+    machine or a cluster) say how many starts ran on the sample and how many were completed
+    on all the data."""
+    screened = _screening(stats)
+    if screened is not None:
+        kinds, sample, completed = screened
+        return (f"{len(kinds)} screened on a sample of {sample:,} points, {restarts} "
+                f"completed on all the data (best: candidate #"
+                f"{completed[stats['best_restart']] + 1})")
     return f"{restarts} (best: #{stats['best_restart'] + 1})"
+
+
+def _screening(stats):
+    """(start kinds, sample size, completed candidates) of screened restarts, else None."""
+    if "screened_start_kinds" in stats:
+        return stats["screened_start_kinds"], stats["sample_size"], stats["completed"]
+    nystroem = stats.get("nystroem") or {}
+    if "sample_size" in nystroem and "completed" in nystroem and stats.get("start_kinds"):
+        return stats["start_kinds"], nystroem["sample_size"], nystroem["completed"]
+    return None
+
+
+def restarts_run(stats):
+    """The restarts that ran: every candidate start of screened restarts (the completed ones
+    are ``restart_inertias``), else every restart."""
+    screened = _screening(stats)
+    return len(screened[0]) if screened is not None else len(stats["restart_inertias"])
 
 
 def _route_text(stats):
@@ -292,7 +314,8 @@ def fit_summary(estimator, data, model_path):
         "n_dropped": data.n_dropped,
         "n_clusters": int(estimator.n_clusters),
         **estimator.kernel_.params(),
-        "n_init": len(stats["restart_inertias"]),
+        "n_init": restarts_run(stats),  # starts run (those screened on a sample too)
+        "n_completed": len(stats["restart_inertias"]),  # run on all the data
         "best_restart": int(stats["best_restart"]) + 1,  # 1-based, as the report's "#1"
         "restart_inertias": [float(v) for v in stats["restart_inertias"]],
         "n_iter": int(estimator.n_iter_),
@@ -441,11 +464,15 @@ def _threads_text(estimator, used, n):
     return plural(used, "thread")
 
 
-def _time_text(stats, threads):
+def _time_text(stats, threads, approx="none"):
     """Where the time went; a fit without the kernel matrix computed kernel values in blocks
-    during its iterations (``fit_stats_['storage']``)."""
+    during its iterations (``fit_stats_['storage']``); a Nyström fit built features of the
+    landmarks, no kernel matrix."""
     iterations = f"iterations {stats['iteration_seconds']:.3f} s"
     storage = stats.get("storage", "matrix")
+    if approx == "nystroem":
+        return (f"Nyström features {stats['kernel_seconds']:.3f} s (no kernel matrix), "
+                f"{iterations} ({threads})")
     if storage == "blocked":
         return f"{iterations} on kernel values computed in blocks, no kernel matrix ({threads})"
     if storage == "blocked, then matrix":
