@@ -179,3 +179,32 @@ def test_a_nystroem_fit_reports_the_starts_it_ran_and_no_kernel_matrix(data, ext
                          r"candidate #\d\)", result.stderr)
     else:
         assert re.search(r"restarts: +6 \(best: #\d\)", result.stderr)
+
+
+def test_the_elkan_refusal_of_a_blocked_fit_offers_what_blocked_allows(data):
+    result = run(["fit", data, "-k", "3", "--kernel", "sigmoid", "--storage", "blocked",
+                  "--algorithm", "elkan", *FAST, "--no-model"])
+    assert result.exit_code == 2
+    assert result.stderr.rstrip().endswith(
+        "the sigmoid kernel is not positive semidefinite in general. Use --algorithm lloyd, "
+        "or --storage matrix with --psd-repair lingoes")
+    follow = run(["fit", data, "-k", "3", "--kernel", "sigmoid", "--storage", "blocked",
+                  "--psd-repair", "lingoes", *FAST, "--no-model"])
+    assert follow.exit_code == 2  # why the advice no longer offers it alone
+    matrix = run(["fit", data, "-k", "3", "--kernel", "sigmoid", "--storage", "matrix",
+                  "--algorithm", "elkan", *FAST, "--no-model"])
+    assert matrix.exit_code == 2 and matrix.stderr.rstrip().endswith(
+        "Use --algorithm lloyd or --psd-repair lingoes")
+
+
+def test_a_blocked_sigmoid_fit_warns_as_the_matrix_route_does(data):
+    blocked = run(["fit", data, "-k", "3", "--kernel", "sigmoid", "--storage", "blocked",
+                   *FAST, "--no-model"])
+    assert blocked.exit_code == 0, blocked.stderr
+    assert ("kkmeans: warning: the sigmoid kernel is not positive semidefinite in general, and "
+            "a blocked fit holds no kernel matrix to check it" in blocked.stderr)
+    matrix = run(["fit", data, "-k", "3", "--kernel", "sigmoid", "--storage", "matrix",
+                  *FAST, "--no-model"])
+    assert "kkmeans: warning: the kernel matrix is not positive semidefinite" in matrix.stderr
+    rbf = run(["fit", data, "-k", "3", "--storage", "blocked", *FAST, "--no-model"])
+    assert "warning" not in rbf.stderr

@@ -286,6 +286,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
                             gamma_from=self.gamma if isinstance(self.gamma, str) else None)
             t0 = time.perf_counter()
             source, weights = self._kernel_source(X, weights, kernel_matrix, plan)
+            _warn_unchecked_psd(self, source)
             t1 = time.perf_counter()
             restarts = self._run_restarts(source, weights, init_labels, fit_rng, n_threads)
             best, inertias = restarts.best, restarts.inertias
@@ -444,10 +445,13 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         """
         euclidean, why = self._euclidean(source)
         if self.algorithm == "elkan" and not euclidean:
+            # (a blocked fit holds no kernel matrix to repair: psd_repair needs storage='matrix')
+            remedy = ("algorithm='lloyd', or storage='matrix' with psd_repair='lingoes'"
+                      if self.storage == "blocked" or isinstance(source, BlockedKernel)
+                      else "algorithm='lloyd' or psd_repair='lingoes'")
             raise OptionConflictError(
                 f"algorithm='elkan' needs a positive semidefinite kernel (its bounds use the "
-                f"triangle inequality in feature space); {why}. Use algorithm='lloyd' or "
-                f"psd_repair='lingoes'")
+                f"triangle inequality in feature space); {why}. Use {remedy}")
         if self.algorithm != "auto":
             return self.algorithm
         plan = plan or self.__dict__.get("_plan")
@@ -840,6 +844,24 @@ def _check_fit_values(X, kernel, weights, n_clusters, objective="kmeans"):
     distinct = count_distinct(X, n_clusters, weights, kernel)
     if distinct < n_clusters:
         raise TooFewDistinctPointsError(distinct, n_clusters)
+
+
+def _warn_unchecked_psd(estimator, source):
+    """A blocked fit holds no kernel matrix, so the eigenvalue check of the matrix route
+    (``kernels.psd``) cannot run: a kernel that is not positive semidefinite in general
+    (sigmoid) gets the same warning, said as a possibility."""
+    if not isinstance(source, BlockedKernel):
+        return
+    euclidean, why = estimator._euclidean(source)
+    if not euclidean:
+        import warnings
+
+        from ..errors import KKMeansWarning
+
+        warnings.warn(f"{why}, and a blocked fit holds no kernel matrix to check it: the "
+                      f"feature-space distances may not be Euclidean and kernel k-means may not "
+                      f"minimise its objective; storage='matrix' checks the kernel matrix and "
+                      f"with psd_repair='lingoes' repairs it", KKMeansWarning, stacklevel=3)
 
 
 def _check_finite_result(best):
