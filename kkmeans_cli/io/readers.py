@@ -5,7 +5,6 @@ problems as :class:`~kkmeans_cli.errors.DataError` with the file, row and column
 messages are 1-based as an editor or spreadsheet shows them: for text, the *line* of the file
 (a header is line 1) and the column; for ``.npy`` and HDF5, the row and column of the array.
 """
-import csv
 import os
 import stat
 import sys
@@ -15,11 +14,11 @@ import numpy as np
 
 from .._text import plural
 from ..errors import DataError, UsageError
+from .text import _column_indexes, read_text
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".dat")
 NPY_SUFFIXES = (".npy",)
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
-MISSING_TOKENS = frozenset({"", "na", "nan", "n/a", "null", "none", "?"})
 MISSING_MODES = ("error", "drop")
 STDIN = "-"
 
@@ -123,8 +122,9 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
         if announce is not None and _isatty(stream):
             announce("reading CSV from standard input (the terminal); end it with Ctrl-D, "
                      "or give a file instead of -")
-        text = _decode_stream(stream, "<stdin>")
-        return _read_text(text, "<stdin>", header, delimiter, wanted, missing)
+        binary = getattr(stream, "buffer", None)
+        return _read_text(binary.read if binary is not None else stream.read, "<stdin>",
+                          header, delimiter, wanted, missing)
     if not os.path.exists(path):
         raise DataError(f"{path}: no such file")
     if os.path.isdir(path):
@@ -146,11 +146,12 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
     if suffix == ".npz":
         raise DataError(f"{path}: is an .npz archive (a model?); DATA is text, .npy or HDF5")
     try:
-        with open(path, "rb") as stream:
-            raw = stream.read()
+        stream = open(path, "rb")
     except OSError as exc:
         raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    return _read_text(_decode(raw, path), path, header, delimiter, wanted, missing)
+    with stream:
+        size = os.fstat(stream.fileno()).st_size if stat.S_ISREG(mode) else None
+        return _read_text(stream.read, path, header, delimiter, wanted, missing, size)
 
 
 def read_vector(path, what, *, integer=False):
@@ -200,174 +201,10 @@ def _isatty(stream):
         return False
 
 
-def _decode(raw, source):
-    """UTF-8 text of a file's bytes (a byte-order mark is dropped); binary data is refused."""
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise DataError(f"{source}: not a text file ({exc.reason} at byte {exc.start}, line "
-                        f"{line}); binary data must be .npy or HDF5 (given as a file)") from None
-
-
-def _decode_stream(stream, source):
-    """The text of a stream: its bytes decoded as UTF-8 when it has them."""
-    binary = getattr(stream, "buffer", None)
-    if binary is not None:
-        try:
-            raw = binary.read()
-        except OSError as exc:
-            raise DataError(f"{source}: cannot read ({exc.strerror or exc})") from None
-        return _decode(raw, source)
-    try:
-        text = stream.read()
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{source}: not text ({exc.reason} at byte {exc.start}); binary "
-                        f"data must be .npy or HDF5 (given as a file)") from None
-    except OSError as exc:
-        raise DataError(f"{source}: cannot read ({exc.strerror or exc})") from None
-    return text.decode("utf-8-sig") if isinstance(text, bytes) else text.lstrip("\ufeff")
-
-
-def _content_lines(text):
-    """(line number, line) of the lines that hold data: comments (``#`` first) and blank
-    lines before the first data line and at the end are left out; numbers count every line."""
-    numbered = [(i + 1, line) for i, line in enumerate(text.splitlines())
-                if not line.lstrip().startswith("#")]
-    start = 0
-    while start < len(numbered) and not numbered[start][1].strip():
-        start += 1
-    end = len(numbered)
-    while end > start and not numbered[end - 1][1].strip():
-        end -= 1
-    return numbered[start:end]
-
-
-def _read_text(text, source, header, delimiter, wanted, missing):
-    numbered = _content_lines(text)
-    if not numbered:
-        raise DataError(f"{source}: the file is empty" if not text.strip() else
-                        f"{source}: holds no data (only comments and blank lines)")
-    delimiter = _resolve_delimiter(delimiter, numbered[0][1], source)
-    rows, line_of = _split_lines(numbered, delimiter, source)
-    detected = header is None
-    if detected:
-        header = _looks_like_header(rows[0])
-    names, first = None, 0
-    if header:
-        names = [cell.strip() for cell in rows[0]]
-        rows, line_of, first = rows[1:], line_of[1:], line_of[0]
-        if not rows:
-            raise DataError(f"{source}: has a header line but no data rows")
-    else:
-        first = line_of[0]
-    width = len(names) if names is not None else len(rows[0])
-    select = _column_indexes(wanted, names, width, source)
-    n = len(rows)
-    X = np.empty((n, len(select)))
-    kept = np.ones(n, dtype=bool)
-    for r, cells in enumerate(rows):
-        line = line_of[r]
-        if len(cells) != width:
-            if len(cells) == 1 and not cells[0].strip():
-                cells = [""] * width  # a blank line inside the data: a row of missing cells
-            else:
-                raise DataError(f"{source}: line {line} has {len(cells)} field"
-                                f"{'' if len(cells) == 1 else 's'}, expected "
-                                f"{width} (as on line {first})")
-        for c, col in enumerate(select):
-            cell = cells[col].strip()
-            try:
-                value = _to_float(cell)
-            except ValueError:
-                if cell.lower() not in MISSING_TOKENS:
-                    hint = ""
-                    if detected and names is None and r == 0:
-                        hint = (f"; line {line} holds numbers, so it was read as data (pass "
-                                f"--header if it is a header)")
-                    raise DataError(f"{source}: line {line}, column {_column_name(col, names)}: "
-                                    f"{cell!r} is not a number{hint}") from None
-                value = np.nan
-            if np.isnan(value):
-                if missing == "error":
-                    raise DataError(f"{source}: line {line}, column {_column_name(col, names)}: "
-                                    f"missing value"
-                                    f"{'' if not cell else f' ({cell!r})'}; use --missing drop "
-                                    f"to skip such rows")
-                kept[r] = False
-            elif np.isinf(value):
-                raise DataError(f"{source}: line {line}, column {_column_name(col, names)}: "
-                                f"infinite value {cell!r}")
-            X[r, c] = value
-    return _kept_dataset(X, kept, source, [names[i] for i in select] if names else None)
-
-
-def _resolve_delimiter(delimiter, first_line, source):
-    if delimiter is None:
-        for candidate in (",", "\t", ";"):
-            if candidate in first_line:
-                return candidate
-        return None  # whitespace
-    if delimiter.lower() in ("\\t", "tab"):
-        return "\t"
-    if delimiter.lower() in ("whitespace", "space", " "):
-        return None
-    if len(delimiter) != 1:
-        raise UsageError(f"--delimiter must be one character, 'tab' or 'whitespace'; got "
-                         f"{delimiter!r} (reading {source})")
-    return delimiter
-
-
-def _split_lines(numbered, delimiter, source):
-    """The fields of each line and the file line each row starts on."""
-    if delimiter is None:
-        return [line.split() or [""] for _, line in numbered], [i for i, _ in numbered]
-    reader = csv.reader((line for _, line in numbered), delimiter=delimiter)
-    rows, line_of, done = [], [], 0
-    try:
-        for row in reader:
-            rows.append(row or [""])
-            line_of.append(numbered[done][0])
-            done = reader.line_num
-    except csv.Error as exc:
-        line = numbered[min(reader.line_num, len(numbered)) - 1][0]
-        raise DataError(f"{source}: line {line}: cannot be split into fields ({exc})") from None
-    return rows, line_of
-
-
-def _is_number(cell):
-    """A cell that reads as a number (not a missing marker such as NA or nan)."""
-    cell = cell.strip()
-    if cell.lower() in MISSING_TOKENS:
-        return False
-    try:
-        _to_float(cell)
-    except ValueError:
-        return False
-    return True
-
-
-def _to_float(cell):
-    """``float(cell)`` for the decimal notation of CSV files only: Python's ``float`` also
-    reads digit-group underscores (``1_000``) and non-ASCII digits (``١٢``), which no other
-    CSV reader takes for numbers; such a cell is refused as not a number."""
-    if "_" in cell or not cell.isascii():
-        raise ValueError(cell)
-    return float(cell)
-
-
-def _looks_like_header(cells):
-    """A first line is a header when none of its fields is a number, unless every field is
-    empty or a missing marker (a row of missing values)."""
-    return (not any(_is_number(cell) for cell in cells)
-            and not all(cell.strip().lower() in MISSING_TOKENS for cell in cells))
-
-
-def _column_name(index, names):
-    """Column for messages: its header name, else its 1-based position."""
-    if names:
-        return f"{index + 1} ({names[index]!r})"
-    return str(index + 1)
+def _read_text(read, source, header, delimiter, wanted, missing, size=None):
+    X, kept, names = read_text(read, source, header=header, delimiter=delimiter, wanted=wanted,
+                               missing=missing, size=size)
+    return _kept_dataset(X, kept, source, names)
 
 
 # -- columns --------------------------------------------------------------------------------
@@ -382,33 +219,6 @@ def _parse_columns(columns):
         raise UsageError(f"--columns must list names or 0-based indexes separated by commas; "
                          f"got {columns!r}")
     return items
-
-
-def _column_indexes(wanted, names, width, source):
-    if wanted is None:
-        return list(range(width))
-    out = []
-    for item in wanted:
-        if item.lstrip("-").isdigit():
-            index = int(item)
-            if not 0 <= index < width:
-                raise UsageError(f"--columns: index {index} is out of range; {source} has "
-                                 f"{plural(width, 'column')} (0-based indexes 0..{width - 1})")
-        elif names is None:
-            raise UsageError(f"--columns: {item!r} is a name but {source} has no header line; "
-                             f"use 0-based indexes or --header")
-        elif item not in names:
-            raise UsageError(f"--columns: {source} has no column {item!r}; its columns are "
-                             f"{', '.join(names)}")
-        else:
-            index = names.index(item)
-        if index in out:
-            first = wanted[out.index(index)]
-            same = "" if first == item else f" (as {first!r})"
-            raise UsageError(f"--columns: column {item!r} is listed twice{same}; each column "
-                             f"can be used once")
-        out.append(index)
-    return out
 
 
 # -- binary formats -------------------------------------------------------------------------
