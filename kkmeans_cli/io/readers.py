@@ -5,6 +5,7 @@ problems as :class:`~kkmeans_cli.errors.DataError` with the file, row and column
 messages are 1-based as an editor or spreadsheet shows them: for text, the *line* of the file
 (a header is line 1) and the column; for ``.npy`` and HDF5, the row and column of the array.
 """
+import glob
 import os
 import stat
 import sys
@@ -14,7 +15,8 @@ import numpy as np
 
 from .._text import plural
 from ..errors import DataError, UsageError
-from .text import _column_indexes, read_text
+from .arrow import read_table, table_kind
+from .text import column_indexes, column_name, read_text
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".dat")
 NPY_SUFFIXES = (".npy",)
@@ -37,12 +39,23 @@ class DataSet:
         The file (and dataset) for messages, ``<stdin>`` for ``-``.
     columns : list of str or None
         Names of the columns of ``X`` when the file had a header.
+    parts : list of (str, int) or None
+        For the files of a glob: each file and its number of rows, in order.
     """
 
     X: np.ndarray
     kept: np.ndarray
     source: str
     columns: list = None
+    parts: list = None
+
+    def locate(self, row):
+        """The file and the 0-based row in it of row ``row`` of the data (for messages)."""
+        for source, n in self.parts or ():
+            if row < n:
+                return source, row
+            row -= n
+        return self.source, row
 
     @property
     def n_rows(self):
@@ -125,6 +138,9 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
         binary = getattr(stream, "buffer", None)
         return _read_text(binary.read if binary is not None else stream.read, "<stdin>",
                           header, delimiter, wanted, missing)
+    if not os.path.exists(path) and is_glob(path):
+        return _read_parts(path, expand_glob(path), header=header, delimiter=delimiter,
+                           columns=columns, dataset=dataset, missing=missing)
     if not os.path.exists(path):
         raise DataError(f"{path}: no such file")
     if os.path.isdir(path):
@@ -150,7 +166,18 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
     except OSError as exc:
         raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
     with stream:
+        try:
+            head = stream.peek(8)[:8]
+        except OSError as exc:
+            raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        kind = table_kind(path, head)
+        if kind is not None:
+            X, select, names = read_table(path, kind, wanted, _check_fits_in_memory)
+            return _finish_table(X, path, select, names, missing)
         size = os.fstat(stream.fileno()).st_size if stat.S_ISREG(mode) else None
+        read = _decompressed(stream, path, head)
+        if read is not None:
+            return _read_text(read, path, header, delimiter, wanted, missing)
         return _read_text(stream.read, path, header, delimiter, wanted, missing, size)
 
 
@@ -191,6 +218,90 @@ def read_vector(path, what, *, integer=False):
                             f"whole number")
         return values.astype(np.int64)
     return values
+
+
+# -- globs ----------------------------------------------------------------------------------
+def is_glob(spec):
+    """Whether DATA is a pattern of files (``parts/*.csv``) rather than one file."""
+    return any(ch in spec for ch in "*?[")
+
+
+def expand_glob(spec):
+    """The files of a pattern in sorted order: the parts of DATA, in one process or on a
+    cluster, are these files one after the other."""
+    paths = sorted(glob.glob(spec))
+    if not paths:
+        raise DataError(f"{spec}: no file matches")
+    dirs = [p for p in paths if os.path.isdir(p)]
+    if dirs:
+        raise DataError(f"{dirs[0]}: is a folder, not a data file")
+    return paths
+
+
+def _read_parts(spec, paths, **options):
+    """The files of a glob read one by one as DATA and joined: the same rows as the
+    concatenated file (each part is read by its own rules: header detection, line numbers in
+    messages). Parts of different widths or column names are an error naming the part."""
+    parts = []
+    for path in paths:
+        part = read_data(path, **options)
+        if parts:
+            first = parts[0]
+            if part.X.shape[1] != first.X.shape[1]:
+                raise DataError(f"{path}: has {part.X.shape[1]} columns, {first.source} has "
+                                f"{first.X.shape[1]}; every file of {spec} needs the same "
+                                f"columns")
+            if (part.columns is not None and first.columns is not None
+                    and part.columns != first.columns):
+                raise DataError(f"{path}: its columns are {', '.join(part.columns)}; "
+                                f"{first.source} has {', '.join(first.columns)}; every file "
+                                f"of {spec} needs the same columns")
+        parts.append(part)
+    columns = next((p.columns for p in parts if p.columns is not None), None)
+    X = parts[0].X if len(parts) == 1 else np.concatenate([p.X for p in parts])
+    kept = np.concatenate([p.kept for p in parts])
+    return DataSet(X=X, kept=kept, source=spec, columns=columns,
+                   parts=[(p.source, p.n_rows) for p in parts])
+
+
+# -- compressed text ------------------------------------------------------------------------
+def _decompressed(stream, path, head):
+    """``read(n)`` of the text inside a gzip or Zstandard file (by its first bytes or its
+    extension); None for other files."""
+    lower = path.lower()
+    if head.startswith(b"\x1f\x8b") or lower.endswith(".gz"):
+        import gzip
+        import zlib
+
+        inner = gzip.GzipFile(fileobj=stream, mode="rb")
+        errors = (EOFError, zlib.error)
+    elif head.startswith(b"\x28\xb5\x2f\xfd") or lower.endswith(".zst"):
+        inner, errors = _zstd(stream, path)
+    else:
+        return None
+
+    def read(n):
+        try:
+            return inner.read(n)
+        except errors as exc:
+            raise OSError(f"{exc} (a damaged compressed file?)") from None
+    return read
+
+
+def _zstd(stream, path):
+    try:
+        import zstandard
+    except ImportError:
+        zstandard = None
+    if zstandard is not None:
+        return zstandard.ZstdDecompressor().stream_reader(stream), (zstandard.ZstdError,)
+    try:
+        import pyarrow as pa
+    except ImportError:
+        raise DataError(f"{path}: reading Zstandard-compressed text needs pyarrow or "
+                        f"zstandard (pip install 'kkmeans-cli[arrow]')") from None
+    return pa.CompressedInputStream(pa.PythonFile(stream, mode="r"), "zstd"), \
+        (pa.ArrowException,)
 
 
 # -- text -----------------------------------------------------------------------------------
@@ -380,21 +491,29 @@ def _check_array(X, source, ndim):
 
 def _finish_array(X, source, wanted, missing):
     X = np.asarray(X, dtype=np.float64)
-    select = _column_indexes(wanted, None, X.shape[1], source)
+    select = column_indexes(wanted, None, X.shape[1], source)
     if select != list(range(X.shape[1])):
         X = X[:, select]
     X = np.ascontiguousarray(X)         # no copy of an array read whole, as is usual
+    return _finish_table(X, source, select, None, missing, "NaN")
+
+
+def _finish_table(X, source, select, names, missing, nan="null or NaN"):
+    """The rows of ``X`` (the columns ``select`` of a file) checked: an infinite value is an
+    error, a missing one (NaN) too unless ``missing='drop'``."""
     if np.isfinite(X).all():            # the usual case in one pass
-        return _kept_dataset(X, np.ones(X.shape[0], dtype=bool), source, None)
+        return _kept_dataset(X, np.ones(X.shape[0], dtype=bool), source,
+                             [names[i] for i in select] if names else None)
     if np.any(np.isinf(X)):
         r, c = np.argwhere(np.isinf(X))[0]
-        raise DataError(f"{source}: row {r + 1}, column {select[c] + 1}: infinite value")
+        raise DataError(f"{source}: row {r + 1}, column {column_name(select[c], names)}: "
+                        f"infinite value")
     nan_rows = np.isnan(X).any(axis=1)
     if nan_rows.any() and missing == "error":
         r, c = np.argwhere(np.isnan(X))[0]
-        raise DataError(f"{source}: row {r + 1}, column {select[c] + 1}: missing value (NaN); "
-                        f"use --missing drop to skip such rows")
-    return _kept_dataset(X, ~nan_rows, source, None)
+        raise DataError(f"{source}: row {r + 1}, column {column_name(select[c], names)}: "
+                        f"missing value ({nan}); use --missing drop to skip such rows")
+    return _kept_dataset(X, ~nan_rows, source, [names[i] for i in select] if names else None)
 
 
 def _kept_dataset(X, kept, source, names):

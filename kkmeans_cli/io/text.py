@@ -227,7 +227,7 @@ class _TextReader:
         self.width = len(self.names) if self.names is not None else len(cells)
         self.rows = _Rows(self.size, self.offset)
         try:
-            self.select = _column_indexes(self.wanted, self.names, self.width, self.source)
+            self.select = column_indexes(self.wanted, self.names, self.width, self.source)
         except UsageError as exc:
             self.select = None
             self.content_after_header = not header
@@ -397,18 +397,18 @@ class _TextReader:
                     if line == self.hint_line:
                         hint = (f"; line {line} holds numbers, so it was read as data (pass "
                                 f"--header if it is a header)")
-                    raise DataError(f"{source}: line {line}, column {_column_name(col, names)}: "
+                    raise DataError(f"{source}: line {line}, column {column_name(col, names)}: "
                                     f"{cell!r} is not a number{hint}") from None
                 value = np.nan
             if np.isnan(value):
                 if self.missing == "error":
-                    raise DataError(f"{source}: line {line}, column {_column_name(col, names)}: "
+                    raise DataError(f"{source}: line {line}, column {column_name(col, names)}: "
                                     f"missing value"
                                     f"{'' if not cell else f' ({cell!r})'}; use --missing drop "
                                     f"to skip such rows")
                 kept[r] = False
             elif np.isinf(value):
-                raise DataError(f"{source}: line {line}, column {_column_name(col, names)}: "
+                raise DataError(f"{source}: line {line}, column {column_name(col, names)}: "
                                 f"infinite value {cell!r}")
             X[r, c] = value
 
@@ -512,7 +512,7 @@ def _split(numbered, delimiter, source, names):
                 line, text = numbered[done]
                 column = len(next(csv.reader([text], delimiter=delimiter)))
                 raise DataError(f"{source}: line {line}, column "
-                                f"{_column_name(column - 1, names)}: a quoted cell does not "
+                                f"{column_name(column - 1, names)}: a quoted cell does not "
                                 f"close on its line (a cell cannot span lines)")
             rows.append(row or [""])
             line_of.append(numbered[done][0])
@@ -551,14 +551,16 @@ def _looks_like_header(cells):
             and not all(cell.strip().lower() in MISSING_TOKENS for cell in cells))
 
 
-def _column_name(index, names):
+def column_name(index, names):
     """Column for messages: its header name, else its 1-based position."""
     if names and index < len(names):
         return f"{index + 1} ({names[index]!r})"
     return str(index + 1)
 
 
-def _column_indexes(wanted, names, width, source):
+def column_indexes(wanted, names, width, source):
+    """The 0-based columns that ``--columns`` (parsed: ``wanted``) names, for a file of
+    ``width`` columns with header ``names`` (or None); all of them when ``wanted`` is None."""
     if wanted is None:
         return list(range(width))
     out = []
