@@ -8,7 +8,7 @@ too. pyarrow is imported only here, when such a file is read.
 """
 import numpy as np
 
-from ..errors import DataError
+from ..errors import DataError, KKMeansError
 from .text import column_indexes
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -78,7 +78,7 @@ def read_table(path, kind, wanted, fits_in_memory):
         if n_rows is not None:
             fits_in_memory(shape, path)
         X = _fill(pa, batches(select), n_rows, select)
-    except DataError:
+    except KKMeansError:
         raise
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise DataError(f"{path}: not a readable {_NAMES[kind]} file "
