@@ -13,6 +13,7 @@ Examples:
   kkmeans predict model.npz new.csv | sort | uniq -c
   kkmeans predict model.npz new.npy --labels new-labels.txt --distances dist.csv
   kkmeans predict model.npz new.csv --with-data > new-labelled.csv
+  kkmeans predict model.npz 'parts/*.csv' --labels labels.txt
 """
 
 
