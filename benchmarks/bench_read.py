@@ -27,6 +27,12 @@ Cases:
   array;
 - ``polars``: ``polars.read_csv(path).to_numpy()``.
 
+With ``--fit``, the command this is for, in process (``kkmeans fit DATA -k 20 --approx
+nystroem --no-model``; the ``same`` column compares the labels): ``fit-npy`` from the same
+values saved as ``.npy`` (made once beside the CSV file), ``fit-csv``, ``fit-stdin`` (the CSV
+file on standard input) and ``fit-bad`` (the CSV file with a bad cell 1,000 lines before the
+end: the error, its line and column, and how long it takes to come).
+
 A case whose library is not installed is listed as such. With each library the installed
 size of its distribution is printed (from its RECORD). Prints Markdown. The machine may be shared: note its load (``uptime``) with the numbers.
 """
@@ -48,7 +54,11 @@ from bench_scale import peak_rss_bytes  # noqa: E402
 
 LIBRARIES = {"numpy-loadtxt": "numpy", "pandas-c": "pandas", "pyarrow-csv": "pyarrow",
              "polars": "polars", "kkmeans": "numpy", "kkmeans-stdin": "numpy",
-             "kkmeans-reference": "numpy"}
+             "kkmeans-reference": "numpy", "fit-npy": "numpy", "fit-csv": "numpy",
+             "fit-stdin": "numpy", "fit-bad": "numpy"}
+FIT_CASES = "fit-npy,fit-csv,fit-stdin,fit-bad"
+# The distributions a library installs (polars keeps its compiled part in a second one).
+DISTRIBUTIONS = {"polars": ("polars", "polars-runtime-32", "polars-runtime-64")}
 
 
 def make_csv(path, n, d, seed=0):
@@ -95,9 +105,50 @@ def read(case, path):
     return readers.read_data(path).X
 
 
+def fit_child(case, path):
+    """``kkmeans fit`` in this process; the labels' SHA-256, or the error line."""
+    import contextlib
+    import io
+
+    from kkmeans_cli.cli import cli
+
+    data = {"fit-npy": path[:-4] + ".npy", "fit-stdin": "-",
+            "fit-bad": path[:-4] + "-bad.csv"}.get(case, path)
+    out, err = io.StringIO(), io.StringIO()
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["fit", data, "-k", "20", "--approx", "nystroem", "--no-model", "-q"],
+                        standalone_mode=False)
+    seconds = time.perf_counter() - t0
+    sha = (hashlib.sha256(out.getvalue().encode()).hexdigest()[:16] if code == 0
+           else err.getvalue().strip())
+    print(json.dumps({"seconds": seconds, "peak": peak_rss_bytes(), "sha": sha}))
+
+
+def make_fit_inputs(path):
+    """The .npy of the CSV file's values and the CSV file with a bad cell near the end."""
+    import numpy as np
+
+    from kkmeans_cli.io.readers import read_data
+
+    if not os.path.exists(path[:-4] + ".npy"):
+        np.save(path[:-4] + ".npy", read_data(path).X)
+    bad = path[:-4] + "-bad.csv"
+    if not os.path.exists(bad):
+        with open(path) as f:
+            lines = f.readlines()
+        cells = lines[-1000].split(",")
+        cells[1] = "1.2.3"
+        lines[-1000] = ",".join(cells)
+        with open(bad, "w") as f:
+            f.writelines(lines)
+
+
 def child(case, path):
     import numpy as np
 
+    if case.startswith("fit-"):
+        return fit_child(case, path)
     t0 = time.perf_counter()
     X = read(case, path)
     seconds = time.perf_counter() - t0
@@ -131,7 +182,7 @@ def available(case):
 
 def run_case(case, path, args):
     cmd = [sys.executable, os.path.abspath(__file__), "--child", case, "--path", path]
-    stdin = open(path, "rb") if case == "kkmeans-stdin" else subprocess.DEVNULL
+    stdin = open(path, "rb") if case in ("kkmeans-stdin", "fit-stdin") else subprocess.DEVNULL
     try:
         proc = subprocess.run(cmd, stdin=stdin, capture_output=True, text=True,
                               timeout=args.timeout)
@@ -151,6 +202,8 @@ def main(argv=None):
     p.add_argument("--path", default=None, help="read this file instead of making one")
     p.add_argument("--cases", default="kkmeans,kkmeans-stdin,numpy-loadtxt,pandas-c,"
                                       "pyarrow-csv,polars")
+    p.add_argument("--fit", action="store_true",
+                   help=f"also time the fit from each input ({FIT_CASES})")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -163,12 +216,16 @@ def main(argv=None):
         make_csv(path, args.n, args.d)
     print(f"{path}: {os.path.getsize(path) / 1e6:.0f} MB; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
+    cases = args.cases.split(",")
+    if args.fit:
+        make_fit_inputs(path)
+        cases += FIT_CASES.split(",")
     print("| case | library | installed (MB) | median s | runs | peak RSS (GB) | same |")
     print("|---|---|---:|---:|---|---:|---|")
-    first = None
-    for case in args.cases.split(","):
+    first = first_fit = None
+    for case in cases:
         lib = LIBRARIES[case]
-        size = installed_mb(lib)
+        size = sum(installed_mb(dist) or 0 for dist in DISTRIBUTIONS.get(lib, (lib,)))
         if not available(case):
             print(f"| {case} | {lib} | – | not installed | | | |")
             continue
@@ -178,11 +235,16 @@ def main(argv=None):
             print(f"| {case} | {lib} | {size:.0f} | error: {errors[0]} | | | |")
             continue
         times = [r["seconds"] for r in runs]
-        first = first or runs[0]["sha"]
+        if case.startswith("fit-"):
+            first_fit = first_fit or runs[0]["sha"]
+            same = ("yes" if runs[0]["sha"] == first_fit else
+                    runs[0]["sha"] if case == "fit-bad" else "NO")
+        else:
+            first = first or runs[0]["sha"]
+            same = "yes" if runs[0]["sha"] == first else "NO"
         print(f"| {case} | {lib} | {size:.0f} | {statistics.median(times):.2f} | "
               f"{', '.join(f'{t:.2f}' for t in times)} | "
-              f"{max(r['peak'] for r in runs) / 1e9:.2f} | "
-              f"{'yes' if runs[0]['sha'] == first else 'NO'} |", flush=True)
+              f"{max(r['peak'] for r in runs) / 1e9:.2f} | {same} |", flush=True)
     print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -144,29 +144,23 @@ def test_glob_with_data_and_as_a_subprocess(parts):
 def test_glob_parts_that_differ_are_named(parts):
     work, _ = parts
     (work / "labels.txt").write_text("OLD\n")
-    (work / "parts" / "p3.csv").write_text("x0,x1\n1,2\n")
-    before = files(work / "parts")
-    result = run(["fit", work / "parts" / "p*.csv", "-k", "2", "--labels", work / "labels.txt",
-                  "-o", work / "m.npz"])
-    assert result.exit_code == 1
-    assert result.stderr == (f"kkmeans: error: {work / 'parts' / 'p3.csv'}: has 2 columns, "
-                             f"{work / 'parts' / 'p0.csv'} has 3; every file of "
-                             f"{work / 'parts' / 'p*.csv'} needs the same columns\n")
-    (work / "parts" / "p3.csv").write_text("x0,x1,y\n1,2,3\n")
-    result = run(["fit", work / "parts" / "p*.csv", *ARGS])
-    assert result.exit_code == 1
-    assert result.stderr == (f"kkmeans: error: {work / 'parts' / 'p3.csv'}: its columns are "
-                             f"x0, x1, y; {work / 'parts' / 'p0.csv'} has x0, x1, x2; every "
-                             f"file of {work / 'parts' / 'p*.csv'} needs the same columns\n")
-    (work / "parts" / "p3.csv").write_text("x0,x1,x2\n1,2,oops\n")
-    result = run(["fit", work / "parts" / "p*.csv", *ARGS])
-    assert result.exit_code == 1
-    assert result.stderr == (f"kkmeans: error: {work / 'parts' / 'p3.csv'}: line 2, column 3 "
-                             f"('x2'): 'oops' is not a number\n")
+    spec, first, last = (work / "parts" / name for name in ("p*.csv", "p0.csv", "p3.csv"))
+    cases = [("x0,x1\n1,2\n", f"{last}: has 2 columns, {first} has 3; every file of {spec} "
+                                f"needs the same columns"),
+             ("x0,x1,y\n1,2,3\n", f"{last}: its columns are x0, x1, y; {first} has x0, x1, "
+                                   f"x2; every file of {spec} needs the same columns"),
+             ("x0,x1,x2\n1,2,oops\n", f"{last}: line 2, column 3 ('x2'): 'oops' is not a "
+                                       f"number")]
+    for content, message in cases:
+        last.write_text(content)
+        before = files(work / "parts")
+        result = run(["fit", spec, "-k", "2", "--labels", work / "labels.txt",
+                      "-o", work / "m.npz"])
+        assert (result.exit_code, result.stderr) == (1, f"kkmeans: error: {message}\n")
+        assert files(work / "parts") == before and not (work / "m.npz").exists()
     result = run(["fit", work / "nothing" / "*.csv", *ARGS])
     assert result.exit_code == 1
     assert result.stderr == f"kkmeans: error: {work / 'nothing' / '*.csv'}: no file matches\n"
-    assert files(work / "parts") == before and not (work / "m.npz").exists()
     assert (work / "labels.txt").read_text() == "OLD\n"
 
 
