@@ -24,6 +24,7 @@ MODULES = [
     "engine._hartigan",
     "engine._elkan",
     "engine._features",
+    "engine._graph",
     "kernels._kernel_matrix",
     "measures._silhouette",
 ]

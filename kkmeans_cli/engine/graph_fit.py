@@ -1,0 +1,215 @@
+"""A whole normalized-cut fit on a graph, and the prediction of new points: arrays in, records out.
+
+``fit_graph`` builds the graph (``kernels/graph.py``) or checks a given affinity, starts from
+the connected components when there are at least k of them (ncut 0: the optimum), else from
+``n_init`` starts (multilevel or spectral, ``engine/graph_starts.py``), refines each with the
+graph kernel k-means (``engine/graph.py``) and keeps the lowest objective (the first on ties).
+
+Out-of-sample extension (predict)
+    A new point x gets an affinity row a over the training nodes from its n_neighbors − 1
+    nearest nodes j, with the training weighting (connectivity: 1; self-tuning:
+    exp(−‖x − x_j‖²/(σ_x σ_j)) with the training σ_j and σ_x its distance to its 7th nearest
+    node), times the node's copies u_j, and a self-loop a_xx = 1 as every training point has.
+    Its degree is d_x = a_xx + Σ_j a_j and its kernel values K(x, j) = a_j/(d_x d_j),
+    K_xx = σ/d_x + a_xx/d_x², so with p_c = Σ_{j∈c} a_j/d_x
+
+        d(x, c) = K_xx − 2 Σ_{j∈c} w_j K(x, j)/W_c + g_c/W_c² = K_xx − 2p_c/vol(c) + (σ vol(c) + links(c, c))/vol(c)²,
+
+    and x goes to the nearest centre (ties: the lowest cluster). A point equal to a training
+    node J *is* that node: its row is the training row A_J and K(x, J) includes σ/d_J, its
+    distances are J's (K(x, j) = σδ_xj/d_x + a_j/(d_x d_j)) and the nearest centre is J's label (the fit ends at a Lloyd fixed point
+    of exact sums, and a point keeps its cluster on ties), so ``predict(X_fit) == labels``;
+    predict returns that label for such points without rebuilding A_J.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..kernels import graph as kgraph
+from . import graph_starts
+from .graph import GraphKernel, GraphSums, refine
+from .threads import blas_threads, effective_n_threads
+
+STARTS = ("auto", "multilevel", "spectral")
+
+
+@dataclass(frozen=True)
+class GraphModel:
+    """What predicting new points needs (the model file's part for a graph fit).
+
+    nodes (m×d), counts u (m,), scales σ_j (m,) or None, node_labels (m,), degrees d (m,),
+    vol and links (k,), sigma, n_neighbors, weighting.
+    """
+
+    nodes: np.ndarray
+    counts: np.ndarray
+    scales: np.ndarray
+    node_labels: np.ndarray
+    degrees: np.ndarray
+    vol: np.ndarray
+    links: np.ndarray
+    sigma: float
+    n_neighbors: int
+    weighting: str
+
+    @property
+    def inner_sums(self):
+        """g_c = σ vol(c) + links(c, c)."""
+        return self.sigma * self.vol + self.links
+
+
+@dataclass(frozen=True)
+class GraphFitResult:
+    """The outcome of ``fit_graph``.
+
+    labels (n,) per point; ncut; objective J (module docstring of ``engine/graph.py``);
+    n_iter (Lloyd passes of the winning run); converged; hartigan_moves; start ('components',
+    'multilevel', 'spectral'); start_ncuts (final ncut of every start run); graph
+    (``kernels.graph.Graph``); kernel (``GraphKernel``: σ, degrees); sums (links, vol);
+    node_labels (m,).
+    """
+
+    labels: np.ndarray
+    node_labels: np.ndarray
+    ncut: float
+    objective: float
+    n_iter: int
+    converged: bool
+    hartigan_moves: int
+    start: str
+    start_ncuts: tuple
+    graph: object
+    kernel: object
+    sums: GraphSums
+
+    @property
+    def inner_sums(self):
+        return self.kernel.sigma * self.sums.vol + self.sums.links
+
+    def model(self):
+        """The GraphModel of this fit (None for a given affinity: no coordinates)."""
+        g = self.graph
+        if g.nodes is None:
+            return None
+        return GraphModel(g.nodes, g.counts, g.scales, self.node_labels, self.kernel.degrees,
+                          self.sums.vol, self.sums.links, self.kernel.sigma,
+                          g.info.n_neighbors, g.info.weighting)
+
+
+def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=10,
+              weighting="connectivity", start="auto", n_init=3, max_iter=300,
+              random_state=None, n_threads=None):
+    """Minimise the normalized cut of the k-nearest-neighbour graph of X (or of ``affinity``).
+
+    Parameters
+    ----------
+    X : array (n, d) or None when ``affinity`` is given
+    n_clusters : int, 1 ≤ k ≤ number of nodes
+    affinity : sparse or dense (n, n), checked by ``kernels.graph.check_affinity``
+    n_neighbors, weighting : the graph (``kernels.graph.knn_graph``)
+    start : 'auto' (components when there are ≥ k, else multilevel), 'multilevel', 'spectral'
+    n_init : starts tried when the components do not settle it
+    max_iter : Lloyd passes per run
+    random_state : None, int or numpy Generator (coarsening orders, embedding k-means)
+    n_threads : threads of the neighbour search and the passes (None: every core)
+
+    Returns
+    -------
+    GraphFitResult
+    """
+    if start not in STARTS:
+        raise ValueError(f"start must be one of {STARTS}, got {start!r}")
+    n_threads = effective_n_threads(n_threads)
+    rng = random_state if isinstance(random_state, np.random.Generator) \
+        else np.random.default_rng(random_state)
+    graph = kgraph.given_graph(affinity) if affinity is not None else \
+        kgraph.knn_graph(X, n_neighbors, weighting, n_threads)
+    k = int(n_clusters)
+    if not 1 <= k <= graph.info.n_nodes:
+        raise ValueError(f"n_clusters must be between 1 and the {graph.info.n_nodes} "
+                         f"distinct points, got {k}")
+    kernel = GraphKernel(graph.affinity, n_threads=n_threads)
+    with blas_threads(1):
+        runs = _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads)
+    objectives = [run.sums.objective(kernel) for _, run in runs]
+    best_kind, best = runs[int(np.argmin(objectives))]
+    return GraphFitResult(
+        labels=graph.point_labels(best.labels), node_labels=best.labels,
+        ncut=best.sums.ncut(), objective=min(objectives), n_iter=best.n_iter,
+        converged=best.converged, hartigan_moves=best.hartigan_moves, start=best_kind,
+        start_ncuts=tuple(run.sums.ncut() for _, run in runs), graph=graph, kernel=kernel,
+        sums=best.sums)
+
+
+def _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads):
+    """[(start kind, GraphRun)] of every start tried."""
+    if start == "auto":
+        labels = graph_starts.component_start(graph.components, graph.info.n_components,
+                                              kernel.degrees, k)
+        if labels is not None:
+            return [("components", refine(kernel, labels, k, max_iter))]
+        start = "multilevel"
+    runs = []
+    for _ in range(max(1, int(n_init))):
+        if start == "multilevel":
+            labels, _levels = graph_starts.multilevel_start(graph.affinity, k, rng, max_iter,
+                                                            n_threads)
+        else:
+            labels = graph_starts.spectral_start(kernel, k, rng, n_threads)
+        runs.append((start, refine(kernel, labels, k, max_iter)))
+    return runs
+
+
+# -- prediction ------------------------------------------------------------------------------
+def new_point_rows(model, X, n_threads=1):
+    """(rows, match): the affinity rows a of new points over the training nodes (CSR, q×m,
+    without the self-loop a_xx = 1) and, per point, the node it equals (−1 for none)."""
+    from scipy import sparse
+
+    X = np.ascontiguousarray(X, dtype=np.float64) + 0.0
+    m = model.nodes.shape[0]
+    kq = int(max(1, min(model.n_neighbors - 1, m)))
+    dist, idx = kgraph.nearest(model.nodes, X, kq, n_threads)
+    match = np.where(np.all(model.nodes[idx[:, 0]] == X, axis=1), idx[:, 0], -1)
+    if model.weighting == "connectivity":
+        B = np.ones(dist.shape)
+    else:
+        sx = dist[:, min(kgraph.SCALE_NEIGHBOR - 1, kq - 1)]
+        sx = np.where(sx > 0, sx, 1.0)
+        B = kgraph.edge_weights(dist, idx, "self-tuning", sx, model.scales)
+    B *= model.counts[idx]
+    q = X.shape[0]
+    rows = sparse.csr_matrix((B.reshape(-1), idx.reshape(-1), np.arange(0, q * kq + 1, kq)),
+                             shape=(q, m))
+    return rows, match
+
+
+def new_point_distances(model, rows, match=None):
+    """d(x, c) (q×k) of the module docstring from the rows a (self-loop a_xx = 1 added); a
+    matched point (match ≥ 0) gets the σ term of K(x, J) in its node's cluster."""
+    from scipy import sparse
+
+    k = model.vol.size
+    q, m = rows.shape
+    Z = sparse.csr_matrix((np.ones(m), (np.arange(m), model.node_labels)), shape=(m, k))
+    dx = np.asarray(rows.sum(axis=1)).reshape(-1) + 1.0
+    F = np.asarray((rows @ Z).todense()) / dx[:, None]
+    if match is not None and np.any(match >= 0):
+        hit = np.flatnonzero(match >= 0)
+        F[hit, model.node_labels[match[hit]]] += model.sigma * model.degrees[match[hit]] / dx[hit]
+    diag = model.sigma / dx + 1.0 / dx ** 2
+    ok = model.vol > 0
+    Ws = np.where(ok, model.vol, 1.0)
+    D = diag[:, None] - 2.0 * F / Ws + model.inner_sums / Ws ** 2
+    D[:, ~ok] = np.inf
+    return D
+
+
+def predict_graph(model, X, n_threads=1):
+    """Labels of new points (module docstring): the node's label for a point equal to a
+    training node, the nearest centre of its affinity row otherwise."""
+    rows, match = new_point_rows(model, X, n_threads)
+    labels = np.argmin(new_point_distances(model, rows, match), axis=1).astype(np.int32)
+    hit = match >= 0
+    labels[hit] = model.node_labels[match[hit]]
+    return labels
