@@ -9,17 +9,18 @@ Out-of-sample extension (predict)
     A new point x gets an affinity row a over the training nodes from its n_neighbors − 1
     nearest nodes j, with the training weighting (connectivity: 1; self-tuning:
     exp(−‖x − x_j‖²/(σ_x σ_j)) with the training σ_j and σ_x its distance to its 7th nearest
-    node), times the node's copies u_j, and a self-loop a_xx = 1 as every training point has.
-    Its degree is d_x = a_xx + Σ_j a_j and its kernel values K(x, j) = a_j/(d_x d_j),
-    K_xx = σ/d_x + a_xx/d_x², so with p_c = Σ_{j∈c} a_j/d_x
+    node), times the node's copies u_j, and a self-loop a_xx = 1 as every training point has
+    (it links x to no training node). Its degree is d_x = a_xx + Σ_j a_j and its kernel values
+    K(x, j) = a_j/(d_x d_j), K_xx = σ/d_x + a_xx/d_x², so with p_c = Σ_{j∈c} a_j/d_x
 
         d(x, c) = K_xx − 2 Σ_{j∈c} w_j K(x, j)/W_c + g_c/W_c² = K_xx − 2p_c/vol(c) + (σ vol(c) + links(c, c))/vol(c)²,
 
     and x goes to the nearest centre (ties: the lowest cluster). A point equal to a training
-    node J *is* that node: its row is the training row A_J and K(x, J) includes σ/d_J, its
-    distances are J's (K(x, j) = σδ_xj/d_x + a_j/(d_x d_j)) and the nearest centre is J's label (the fit ends at a Lloyd fixed point
-    of exact sums, and a point keeps its cluster on ties), so ``predict(X_fit) == labels``;
-    predict returns that label for such points without rebuilding A_J.
+    node J *is* that node: its row is the training row A_J (self-loop included) and
+    K(x, j) = σδ_jJ/d_x + a_j/(d_x d_j), so its distances are J's, and the nearest centre is
+    J's label (the fit ends at a Lloyd fixed point of exact sums, where a point keeps its
+    cluster on ties): ``predict(X_fit) == labels``. Predict returns that label for such points
+    without rebuilding A_J (which needs the reverse neighbour lists of the training graph).
 """
 from dataclasses import dataclass
 
@@ -162,8 +163,10 @@ def _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads):
 
 # -- prediction ------------------------------------------------------------------------------
 def new_point_rows(model, X, n_threads=1):
-    """(rows, match): the affinity rows a of new points over the training nodes (CSR, q×m,
-    without the self-loop a_xx = 1) and, per point, the node it equals (−1 for none)."""
+    """(rows, match): the affinity rows a of new points over the training nodes (CSR, q×m)
+    and, per point, the node it equals (−1 for none). A point equal to node J lists J first
+    (its self-loop, weight u_J) and takes σ_J as its scale; another point lists
+    n_neighbors − 1 nodes, its self-loop a_xx = 1 being added by ``new_point_distances``."""
     from scipy import sparse
 
     X = np.ascontiguousarray(X, dtype=np.float64) + 0.0
@@ -175,6 +178,7 @@ def new_point_rows(model, X, n_threads=1):
         B = np.ones(dist.shape)
     else:
         sx = dist[:, min(kgraph.SCALE_NEIGHBOR - 1, kq - 1)]
+        sx = np.where(match >= 0, model.scales[np.maximum(match, 0)], sx)
         sx = np.where(sx > 0, sx, 1.0)
         B = kgraph.edge_weights(dist, idx, "self-tuning", sx, model.scales)
     B *= model.counts[idx]
@@ -184,20 +188,24 @@ def new_point_rows(model, X, n_threads=1):
     return rows, match
 
 
-def new_point_distances(model, rows, match=None):
-    """d(x, c) (q×k) of the module docstring from the rows a (self-loop a_xx = 1 added); a
-    matched point (match ≥ 0) gets the σ term of K(x, J) in its node's cluster."""
+def new_point_distances(model, rows, match):
+    """d(x, c) (q×k) of the module docstring. For a point that is no training node
+    (match −1) the self-loop a_xx = 1 is added to its degree; a point equal to node J has
+    its self-loop in its row (entry J) and K(x, J) gains σ/d_x in J's cluster."""
     from scipy import sparse
 
     k = model.vol.size
     q, m = rows.shape
+    hit = np.flatnonzero(match >= 0)
+    J = match[hit]
     Z = sparse.csr_matrix((np.ones(m), (np.arange(m), model.node_labels)), shape=(m, k))
-    dx = np.asarray(rows.sum(axis=1)).reshape(-1) + 1.0
+    loops = np.ones(q)
+    loops[hit] = np.asarray(rows[hit, J]).reshape(-1)
+    dx = np.asarray(rows.sum(axis=1)).reshape(-1)
+    dx[match < 0] += 1.0
     F = np.asarray((rows @ Z).todense()) / dx[:, None]
-    if match is not None and np.any(match >= 0):
-        hit = np.flatnonzero(match >= 0)
-        F[hit, model.node_labels[match[hit]]] += model.sigma * model.degrees[match[hit]] / dx[hit]
-    diag = model.sigma / dx + 1.0 / dx ** 2
+    F[hit, model.node_labels[J]] += model.sigma * model.degrees[J] / dx[hit]
+    diag = model.sigma / dx + loops / dx ** 2
     ok = model.vol > 0
     Ws = np.where(ok, model.vol, 1.0)
     D = diag[:, None] - 2.0 * F / Ws + model.inner_sums / Ws ** 2
