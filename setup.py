@@ -26,6 +26,7 @@ MODULES = [
     "engine._features",
     "engine._graph",
     "kernels._kernel_matrix",
+    "kernels._knn_graph",
     "measures._silhouette",
 ]
 

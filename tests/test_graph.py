@@ -41,6 +41,12 @@ def _dense_kernel(kernel):
     return kernel.sigma * np.diag(1.0 / d) + A / np.outer(d, d), d
 
 
+def _point_affinity(G):
+    """The graph between the points (nodes are numbered in the tree's order)."""
+    A = G.affinity.toarray()
+    return A if G.node_of is None else A[np.ix_(G.node_of, G.node_of)]
+
+
 def _dense_ncut(A, labels):
     A = A.toarray()
     return sum(A[np.ix_(labels == c, labels != c)].sum() / A[labels == c].sum()
@@ -54,8 +60,9 @@ def test_connectivity_graph_is_scikit_learns():
     X = _points(300, 0)
     G = kgraph.knn_graph(X, 10, "connectivity")
     B = kneighbors_graph(X, 10, include_self=True)
-    np.testing.assert_array_equal(G.affinity.toarray(), (0.5 * (B + B.T)).toarray())
-    assert G.node_of is None and G.info.n_nodes == 300 and G.info.nnz == G.affinity.nnz
+    np.testing.assert_array_equal(_point_affinity(G), (0.5 * (B + B.T)).toarray())
+    assert G.info.n_nodes == 300 and G.info.nnz == G.affinity.nnz
+    np.testing.assert_array_equal(G.nodes[G.node_of], X)
 
 
 @pytest.mark.parametrize("d", [2, 20])
@@ -70,8 +77,9 @@ def test_self_tuning_graph_against_brute_force(d):
     B = np.zeros((200, 200))
     for i in range(200):
         B[i, order[i]] = np.exp(-D[i, order[i]] ** 2 / (sigma[i] * sigma[order[i]]))
-    np.testing.assert_allclose(G.affinity.toarray(), 0.5 * (B + B.T), rtol=1e-12, atol=0)
-    np.testing.assert_allclose(G.scales, sigma, rtol=1e-12)
+    np.testing.assert_allclose(_point_affinity(G), 0.5 * (B + B.T), rtol=1e-12, atol=0)
+    scales = G.scales if G.node_of is None else G.scales[G.node_of]
+    np.testing.assert_allclose(scales, sigma, rtol=1e-12)
     assert np.array_equal(G.affinity.toarray(), G.affinity.toarray().T)
 
 
@@ -92,12 +100,15 @@ def test_duplicates_are_one_node_with_their_edges():
     Xd = np.vstack([X, X[:30], X[:5], -0.0 * X[:1] + X[:1]])
     G = kgraph.knn_graph(Xd, 8, "self-tuning")
     assert G.info.n_nodes == 120 and G.info.n_duplicates == Xd.shape[0] - 120
-    np.testing.assert_array_equal(G.node_of[:120], np.arange(120))
-    np.testing.assert_array_equal(G.nodes, X)
+    np.testing.assert_array_equal(G.nodes[G.node_of], Xd)
+    assert len(np.unique(G.node_of[:120])) == 120
     u = np.bincount(G.node_of).astype(float)
     np.testing.assert_array_equal(G.counts, u)
-    A = kgraph.knn_graph(X, 8, "self-tuning").affinity.toarray()
-    np.testing.assert_allclose(G.affinity.toarray(), u[:, None] * A * u[None, :], rtol=1e-15)
+    # between the first 120 points (one copy each): u_i u_j times the graph of the distinct X
+    A = _point_affinity(kgraph.knn_graph(X, 8, "self-tuning"))
+    E = _point_affinity(G)[:120, :120]
+    uu = u[G.node_of[:120]]
+    np.testing.assert_allclose(E, uu[:, None] * A * uu[None, :], rtol=1e-15)
     res = fit_graph(Xd, 3, n_neighbors=8, weighting="self-tuning", random_state=0)
     np.testing.assert_array_equal(res.labels, res.node_labels[G.node_of])
     np.testing.assert_array_equal(predict_graph(res.model(), Xd), res.labels)
@@ -107,7 +118,12 @@ def test_components_and_their_sizes():
     X = np.vstack([_points(100, 4), _points(60, 5) + 50.0, _points(40, 6) - 50.0])
     G = kgraph.knn_graph(X, 10)
     assert G.info.n_components == 3 and G.info.component_sizes == (100, 60, 40)
-    assert len(np.unique(G.components[:100])) == 1
+    assert len(np.unique(G.components[G.node_of[:100]])) == 1
+    from scipy.sparse.csgraph import connected_components
+
+    count, comp = connected_components(G.affinity, directed=False)
+    assert count == 3
+    np.testing.assert_array_equal(comp, G.components)
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -299,7 +315,7 @@ def test_a_training_row_gives_the_training_distances():
     model, kernel = res.model(), res.kernel
     D = new_point_distances(model, res.graph.affinity, np.arange(300))
     np.testing.assert_allclose(D, distances(kernel, res.node_labels, res.sums), rtol=1e-12)
-    np.testing.assert_array_equal(np.argmin(D, axis=1), res.labels)
+    np.testing.assert_array_equal(np.argmin(D, axis=1), res.node_labels)
 
 
 def test_new_points_get_the_cluster_of_their_neighbourhood():
