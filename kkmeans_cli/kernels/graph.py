@@ -217,7 +217,7 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1):
     scales = local_scales(dist) if weighting == "self-tuning" else None
     B = edge_weights(dist, idx, weighting, scales, scales)
     E = symmetrize(B, idx, m)
-    if node_of is not None:
+    if base_of is not None:
         E = scale_nodes(E, counts)
     n_comp, comp = _knn_graph.list_components(idx)
     sizes = np.bincount(comp, weights=counts, minlength=n_comp).astype(np.int64)
@@ -265,14 +265,21 @@ def distinct_nodes(X):
 
 
 def symmetrize(B, idx, m):
-    """A = (B + Bᵀ)/2 as CSR float64 with sorted indices, from the k edges of each row
-    (``_knn_graph.symmetrize_lists``: exactly symmetric)."""
+    """A = (B + Bᵀ)/2 as CSR float64 with sorted indices, from the k edges of each row:
+    A_ij = (B_ij + B_ji)/2 = A_ji exactly (the same two terms, added in either order)."""
     from scipy import sparse
 
-    indptr, indices, data = _knn_graph.symmetrize_lists(
-        np.ascontiguousarray(idx, dtype=np.int64), np.ascontiguousarray(B, dtype=np.float64))
-    A = sparse.csr_matrix((data, indices, indptr), shape=(m, m))
-    A.has_sorted_indices = True
+    k = idx.shape[1]
+    itype = np.int32 if m * k < 2 ** 31 else np.int64
+    Bm = sparse.csr_matrix((np.ascontiguousarray(B, dtype=np.float64).reshape(-1),
+                            idx.reshape(-1).astype(itype), np.arange(0, m * k + 1, k,
+                                                                     dtype=itype)),
+                           shape=(m, m))
+    Bt = Bm.T.tocsr()
+    Bm.sort_indices()
+    A = (Bm + Bt).tocsr()
+    A.data *= 0.5
+    A.sort_indices()
     return A
 
 
