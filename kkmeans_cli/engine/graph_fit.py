@@ -150,13 +150,15 @@ def _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads):
         if labels is not None:
             return [("components", refine(kernel, labels, k, max_iter))]
         start = "multilevel"
-    runs = []
+    runs, embedding = [], None
     for _ in range(max(1, int(n_init))):
         if start == "multilevel":
             labels, _levels = graph_starts.multilevel_start(graph.affinity, k, rng, max_iter,
                                                             n_threads)
         else:
-            labels = graph_starts.spectral_start(kernel, k, rng, n_threads)
+            if embedding is None:
+                embedding = graph_starts.spectral_embedding(kernel, k, rng)
+            labels = graph_starts.spectral_start(kernel, k, rng, embedding)
         runs.append((start, refine(kernel, labels, k, max_iter)))
     return runs
 

@@ -11,7 +11,8 @@ Connected components
 Spectral (Dhillon, Guan & Kulis, KDD 2004: the relaxation of weighted kernel k-means)
     With K = σD⁻¹ + D⁻¹AD⁻¹ and w = d, W^½KW^½ = σI + D^{-½}AD^{-½} = VΛVᵀ; the rows of
     Y = D^{-½}V_kΛ_k^½ (YYᵀ ≈ K) are clustered by weighted k-means (weights d). The top k
-    eigenpairs come from a dense ``eigh`` up to ``SPECTRAL_DENSE_MAX`` nodes, Lanczos above.
+    eigenpairs come from a dense ``eigh`` up to ``SPECTRAL_DENSE_MAX`` nodes, Lanczos above;
+    the k-means in the embedding is the best of ``EMBEDDING_N_INIT`` seeded runs.
 
 Multilevel (Dhillon, Guan & Kulis, "Weighted graph cuts without eigenvectors: a multilevel
 approach", TPAMI 2007 — Graclus)
@@ -29,7 +30,7 @@ import numpy as np
 from . import _graph
 from .graph import GraphKernel, refine
 
-SPECTRAL_DENSE_MAX = 3000    # dense eigh up to this many nodes
+SPECTRAL_DENSE_MAX = 500     # dense eigh up to this many nodes (Lanczos above)
 COARSE_PER_CLUSTER = 40      # coarsest graph: max(COARSE_MIN, COARSE_PER_CLUSTER · k) nodes
 COARSE_MIN = 200
 MIN_SHRINK = 0.95            # stop coarsening when a level keeps more than this fraction
@@ -54,31 +55,83 @@ def component_start(components, n_components, degrees, k):
 
 
 def spectral_embedding(kernel, k, rng):
-    """Y = D^{-½}V_kΛ_k^½ of the top k eigenpairs of σI + D^{-½}AD^{-½} (module docstring)."""
+    """Y = D^{-½}V_kΛ_k^½ of the top k eigenpairs of σI + D^{-½}AD^{-½} (module docstring):
+    a dense ``eigh`` up to ``SPECTRAL_DENSE_MAX`` nodes, else Lanczos on the sparse matrix."""
     s = 1.0 / np.sqrt(kernel.degrees)
     k = min(k, kernel.n)
-    if kernel.n <= SPECTRAL_DENSE_MAX:
-        N = kernel.matrix().toarray() * s[:, None] * s[None, :]
-        lam, V = np.linalg.eigh(N)
+    N = kernel.matrix().multiply(s[:, None]).multiply(s[None, :]).tocsr()
+    if kernel.n <= SPECTRAL_DENSE_MAX or k >= kernel.n - 1:
+        lam, V = np.linalg.eigh(N.toarray())
         lam, V = lam[::-1][:k], V[:, ::-1][:, :k]
     else:
         from scipy.sparse.linalg import eigsh
 
-        N = kernel.matrix().multiply(s[:, None]).multiply(s[None, :]).tocsr()
-        lam, V = eigsh(N, k=k, which="LA", v0=rng.uniform(0.5, 1.5, kernel.n), tol=1e-6)
+        lam, V = eigsh(N, k=k, which="LA", v0=rng.uniform(0.5, 1.5, kernel.n), tol=1e-8)
         order = np.argsort(-lam, kind="stable")
         lam, V = lam[order], V[:, order]
     lam = np.maximum(lam + kernel.sigma, 0.0)
     return s[:, None] * V * np.sqrt(lam)[None, :]
 
 
-def spectral_start(kernel, k, rng, n_threads=1):
-    """Labels of weighted k-means (weights d) on the spectral embedding."""
-    from .optima import embedding_kmeans
+def spectral_start(kernel, k, rng, embedding=None):
+    """Labels of weighted k-means (weights d) on the spectral embedding (computed unless
+    given: the restarts of one fit share it)."""
+    Y = spectral_embedding(kernel, k, rng) if embedding is None else embedding
+    return weighted_kmeans(Y, kernel.degrees, k, rng, EMBEDDING_N_INIT)
 
-    Y = np.ascontiguousarray(spectral_embedding(kernel, k, rng))
-    return embedding_kmeans(Y, kernel.degrees, k, rng, n_init=EMBEDDING_N_INIT,
-                            n_threads=n_threads)
+
+def weighted_kmeans(Y, w, k, rng, n_init=EMBEDDING_N_INIT, max_iter=100):
+    """Weighted k-means on the rows of Y (n×r, r small): the best of ``n_init`` runs of
+    Lloyd's iterations from weighted k-means++ seeds, by Σ w_i ‖y_i − μ_c(i)‖². Returns int32
+    labels with k non-empty clusters (an emptied cluster takes the farthest point)."""
+    best, best_cost = None, np.inf
+    for _ in range(n_init):
+        labels = _lloyd_rows(Y, w, _plusplus(Y, w, k, rng), max_iter)
+        centres = _centres(Y, w, labels, k)
+        cost = float(w @ ((Y - centres[labels]) ** 2).sum(1))
+        if cost < best_cost:
+            best, best_cost = labels, cost
+    return best.astype(np.int32)
+
+
+def _plusplus(Y, w, k, rng):
+    """Weighted k-means++ seeds (indices of k rows)."""
+    seeds = [int(rng.choice(Y.shape[0], p=w / w.sum()))]
+    d2 = ((Y - Y[seeds[0]]) ** 2).sum(1)
+    for _ in range(1, k):
+        p = w * d2
+        i = int(rng.choice(Y.shape[0], p=p / p.sum())) if p.sum() > 0 else \
+            int(rng.integers(Y.shape[0]))
+        seeds.append(i)
+        d2 = np.minimum(d2, ((Y - Y[i]) ** 2).sum(1))
+    return Y[seeds]
+
+
+def _centres(Y, w, labels, k):
+    W = np.bincount(labels, weights=w, minlength=k)
+    S = np.stack([np.bincount(labels, weights=w * Y[:, j], minlength=k)
+                  for j in range(Y.shape[1])], axis=1)
+    return S / np.where(W > 0, W, 1.0)[:, None]
+
+
+def _lloyd_rows(Y, w, centres, max_iter):
+    k = centres.shape[0]
+    labels = None
+    for _ in range(max_iter):
+        D = ((Y[:, None, :] - centres[None, :, :]) ** 2).sum(-1)
+        new = np.argmin(D, axis=1)
+        counts = np.bincount(new, minlength=k)
+        for c in np.flatnonzero(counts == 0):
+            far = int(np.argmax(D[np.arange(Y.shape[0]), new]))
+            if counts[new[far]] > 1:
+                counts[new[far]] -= 1
+                new[far] = c
+                counts[c] = 1
+        if labels is not None and np.array_equal(new, labels):
+            break
+        labels = new
+        centres = _centres(Y, w, labels, k)
+    return labels
 
 
 def coarse_nodes(k):
@@ -120,7 +173,7 @@ def multilevel_start(A, k, rng, max_iter=300, n_threads=1):
     finest (the caller refines that one). Returns (labels, number of levels)."""
     levels, coarsest = coarsen(A, rng, coarse_nodes(k))
     kernel = GraphKernel(coarsest, n_threads=n_threads)
-    labels = spectral_start(kernel, k, rng, n_threads)
+    labels = spectral_start(kernel, k, rng)
     labels = refine(kernel, labels, k, max_iter).labels
     for level_A, coarse_of in reversed(levels[1:]):
         labels = labels[coarse_of]
