@@ -4,7 +4,7 @@
 - HDF5 (``file.h5:/dataset`` or ``--dataset``): the worker opens the file and reads a slab;
 - Zarr (a ``.zarr`` folder, ``--dataset`` for an array inside a group): ``zarr.open``, slab;
 - a glob of CSV or .npy files (``'parts/*.csv'``): each file is one chunk, read on a worker
-  with the same reader as one process (``io.data``); the files are taken in sorted order;
+  with the same reader as one process (``io.readers``); the files are taken in sorted order;
 - a Dask array (the Python API) or a NumPy array.
 
 The client only opens file headers (shape and dtype). Rows with NaN or infinite values are an
@@ -93,7 +93,7 @@ class FileReader:
     options: dict
 
     def rows(self, i0, i1):
-        from ..io.data import read_data
+        from ..io.readers import read_data
 
         data = read_data(self.path, missing="error", **self.options)
         return data.X[i0:i1]
@@ -169,7 +169,7 @@ def open_data(client, spec, *, dataset=None, columns=None, header=None, delimite
               missing="error"):
     """DATA as :class:`ChunkedData` for the workers to read (one chunk per file until the
     fit or predict cuts it with :meth:`ChunkedData.aligned`)."""
-    from ..io.data import HDF5_SUFFIXES, NPY_SUFFIXES, split_hdf5_spec
+    from ..io.readers import HDF5_SUFFIXES, NPY_SUFFIXES, split_hdf5_spec
 
     if missing != "error":
         raise UsageError("--missing drop cannot be used with a cluster (the kept rows would "

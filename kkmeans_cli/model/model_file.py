@@ -480,7 +480,7 @@ def _fail_plain(path, problem):
 
 def _member_header(path, archive, info):
     """(shape, dtype, header bytes) of a member, reading only its ``.npy`` header."""
-    from ..io.data import read_npy_header
+    from ..io.readers import read_npy_header
 
     key = info.filename[:-4]
     try:
