@@ -2,8 +2,9 @@
 
 ``fit_graph`` builds the graph (``kernels/graph.py``) or checks a given affinity, starts from
 the connected components when there are at least k of them (ncut 0: the optimum), else from
-``n_init`` starts (multilevel or spectral, ``engine/graph_starts.py``), refines each with the
-graph kernel k-means (``engine/graph.py``) and keeps the lowest objective (the first on ties).
+``n_init`` multilevel starts and one spectral start up to ``SPECTRAL_MIX_MAX`` nodes
+(``engine/graph_starts.py``), refines each with the graph kernel k-means
+(``engine/graph.py``) and keeps the lowest objective (the first on ties).
 
 Out-of-sample extension (predict)
     A new point x gets an affinity row a over the training nodes from its n_neighbors − 1
@@ -32,6 +33,7 @@ from .graph import GraphKernel, GraphSums, refine
 from .threads import blas_threads, effective_n_threads
 
 STARTS = ("auto", "multilevel", "spectral")
+SPECTRAL_MIX_MAX = 20_000     # 'auto': one spectral start more up to this many nodes
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,8 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=10,
     n_clusters : int, 1 ≤ k ≤ number of nodes
     affinity : sparse or dense (n, n), checked by ``kernels.graph.check_affinity``
     n_neighbors, weighting : the graph (``kernels.graph.knn_graph``)
-    start : 'auto' (components when there are ≥ k, else multilevel), 'multilevel', 'spectral'
+    start : 'auto' (components when there are ≥ k, else ``start_kinds``), 'multilevel',
+        'spectral'
     n_init : starts tried when the components do not settle it
     max_iter : Lloyd passes per run
     random_state : None, int or numpy Generator (coarsening orders, embedding k-means)
@@ -142,6 +145,15 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=10,
         sums=best.sums)
 
 
+def start_kinds(start, n_init, n_nodes):
+    """The start of each run: 'auto' runs ``n_init`` multilevel starts and, up to
+    ``SPECTRAL_MIX_MAX`` nodes (where its Lanczos is cheap), one spectral start more."""
+    n_init = max(1, int(n_init))
+    if start != "auto":
+        return [start] * n_init
+    return ["multilevel"] * n_init + (["spectral"] if n_nodes <= SPECTRAL_MIX_MAX else [])
+
+
 def _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads):
     """[(start kind, GraphRun)] of every start tried."""
     if start == "auto":
@@ -149,17 +161,16 @@ def _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads):
                                               kernel.degrees, k)
         if labels is not None:
             return [("components", refine(kernel, labels, k, max_iter))]
-        start = "multilevel"
     runs, embedding = [], None
-    for _ in range(max(1, int(n_init))):
-        if start == "multilevel":
+    for kind in start_kinds(start, n_init, kernel.n):
+        if kind == "multilevel":
             labels, _levels = graph_starts.multilevel_start(graph.affinity, k, rng, max_iter,
                                                             n_threads)
         else:
             if embedding is None:
                 embedding = graph_starts.spectral_embedding(kernel, k, rng)
             labels = graph_starts.spectral_start(kernel, k, rng, embedding)
-        runs.append((start, refine(kernel, labels, k, max_iter)))
+        runs.append((kind, refine(kernel, labels, k, max_iter)))
     return runs
 
 
