@@ -350,3 +350,20 @@ def test_graph_silhouette_against_dense(monkeypatch, weighting, exact):
     np.fill_diagonal(D, 0.0)
     assert graph_silhouette(kernel, labels, 4) == pytest.approx(
         silhouette_score(D, labels, metric="precomputed"), rel=1e-9, abs=1e-12)
+
+
+def test_lloyd_passes_do_not_depend_on_the_thread_count():
+    """Lloyd with a small shift (points move) on 4000 points: one thread and two threads give
+    the same labels, sums and objective trace, bit for bit."""
+    A = kgraph.knn_graph(np.vstack([_points(2000, 21), _points(2000, 22) + 2.0]), 10).affinity
+    start = np.random.default_rng(21).integers(0, 3, 4000).astype(np.int32)
+    out = []
+    for threads in (1, 2):
+        kernel = GraphKernel(A, sigma=0.02, n_threads=threads)
+        assert kernel.n_threads == threads
+        trace = []
+        labels, sums, n_iter, _ = lloyd(kernel, start, 3, trace=trace)
+        out.append((labels, sums.links, sums.vol, trace, n_iter))
+    assert out[0][4] > 1
+    for a, b in zip(out[0], out[1]):
+        np.testing.assert_array_equal(a, b)
