@@ -367,3 +367,17 @@ def test_lloyd_passes_do_not_depend_on_the_thread_count():
     assert out[0][4] > 1
     for a, b in zip(out[0], out[1]):
         np.testing.assert_array_equal(a, b)
+
+
+def test_refining_spectral_clusterings_labels_never_raises_their_cut():
+    """Guaranteed whatever the optimum: from scikit-learn's labels the iterations only lower
+    the normalized cut (every Lloyd pass with the PSD shift and every Hartigan move)."""
+    from sklearn.cluster import SpectralClustering
+    from sklearn.datasets import make_moons
+
+    X, _ = make_moons(500, noise=0.12, random_state=4)
+    A = kgraph.knn_graph(X, 10).affinity
+    sc = SpectralClustering(2, affinity="precomputed", random_state=0).fit(A)
+    run = refine(GraphKernel(A), sc.labels_.astype(np.int32), 2)
+    assert run.sums.ncut() <= normalized_cut(A, sc.labels_) + 1e-12
+    assert np.all(np.diff(run.objective_trace) <= 1e-12)
