@@ -381,3 +381,31 @@ def test_refining_spectral_clusterings_labels_never_raises_their_cut():
     run = refine(GraphKernel(A), sc.labels_.astype(np.int32), 2)
     assert run.sums.ncut() <= normalized_cut(A, sc.labels_) + 1e-12
     assert np.all(np.diff(run.objective_trace) <= 1e-12)
+
+
+def test_the_model_round_trips_through_a_file(tmp_path):
+    X = _points(300, 23)
+    res = fit_graph(X, 3, weighting="self-tuning", random_state=0)
+    model = res.model()
+    path = tmp_path / "graph.npz"
+    np.savez(path, **model.arrays())
+    with np.load(path, allow_pickle=False) as f:
+        arrays = {name: f[name] for name in f.files}
+
+    def fail(problem):
+        raise ValueError(problem)
+
+    back = type(model).from_file(model.meta(), arrays, fail)
+    Xn = _points(50, 24)
+    np.testing.assert_array_equal(predict_graph(back, Xn), predict_graph(model, Xn))
+    np.testing.assert_array_equal(predict_graph(back, X), res.labels)
+    bad = dict(arrays, graph_node_labels=arrays["graph_node_labels"] + 3)
+    with pytest.raises(ValueError, match="must lie in 0 … 2"):
+        type(model).from_file(model.meta(), bad, fail)
+    with pytest.raises(ValueError, match="'graph_scales' .* is missing"):
+        type(model).from_file(model.meta(), {k: v for k, v in arrays.items()
+                                             if k != "graph_scales"}, fail)
+    attrs = res.fitted_attributes()
+    assert attrs["inertia_"] == pytest.approx(
+        attrs["ncut_"] + res.kernel.sigma * (300 - 3) + np.sum(1.0 / res.kernel.degrees) - 3,
+        rel=1e-12)

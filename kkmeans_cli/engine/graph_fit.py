@@ -60,6 +60,60 @@ class GraphModel:
         """g_c = σ vol(c) + links(c, c)."""
         return self.sigma * self.vol + self.links
 
+    def meta(self):
+        """The model file's meta entries of the graph (JSON values)."""
+        return {"n_neighbors": int(self.n_neighbors), "weighting": self.weighting,
+                "sigma": float(self.sigma)}
+
+    def arrays(self):
+        """The model file's arrays (plain dtypes: loadable with ``allow_pickle=False``)."""
+        out = {"graph_nodes": self.nodes, "graph_counts": self.counts,
+               "graph_node_labels": np.asarray(self.node_labels, dtype=np.int32),
+               "graph_degrees": self.degrees, "graph_vol": self.vol,
+               "graph_links": self.links}
+        if self.scales is not None:
+            out["graph_scales"] = self.scales
+        return out
+
+    @classmethod
+    def from_file(cls, meta, arrays, fail):
+        """The model from ``meta()`` and ``arrays()`` read back; ``fail(problem)`` raises on
+        any entry that is missing, of the wrong shape or kind, or out of range."""
+        weighting, n_neighbors, sigma = (meta.get(key) for key in
+                                         ("weighting", "n_neighbors", "sigma"))
+        if weighting not in kgraph.WEIGHTINGS:
+            fail(f"unknown graph weighting {weighting!r}")
+        if not isinstance(n_neighbors, int) or n_neighbors < 1:
+            fail("'n_neighbors' must be a positive integer")
+        if not isinstance(sigma, (int, float)) or not 0 <= sigma < np.inf:
+            fail("'sigma' must be a finite number ≥ 0")
+        names = ["graph_nodes", "graph_counts", "graph_node_labels", "graph_degrees",
+                 "graph_vol", "graph_links"] + (["graph_scales"]
+                                                if weighting == "self-tuning" else [])
+        for name in names:
+            if name not in arrays:
+                fail(f"the array '{name}' (needed by a graph kernel) is missing")
+            if arrays[name].dtype.kind not in "fiu" or not np.all(np.isfinite(arrays[name])):
+                fail(f"'{name}' must hold finite numbers")
+        nodes = arrays["graph_nodes"]
+        m, k = (nodes.shape[0] if nodes.ndim == 2 else -1), arrays["graph_vol"].shape[0]
+        for name, shape in [("graph_counts", (m,)), ("graph_node_labels", (m,)),
+                            ("graph_degrees", (m,)), ("graph_vol", (k,)),
+                            ("graph_links", (k,)), ("graph_scales", (m,))]:
+            if name in names and arrays[name].shape != shape:
+                fail(f"'{name}' must have shape {shape}")
+        labels = arrays["graph_node_labels"]
+        if m < 1 or np.any(labels < 0) or np.any(labels >= k):
+            fail(f"'graph_node_labels' must lie in 0 … {k - 1}")
+        if np.any(arrays["graph_degrees"] <= 0) or np.any(arrays["graph_counts"] <= 0):
+            fail("'graph_degrees' and 'graph_counts' must be positive")
+        f64 = (lambda name: np.ascontiguousarray(arrays[name], dtype=np.float64))
+        return cls(f64("graph_nodes"), f64("graph_counts"),
+                   f64("graph_scales") if "graph_scales" in names else None,
+                   np.ascontiguousarray(labels, dtype=np.int32), f64("graph_degrees"),
+                   f64("graph_vol"), f64("graph_links"), float(sigma), int(n_neighbors),
+                   weighting)
+
 
 @dataclass(frozen=True)
 class GraphFitResult:
@@ -88,6 +142,18 @@ class GraphFitResult:
     @property
     def inner_sums(self):
         return self.kernel.sigma * self.sums.vol + self.sums.links
+
+    def fitted_attributes(self):
+        """What an estimator writes after this fit, by its attribute names: labels_,
+        inertia_ (J), inner_sums_ (g = σ vol + links), cluster_weights_ (vol), n_iter_,
+        converged_, ncut_ and fit_stats entries."""
+        return {"labels_": self.labels.astype(np.intp), "inertia_": self.objective,
+                "inner_sums_": self.inner_sums, "cluster_weights_": self.sums.vol.copy(),
+                "n_iter_": self.n_iter, "converged_": self.converged, "ncut_": self.ncut,
+                "fit_stats_": {"graph": dict(vars(self.graph.info)), "start": self.start,
+                               "start_ncuts": list(self.start_ncuts),
+                               "refine_moves": self.hartigan_moves,
+                               "sigma": self.kernel.sigma}}
 
     def model(self):
         """The GraphModel of this fit (None for a given affinity: no coordinates)."""
