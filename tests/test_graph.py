@@ -409,3 +409,25 @@ def test_the_model_round_trips_through_a_file(tmp_path):
     assert attrs["inertia_"] == pytest.approx(
         attrs["ncut_"] + res.kernel.sigma * (300 - 3) + np.sum(1.0 / res.kernel.degrees) - 3,
         rel=1e-12)
+
+
+def test_graph_silhouette_without_shift_or_self_loops(monkeypatch):
+    """K_ii = 0 for a node without self-loop when σ = 0: the roots at x = 0 are summed
+    directly (Chebyshev path), as the dense reference gives."""
+    from sklearn.metrics import silhouette_score
+
+    from kkmeans_cli.measures import graph_silhouette as module
+
+    monkeypatch.setattr(module, "EXACT_DISTINCT", 0)
+    A = _random_affinity(80, 25, loops=True).tolil()
+    A[0, 0] = 0.0
+    A = kgraph.check_affinity(A.tocsr())
+    kernel = GraphKernel(A, sigma=0.0)
+    assert kernel.diag[0] == 0.0
+    labels = np.random.default_rng(25).integers(0, 3, 80)
+    K, _ = _dense_kernel(kernel)
+    v = np.diag(K)
+    D = np.sqrt(np.maximum(v[:, None] + v[None, :] - 2.0 * K, 0.0))
+    np.fill_diagonal(D, 0.0)
+    assert graph_silhouette(kernel, labels, 3) == pytest.approx(
+        silhouette_score(D, labels, metric="precomputed"), rel=1e-9, abs=1e-12)

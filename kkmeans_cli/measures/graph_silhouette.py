@@ -59,14 +59,20 @@ def _cluster_sums_of_roots(v, labels, k):
 
 
 def _chebyshev_roots(members, x):
-    """Σ_j √(x + members_j) at every x > 0 by Chebyshev interpolation on dyadic pieces."""
+    """Σ_j √(x + members_j) at every x ≥ 0 by Chebyshev interpolation on dyadic pieces
+    (x = 0, a node without shift or self-loop, directly)."""
     out = np.empty(x.size)
-    lo = float(x.min())
-    piece = np.floor(np.log2(x / lo)).astype(np.int64)
+    zero = x <= 0.0
+    out[zero] = np.sqrt(members).sum()
+    if zero.all():
+        return out
+    lo = float(x[~zero].min())
+    piece = np.full(x.size, -1, dtype=np.int64)
+    piece[~zero] = np.floor(np.log2(x[~zero] / lo)).astype(np.int64)
     t = np.cos(np.pi * np.arange(CHEB_NODES + 1) / CHEB_NODES)
     bary = (-1.0) ** np.arange(CHEB_NODES + 1)
     bary[[0, -1]] *= 0.5
-    for p in np.unique(piece):
+    for p in np.unique(piece[~zero]):
         a, b = lo * 2.0 ** p, lo * 2.0 ** (p + 1)
         nodes = 0.5 * (a + b) + 0.5 * (b - a) * t
         f = _sum_roots(nodes, members)
