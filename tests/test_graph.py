@@ -431,3 +431,10 @@ def test_graph_silhouette_without_shift_or_self_loops(monkeypatch):
     np.fill_diagonal(D, 0.0)
     assert graph_silhouette(kernel, labels, 3) == pytest.approx(
         silhouette_score(D, labels, metric="precomputed"), rel=1e-9, abs=1e-12)
+
+
+def test_points_must_be_finite():
+    X = _points(20, 26)
+    X[3, 1] = np.nan
+    with pytest.raises(DataError, match="X row 3, column 1: nan is not a finite number"):
+        kgraph.knn_graph(X, 5)

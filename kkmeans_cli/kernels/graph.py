@@ -199,7 +199,10 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1):
     """
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
+    if int(n_neighbors) < 1:
+        raise ValueError(f"n_neighbors must be at least 1, got {n_neighbors}")
     X = np.ascontiguousarray(X, dtype=np.float64) + 0.0     # −0.0 → 0.0: copies compare equal
+    check_points(X)
     n = X.shape[0]
     k = int(min(n_neighbors, n))
     base_of, points, counts = None, X, np.ones(n)
@@ -226,6 +229,16 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1):
                      component_sizes=tuple(int(s) for s in np.sort(sizes)[::-1]),
                      n_duplicates=n - m)
     return Graph(E, node_of, nodes, counts, scales, comp, info)
+
+
+def check_points(X):
+    """X must be a non-empty 2-D array of finite numbers (``DataError`` naming the first bad
+    row and column)."""
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+        raise DataError(f"X must be a non-empty 2-D array, got shape {X.shape}")
+    if not np.isfinite(X).all():
+        r, c = np.argwhere(~np.isfinite(X))[0]
+        raise DataError(f"X row {r}, column {c}: {X[r, c]} is not a finite number")
 
 
 def self_neighbours(points, k, n_threads=1):
