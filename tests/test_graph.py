@@ -438,3 +438,11 @@ def test_points_must_be_finite():
     X[3, 1] = np.nan
     with pytest.raises(DataError, match="X row 3, column 1: nan is not a finite number"):
         kgraph.knn_graph(X, 5)
+
+
+def test_new_points_are_checked():
+    res = fit_graph(_points(50, 27), 2, random_state=0)
+    with pytest.raises(DataError, match="X has 3 columns, the model was fitted on 2"):
+        predict_graph(res.model(), _points(4, 28, 3))
+    with pytest.raises(DataError, match="X row 0, column 0: inf"):
+        predict_graph(res.model(), np.array([[np.inf, 0.0]]))

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import DataError
 from ..kernels import graph as kgraph
 from . import graph_starts
 from .graph import GraphKernel, GraphSums, refine
@@ -249,6 +250,10 @@ def new_point_rows(model, X, n_threads=1):
     from scipy import sparse
 
     X = np.ascontiguousarray(X, dtype=np.float64) + 0.0
+    kgraph.check_points(X)
+    if X.shape[1] != model.nodes.shape[1]:
+        raise DataError(f"X has {X.shape[1]} columns, the model was fitted on "
+                        f"{model.nodes.shape[1]}")
     m = model.nodes.shape[0]
     kq = int(max(1, min(model.n_neighbors - 1, m)))
     dist, idx = kgraph.nearest(model.nodes, X, kq, n_threads)
