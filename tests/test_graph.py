@@ -332,11 +332,20 @@ def test_new_points_get_the_cluster_of_their_neighbourhood():
 
 
 # -- silhouette ------------------------------------------------------------------------------
+def _dense_silhouette(kernel, labels):
+    """scikit-learn's silhouette on the dense feature-space distances √(K_ii + K_jj − 2K_ij)."""
+    from sklearn.metrics import silhouette_score
+
+    K, _ = _dense_kernel(kernel)
+    v = np.diag(K)
+    D = np.sqrt(np.maximum(v[:, None] + v[None, :] - 2.0 * K, 0.0))
+    np.fill_diagonal(D, 0.0)
+    return silhouette_score(D, labels, metric="precomputed")
+
+
 @pytest.mark.parametrize("weighting", ["connectivity", "self-tuning"])
 @pytest.mark.parametrize("exact", [512, 0])
 def test_graph_silhouette_against_dense(monkeypatch, weighting, exact):
-    from sklearn.metrics import silhouette_score
-
     from kkmeans_cli.measures import graph_silhouette as module
 
     monkeypatch.setattr(module, "EXACT_DISTINCT", exact)   # 0: Chebyshev interpolation
@@ -344,12 +353,8 @@ def test_graph_silhouette_against_dense(monkeypatch, weighting, exact):
     kernel = GraphKernel(kgraph.knn_graph(X, 8, weighting).affinity)
     labels = np.random.default_rng(20).integers(0, 3, 250)
     labels[:1] = 3                                    # a singleton cluster
-    K, _ = _dense_kernel(kernel)
-    v = np.diag(K)
-    D = np.sqrt(np.maximum(v[:, None] + v[None, :] - 2.0 * K, 0.0))
-    np.fill_diagonal(D, 0.0)
     assert graph_silhouette(kernel, labels, 4) == pytest.approx(
-        silhouette_score(D, labels, metric="precomputed"), rel=1e-9, abs=1e-12)
+        _dense_silhouette(kernel, labels), rel=1e-9, abs=1e-12)
 
 
 def test_lloyd_passes_do_not_depend_on_the_thread_count():
@@ -414,8 +419,6 @@ def test_the_model_round_trips_through_a_file(tmp_path):
 def test_graph_silhouette_without_shift_or_self_loops(monkeypatch):
     """K_ii = 0 for a node without self-loop when σ = 0: the roots at x = 0 are summed
     directly (Chebyshev path), as the dense reference gives."""
-    from sklearn.metrics import silhouette_score
-
     from kkmeans_cli.measures import graph_silhouette as module
 
     monkeypatch.setattr(module, "EXACT_DISTINCT", 0)
@@ -425,12 +428,8 @@ def test_graph_silhouette_without_shift_or_self_loops(monkeypatch):
     kernel = GraphKernel(A, sigma=0.0)
     assert kernel.diag[0] == 0.0
     labels = np.random.default_rng(25).integers(0, 3, 80)
-    K, _ = _dense_kernel(kernel)
-    v = np.diag(K)
-    D = np.sqrt(np.maximum(v[:, None] + v[None, :] - 2.0 * K, 0.0))
-    np.fill_diagonal(D, 0.0)
     assert graph_silhouette(kernel, labels, 3) == pytest.approx(
-        silhouette_score(D, labels, metric="precomputed"), rel=1e-9, abs=1e-12)
+        _dense_silhouette(kernel, labels), rel=1e-9, abs=1e-12)
 
 
 def test_points_must_be_finite():
