@@ -82,7 +82,7 @@ def mixture(n, d, k, seed=0, box=8.0, std=1.0):
     return centres[rng.integers(0, k, size=n)] + rng.normal(scale=std, size=(n, d))
 
 
-def grid(side, copies=1):
+def square_grid(side, copies=1):
     """Points of a square grid (every distance ties with many others), each ``copies`` times."""
     g = np.arange(side, dtype=float)
     return np.repeat(np.array([(x, y) for x in g for y in g]), copies, axis=0)

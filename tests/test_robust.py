@@ -12,8 +12,8 @@ import warnings
 import numpy as np
 import pytest
 
-from helpers import (FAST, assert_one_error_line, gaussian, grid, labels_of, run, run_process,
-                     write_csv)
+from helpers import (FAST, assert_one_error_line, gaussian, labels_of, run, run_process,
+                     square_grid, write_csv)
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.errors import (DataError, KKMeansError, KKMeansWarning, TooFewDistinctPointsError,
                                 ValueRangeError)
@@ -374,7 +374,7 @@ def test_sweep_memory_refusal_only_suggests_what_sweep_accepts(tmp_path):
 @pytest.mark.parametrize("kernel,gamma", [("rbf", 0.3), ("linear", None), ("laplacian", 0.5)])
 def test_predict_on_duplicated_training_data_returns_labels(storage, kernel, gamma):
     # A grid (distances tie everywhere), every point three times, k up to the distinct points.
-    X = grid(4, copies=3)
+    X = square_grid(4, copies=3)
     kw = {} if gamma is None else {"gamma": gamma}
     for k in (2, 3, 5, 16):
         for seed in range(2):
