@@ -178,7 +178,7 @@ def test_predict_and_info_import_no_scikit_learn(tmp_path, approx):
     SciPy (for an exact model; the Nyström engine's products use SciPy's BLAS) nor the other
     libraries they do not need, and predict gives the estimator's labels. Measured in a
     subprocess of the real command, with ``-X importtime``."""
-    from cli_helpers import blobs, run, write_csv
+    from helpers import blobs, run, write_csv
 
     X, _ = blobs(n=300, d=3, k=3)
     data = write_csv(tmp_path / "X.csv", X)
