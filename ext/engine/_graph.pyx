@@ -60,7 +60,7 @@ def lloyd_pass(const long[::1] indptr, const int[::1] indices, const double[::1]
     cdef long p
     cdef int a, best
     cdef double di, Fc, dist, dbest, down
-    cdef double *L
+    cdef double *L = NULL
     cdef Py_ssize_t changed = 0
     with nogil, parallel(num_threads=n_threads):
         L = <double *> calloc(k, sizeof(double))
