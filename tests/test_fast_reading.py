@@ -10,7 +10,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from cli_helpers import FAST, blobs, kkmeans_command, labels_of, run, write_csv
+from helpers import FAST, blobs, kkmeans_command, labels_of, run, write_csv
 from kkmeans_cli.io import text
 from kkmeans_cli.io.readers import read_data
 

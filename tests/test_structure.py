@@ -3,9 +3,12 @@
 The graph counts every import, also the ones inside functions (a cycle through a deferred
 import is still a cycle: it only moves the failure to run time). Cython extension modules
 (``_lloyd``, ``_elkan``, ...) are private modules of their subpackage; importing them from a
-sibling subpackage is allowed, importing a private *name* out of another module is not.
+sibling subpackage is allowed, importing a private *name* out of another module is not. Their
+sources are under ``ext/``, one folder per stage: ``ext/engine/_lloyd.pyx`` is the module
+``kkmeans_cli.engine._lloyd`` (docs/architecture.md).
 """
 import ast
+import importlib
 import os
 import subprocess
 import sys
@@ -16,6 +19,7 @@ import pytest
 import kkmeans_cli
 
 PACKAGE = Path(kkmeans_cli.__file__).parent
+EXT = Path(__file__).resolve().parent.parent / "ext"
 ROOT = "kkmeans_cli"
 
 
@@ -32,9 +36,10 @@ def _modules():
 
 
 def _extension_modules():
+    """Modules built from ``ext/`` (ext/engine/_lloyd.pyx is kkmeans_cli.engine._lloyd)."""
     names = set()
-    for path in PACKAGE.rglob("*.pyx"):
-        rel = path.relative_to(PACKAGE).with_suffix("")
+    for path in EXT.rglob("*.pyx"):
+        rel = path.relative_to(EXT).with_suffix("")
         names.add(".".join([ROOT] + list(rel.parts)))
     return names
 
@@ -136,6 +141,17 @@ def test_the_graph_is_read_correctly():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
 
 
+def test_every_ext_source_is_built_to_its_package_module():
+    """Each source under ext/ is compiled to the module of its stage in the package (setup.py),
+    and no Cython source is left in the package."""
+    names = _extension_modules()
+    assert "kkmeans_cli.engine._lloyd" in names and "kkmeans_cli.measures._silhouette" in names
+    for name in sorted(names):
+        module = importlib.import_module(name)
+        assert Path(module.__file__).parent == PACKAGE.joinpath(*name.split(".")[1:-1]), name
+    assert list(PACKAGE.rglob("*.pyx")) == [] and list(PACKAGE.rglob("*.pxd")) == []
+
+
 def test_help_imports_no_numerical_stack():
     """``kkmeans --help`` stays quick: it loads neither NumPy nor scikit-learn nor the engine."""
     code = (
@@ -162,7 +178,7 @@ def test_predict_and_info_import_no_scikit_learn(tmp_path, approx):
     SciPy (for an exact model; the Nyström engine's products use SciPy's BLAS) nor the other
     libraries they do not need, and predict gives the estimator's labels. Measured in a
     subprocess of the real command, with ``-X importtime``."""
-    from cli_helpers import blobs, run, write_csv
+    from helpers import blobs, run, write_csv
 
     X, _ = blobs(n=300, d=3, k=3)
     data = write_csv(tmp_path / "X.csv", X)

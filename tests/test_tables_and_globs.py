@@ -10,7 +10,7 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
 
-from cli_helpers import FAST, blobs, labels_of, run, run_process, write_csv
+from helpers import FAST, blobs, labels_of, run, run_process, write_csv
 from kkmeans_cli.io.readers import read_data
 
 ARGS = ["-k", "3", "--no-model", "-q", *FAST]

@@ -313,7 +313,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         self.fit_stats_ = {"kernel_seconds": t1 - t0 + built,
                            "iteration_seconds": t2 - t1 - built,
                            "restart_inertias": inertias,
-                           "best_restart": int(np.argmin(inertias)),
+                           "best_restart": restarts.winner,
                            "n_threads": n_threads, "storage": _storage_used(source)}
         if plan.reason is not None:
             self.fit_stats_["storage_reason"] = plan.reason
@@ -378,14 +378,14 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         """Stage 2 of fit: every start, iterated; the lowest inertia wins (first on ties).
         Returns the :class:`~kkmeans_cli.engine.restarts.Restarts`."""
         from ..engine import exact_restarts
-        from ..engine.restarts import Restarts
+        from ..engine.restarts import Restarts, improves
 
         if self.solver == "embed":
             return Restarts(*self._embed_restarts(source, weights, init_labels, rng,
                                                   n_threads))
         if source.runs_restarts:  # Nyström's explicit-feature engine
             return source.run_restarts(self, weights, init_labels, rng, n_threads)
-        best, inertias = None, []
+        best, best_index, inertias = None, None, []
         n_init = 1 if init_labels is not None else self.n_init
         self._reset_optima(n_init, init_labels is not None, n_threads)
         if exact_restarts.applies(self, source, init_labels, n_init):
@@ -398,9 +398,9 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             result = self._iterate(source, weights, start, n_threads)
             result = self._refine(source, weights, result, n_threads, start)
             inertias.append(result.inertia)
-            if best is None or result.inertia < best.inertia:
-                best = result
-        return Restarts(best, inertias)
+            if improves(result.inertia, None if best is None else best.inertia):
+                best, best_index = result, restart
+        return Restarts(best, inertias, best_index=best_index)
 
     def _iterate(self, source, weights, start, n_threads, iterations_done=0):
         """Iterations from one start (the scheme chosen by ``algorithm``)."""
