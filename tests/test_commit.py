@@ -14,7 +14,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from cli_helpers import FAST, blobs, kkmeans_command, run, run_process, write_csv
+from helpers import FAST, blobs, kkmeans_command, run, run_process, write_csv
 
 OLD = b"OLD CONTENT\n"
 
@@ -236,7 +236,6 @@ def test_a_full_disk_names_the_file_and_leaves_nothing(work, args, what):
     ("g1/part-?.csv", "g1/part-9.csv", "--summary"),
     ("g1/[pq]*", "g1/q.npz", "-o"),
     ("./g1/../g1/*", "g1/zz.txt", "--labels"),
-    ("g1/*", "g1/part-0.csv", "--labels"),          # a file the glob matches now
     ("g*/*", "g1/new.csv", "--labels"),
 ])
 def test_an_output_that_data_glob_matches_is_a_usage_error(work, pattern, output, option):
@@ -251,6 +250,18 @@ def test_an_output_that_data_glob_matches_is_a_usage_error(work, pattern, output
     shown = "-o/--model" if option == "-o" else option
     _one_error_line(result.stderr, f"{shown} {output} is matched by DATA '{pattern}': the "
                                    f"next run would read it as data")
+    assert _snapshot(work) == before
+
+
+def test_an_output_onto_a_part_of_data_would_replace_an_input(work, monkeypatch):
+    monkeypatch.chdir(work)
+    (work / "g1").mkdir()
+    X, _ = blobs(n=30, d=2, k=3)
+    write_csv(work / "g1" / "part-0.csv", X)
+    before = _snapshot(work)
+    result = run(["fit", "g1/*", "-k", "3", *FAST, "--no-model", "--labels", "g1/part-0.csv"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("kkmeans: error: --labels names the input DATA")
     assert _snapshot(work) == before
 
 
@@ -344,7 +355,7 @@ def test_a_broken_stderr_does_not_change_the_outcome(work):
 
 
 def test_the_broken_pipe_rule_is_documented():
-    from cli_helpers import ROOT
+    from helpers import ROOT
 
     with open(os.path.join(ROOT, "docs", "cli.md"), encoding="utf-8") as handle:
         text = handle.read()

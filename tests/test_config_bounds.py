@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from cli_helpers import FAST, blobs, run, write_csv
+from helpers import FAST, blobs, run, write_csv
 
 
 @pytest.fixture

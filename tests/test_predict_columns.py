@@ -4,7 +4,7 @@ names (or with --columns) by position."""
 import numpy as np
 import pytest
 
-from cli_helpers import FAST, blobs, run
+from helpers import FAST, blobs, run
 
 
 @pytest.fixture

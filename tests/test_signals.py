@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from cli_helpers import FAST, blobs, kkmeans_command, run, write_csv
+from helpers import FAST, blobs, kkmeans_command, run, write_csv
 
 OLD = b"OLD CONTENT\n"
 NAMES = {signal.SIGINT: "", signal.SIGTERM: " (SIGTERM)", signal.SIGHUP: " (SIGHUP)"}
@@ -155,7 +155,7 @@ def test_a_signal_before_the_commit_of_another_run_is_not_carried_over(work):
 
 
 def test_signals_are_documented():
-    from cli_helpers import ROOT
+    from helpers import ROOT
 
     with open(os.path.join(ROOT, "docs", "cli.md"), encoding="utf-8") as handle:
         text = handle.read()

@@ -3,17 +3,23 @@
 The graph counts every import, also the ones inside functions (a cycle through a deferred
 import is still a cycle: it only moves the failure to run time). Cython extension modules
 (``_lloyd``, ``_elkan``, ...) are private modules of their subpackage; importing them from a
-sibling subpackage is allowed, importing a private *name* out of another module is not.
+sibling subpackage is allowed, importing a private *name* out of another module is not. Their
+sources are under ``ext/``, one folder per stage: ``ext/engine/_lloyd.pyx`` is the module
+``kkmeans_cli.engine._lloyd`` (docs/architecture.md).
 """
 import ast
+import importlib
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import kkmeans_cli
 
 PACKAGE = Path(kkmeans_cli.__file__).parent
+EXT = Path(__file__).resolve().parent.parent / "ext"
 ROOT = "kkmeans_cli"
 
 
@@ -30,9 +36,10 @@ def _modules():
 
 
 def _extension_modules():
+    """Modules built from ``ext/`` (ext/engine/_lloyd.pyx is kkmeans_cli.engine._lloyd)."""
     names = set()
-    for path in PACKAGE.rglob("*.pyx"):
-        rel = path.relative_to(PACKAGE).with_suffix("")
+    for path in EXT.rglob("*.pyx"):
+        rel = path.relative_to(EXT).with_suffix("")
         names.add(".".join([ROOT] + list(rel.parts)))
     return names
 
@@ -134,6 +141,17 @@ def test_the_graph_is_read_correctly():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
 
 
+def test_every_ext_source_is_built_to_its_package_module():
+    """Each source under ext/ is compiled to the module of its stage in the package (setup.py),
+    and no Cython source is left in the package."""
+    names = _extension_modules()
+    assert "kkmeans_cli.engine._lloyd" in names and "kkmeans_cli.measures._silhouette" in names
+    for name in sorted(names):
+        module = importlib.import_module(name)
+        assert Path(module.__file__).parent == PACKAGE.joinpath(*name.split(".")[1:-1]), name
+    assert list(PACKAGE.rglob("*.pyx")) == [] and list(PACKAGE.rglob("*.pxd")) == []
+
+
 def test_help_imports_no_numerical_stack():
     """``kkmeans --help`` stays quick: it loads neither NumPy nor scikit-learn nor the engine."""
     code = (
@@ -152,3 +170,33 @@ def test_help_imports_no_numerical_stack():
                          env=env, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "HEAVY []" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("approx", ["none", "nystroem"])
+def test_predict_and_info_import_no_scikit_learn(tmp_path, approx):
+    """``kkmeans predict`` and ``kkmeans info`` of a model file load neither scikit-learn nor
+    SciPy (for an exact model; the Nyström engine's products use SciPy's BLAS) nor the other
+    libraries they do not need, and predict gives the estimator's labels. Measured in a
+    subprocess of the real command, with ``-X importtime``."""
+    from helpers import blobs, run, write_csv
+
+    X, _ = blobs(n=300, d=3, k=3)
+    data = write_csv(tmp_path / "X.csv", X)
+    fitted = run(["fit", data, "-k", "3", "-o", tmp_path / "m.npz", "--approx", approx, "-q",
+                  "--threads", "1", "--n-init", "2"])
+    assert fitted.exit_code == 0, fitted.stderr
+    never = {"sklearn", "pandas", "h5py", "matplotlib", "dask", "pyarrow", "rich"}
+    if approx == "none":
+        never |= {"scipy"}
+    for args in (["predict", "m.npz", "X.csv"], ["info", "m.npz"]):
+        res = subprocess.run([sys.executable, "-X", "importtime", "-m", "kkmeans_cli", *args],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        assert res.returncode == 0, res.stderr
+        imported = {line.split("|")[-1].strip().split(".")[0]
+                    for line in res.stderr.splitlines() if line.startswith("import time:")}
+        assert "numpy" in imported or args[0] == "info"
+        assert not imported & never, (args, sorted(imported & never))
+    predicted = subprocess.run([sys.executable, "-m", "kkmeans_cli", "predict", "m.npz",
+                                "X.csv"], capture_output=True, text=True, cwd=tmp_path,
+                               timeout=120)
+    assert predicted.stdout == fitted.stdout

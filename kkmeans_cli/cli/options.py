@@ -233,8 +233,8 @@ def data_options(f):
                      help="Field separator of text DATA ('tab', 'whitespace')  "
                           "[default: detect , tab ; or whitespace]"),
         click.option("--columns", default=None, metavar="A,B,...",
-                     help="Columns to use, by header name or 0-based index (a name with a "
-                          "comma in double quotes: '\"a,b\",c')."),
+                     help="Columns to use, by header (or Parquet/Feather) name or 0-based "
+                          "index (a name with a comma in double quotes: '\"a,b\",c')."),
         click.option("--dataset", default=None, metavar="/PATH",
                      help="HDF5 dataset (same as DATA given as file.h5:/PATH)."),
         click.option("--missing", type=click.Choice(_options.MISSING),
@@ -471,7 +471,8 @@ def check_values(data, X, kernel, total_weight, scale="none", resolved=None,
 
     def where(r, c):
         name = data.columns[c] if data.columns else str(c + 1)
-        return f"{data.source}: row {int(rows[r]) + 1}, column {name}"
+        source, row = data.locate(int(rows[r]))
+        return f"{source}: row {row + 1}, column {name}"
 
     finite = np.isfinite(X)
     if not finite.all():

@@ -18,6 +18,7 @@ Examples:
   kkmeans predict model.npz new.csv | sort | uniq -c
   kkmeans predict model.npz new.npy --labels new-labels.txt --distances dist.csv
   kkmeans predict model.npz new.csv --with-data > new-labelled.csv
+  kkmeans predict model.npz 'parts/*.csv' --labels labels.txt
 """
 
 
@@ -48,6 +49,7 @@ def predict(ctx, **_):
     opts = effective_options(ctx)
     import numpy as np
 
+    from ..engine.predict import nearest
     from ..io.outputs import AtomicOutputs, check_outputs, write_matrix
     from ..model.model_file import load_model
     from .report import Reporter
@@ -76,16 +78,18 @@ def predict(ctx, **_):
         raise DataError(f"{data.source}: has {plural(data.X.shape[1], 'column')}, the model "
                         f"{opts['model_path']} expects {expected} {what}"
                         + ("; pick them with --columns" if data.X.shape[1] > expected else ""))
-    estimator = loaded.estimator
-    estimator.n_threads = opts["threads"]
-    X = loaded.scaler.transform(data.X)
-    check_values(data, X, estimator.kernel, max(len(estimator.labels_),
-                                                float(np.sum(estimator.sample_weight_))),
-                 loaded.meta.get("scale", "none"), resolved=estimator.kernel_)
+    # The fitted arrays straight from the model file: no estimator (nor scikit-learn).
+    fitted = loaded.fitted
+    fitted.n_threads = opts["threads"]
+    X = np.ascontiguousarray(loaded.scaler.transform(data.X), dtype=np.float64)
+    check_values(data, X, fitted.kernel, max(len(fitted.labels_),
+                                             float(np.sum(fitted.sample_weight_))),
+                 loaded.meta.get("scale", "none"), resolved=fitted.kernel_)
+    if fitted.kernel == "chi2" and np.any(X < 0):
+        raise DataError(f"{data.source}: the chi2 kernel needs non-negative data")
     with reporter.engine_warnings(), reporter.progress(f"predicting {data.source}"):
         try:
-            labels = estimator.predict(X)
-            dist = estimator.transform(X) if opts["distances"] else None
+            labels, dist = nearest(fitted, X, want_distances=bool(opts["distances"]))
         except ValueError as exc:
             raise DataError(f"{data.source}: {exc}") from exc
     with AtomicOutputs(opts["force"]) as out:
@@ -94,12 +98,12 @@ def predict(ctx, **_):
             full = np.full((data.n_rows, dist.shape[1]), np.nan)
             full[data.kept] = dist
             write_matrix(out.open(opts["distances"], "distances"), opts["distances"], full)
-    sizes = np.bincount(labels, minlength=estimator.n_clusters)
+    sizes = np.bincount(labels, minlength=fitted.n_clusters)
     reporter.table("kkmeans predict", [
         ("data", f"{data.source}: {plural(data.X.shape[0], 'row')}"
                  + (f" ({data.n_dropped} dropped)" if data.n_dropped else "")),
-        ("model", f"{opts['model_path']}: {estimator.kernel_.describe()}, "
-                  f"k = {estimator.n_clusters}"),
+        ("model", f"{opts['model_path']}: {fitted.kernel_.describe()}, "
+                  f"k = {fitted.n_clusters}"),
         *([("columns", f"{', '.join(data.columns)} (the model's, taken by name)")]
           if by_name else []),
         ("cluster sizes", ", ".join(str(int(s)) for s in sizes)),

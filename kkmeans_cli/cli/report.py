@@ -6,6 +6,7 @@ shown only when stderr is a terminal.
 """
 import contextlib
 import io
+import os
 import re
 import sys
 import warnings
@@ -60,12 +61,30 @@ class Reporter:
     """
 
     def __init__(self, quiet=False):
-        from rich.console import Console
-
         self.quiet = quiet
         self.gone = sys.stderr is None  # started with stderr closed
-        self.console = Console(stderr=True, highlight=False, soft_wrap=True,
-                               file=sys.stderr if sys.stderr is not None else io.StringIO())
+        self._console = None
+
+    @property
+    def console(self):
+        """The rich console on stderr (rich is loaded when first needed)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=True, highlight=False, soft_wrap=True,
+                                    file=sys.stderr if sys.stderr is not None
+                                    else io.StringIO())
+        return self._console
+
+    def on_terminal(self):
+        """Whether stderr is a terminal as rich judges it; rich is not loaded when stderr is
+        no terminal and no variable of rich's (``TTY_COMPATIBLE``, ``FORCE_COLOR``) could make
+        it one (``kkmeans predict`` in a pipe stays quick)."""
+        if self.gone:
+            return False
+        if self._console is None and not _maybe_terminal(sys.stderr):
+            return False
+        return self.console.is_terminal
 
     @contextlib.contextmanager
     def progress(self, message):
@@ -74,7 +93,7 @@ class Reporter:
         Yields ``update(done, total, what)``, which shows ``message: what done/total`` (a no-op
         when quiet or not on a terminal), e.g. the ``progress_callback`` of a Nyström fit.
         """
-        if self.quiet or not self.console.is_terminal:
+        if self.quiet or not self.on_terminal():
             yield lambda *args: None
             return
         with self.console.status(message) as status:
@@ -106,7 +125,7 @@ class Reporter:
         Yields ``advance(done, total, row)`` (the ``progress`` callback of
         :func:`kkmeans_cli.sweep.sweep`); a no-op when quiet or not on a terminal.
         """
-        if self.quiet or not self.console.is_terminal:
+        if self.quiet or not self.on_terminal():
             yield lambda *args: None
             return
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
@@ -173,7 +192,7 @@ class Reporter:
         """(label, value) rows under a title: a rich grid on a terminal, plain text otherwise."""
         if self.quiet:
             return
-        if not self.console.is_terminal:
+        if not self.on_terminal():
             self._echo(f"{title}\n{format_rows(rows)}", nl=False)
             return
         from rich.table import Table
@@ -188,6 +207,15 @@ class Reporter:
             self.console.print(grid)
         except (OSError, ValueError):
             self._lost()
+
+
+def _maybe_terminal(stream):
+    if os.environ.get("TTY_COMPATIBLE") == "1" or "FORCE_COLOR" in os.environ:
+        return True
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def fit_report(estimator, data, scaler, model_path):
@@ -352,7 +380,7 @@ def model_info(path, loaded):
     loaded : LoadedModel
     """
     meta = loaded.meta
-    est = loaded.estimator
+    est = loaded.fitted
     info = {"file": path, "format": meta["format"], "format_version": meta["format_version"],
             "kkmeans_version": meta.get("kkmeans_version"), **est.kernel_.params(),
             "n_clusters": meta["n_clusters"], "n_samples": meta["n_samples"],

@@ -23,7 +23,7 @@ import numpy as np
 from .._signals import committed, deferred
 from .._streams import CLOSED_STREAMS
 from ..errors import BrokenPipeOutput, OutputError, UsageError
-from .readers import STDIN, split_hdf5_spec
+from .readers import STDIN, is_glob, split_hdf5_spec
 
 
 @dataclass
@@ -217,15 +217,15 @@ def check_outputs(outputs, force=False, inputs=()):
     seen = {}
     patterns = []
     given = [(path, what, option) for path, what, option in outputs if path is not None]
-    for path, option in inputs:
-        if path is None or path == STDIN:
+    for spec, option in inputs:
+        if spec is None or spec == STDIN:
             continue
-        path = split_hdf5_spec(path)[0]
-        if _is_glob(path) and not os.path.lexists(path):
-            # DATA as a glob: every file it matches now is an input, and so is any file an
-            # output would add to it (the next run would read that as data).
+        path = split_hdf5_spec(spec)[0]
+        if is_glob(path) and not os.path.lexists(path):
+            # DATA as a glob: every file it matches now is an input (a part of DATA), and so
+            # is any file an output would add to it (the next run would read that as data).
             patterns.append((path, option))
-            matched = glob.glob(path)
+            matched = sorted(glob.glob(path))
         else:
             matched = [path]
         for name in matched:
@@ -236,11 +236,6 @@ def check_outputs(outputs, force=False, inputs=()):
                 seen.setdefault(key, (name, option, "input"))
     for path, what, option in given:
         target = output_target(path)
-        for pattern, input_option in patterns:
-            if target.kind == "file" and _glob_matches(pattern, path):
-                raise UsageError(f"{option} {path} is matched by {input_option} '{pattern}': "
-                                 f"the next run would read it as data; write it outside the "
-                                 f"glob")
         for key in target.identity():
             if key in seen:
                 other_path, other_option, role = seen[key]
@@ -252,12 +247,13 @@ def check_outputs(outputs, force=False, inputs=()):
                 raise UsageError(f"{other_option} and {option} both name {same}; give each "
                                  f"output its own file")
             seen[key] = (path, option, "output")
+        for pattern, input_option in patterns:
+            if target.kind == "file" and _glob_matches(pattern, path):
+                raise UsageError(f"{option} {path} is matched by {input_option} '{pattern}': "
+                                 f"the next run would read it as data; write it outside the "
+                                 f"glob")
     for path, what, _ in given:
         check_output_path(path, what, force)
-
-
-def _is_glob(path):
-    return any(ch in path for ch in "*?[")
 
 
 def _glob_matches(pattern, path):

@@ -369,21 +369,12 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         """Changes made to the training kernel matrix before clustering (none yet).
 
         Whatever is changed here must be recorded on ``self`` so that
-        :meth:`_transform_rows` can change kernel rows of new points the same way.
+        ``engine.predict.transform_rows`` can change kernel rows of new points the same way.
         Returns K, diag (K_ii, float64) and the weights the iterations use.
         """
         K, diag = self._psd_transform(K, diag, n_threads)
         K, diag, weights = self._ncut_transform(K, diag, weights, n_threads)
         return K, diag, weights
-
-    def _transform_rows(self, Kb, diag, X_rows):
-        """The changes of :meth:`_transform_fit_kernel` applied to kernel rows K(new, train)
-        and to K(new, new) (``diag``, None when unknown) of the points ``X_rows`` (rows of
-        the kernel matrix itself for a precomputed kernel). Returns Kb, diag; writes nothing
-        to ``self``, so predictions may run in several threads at once."""
-        Kb, diag = self._psd_transform_rows(Kb, diag, X_rows)
-        Kb, diag = self._ncut_rows(Kb, diag)
-        return Kb, diag
 
     def _run_restarts(self, source, weights, init_labels, rng, n_threads):
         """Stage 2 of fit: every start, iterated; the lowest inertia wins (first on ties).
@@ -579,89 +570,11 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         return dist
 
     def _nearest(self, X, kernel_diag, want_distances):
-        from ..engine import _lloyd
+        from ..engine.predict import Fitted, nearest
 
         self._check_fitted()
         X = _check_data(X, self.kernel, square=False, estimator=self, reset=False)
-        if self.approx == "nystroem":
-            from ..kernels.nystroem import nearest
-
-            return nearest(self, X, want_distances)
-        n_threads = effective_n_threads(self.n_threads)
-        dtype = resolve_dtype(self.dtype)
-        n_fit = self.labels_.shape[0]
-        expected = n_fit if self.kernel in PRECOMPUTED else self.n_features_in_
-        if X.shape[1] != expected:
-            what = {"precomputed": "kernel columns", "precomputed-distance": "distance columns"
-                    }.get(self.kernel, "features")
-            raise ValueError(f"X has {X.shape[1]} {what}, the model expects {expected}")
-        # Kernel values of new rows against the training points, summed over them.
-        check_range(self.kernel, X, max(n_fit,
-                                        float(np.sum(self.sample_weight_))),
-                    kernel=self.kernel_, offset=self.kernel_.offset)
-        labels_fit = self.labels_.astype(np.int32)
-        k = self.n_clusters
-        labels = np.empty(X.shape[0], dtype=np.int32)
-        dist = np.empty((X.shape[0], k)) if want_distances else None
-        row_dist = np.empty(X.shape[0])
-        with blas_threads(1):
-            F = self._fused_outer_sums(X, labels_fit, n_threads)
-            if F is not None:   # the kernel values never stored (rbf; Kernel.fused_outer_sums)
-                diag = self.kernel_.diag(X)
-                _lloyd.assign(F, self.inner_sums_, self.cluster_weights_, diag, labels,
-                              row_dist, n_threads)
-                if want_distances:
-                    _lloyd.distances(F, self.inner_sums_, self.cluster_weights_, diag, dist,
-                                     n_threads)
-                return labels.astype(np.intp), dist
-            for i0, i1, Kb, diag in self._kernel_row_blocks(X, kernel_diag, dtype, n_threads):
-                F = np.empty((k, i1 - i0))
-                _lloyd.outer_sums_rows(Kb, 0, labels_fit, self.sample_weight_, F, n_threads)
-                if diag is None:
-                    # K(x, x) unknown: the labels do not need it, the distances would.
-                    lin = np.where(self.cluster_weights_ > 0, -2.0 / self.cluster_weights_, 0)
-                    shift = np.where(self.cluster_weights_ > 0,
-                                     self.inner_sums_ / self.cluster_weights_ ** 2, np.inf)
-                    rel = lin[:, None] * F + shift[:, None]
-                    labels[i0:i1] = np.argmin(rel, axis=0)
-                    if want_distances:
-                        raise ValueError("distances of a precomputed model need kernel_diag, "
-                                         "K(x, x) of the new points")
-                    continue
-                _lloyd.assign(F, self.inner_sums_, self.cluster_weights_, diag,
-                              labels[i0:i1], row_dist[i0:i1], n_threads)
-                if want_distances:
-                    _lloyd.distances(F, self.inner_sums_, self.cluster_weights_, diag,
-                                     dist[i0:i1], n_threads)
-        return labels.astype(np.intp), dist
-
-    def _fused_outer_sums(self, X, labels_fit, n_threads):
-        """F (k×m) of new points from fused kernel values and sums, where the training kernel
-        is the kernel function itself (no PSD repair, objective 'kmeans') and the storage
-        float64 (a float32 model rounds its kernel values first); None otherwise."""
-        psd = getattr(self, "psd_", None)
-        if (self.kernel in PRECOMPUTED or self.objective != "kmeans"
-                or resolve_dtype(self.dtype) != np.float64
-                or (psd is not None and psd.repair != "none")):
-            return None
-        return self.kernel_.fused_outer_sums(X, self.X_fit_, labels_fit, self.sample_weight_,
-                                             self.n_clusters, n_threads)
-
-    def _kernel_row_blocks(self, X, kernel_diag, dtype, n_threads):
-        """Yield (i0, i1, K(X[i0:i1], X_fit), K(x, x) or None) in row blocks, transformed as
-        the training kernel was (:meth:`_transform_rows`)."""
-        if self.kernel in PRECOMPUTED:
-            diag = None if kernel_diag is None else np.ascontiguousarray(kernel_diag,
-                                                                    dtype=np.float64)
-            blocks = [(0, X.shape[0], np.ascontiguousarray(X, dtype=dtype), diag)]
-        else:
-            blocks = ((i0, i1, Kb, self.kernel_.diag(X[i0:i1])) for i0, i1, Kb in
-                      self.kernel_.cross_blocks(X, self.X_fit_, dtype=dtype, n_threads=n_threads))
-        for i0, i1, Kb, diag in blocks:
-            # X[i0:i1]: which points the rows belong to (a Lingoes shift needs to know when a
-            # new point is a training point, psd.py).
-            Kb, diag = self._transform_rows(Kb, diag, X[i0:i1])
-            yield i0, i1, np.ascontiguousarray(Kb, dtype=dtype), diag
+        return nearest(Fitted(**vars(self)), X, kernel_diag, want_distances)
 
     # -- PSD check and repair, embedding solver (see psd.py, embed.py) --------------------------
     def _psd_transform(self, K, diag, n_threads):
@@ -672,14 +585,6 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         self.psd_.fit_diag = diag
         self._psd_pending = True
         return K, diag
-
-    def _psd_transform_rows(self, Kb, diag, X_rows):
-        """Distance rows to kernel rows (Gower) and the repair, for new points."""
-        from ..kernels.psd import transform_rows
-
-        return transform_rows(Kb, diag, getattr(self, "psd_", None), self.kernel,
-                              X_new=X_rows if self.X_fit_ is not None else None,
-                              X_fit=self.X_fit_)
 
     def _psd_finish(self, weights):
         """Objectives on the kernel used and on the original one, into ``fit_stats_``."""
@@ -754,13 +659,6 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         from ..engine.optima import ncut_fit_kernel
 
         return ncut_fit_kernel(self, K, diag, weights, n_threads)
-
-    def _ncut_rows(self, Kb, diag):
-        if self.objective != "ncut":
-            return Kb, diag
-        from ..engine.optima import ncut_rows
-
-        return ncut_rows(self, Kb, diag)
 
     def _resolved_kernel(self, X, gamma_rng):
         """The kernel with resolved parameters and, for rbf and the linear k-means objective,

@@ -40,17 +40,33 @@ class LoadedModel:
 
     Attributes
     ----------
-    estimator : KernelKMeans
-        Fitted: ``predict`` and ``transform`` work without the training kernel matrix.
+    fitted : engine.predict.Fitted
+        The fitted attributes by the estimator's names: ``engine.predict.nearest`` labels
+        new points from them without building the estimator (nor importing scikit-learn).
     meta : dict
         The archive's metadata (see ``docs/model-format.md``).
     scaler : Scaler
         The scaling the training data went through; apply it to new data.
+    estimator : KernelKMeans
+        Fitted, built from ``fitted`` when first asked for: ``predict`` and ``transform``
+        work without the training kernel matrix.
     """
 
-    estimator: object
+    fitted: object
     meta: dict
     scaler: Scaler
+
+    @property
+    def estimator(self):
+        if getattr(self, "_estimator", None) is None:
+            from .estimator import KernelKMeans
+
+            values = dict(vars(self.fitted))
+            estimator = KernelKMeans(**{name: values.pop(name) for name in _PARAMS})
+            for name, value in values.items():
+                setattr(estimator, name, value)
+            self._estimator = estimator
+        return self._estimator
 
 
 def state_parts():
@@ -201,25 +217,25 @@ def load_model(path):
         if np.any(factor <= 0):
             _fail(path, "'scale_factor' must be positive")
         scaler = Scaler(meta["scale"], _array(path, arrays, "scale_offset", (d,), "f"), factor)
-    estimator = _estimator(path, meta, _kernel_offset(path, arrays, meta, d))
-    estimator.labels_ = labels.astype(np.intp)
-    estimator.sample_weight_ = np.ascontiguousarray(weights, dtype=np.float64)
-    estimator.cluster_sizes_ = sizes.astype(np.int64)
-    estimator.cluster_weights_ = np.ascontiguousarray(cluster_weights, dtype=np.float64)
-    estimator.inner_sums_ = np.ascontiguousarray(inner_sums, dtype=np.float64)
-    estimator.inertia_ = float(inertia)
-    estimator.X_fit_ = None if X_fit is None else np.ascontiguousarray(X_fit, dtype=np.float64)
-    estimator.n_features_in_ = d
-    estimator.n_iter_ = int(meta.get("n_iter", 0))
-    estimator.converged_ = bool(meta.get("converged", True))
-    estimator.fit_stats_ = dict(meta.get("fit_stats", {}))
-    if "best_restart" in estimator.fit_stats_:  # 0-based in the Python API
-        estimator.fit_stats_["best_restart"] -= 1
-    estimator.solver = meta.get("solver", "lloyd")
+    fitted = _fitted(path, meta, _kernel_offset(path, arrays, meta, d))
+    fitted.labels_ = labels.astype(np.intp)
+    fitted.sample_weight_ = np.ascontiguousarray(weights, dtype=np.float64)
+    fitted.cluster_sizes_ = sizes.astype(np.int64)
+    fitted.cluster_weights_ = np.ascontiguousarray(cluster_weights, dtype=np.float64)
+    fitted.inner_sums_ = np.ascontiguousarray(inner_sums, dtype=np.float64)
+    fitted.inertia_ = float(inertia)
+    fitted.X_fit_ = None if X_fit is None else np.ascontiguousarray(X_fit, dtype=np.float64)
+    fitted.n_features_in_ = d
+    fitted.n_iter_ = int(meta.get("n_iter", 0))
+    fitted.converged_ = bool(meta.get("converged", True))
+    fitted.fit_stats_ = dict(meta.get("fit_stats", {}))
+    if "best_restart" in fitted.fit_stats_:  # 0-based in the Python API
+        fitted.fit_stats_["best_restart"] -= 1
+    fitted.solver = meta.get("solver", "lloyd")
     for part in state_parts():
-        part.load_state(estimator, meta, arrays, n, lambda problem: _fail(path, problem))
-    _check_consistency(path, meta, estimator)
-    return LoadedModel(estimator=estimator, meta=meta, scaler=scaler)
+        part.load_state(fitted, meta, arrays, n, lambda problem: _fail(path, problem))
+    _check_consistency(path, meta, fitted)
+    return LoadedModel(fitted=fitted, meta=meta, scaler=scaler)
 
 
 def _check_nystroem(path, est, slack, unit):
@@ -670,8 +686,15 @@ def _kernel_offset(path, arrays, meta, d):
     return _array(path, arrays, "kernel_offset", (d,), "f")
 
 
-def _estimator(path, meta, offset=None):
-    from .estimator import KernelKMeans
+# The estimator's parameters a model file sets (the others keep their defaults).
+_PARAMS = ("n_clusters", "kernel", "gamma", "degree", "coef0", "n_init", "algorithm",
+           "random_state", "dtype")
+
+
+def _fitted(path, meta, offset=None):
+    """The record the loader fills: the parameters from ``meta`` (as ``KernelKMeans`` would
+    hold them), ``n_threads`` (all cores) and the resolved kernel."""
+    from ..engine.predict import Fitted
     from ..kernels.functions import Kernel, with_offset
 
     kernel = meta["kernel"]
@@ -679,12 +702,10 @@ def _estimator(path, meta, offset=None):
     degree = int(meta.get("degree", 3))
     coef0 = float(meta.get("coef0", 1.0))
     seed = meta.get("seed")
-    estimator = KernelKMeans(
-        meta["n_clusters"], kernel=kernel, gamma=gamma if gamma is not None else "median",
-        degree=degree, coef0=coef0, n_init=max(1, int(meta.get("n_init", 1))),
-        algorithm=meta.get("algorithm", "auto"),
+    return Fitted(
+        n_clusters=meta["n_clusters"], kernel=kernel,
+        gamma=gamma if gamma is not None else "median", degree=degree, coef0=coef0,
+        n_init=max(1, int(meta.get("n_init", 1))), algorithm=meta.get("algorithm", "auto"),
         random_state=seed if isinstance(seed, int) else None,
-        dtype=np.float32 if meta["dtype"] == "float32" else np.float64)
-    estimator.kernel_ = with_offset(Kernel(kernel, gamma, degree, coef0), offset)
-    estimator.gamma_ = gamma
-    return estimator
+        dtype=np.float32 if meta["dtype"] == "float32" else np.float64, n_threads=None,
+        kernel_=with_offset(Kernel(kernel, gamma, degree, coef0), offset), gamma_=gamma)
