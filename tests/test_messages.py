@@ -208,3 +208,15 @@ def test_a_blocked_sigmoid_fit_warns_as_the_matrix_route_does(data):
     assert "kkmeans: warning: the kernel matrix is not positive semidefinite" in matrix.stderr
     rbf = run(["fit", data, "-k", "3", "--storage", "blocked", *FAST, "--no-model"])
     assert "warning" not in rbf.stderr
+
+
+def test_a_zarr_folder_in_one_process_says_where_it_is_read(tmp_path):
+    (tmp_path / "x.zarr").mkdir()
+    result = run(["fit", tmp_path / "x.zarr", "-k", "2", "--no-model", "-q"])
+    assert result.exit_code == 1
+    assert result.stderr == (f"kkmeans: error: {tmp_path / 'x.zarr'}: is a folder, not a data "
+                             f"file; a Zarr array is read by the workers of a cluster (--cluster "
+                             f"local[:N] --approx nystroem), or save it as .npy or HDF5\n")
+    (tmp_path / "plain").mkdir()
+    result = run(["fit", tmp_path / "plain", "-k", "2", "--no-model", "-q"])
+    assert result.stderr == f"kkmeans: error: {tmp_path / 'plain'}: is a folder, not a data file\n"

@@ -144,7 +144,12 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
     if not os.path.exists(path):
         raise DataError(f"{path}: no such file")
     if os.path.isdir(path):
-        raise DataError(f"{path}: is a folder, not a data file")
+        zarr = path.rstrip("/").lower().endswith(".zarr") or any(
+            os.path.exists(os.path.join(path, name)) for name in (".zarray", ".zgroup",
+                                                                  "zarr.json"))
+        raise DataError(f"{path}: is a folder, not a data file" + (
+            "; a Zarr array is read by the workers of a cluster (--cluster local[:N] "
+            "--approx nystroem), or save it as .npy or HDF5" if zarr else ""))
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:

@@ -113,7 +113,8 @@ class _TextReader:
             data = self.read(BLOCK_BYTES)
         except UnicodeDecodeError as exc:  # a text stream that decodes itself
             raise DataError(f"{self.source}: not text ({exc.reason} at byte {exc.start}); "
-                            f"binary data must be .npy or HDF5 (given as a file)") from None
+                            f"binary data must be .npy or HDF5 (given as a file); text is read "
+                            f"as UTF-8") from None
         except OSError as exc:
             raise DataError(f"{self.source}: cannot read ({exc.strerror or exc})") from None
         self.ended = len(data) < BLOCK_BYTES
@@ -162,7 +163,8 @@ class _TextReader:
             line = self.newlines + block.count(b"\n", 0, exc.start) + 1
             raise DataError(f"{self.source}: not a text file ({exc.reason} at byte "
                             f"{self.offset + exc.start}, line {line}); binary data must be "
-                            f".npy or HDF5 (given as a file)") from None
+                            f".npy or HDF5 (given as a file); {encoding_hint(block)}") \
+                from None
 
     # -- the whole input --------------------------------------------------------------------
     def run(self):
@@ -585,3 +587,14 @@ def column_indexes(wanted, names, width, source):
                              f"can be used once")
         out.append(index)
     return out
+
+
+def encoding_hint(block):
+    """The end of the message for bytes that are not UTF-8: text is read as UTF-8, and what
+    to do with UTF-16 (its byte-order mark, or a zero byte beside ASCII characters) or with
+    another encoding such as Latin-1."""
+    head = block[:4096]
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(head) >= 4
+                                                 and head.count(b"\0") * 3 >= len(head)):
+        return "it looks like UTF-16 text: save it as UTF-8"
+    return "text is read as UTF-8: save a Latin-1 (or other) text file as UTF-8"
