@@ -7,6 +7,11 @@ import os
 import sys
 
 
+#: Whether this process ends with the command (the ``kkmeans`` script sets it; a command run
+#: in a test runner's process does not), so that what is set for the rest of the process
+#: (Dask's noise while it closes, ``distributed.command``) may be.
+WHOLE_PROCESS = False
+
 #: Standard streams (0, 1, 2) that were closed when the command started (``>&-``); each is
 #: held by /dev/null opened the wrong way, so no file the command opens takes its number and
 #: a write to it fails.

@@ -234,5 +234,9 @@ for _command in (fit, predict, sweep_command, info):
 
 
 def main():
-    """Entry point of the ``kkmeans`` console script."""
+    """Entry point of the ``kkmeans`` console script (and ``python -m kkmeans_cli``): the
+    process ends with the command (``_streams.WHOLE_PROCESS``)."""
+    from .. import _streams
+
+    _streams.WHOLE_PROCESS = True
     cli(prog_name="kkmeans")

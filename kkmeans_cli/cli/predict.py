@@ -85,8 +85,6 @@ def predict(ctx, **_):
     check_values(data, X, fitted.kernel, max(len(fitted.labels_),
                                              float(np.sum(fitted.sample_weight_))),
                  loaded.meta.get("scale", "none"), resolved=fitted.kernel_)
-    if fitted.kernel == "chi2" and np.any(X < 0):
-        raise DataError(f"{data.source}: the chi2 kernel needs non-negative data")
     with reporter.engine_warnings(), reporter.progress(f"predicting {data.source}"):
         try:
             labels, dist = nearest(fitted, X, want_distances=bool(opts["distances"]))

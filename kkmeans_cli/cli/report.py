@@ -167,6 +167,11 @@ class Reporter:
         # rich pads every cell to its column's width: no spaces at the ends of lines.
         self._echo(_TRAILING_BLANKS.sub(r"\1", captured.get()), nl=False)
 
+    def say(self, text):
+        """One line for people (not a warning), unless quiet."""
+        if not self.quiet:
+            self._echo(text)
+
     def warn(self, text):
         """One warning line."""
         if not self.quiet:

@@ -83,6 +83,40 @@ def feature_totals(src, fmap):
     return float(np.sum(fmap.kernel.diag(X))), float(np.sum(x_sq))
 
 
+# -- the checks of a fit in one process, chunk by chunk ----------------------------------------
+def screen(src, kernel, n_clusters):
+    """A chunk's part of the data checks made before any kernel value (the rules of
+    ``kernels.check_domain`` and ``count_distinct``): (the chunk's first value outside the
+    kernel's domain as (row, column, detail), or None; the chunk's distinct rows, all of them
+    when fewer than ``n_clusters``)."""
+    from ..errors import ValueRangeError
+    from ..kernels.functions import check_domain, distinct_rows
+
+    X = rows_of(src)
+    try:
+        check_domain(kernel, X)
+    except ValueRangeError as exc:
+        return (exc.row, exc.column, exc.detail), None
+    return None, distinct_rows(X, n_clusters, kernel)
+
+
+def range_problem(src, name, total_weight, kernel, gamma_from):
+    """A chunk's rows against ``kernels.check_range`` with the whole data's total weight,
+    resolved kernel and offset: None, ``("row", row, column, detail)`` or ``("options",
+    message)`` when the kernel's parameters are at fault."""
+    from ..errors import OptionConflictError, ValueRangeError
+    from ..kernels.functions import check_range
+
+    try:
+        check_range(name, rows_of(src), total_weight, kernel=kernel, offset=kernel.offset,
+                    gamma_from=gamma_from)
+    except ValueRangeError as exc:
+        return "row", exc.row, exc.column, exc.detail
+    except OptionConflictError as exc:
+        return "options", str(exc)
+    return None
+
+
 def moments(src):
     """(entries, Σx, Σ(x − mean)²) of a chunk, for the variance of all entries."""
     X = rows_of(src)

@@ -1,12 +1,10 @@
 """``kkmeans fit`` and ``kkmeans predict`` with ``--cluster`` or ``--scheduler``: the same
 outputs as in one process (labels in input order, the model file, the report), with DATA
 read by the workers and only summaries on the client. Labels are written chunk by chunk."""
-import sys
 from types import SimpleNamespace
 
-import click
-
-from ..errors import DataError, KKMeansError, UsageError
+from ..errors import (DataError, KKMeansError, TooFewDistinctPointsError, UsageError,
+                      ValueRangeError)
 
 #: Options of the one-process route that need the data (or per-row files) on the client.
 UNSUPPORTED = (("weights", None, "--weights"), ("plot", None, "--plot"),
@@ -32,25 +30,76 @@ def check_fit_options(opts):
                          "are sequential); use --refine auto or none")
     if opts["missing"] != "error":
         raise UsageError("--missing drop cannot be used with a cluster; clean the data first")
+    if opts["kernel"] in ("precomputed", "precomputed-distance"):
+        raise UsageError(f"--kernel {opts['kernel']} cannot be used with a cluster: DATA would "
+                         f"be an n×n matrix, and the cluster route computes kernel values from "
+                         f"the data's rows (Nyström features); give the points with their "
+                         f"kernel, or run without --cluster/--scheduler")
+    if opts["objective"] != "kmeans":
+        raise UsageError(f"--objective {opts['objective']} cannot be used with a cluster (the "
+                         f"normalized cut needs the kernel matrix); use --objective kmeans")
+    check_where(opts)
+
+
+def check_where(opts):
+    """Where to run, checked before any work (and before Dask is imported): the --cluster
+    and --scheduler values, not both, KKMEANS_CONNECT_TIMEOUT, and a --worker-memory a
+    worker process fits in."""
+    from .cluster import check_worker_memory, connect_timeout, parse_local, parse_scheduler
+
+    if opts.get("cluster") is not None and opts.get("scheduler") is not None:
+        raise UsageError("give --cluster local[:N] or --scheduler ADDRESS, not both")
+    if opts.get("scheduler") is not None:
+        parse_scheduler(opts["scheduler"])
+        connect_timeout()
+    else:
+        parse_local(opts["cluster"])
+        check_worker_memory(opts.get("worker_memory"))
 
 
 def _client(opts, reporter):
+    import logging
+
     from .cluster import open_client
 
-    def report(line):
-        if not reporter.quiet:
-            reporter.console.print(line)
+    from .. import _streams
 
+    if _streams.WHOLE_PROCESS and not opts.get("debug"):
+        # What Dask says while this process ends (connections closed, tasks cancelled after
+        # Ctrl-C, a cluster interrupted while it started, closed again at exit) is no news
+        # either: kkmeans reports a failure in one line. (While the client is open,
+        # cluster.quiet_dask silences it in any process.)
+        import sys
+
+        logging.disable(logging.CRITICAL)
+        sys.unraisablehook = lambda unraisable: None
     return open_client(opts.get("cluster"), opts.get("scheduler"),
-                       worker_memory=opts.get("worker_memory"), report=report)
+                       worker_memory=opts.get("worker_memory"), report=reporter.say)
 
 
 def _data(client, opts, spec):
+    from ..cli.options import columns_list
     from .readers import open_data
 
-    return open_data(client, spec, dataset=opts["dataset"], columns=opts["columns"],
-                     header=opts["header"], delimiter=opts["delimiter"],
-                     missing=opts["missing"])
+    return open_data(client, spec, dataset=opts["dataset"],
+                     columns=columns_list(opts["columns"]), header=opts["header"],
+                     delimiter=opts["delimiter"], missing=opts["missing"])
+
+
+def _check_chunk_memory(opts, data, k, rows):
+    """A --worker-memory too small for one chunk of DATA (its rows, Nyström features and
+    state) is refused before the fit (see ``cluster.check_worker_memory``)."""
+    from ..engine.features import CHUNK_ROWS, default_rank
+    from ..kernels.nystroem import resolve_landmarks
+    from .cluster import check_worker_memory
+
+    if opts.get("worker_memory") is None or opts.get("cluster") is None:
+        return
+    rows = min(rows, data.n)
+    m = resolve_landmarks(opts.get("landmarks"), data.n, k)
+    s = default_rank(k, m) if opts.get("rank") is None else min(int(opts["rank"]), m)
+    chunk = rows * (8 * data.d + 4 * s + 8 + 8 + 4) + min(rows, CHUNK_ROWS) * m * 8
+    check_worker_memory(opts["worker_memory"], chunk, rows)
 
 
 def _force(opts):
@@ -72,9 +121,9 @@ def _dataset(data):
                            kept=np.ones(0, dtype=bool))
 
 
-def write_labels(client, futures, handle=None):
-    """Labels of per-chunk futures, one per line, chunk by chunk (stdout when no handle);
-    returns the cluster sizes."""
+def write_labels(client, futures, handle):
+    """Labels of per-chunk futures, one per line, chunk by chunk, into ``handle``; returns
+    the cluster sizes."""
     import numpy as np
 
     sizes = None
@@ -82,11 +131,7 @@ def write_labels(client, futures, handle=None):
         labels = np.asarray(client.gather(fut))
         counts = np.bincount(labels)
         sizes = counts if sizes is None else _add_counts(sizes, counts)
-        text = "".join(f"{v}\n" for v in labels.tolist())
-        if handle is None:
-            click.echo(text, nl=False)
-        else:
-            handle.write(text.encode())
+        handle.write("".join(f"{v}\n" for v in labels.tolist()).encode())
         del fut
     return sizes
 
@@ -117,14 +162,22 @@ def fit_command(opts, reporter, model_path, params):
         if k > data.n:
             raise DataError(f"{data.source}: k = {k} is larger than the number of rows "
                             f"({data.n}); use a smaller -k")
+        rows = chunk_rows(data.d, opts.get("chunk_rows"))
+        _check_chunk_memory(opts, data, k, rows)
         if opts.get("chunk_rows") or len(data.bounds) == 1 or not data.is_aligned():
-            data = data.aligned(client, chunk_rows(data.d, opts.get("chunk_rows")))
+            data = data.aligned(client, rows)
         estimator.cluster = client
         with reporter.engine_warnings(), \
                 reporter.progress(f"fitting k = {k} on {data.source} (Dask)") as update:
             estimator.progress_callback = update
             try:
                 estimator.fit(data)
+            except ValueRangeError as exc:  # said as a fit in one process says it
+                column = data.columns[exc.column] if data.columns else exc.column + 1
+                raise DataError(f"{data.source}: row {exc.row + 1}, column {column}: "
+                                f"{exc.detail}") from None
+            except TooFewDistinctPointsError as exc:
+                raise DataError(f"{data.source}: {exc}; use a smaller -k") from None
             except KKMeansError:
                 raise
             except ValueError as exc:
@@ -156,6 +209,10 @@ def predict_command(opts, reporter, loaded):
                          "client); run without --cluster/--scheduler")
     if opts["missing"] != "error":
         raise UsageError("--missing drop cannot be used with a cluster; clean the data first")
+    if opts.get("with_data"):
+        raise UsageError("--with-data cannot be used with a cluster yet (it needs the data on "
+                         "the client); run without --cluster/--scheduler")
+    check_where(opts)
     estimator = loaded.estimator
     if getattr(estimator, "approx", "none") != "nystroem":
         raise UsageError(f"{opts['model_path']}: predict on a cluster needs a Nyström model "
@@ -175,15 +232,10 @@ def predict_command(opts, reporter, loaded):
             try:
                 futures = predict_on_cluster(estimator, data, client,
                                              rows=opts.get("chunk_rows"))
-                if opts["labels"] == "-":
-                    # Nothing is printed before every chunk is done (an error leaves no
-                    # partial output): wait for all, then stream them.
-                    client.gather([client.submit(len, f, pure=False) for f in futures])
-                    sizes = write_labels(client, futures)
-                else:
-                    with AtomicOutputs(**_force(opts)) as out:
-                        sizes = write_labels(client, futures,
-                                             out.open(opts["labels"], "labels"))
+                # Chunk by chunk into the one commit of the command's outputs (standard
+                # output included: nothing is printed before every chunk is done).
+                with AtomicOutputs(**_force(opts)) as out:
+                    sizes = write_labels(client, futures, out.open(opts["labels"], "labels"))
             except KKMeansError:
                 raise
             except ValueError as exc:
@@ -198,4 +250,3 @@ def predict_command(opts, reporter, loaded):
         ("cluster", f"Dask, {len(data.bounds)} chunk(s)"),
         ("cluster sizes", ", ".join(str(int(s)) for s in sizes)),
     ])
-    sys.stdout.flush()

@@ -101,6 +101,42 @@ class ClusterRun:
         else:
             self.phi = list(self.data.sources)
 
+    # -- the checks of a fit in one process ------------------------------------------------
+    def screen(self, kernel, n_clusters):
+        """The checks made before any kernel value, as one process makes them on all of X:
+        the kernel's domain (``kernels.check_domain``: chi2 needs non-negative data) and at
+        least ``n_clusters`` distinct points (``count_distinct``), from each chunk's distinct
+        rows united on the client."""
+        from ..errors import TooFewDistinctPointsError, ValueRangeError
+
+        found = self.gather([self.submit(chunks.screen, src, kernel, n_clusters)
+                             for src in self.data.sources])
+        for (i0, _), (problem, _) in zip(self.data.bounds, found):
+            if problem is not None:
+                row, column, detail = problem
+                raise ValueRangeError(i0 + row, column, detail)
+        from ..kernels.functions import distinct_rows
+
+        union = distinct_rows(np.concatenate([rows for _, rows in found]), n_clusters)
+        if union.shape[0] < n_clusters:
+            raise TooFewDistinctPointsError(union.shape[0], n_clusters)
+
+    def check_range(self, kernel, gamma_from=None):
+        """``kernels.check_range`` on every chunk with the whole data's total weight and the
+        resolved kernel (gamma, the offset): the first chunk's first row that breaks it."""
+        from ..errors import OptionConflictError, ValueRangeError
+
+        found = self.gather([self.submit(chunks.range_problem, src, kernel.name,
+                                         float(self.data.n), kernel, gamma_from)
+                             for src in self.data.sources])
+        for (i0, _), problem in zip(self.data.bounds, found):
+            if problem is None:
+                continue
+            if problem[0] == "options":
+                raise OptionConflictError(problem[1])
+            _, row, column, detail = problem
+            raise ValueRangeError(i0 + row, column, detail)
+
     def approximation_error(self):
         """trace(K − K̃)/trace(K) over all points (``features.approximation_error``)."""
         parts = self.gather([self.submit(chunks.feature_totals, src, self.fmap)
@@ -338,7 +374,9 @@ def fit_on_cluster(est, data, client, rngs, *, persist="auto", progress=None, ro
     run = ClusterRun(client, data, progress, per_chunk_sums)
     gamma_rng, fit_rng = rngs
     t0 = time.perf_counter()
+    run.screen(est.kernel, k)     # the checks of a fit in one process, chunk by chunk
     kernel = resolve_gamma_on_cluster(run, est, gamma_rng)
+    run.check_range(kernel, est.gamma if isinstance(est.gamma, str) else None)
     est.kernel_ = kernel
     m = resolve_landmarks(est.n_landmarks, n, k)
     rank = getattr(est, "nystroem_rank", None)

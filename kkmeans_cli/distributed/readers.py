@@ -12,6 +12,7 @@ The client only opens file headers (shape and dtype). Rows with NaN or infinite 
 error on the cluster route (``--missing drop`` would need the kept rows on the client).
 """
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,14 +49,27 @@ def _checked(X, source, i0, columns):
     return X
 
 
+def _unreadable(shown, path, exc):
+    """A worker that cannot open or read DATA (another machine, another folder): one line."""
+    return DataError(f"{shown}: a worker of the cluster cannot read it "
+                     f"({exc.strerror or exc}); the workers must see DATA at {path}")
+
+
 @dataclass
 class NpyReader:
-    path: str
+    path: str               # absolute: a worker may run in another folder
     columns: tuple = None
+    shown: str = None       # DATA as given, for messages
 
     def rows(self, i0, i1):
-        X = np.load(self.path, mmap_mode="r", allow_pickle=False)
-        return _checked(X[i0:i1], self.path, i0, self.columns)
+        shown = self.shown or self.path
+        try:
+            X = np.load(self.path, mmap_mode="r", allow_pickle=False)
+        except OSError as exc:
+            error = _unreadable(shown, self.path, exc)
+        else:
+            return _checked(X[i0:i1], shown, i0, self.columns)
+        raise error
 
 
 @dataclass
@@ -63,13 +77,20 @@ class Hdf5Reader:
     path: str
     dataset: str
     columns: tuple = None
+    shown: str = None
 
     def rows(self, i0, i1):
         import h5py
 
-        with h5py.File(self.path, "r") as f:
-            return _checked(f[self.dataset][i0:i1], f"{self.path}:{self.dataset}", i0,
-                            self.columns)
+        shown = self.shown or self.path
+        try:
+            with h5py.File(self.path, "r") as f:
+                X = f[self.dataset][i0:i1]
+        except OSError as exc:
+            error = _unreadable(shown, self.path, exc)
+        else:
+            return _checked(X, f"{shown}:{self.dataset}", i0, self.columns)
+        raise error
 
 
 @dataclass
@@ -77,12 +98,20 @@ class ZarrReader:
     path: str
     component: str = None
     columns: tuple = None
+    shown: str = None
 
     def rows(self, i0, i1):
         import zarr
 
-        arr = zarr.open(self.path, mode="r", path=self.component)
-        return _checked(arr[i0:i1], self.path, i0, self.columns)
+        shown = self.shown or self.path
+        try:
+            arr = zarr.open(self.path, mode="r", path=self.component)
+            X = arr[i0:i1]
+        except OSError as exc:
+            error = _unreadable(shown, self.path, exc)
+        else:
+            return _checked(X, shown, i0, self.columns)
+        raise error
 
 
 @dataclass
@@ -91,12 +120,32 @@ class FileReader:
 
     path: str
     options: dict
+    shown: str = None
 
     def rows(self, i0, i1):
         from ..io.readers import read_data
 
-        data = read_data(self.path, missing="error", **self.options)
-        return data.X[i0:i1]
+        shown = self.shown or self.path
+        if not os.path.exists(self.path):
+            error = _unreadable(shown, self.path, FileNotFoundError(
+                2, "no such file on the worker"))
+        else:
+            try:
+                data = read_data(self.path, missing="error", **self.options)
+            except DataError as exc:
+                error = DataError(cluster_wording(str(exc).replace(self.path, shown)))
+            except OSError as exc:
+                error = _unreadable(shown, self.path, exc)
+            else:
+                return data.X[i0:i1]
+        raise error  # (raised here, a new error: nothing of the reader's goes to the client)
+
+
+def cluster_wording(message):
+    """A reader's message as the cluster route says it: ``--missing drop`` is not offered
+    (the cluster route reads every row)."""
+    return re.sub(r"; use --missing drop to skip such rows",
+                  "; the cluster route reads every row (clean the data first)", message)
 
 
 @dataclass
@@ -215,7 +264,8 @@ def _npy(path, columns):
     if not isinstance(X, np.ndarray):
         raise DataError(f"{path}: is an .npz archive, not an .npy array")
     _shape_2d(X.shape, X.dtype, path)
-    return NpyReader(path, _column_select(columns, X.shape[1], path)), X.shape, path
+    return NpyReader(os.path.abspath(path), _column_select(columns, X.shape[1], path),
+                     shown=path), X.shape, path
 
 
 def _hdf5(path, dataset, columns):
@@ -240,7 +290,8 @@ def _hdf5(path, dataset, columns):
         node = handle[dataset]
         _shape_2d(node.shape, node.dtype, source)
         shape = node.shape
-    return Hdf5Reader(path, dataset, _column_select(columns, shape[1], source)), shape, source
+    return Hdf5Reader(os.path.abspath(path), dataset, _column_select(columns, shape[1], source),
+                      shown=path), shape, source
 
 
 def _zarr(path, component, columns):
@@ -257,7 +308,8 @@ def _zarr(path, component, columns):
         raise UsageError(f"{path}: is a Zarr group; name the array with --dataset")
     source = path if component is None else f"{path}:{component}"
     _shape_2d(arr.shape, arr.dtype, source)
-    return ZarrReader(path, component, _column_select(columns, arr.shape[1], source)), \
+    return ZarrReader(os.path.abspath(path), component,
+                      _column_select(columns, arr.shape[1], source), shown=path), \
         arr.shape, source
 
 
@@ -272,7 +324,8 @@ def _open_files(client, paths, spec, options):
     gets only each file's shape."""
     from . import chunks
 
-    futures = [client.submit(chunks.hold_rows, ("read", FileReader(p, options), 0, None),
+    futures = [client.submit(chunks.hold_rows,
+                             ("read", FileReader(os.path.abspath(p), options, shown=p), 0, None),
                              pure=False) for p in paths]
     shapes = client.gather([client.submit(chunks.shape_of, f) for f in futures])
     widths = {s[1] for s in shapes}

@@ -170,6 +170,7 @@ class _TextReader:
     def run(self):
         blocks = self._blocks()
         seen_text = False
+        found = None
         try:
             for block in blocks:
                 if self.rows is None:
@@ -180,7 +181,11 @@ class _TextReader:
                         continue
                     block = rest
                 self._data_block(block)
-        except _Found as found:
+        except _Found as caught:
+            found = caught
+        if found is not None:
+            # Raised outside the except block: the error's context is not the _Found that
+            # holds it (a cycle that pickling, e.g. Dask sending it from a worker, cannot end).
             self._rest(blocks, found)
         if self.rows is None:
             raise DataError(f"{self.source}: the file is empty" if not seen_text else

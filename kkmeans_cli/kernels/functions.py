@@ -396,6 +396,8 @@ def check_range(name, X, total_weight, kernel=None, what="X", offset=None, gamma
 
     The row reported is the first that breaks the rule, the column its largest |value|.
 
+    First the kernel's domain (:func:`check_domain`: chi2 needs non-negative data).
+
     poly's rule may be broken by its parameters rather than by the data:
     :class:`~kkmeans_cli.errors.OptionConflictError` (a usage error) names them when
     4·m²·|coef0|^degree alone overflows (no data can help), or when γ came from a heuristic of
@@ -409,6 +411,7 @@ def check_range(name, X, total_weight, kernel=None, what="X", offset=None, gamma
     X = np.asarray(X, dtype=np.float64)
     if X.size == 0:
         return
+    check_domain(name, X, what)
     m = max(float(X.shape[0]), float(total_weight))
     with np.errstate(over="ignore", invalid="ignore"):
         b = max(float(X.max()), -float(X.min()))
@@ -417,6 +420,20 @@ def check_range(name, X, total_weight, kernel=None, what="X", offset=None, gamma
     if _within_limits(name, b, X.shape[1], m, kernel):
         return
     _check_rows(name, X, m, kernel, what, offset, gamma_from)
+
+
+def check_domain(name, X, what="X"):
+    """The values a kernel is defined for: the chi2 kernel needs non-negative data (the first
+    negative value is named, :class:`~kkmeans_cli.errors.ValueRangeError`)."""
+    if name != "chi2":
+        return
+    X = np.asarray(X)
+    if X.size and X.min() < 0:
+        from ..errors import ValueRangeError
+
+        r, c = np.argwhere(X < 0)[0]
+        raise ValueRangeError(r, c, f"the value {X[r, c]:g} is negative; the chi2 kernel "
+                                    f"needs non-negative data", what=what)
 
 
 def _within_limits(name, b, d, m, kernel):
@@ -564,20 +581,31 @@ def count_distinct(X, at_least, weights=None, name=None):
         positive = np.asarray(weights) > 0
         if not positive.all():
             X = X[positive]
+    return distinct_rows(X, at_least, name).shape[0]
+
+
+def distinct_rows(X, at_least, name=None):
+    """Distinct rows of X as the kernel sees them (normalised for cosine): all of them when
+    there are fewer than ``at_least``, else ``at_least`` or more of them. The union of these
+    over parts of X (the chunks of a cluster) has as many distinct rows as X when X has fewer
+    than ``at_least``, and at least ``at_least`` otherwise: the check of
+    :func:`count_distinct` in pieces."""
+    X = np.asarray(X, dtype=np.float64)
     if X.shape[0] == 0:
-        return 0
+        return X
     head = min(X.shape[0], max(8 * at_least, 64))
-    found = _distinct_rows(X[:head], name)
-    if found >= at_least or head == X.shape[0]:
+    found = _unique_rows(X[:head], name)
+    if found.shape[0] >= at_least or head == X.shape[0]:
         return found
-    return _distinct_rows(X, name)
+    return _unique_rows(X, name)
 
 
-def _distinct_rows(X, name):
+def _unique_rows(X, name):
     if name == "cosine":
         with np.errstate(invalid="ignore", divide="ignore"):
             norms = np.sqrt(np.einsum("ij,ij->i", X, X))
             X = np.where(norms[:, None] > 0, X / np.where(norms > 0, norms, 1.0)[:, None], 0.0)
     X = np.ascontiguousarray(X + 0.0)  # −0.0 and 0.0 are the same point
     rows = X.view(np.dtype((np.void, X.dtype.itemsize * X.shape[1]))).ravel()
-    return np.unique(rows).shape[0]
+    _, first = np.unique(rows, return_index=True)
+    return X[np.sort(first)]

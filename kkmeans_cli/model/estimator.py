@@ -12,8 +12,8 @@ from ..engine.lloyd import LloydResult, lloyd
 from ..engine.starts import kmeans_plusplus, random_centres
 from ..engine.threads import blas_threads, effective_n_threads
 FLOAT_TINY = float(np.finfo(np.float64).tiny)
-from ..kernels.functions import (FLOAT_MAX, Kernel, check_range, count_distinct, data_offset,
-                                 resolve_gamma)
+from ..kernels.functions import (FLOAT_MAX, Kernel, check_domain, check_range, count_distinct,
+                                 data_offset, resolve_gamma)
 from ..kernels.psd import PRECOMPUTED
 from ..kernels.sources import BlockedKernel, InMemoryKernel, LazyKernel
 from .params import PARAMETER_CONSTRAINTS, fit_rngs, resolve_dtype, validate_params
@@ -722,8 +722,7 @@ def _check_data(X, kernel, square=True, estimator=None, reset=False):
     if not np.all(np.isfinite(X)):
         bad = np.argwhere(~np.isfinite(X))[0]
         raise ValueError(f"X contains NaN or infinity (first at row {bad[0]}, column {bad[1]})")
-    if kernel == "chi2" and np.any(X < 0):
-        raise ValueError("the chi2 kernel needs non-negative data")
+    check_domain(kernel, X)  # chi2: non-negative data (the rule of every route)
     if kernel in PRECOMPUTED and square:
         from ..kernels.psd import check_square
 

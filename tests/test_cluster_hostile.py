@@ -1,0 +1,326 @@
+"""The Dask route against hostile use: malformed addresses and settings are usage errors at
+once (before Dask connects or starts anything), the data get the checks of a fit in one
+process with the same messages, and Ctrl-C, SIGTERM, a bad part or a scheduler that goes away
+end the command with one line, no traceback and no output left. A LocalCluster on the loopback
+interface; the cases that need the command's own cluster or signals run as subprocesses."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from helpers import kkmeans_command, run, write_csv
+from kkmeans_cli.errors import TooFewDistinctPointsError, ValueRangeError
+from kkmeans_cli.model.estimator import KernelKMeans
+
+from distributed import Client, LocalCluster  # noqa: E402
+
+LOOPBACK = "127.0.0.1"
+NYSTROEM = ["--approx", "nystroem", "--landmarks", "30", "--n-init", "2"]
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host=LOOPBACK,
+                           dashboard_address=f"{LOOPBACK}:0", silence_logs=50)
+    c = Client(cluster, set_as_default=False)
+    yield c
+    c.close()
+    cluster.close()
+
+
+@pytest.fixture
+def never_connect(monkeypatch):
+    """Fail the test if the command connects to or starts a cluster."""
+    from kkmeans_cli.distributed import cluster
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a cluster was reached before the usage error")
+
+    monkeypatch.setattr(cluster, "_connect", refuse)
+    monkeypatch.setattr(cluster, "_start_local", refuse)
+
+
+def _one_line(result, code, needle):
+    assert result.exit_code == code, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kkmeans: error: "), result.stderr
+    assert needle in lines[0], lines[0]
+
+
+def _points(tmp_path, n=400, seed=0):
+    X = np.random.default_rng(seed).normal(size=(n, 3))
+    np.save(tmp_path / "x.npy", X)
+    return X
+
+
+# -- 16. addresses, the timeout: usage errors before any connection -----------------------------
+@pytest.mark.parametrize("address, needle", [
+    ("tcp://127.0.0.1:abc", "'tcp://127.0.0.1:abc': port 'abc' is not a number in 1..65535"),
+    ("tcp://", "'tcp://': no host"),
+    ("tcp://127.0.0.1", "'tcp://127.0.0.1': no port; expected tcp://127.0.0.1:PORT"),
+    (":99999", "':99999': no host"),
+    ("127.0.0.1:99999", "port '99999' is not a number in 1..65535"),
+    ("tcp://127.0.0.1:0", "port '0' is not a number in 1..65535"),
+    ("tcp://127.0.0.1:８７８６", "is not a number in 1..65535"),
+    ("inproc://x", "an inproc:// scheduler lives inside another process"),
+    ("http://127.0.0.1:8787/status", "is a web address (the dashboard's?)"),
+    ("gopher://127.0.0.1:70", "unknown scheme gopher://"),
+    ("tcp://127.0.0.1:8786/x", "expected tcp://HOST:PORT"),
+])
+def test_a_malformed_scheduler_address_is_a_usage_error_at_once(tmp_path, never_connect,
+                                                                  address, needle):
+    _points(tmp_path)
+    for command in (["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--no-model"],
+                    ["predict", tmp_path / "x.npy", tmp_path / "x.npy"]):
+        result = run(command + ["--scheduler", address, "--labels", tmp_path / "l.txt"])
+        _one_line(result, 2, needle)
+    assert sorted(os.listdir(tmp_path)) == ["x.npy"]
+
+
+def test_a_folder_as_scheduler_file_and_config_values_are_checked_too(tmp_path, never_connect):
+    _points(tmp_path)
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--scheduler", tmp_path])
+    _one_line(result, 2, f"{tmp_path}: is a folder, not a scheduler file")
+    (tmp_path / "run.yaml").write_text("scheduler: tcp://127.0.0.1\ncluster: local\n")
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--config",
+                  tmp_path / "run.yaml"])
+    _one_line(result, 2, f"config {tmp_path / 'run.yaml'}: key 'scheduler': 'tcp://127.0.0.1'"
+                         f": no port")
+    (tmp_path / "run.yaml").write_text("cluster: 2\n")
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--config",
+                  tmp_path / "run.yaml"])
+    _one_line(result, 2, "key 'cluster': '2': expected local or local:N")
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-3", "abc", "1e400"])
+def test_a_bad_connect_timeout_is_a_usage_error(tmp_path, never_connect, monkeypatch, value):
+    _points(tmp_path)
+    monkeypatch.setenv("KKMEANS_CONNECT_TIMEOUT", value)
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--no-model",
+                  "--scheduler", "tcp://127.0.0.1:8786"])
+    _one_line(result, 2, f"KKMEANS_CONNECT_TIMEOUT={value!r}: expected a positive number of "
+                         f"seconds")
+
+
+# -- 7. worker memory below what a worker needs -----------------------------------------------
+@pytest.mark.parametrize("size, shown", [("10M", "10 MiB"), ("1K", "1 KiB"), ("1e3", "1000 B"),
+                                         ("150M", "150 MiB")])
+def test_a_worker_memory_a_worker_cannot_live_in_is_refused_up_front(tmp_path, never_connect,
+                                                                      size, shown):
+    _points(tmp_path)
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--no-model",
+                  "--cluster", "local:1", "--worker-memory", size])
+    _one_line(result, 2, f"--worker-memory {shown}: a worker needs at least 192 MiB")
+
+
+def test_the_minimum_counts_one_chunk_and_names_the_way_out():
+    from kkmeans_cli.distributed.cluster import check_worker_memory
+    from kkmeans_cli.errors import UsageError
+
+    check_worker_memory(None, 10**12)
+    check_worker_memory(300 * 2**20, 20 * 2**20, 100_000)
+    with pytest.raises(UsageError, match=r"--worker-memory 200 MiB: a worker needs at least "
+                                         r"252 MiB, its process \(192 MiB\) and twice one chunk "
+                                         r"of 100,000 rows \(30 MiB: .*--chunk-rows"):
+        check_worker_memory(200 * 2**20, 30 * 2**20, 100_000)
+
+
+# -- 17, 15. options the cluster route does not run: refused before connecting -----------------
+@pytest.mark.parametrize("args, needle", [
+    (["--kernel", "precomputed"], "--kernel precomputed cannot be used with a cluster"),
+    (["--kernel", "precomputed-distance"], "--kernel precomputed-distance cannot be used"),
+])
+def test_a_precomputed_kernel_on_a_cluster_is_an_option_conflict(tmp_path, never_connect,
+                                                                  args, needle):
+    np.save(tmp_path / "K.npy", np.eye(50))
+    for where in (["--cluster", "local:2"], ["--scheduler", "tcp://127.0.0.1:8786"]):
+        result = run(["fit", tmp_path / "K.npy", "-k", "2", *NYSTROEM, *args, *where,
+                      "--no-model"])
+        _one_line(result, 2, needle)
+
+
+def test_predict_with_data_on_a_cluster_is_refused(tmp_path, never_connect):
+    X = _points(tmp_path)
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "-o", tmp_path / "m.npz",
+                  "-q"])
+    assert result.exit_code == 0, result.stderr
+    for where in (["--scheduler", "tcp://127.0.0.1:8786"], ["--cluster", "local:1"]):
+        result = run(["predict", tmp_path / "m.npz", tmp_path / "x.npy", "--with-data", *where])
+        _one_line(result, 2, "--with-data cannot be used with a cluster yet")
+        assert result.stdout == ""
+    assert X.shape == (400, 3)
+
+
+# -- 13. the checks of one process, on the chunks ------------------------------------------------
+def _one_process_error(X, **params):
+    with pytest.raises((ValueRangeError, TooFewDistinctPointsError)) as info:
+        KernelKMeans(approx="nystroem", n_threads=1, **params).fit(X)
+    return info.value
+
+
+@pytest.mark.parametrize("case", ["chi2 one negative", "chi2 all negative", "identical rows",
+                                  "two distinct in two chunks"])
+def test_the_cluster_makes_the_checks_of_one_process(client, tmp_path, case):
+    rng = np.random.default_rng(3)
+    params = dict(n_clusters=3, n_landmarks=20, n_init=2, random_state=0)
+    if case == "chi2 one negative":
+        X = np.abs(rng.normal(size=(5000, 3)))
+        X[4321, 1] = -0.5
+        params["kernel"] = "chi2"
+    elif case == "chi2 all negative":
+        X = -np.abs(rng.normal(size=(3000, 3))) - 0.1
+        params["kernel"] = "chi2"
+    elif case == "identical rows":
+        X = np.ones((100, 3))
+    else:  # one point in each of two chunks of 2048 rows
+        X = np.zeros((4096, 3))
+        X[2048:] = 1.0
+    expected = _one_process_error(X, **params)
+    from kkmeans_cli.distributed.readers import from_array
+
+    data = from_array(client, X).aligned(client, 2048)
+    with pytest.raises(type(expected)) as info:
+        KernelKMeans(approx="nystroem", cluster=client, **params).fit(data)
+    assert str(info.value) == str(expected)
+    # the command line says it as in one process
+    np.save(tmp_path / "x.npy", X)
+    args = ["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--no-model", "-q"]
+    args += ["--kernel", "chi2"] if "chi2" in case else []
+    one = run(args)
+    dask = run(args + ["--scheduler", client.scheduler.address, "--chunk-rows", "2048"])
+    assert one.exit_code == dask.exit_code == 1
+    _one_line(dask, 1, one.stderr.strip().removeprefix("kkmeans: error: "))
+
+
+# -- 10, 21, 8, 3, 9: the command's own cluster, signals, a scheduler that goes away -------------
+def _start(args, cwd, **kwargs):
+    return subprocess.Popen(kkmeans_command() + [str(a) for a in args], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True, **kwargs)
+
+
+def _wait_for_line(proc, prefix, seconds=60):
+    """The first stderr line (the cluster's address, printed once it runs)."""
+    line = proc.stderr.readline().decode()
+    assert line.startswith(prefix), (line, proc.stderr.read())
+    return line
+
+
+def _group_gone(pgid, seconds=30):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_bad_part_on_a_local_cluster_is_one_line_without_a_worker_traceback(tmp_path):
+    (tmp_path / "parts").mkdir()
+    X = np.round(np.random.default_rng(1).normal(size=(900, 3)), 4)
+    for i in range(3):
+        write_csv(tmp_path / "parts" / f"p{i}.csv", X[300 * i:300 * (i + 1)])
+    text = (tmp_path / "parts" / "p1.csv").read_text().splitlines()
+    text[7] = "nan," + text[7].split(",", 1)[1]
+    (tmp_path / "parts" / "p1.csv").write_text("\n".join(text) + "\n")
+    (tmp_path / "parts" / "p3.csv").write_text("")
+    for pattern, message in [
+            ("p[012].csv", "parts/p1.csv: line 8, column 1 ('x0'): missing value ('nan'); "
+                           "the cluster route reads every row (clean the data first)"),
+            ("p[023].csv", "parts/p3.csv: the file is empty")]:
+        proc = subprocess.run(kkmeans_command() + [
+            "fit", f"parts/{pattern}", "-k", "3", *NYSTROEM, "--cluster", "local:1",
+            "--no-model", "-q"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 1
+        assert proc.stderr == f"kkmeans: error: {message}\n"
+        assert "--missing drop" not in proc.stderr
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_a_local_cluster_run_is_one_line(tmp_path, signum, code):
+    """Ctrl-C reaches the whole process group (the workers too); SIGTERM the command alone.
+    Either way: one line, 128 + the signal, no traceback of a worker, no output, no worker
+    left behind. The labels go to a FIFO nobody reads: the run cannot end before the
+    signal."""
+    _points(tmp_path, n=3000)
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "-o", tmp_path / "m.npz",
+                  "-q", "--labels", "/dev/null"])
+    assert result.exit_code == 0
+    os.mkfifo(tmp_path / "labels.fifo")
+    proc = _start(["predict", "m.npz", "x.npy", "--cluster", "local:2", "--chunk-rows", "1024",
+                   "--labels", "labels.fifo"], tmp_path)
+    _wait_for_line(proc, "Dask cluster tcp://127.0.0.1:")
+    time.sleep(0.3)
+    if signum == signal.SIGINT:
+        os.killpg(proc.pid, signum)
+    else:
+        proc.send_signal(signum)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err
+    name = "" if signum == signal.SIGINT else " (SIGTERM)"
+    assert err.decode() == f"kkmeans: interrupted{name}\n"
+    assert sorted(os.listdir(tmp_path)) == ["labels.fifo", "m.npz", "x.npy"]
+    assert _group_gone(proc.pid), "a worker process outlived the command"
+
+
+def test_a_scheduler_that_goes_away_is_one_line(tmp_path):
+    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host=LOOPBACK,
+                           dashboard_address=f"{LOOPBACK}:0", silence_logs=50)
+    try:
+        np.save(tmp_path / "x.npy", np.random.default_rng(4).normal(size=(300_000, 4)))
+        proc = _start(["fit", "x.npy", "-k", "4", *NYSTROEM, "-o", "m.npz", "--scheduler",
+                       cluster.scheduler_address, "--chunk-rows", "2048"], tmp_path)
+        _wait_for_line(proc, "Dask cluster tcp://127.0.0.1:")
+        time.sleep(0.5)
+    finally:
+        cluster.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    lines = err.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"kkmeans: error: the Dask cluster at {cluster.scheduler_address} went away during the "
+        f"run"), err
+    assert sorted(os.listdir(tmp_path)) == ["x.npy"]
+
+
+def test_ctrl_c_on_a_running_scheduler_is_one_line(client, tmp_path):
+    np.save(tmp_path / "x.npy", np.random.default_rng(5).normal(size=(300_000, 4)))
+    proc = _start(["fit", "x.npy", "-k", "4", *NYSTROEM, "-o", "m.npz", "--scheduler",
+                   client.scheduler.address, "--chunk-rows", "2048"], tmp_path)
+    _wait_for_line(proc, "Dask cluster tcp://127.0.0.1:")
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert err.decode() == "kkmeans: interrupted\n"
+    assert sorted(os.listdir(tmp_path)) == ["x.npy"]
+
+
+def test_a_full_stdout_on_a_cluster_leaves_no_file(client, tmp_path):
+    """The cluster's predict writes its labels through the same commit as one process."""
+    _points(tmp_path)
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "-o", tmp_path / "m.npz",
+                  "-q", "--labels", "/dev/null"])
+    assert result.exit_code == 0
+    (tmp_path / "old.txt").write_text("OLD\n")
+    line = (f"{' '.join(kkmeans_command())} predict m.npz x.npy --scheduler "
+            f"{client.scheduler.address} -q > /dev/full")
+    proc = subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr == ("kkmeans: error: cannot write the labels to standard output: No "
+                           "space left on device\n")
+    assert sorted(os.listdir(tmp_path)) == ["m.npz", "old.txt", "x.npy"]
+    if sys.platform == "linux":  # and a reader that goes away: 141, nothing said
+        proc = subprocess.Popen(kkmeans_command() + ["predict", "m.npz", "x.npy", "--scheduler",
+                                                     client.scheduler.address, "-q"],
+                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc.stdout.close()
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 141 and err == b""
