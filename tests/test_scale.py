@@ -8,7 +8,7 @@ from sklearn.datasets import make_blobs, make_circles, make_moons
 from sklearn.metrics import adjusted_rand_score
 
 from kkmeans_cli import KernelKMeans
-from kkmeans_cli.model import memory
+from kkmeans_cli import memory
 from kkmeans_cli.kernels import nystroem
 from kkmeans_cli.engine import features
 from kkmeans_cli.errors import MemoryPlanError
@@ -72,7 +72,7 @@ def test_plan_of_the_feature_engine_counts_float32_features_of_its_rank():
     assert eng.items["Nyström features"] < old.items["Nyström features"] / 10
 
 
-def test_plan_repeats_the_engine_constants_it_cannot_import():
+def test_plan_and_engine_share_their_constants():
     from kkmeans_cli.engine import restarts
 
     assert memory.FEATURE_EPSILON == features.EPSILON
@@ -350,7 +350,7 @@ def test_nystroem_sweep_shares_features(tmp_path, monkeypatch):
     original = nystroem.fit_features
     monkeypatch.setattr(nystroem, "fit_features",
                         lambda *a, **kw: calls.append(1) or original(*a, **kw))
-    from kkmeans_cli.measures.sweep import sweep
+    from kkmeans_cli.model.sweep import sweep
 
     result = sweep(X, "2..6", gamma=0.05, n_init=2, random_state=0, n_threads=1,
                    approx="nystroem")

@@ -7,7 +7,7 @@ import pytest
 from sklearn.datasets import make_blobs
 
 from kkmeans_cli import KernelKMeans
-from kkmeans_cli.measures.sweep import COLUMNS, choose_k, parse_ks, sweep, to_csv
+from kkmeans_cli.model.sweep import COLUMNS, choose_k, parse_ks, sweep, to_csv
 
 PARAMS = dict(kernel="rbf", gamma="median", n_init=3, random_state=0, n_threads=2)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

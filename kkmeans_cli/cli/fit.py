@@ -81,7 +81,7 @@ def fit(ctx, **_):
         require_matplotlib(opts["plot"])
     reporter = Reporter(opts["quiet"])
     if on_cluster(opts):
-        from ..distributed.command import fit_command
+        from .distributed import fit_command
 
         return fit_command(opts, reporter, model_path,
                            estimator_kwargs(opts, opts["n_clusters"], opts["init"]))

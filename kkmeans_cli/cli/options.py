@@ -99,7 +99,7 @@ class SizeType(click.ParamType):
     name = "size"
 
     def convert(self, value, param, ctx):
-        from ..model.memory import parse_size
+        from ..memory import parse_size
 
         try:
             return parse_size(value)
@@ -543,7 +543,7 @@ def check_memory_plan(opts, n, ks, silhouette, blocked_silhouette=False, sweep=F
     --storage blocked)."""
     from ..engine.threads import effective_n_threads
     from ..kernels.nystroem import feature_engine_applies
-    from ..model.memory import check, plan
+    from ..memory import check, plan
     from ..model.planning import SMALL_N
 
     engine = not sweep and feature_engine_applies(opts["objective"], opts["refine"])
@@ -564,7 +564,7 @@ def _auto_storage(opts, n, kw):
     (``memory.choose_storage``: blocked when the kernel matrix does not fit); refuses (exit 1)
     when no exact route fits."""
     from ..model.estimator import KernelKMeans
-    from ..model.memory import choose_storage
+    from ..memory import choose_storage
     from ..model.planning import blocked_possible
 
     params = KernelKMeans(**estimator_kwargs(opts, kw["k"], "k-means++")).get_params()

@@ -53,7 +53,7 @@ def predict(ctx, **_):
     reporter = Reporter(opts["quiet"])
     loaded = load_model(opts["model_path"])
     if on_cluster(opts):
-        from ..distributed.command import predict_command
+        from .distributed import predict_command
 
         return predict_command(opts, reporter, loaded)
     data = read_input(opts, opts["data"])

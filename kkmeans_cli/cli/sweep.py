@@ -56,7 +56,7 @@ def sweep_command(ctx, **_):
     if opts["k"] is None:
         raise UsageError("missing option --k (e.g. --k 2..10 or --k 2,3,5; or k in --config) "
                          "(see 'kkmeans sweep --help')")
-    from ..measures.sweep import parse_k_ranges, parse_ks
+    from ..model.sweep import parse_k_ranges, parse_ks
 
     try:
         k_ranges = parse_k_ranges(opts["k"])  # expanded once checked against the rows
@@ -78,7 +78,7 @@ def sweep_command(ctx, **_):
     from ..io.data import AtomicOutputs, check_outputs
     from ..model.model_file import model_meta, save_model
     from .report import Reporter
-    from ..measures.sweep import sweep, to_csv
+    from ..model.sweep import sweep, to_csv
 
     check_outputs([(opts["model"], "model", "-o/--model"), (opts["table"], "table", "--table"),
                    (opts["plot"], "plot", "--plot")], opts["force"], input_paths(opts))

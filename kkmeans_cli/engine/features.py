@@ -69,17 +69,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import memory
 from .lloyd import relocation_moves, warn_relocated
 from .threads import blas_threads, thread_pool
 from . import _features
 
 #: Rows per block of every chunk computation (fixed: results independent of the thread count).
-CHUNK_ROWS = 2048
+CHUNK_ROWS = memory.FEATURE_BLOCK_ROWS
 #: Rows per part of the work shared by the threads when building features or predicting.
-PART_ROWS = 4 * CHUNK_ROWS
+PART_ROWS = memory.FEATURE_PART_ROWS
 #: ε of the default rank s = ⌈k/ε⌉ (Wang, Gittens & Mahoney: s ≈ k/ε features give a
 #: (1 + ε)-approximation); measured in benchmarks/bench_nystroem.py.
-EPSILON = 0.2
+EPSILON = memory.FEATURE_EPSILON
 #: Eigenvalues of K(L, L) at most this fraction of the largest are dropped.
 EIG_RTOL = 1e-10
 DTYPES = {"float32": np.float32, "float64": np.float64}

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _options
+from ..memory import BLOCK_BYTES, row_blocks
 from ..engine.threads import blas_threads, thread_pool
 from ..errors import KKMeansWarning
 
@@ -38,8 +39,6 @@ GAMMA_KERNELS = ("rbf", "poly", "sigmoid", "laplacian", "chi2")
 CENTRED_KERNELS = ("rbf", "linear")
 _GRAM_CODE = {"linear": 0, "poly": 1, "rbf": 2, "sigmoid": 3, "cosine": 4}
 _L1_CODE = {"laplacian": 5, "chi2": 6}
-# Bytes of float64 work space for one block of the Gram matrix.
-BLOCK_BYTES = 64 * 2**20
 # Below this many features a Gram block is cheap and one BLAS thread is best: idle OpenBLAS
 # threads spin-wait and slow the OpenMP pass that follows (measured 10x on 2 cores).
 # Blocks with fewer entries than this are computed on one thread: waking the other threads
@@ -265,12 +264,6 @@ def _parallel_exp(E, target, n_threads):
 
 def _row_sq_norms(X):
     return np.einsum("ij,ij->i", X, X)
-
-
-def row_blocks(n_rows, n_cols, block_bytes=BLOCK_BYTES):
-    step = max(1, min(n_rows, block_bytes // (8 * max(n_cols, 1))))
-    for i0 in range(0, n_rows, step):
-        yield i0, min(i0 + step, n_rows)
 
 
 def data_offset(kernel, X, objective="kmeans", quiet=False):

@@ -31,9 +31,8 @@ import numpy as np
 
 from .._text import plural
 from ..engine.threads import blas_threads, thread_pool
-from .functions import row_blocks
+from ..memory import BLOCK_BYTES, default_landmarks, row_blocks
 from .sources import KernelSource
-from ..model.memory import BLOCK_BYTES, default_landmarks
 
 #: Eigenvalues of K_mm at most this fraction of the largest are dropped from the transform.
 EIG_RTOL = 1e-10
@@ -462,7 +461,7 @@ def engine_source(estimator, X, n_threads):
     the float32 features of X (:class:`FeatureEngine`)."""
     import time
 
-    from ..model.memory import check, plan
+    from ..memory import check, plan
 
     F = _engine()
     n, k = X.shape[0], estimator.n_clusters
@@ -528,7 +527,7 @@ def fit_source(estimator, X, kernel_matrix, n_threads):
 def shared_features(estimator, X, kernel, n_threads):
     """The :class:`NystroemFeatures` of X for ``estimator``'s landmark count and seed, after
     the memory plan (``estimator.memory_limit``) allowed them."""
-    from ..model.memory import check, plan
+    from ..memory import check, plan
 
     n, k = X.shape[0], estimator.n_clusters
     if estimator.kernel == "precomputed":

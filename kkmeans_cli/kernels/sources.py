@@ -20,7 +20,8 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from ..engine import _elkan, _lloyd
-from .functions import BLOCK_BYTES, SMALL_BLOCK, row_blocks, Workspace
+from ..memory import BLOCK_BYTES, row_blocks
+from .functions import SMALL_BLOCK, Workspace
 
 # Own sums of a cluster of m points (BlockedKernel): block rows of at least this many rows,
 # about OWN_SUM_BLOCKS of them, so ~(½ + 1/16) of K(Y, Y) is computed.

@@ -214,7 +214,7 @@ def silhouettes_and_sums(K, labelings, sample_weight=None, n_threads=None, outer
     ``(samples, sums)``, one per labelling.
     """
     from . import _silhouette
-    from ..kernels.functions import BLOCK_BYTES
+    from ..memory import BLOCK_BYTES
 
     K = _check_K(K)
     n = K.shape[0]

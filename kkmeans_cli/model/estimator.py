@@ -709,7 +709,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
     # -- helpers -----------------------------------------------------------------------------
     def _check_memory(self, n, dtype, kernel_given=False):
         """Refuse (``MemoryPlanError``) before allocating an exact fit past ``memory_limit``."""
-        from .memory import check, plan
+        from ..memory import check, plan
 
         kernel_given = kernel_given or (self.kernel == "precomputed" and dtype == np.float64)
         check(plan(n, self.n_clusters, np.dtype(dtype).name, kernel_given=kernel_given),

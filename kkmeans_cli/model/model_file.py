@@ -461,7 +461,7 @@ def _read_archive(path):
             if info.file_size != sizes[key]:
                 _fail(path, f"member {info.filename!r} declares {info.file_size} bytes, but "
                             f"its dtype and shape make {sizes[key]}")
-        from .memory import default_limit, format_bytes
+        from ..memory import default_limit, format_bytes
 
         total, limit = sum(sizes.values()), default_limit()
         if limit is not None and total > limit:

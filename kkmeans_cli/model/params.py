@@ -124,7 +124,7 @@ def check_param_combination(params):
             "0; use objective='kmeans', or give a similarity matrix with "
             "kernel='precomputed'")
     if isinstance(params["memory_limit"], str):
-        from .memory import parse_size
+        from ..memory import parse_size
 
         try:
             parse_size(params["memory_limit"])

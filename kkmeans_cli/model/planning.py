@@ -127,7 +127,7 @@ def route_of(params, n, n_features, kernel_given=False):
     if params["storage"] == "blocked":
         return "blocked", "asked for (storage='blocked')"
     from ..kernels.nystroem import feature_engine_applies
-    from .memory import choose_storage
+    from ..memory import choose_storage
 
     storage, why = choose_storage(n, params["n_clusters"], np.dtype(dtype).name,
                                   limit=params["memory_limit"], storage=params["storage"],
@@ -160,7 +160,7 @@ def plan_fit(params, n, n_features, *, kernel_given=False):
     ValueError
         ``storage='blocked'`` with a given kernel matrix.
     """
-    from .memory import check, plan
+    from ..memory import check, plan
 
     dtype = resolve_dtype(params["dtype"])
     k = params["n_clusters"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import metrics as _metrics
+from ..measures import metrics as _metrics
 
 COLUMNS = ("k", "inertia", "silhouette", "simplified_silhouette", "calinski_harabasz",
            "davies_bouldin", "n_iter", "seconds")
@@ -148,7 +148,7 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
     -------
     SweepResult
     """
-    from ..model.estimator import KernelKMeans
+    from .estimator import KernelKMeans
 
     if metric not in SWEEP_METRICS:
         raise ValueError(f"unknown metric {metric!r}; choose from {list(SWEEP_METRICS)}")
@@ -175,7 +175,7 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
     t0 = time.perf_counter()
     if params.get("approx") == "nystroem" and params.get("n_landmarks") is None:
         # One set of landmarks for every k: the default count of the largest k.
-        from ..model.memory import default_landmarks
+        from ..memory import default_landmarks
 
         params["n_landmarks"] = default_landmarks(len(X), max(ks))
     # With approx='nystroem', K is the NystroemFeatures of X (features shared by every k).

@@ -35,7 +35,7 @@ def check_fit_options(opts):
 
 
 def _client(opts, reporter):
-    from .cluster import open_client
+    from ..distributed.cluster import open_client
 
     def report(line):
         if not reporter.quiet:
@@ -46,7 +46,7 @@ def _client(opts, reporter):
 
 
 def _data(client, opts, spec):
-    from .readers import open_data
+    from ..distributed.readers import open_data
 
     return open_data(client, spec, dataset=opts["dataset"], columns=opts["columns"],
                      header=opts["header"], delimiter=opts["delimiter"],
@@ -105,9 +105,9 @@ def fit_command(opts, reporter, model_path, params):
     ``params`` the estimator's keyword arguments)."""
     from ..io.data import format_labels
     from ..model.estimator import KernelKMeans
-    from ..cli.report import fit_report, fit_summary, write_fit_results
+    from .report import fit_report, fit_summary, write_fit_results
     from ..io.scaling import Scaler
-    from .readers import chunk_rows
+    from ..distributed.readers import chunk_rows
 
     check_fit_options(opts)
     k = opts["n_clusters"]
@@ -149,7 +149,7 @@ def fit_command(opts, reporter, model_path, params):
 def predict_command(opts, reporter, loaded):
     """The body of ``kkmeans predict`` on a cluster: labels in input order, chunk by chunk."""
     from ..io.data import AtomicOutputs
-    from .fit import predict_on_cluster
+    from ..distributed.fit import predict_on_cluster
 
     if opts["distances"] is not None:
         raise UsageError("--distances cannot be used with a cluster yet (n × k values on the "
