@@ -34,6 +34,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from .errors import MemoryPlanError
+
 #: Fraction of the available RAM used when no limit is given.
 DEFAULT_FRACTION = 0.8
 #: Bytes of float64 work space for one block of kernel rows (the Gram blocks of
@@ -381,8 +383,6 @@ def check(memory_plan, limit=None, **largest_kwargs):
     int or None
         The limit used.
     """
-    from .errors import MemoryPlanError
-
     given = limit is not None
     limit = resolve_limit(limit)
     if limit is None or memory_plan.total <= limit:

@@ -146,7 +146,9 @@ def test_every_row_measures_like_a_direct_fit(blobs, objective, weighted):
         for name in ("silhouette", "simplified_silhouette", "calinski_harabasz",
                      "davies_bouldin"):
             assert row[name] == pytest.approx(alone[name], rel=1e-9, abs=1e-12), name
-    assert res.best_estimator._fit_outer_sums is None  # not kept after the measures
+    # the fits' outer sums (k×n) are not kept after the measures
+    best = res.best_estimator
+    assert not any(np.shape(v) == (best.n_clusters, len(X)) for v in vars(best).values())
 
 
 def test_sweep_with_the_embedding_solver(blobs):

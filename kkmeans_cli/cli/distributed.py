@@ -173,7 +173,7 @@ def predict_command(opts, reporter, loaded):
         with reporter.engine_warnings(), \
                 reporter.progress(f"predicting {data.source} (Dask)"):
             try:
-                futures = predict_on_cluster(estimator, data, client,
+                futures = predict_on_cluster(estimator.nystroem_model(), data, client,
                                              rows=opts.get("chunk_rows"))
                 if opts["labels"] == "-":
                     # Nothing is printed before every chunk is done (an error leaves no

@@ -150,10 +150,12 @@ def _fit_silhouette(estimator, X, K, opts, reporter, source):
         return None
     seed = opts["seed"]
     if getattr(estimator, "approx", "none") == "nystroem":
-        from ..kernels.nystroem import fit_silhouette
+        from ..measures.features import fit_silhouette
 
         with reporter.engine_warnings(), reporter.progress("computing the silhouette"):
-            return fit_silhouette(estimator, X, random_state=seed, n_threads=opts["threads"])
+            return fit_silhouette(X, estimator.labels_, estimator.landmarks_,
+                                  estimator.nystroem_transform_, estimator.kernel_,
+                                  random_state=seed, n_threads=opts["threads"])
     with reporter.engine_warnings(), reporter.progress("computing the silhouette"):
         try:
             # Without K (--storage blocked) the kernel rows are recomputed in blocks from X.

@@ -194,17 +194,109 @@ def fit_report(estimator, data, scaler, model_path):
         ("model", model_path or "not saved (--no-model)"),
         ("time", _time_text(stats, _threads_text(estimator, stats["n_threads"], n))),
     ]
-    from ..kernels.psd import report_rows as psd_rows
-
-    rows[-2:-2] = psd_rows(stats)
-    from ..engine.optima import report_rows as optima_rows
-
-    rows[-2:-2] = optima_rows(estimator)
-    from ..kernels.nystroem import report_rows as nystroem_rows
-
-    rows[-2:-2] = nystroem_rows(estimator)
+    rows[-2:-2] = _psd_rows(stats)
+    rows[-2:-2] = _optima_rows(estimator)
+    rows[-2:-2] = _nystroem_rows(estimator)
     if stats.get("storage_reason") and stats.get("storage", "matrix") != "matrix":
         rows[-2:-2] = [("route", _route_text(stats))]
+    return rows
+
+
+def _optima_rows(est):
+    """Rows of the fit report: the objective (with the ncut value), the winning start and
+    what each stage lowered the objective by."""
+    stats = est.fit_stats_
+    rows = []
+    if est.objective == "ncut":
+        rows.append(("objective", f"ncut = {est.ncut_:.6g} (normalized cut, Σ cut/vol)"))
+    kinds = stats.get("start_kinds")
+    if kinds:
+        mix = ", ".join(f"{kinds.count(kind)} {kind}" for kind in dict.fromkeys(kinds))
+        rows.append(("starts", f"{mix}; best: {stats.get('best_start')}"))
+    start, lloyd_obj = stats.get("start_objective"), stats.get("lloyd_objective")
+    refined = stats.get("refined_objective")
+    if lloyd_obj is not None and refined is not None:
+        text = (f"start {start:.6g} → Lloyd {lloyd_obj:.6g}" if start is not None
+                else f"Lloyd {lloyd_obj:.6g}")
+        if stats.get("refine") == "hartigan":
+            moves = plural(stats.get("refine_moves", 0), "move")
+            text += (f" → Hartigan {refined:.6g} ({moves}, "
+                     f"−{lloyd_obj - refined:.3g})")
+        rows.append(("stages", text))
+    return rows
+
+
+def _nystroem_rows(estimator):
+    """Rows of the fit report: the Nyström approximation, when there is one."""
+    if getattr(estimator, "approx", "none") != "nystroem":
+        return []
+    stats = getattr(estimator, "nystroem_stats_", None)
+    if stats:
+        rows = [("approximation",
+                 f"Nyström, {plural(estimator.n_landmarks_, 'landmark')}, rank {estimator.nystroem_rank_} "
+                 f"({estimator.nystroem_dtype_} features); estimated error "
+                 f"trace(K − K̃)/trace(K) = {stats['approximation_error']:.3g}; inertia in the "
+                 f"Nyström feature space")]
+        if "sample_size" in stats:
+            rows.append(("restarts on a sample",
+                         f"{len(stats['sample_objectives'])} starts run to convergence on "
+                         f"{stats['sample_size']:,} points; the best "
+                         f"{len(stats['completed'])} distinct completed on all data"))
+        sec = stats["stage_seconds"]
+        rows.append(("stages time", ", ".join(f"{name} {sec[name]:.2f} s" for name in
+                                              ("landmarks", "features", "restarts")
+                                              if name in sec)))
+        return rows
+    return [("approximation", f"Nyström, {plural(estimator.n_landmarks_, 'landmark')} (rank "
+                              f"{estimator.nystroem_rank_}); inertia in the Nyström feature "
+                              f"space; 'kernel matrix' time is the landmark features")]
+
+
+PSD_INFO_KEYS = ("solver", "psd_repair", "psd_sigma", "psd_checked", "psd", "psd_lambda_min",
+             "psd_objective", "psd_objective_original")
+
+
+def _psd_rows(stats):
+    """(label, value) rows of the fit report for the PSD check, repair and solver."""
+    rows = []
+    if stats.get("psd_checked"):
+        rows.append(("psd check", f"{'PSD' if stats['psd'] else 'not PSD'}: smallest eigenvalue "
+                                  f"{stats['lambda_min']:.6g} (largest |λ| "
+                                  f"{stats['lambda_max_abs']:.6g}; {stats['eig_method']})"))
+    repair = stats.get("psd_repair", "none")
+    if repair == "lingoes":
+        rows.append(("psd repair", f"lingoes, sigma = {stats['psd_sigma']:.6g}: objective "
+                                   f"{stats['objective_used']:.6g} repaired, "
+                                   f"{stats['objective_original']:.6g} on the original kernel"
+                     if stats["psd_sigma"] > 0 else "lingoes: not needed (PSD)"))
+    elif repair == "clip":
+        rows.append(("psd repair", f"clip: objective {stats['objective_used']:.6g} "
+                                   f"clipped, {stats['objective_original']:.6g} on the "
+                                   f"original kernel (clipping changes the clustering)"))
+    elif stats.get("psd_checked") and not stats.get("psd"):
+        rows.append(("psd repair", f"none (objective {stats['objective_used']:.6g}); "
+                                   f"--psd-repair lingoes keeps the optimal clustering"))
+    if stats.get("solver") == "embed":
+        rows.append(("solver", "embed (k-means on the eigen-embedding of K)"))
+    return rows
+
+
+def _psd_info_rows(info):
+    """(label, value) rows of ``kkmeans info`` for the PSD state and solver."""
+    rows = []
+    if info.get("solver", "lloyd") != "lloyd":
+        rows.append(("solver", str(info["solver"])))
+    if info.get("psd_checked"):
+        rows.append(("psd check", f"{'PSD' if info.get('psd') else 'not PSD'}, smallest "
+                                  f"eigenvalue {info.get('psd_lambda_min'):.6g}"))
+    repair = info.get("psd_repair", "none")
+    if repair != "none":
+        text = repair + (f", sigma = {info.get('psd_sigma', 0.0):.6g}"
+                         if repair == "lingoes" else "")
+        if "psd_objective_original" in info:
+            text += (f" (objective {info['psd_objective']:.6g} repaired, "
+                     f"{info['psd_objective_original']:.6g} original)")
+        rows.append(("psd repair", text))
     return rows
 
 
@@ -256,14 +348,10 @@ def _route_text(stats):
     return f"{name}: {stats['storage_reason']}"
 
 
-def _nystroem_summary(estimator):
-    from ..kernels.nystroem import model_meta
-
-    return model_meta(estimator)
-
-
 def fit_summary(estimator, data, model_path):
     """The JSON summary of a fit (``--summary``, ``--json``)."""
+    from ..model.parts import NystroemPart, ObjectivePart
+
     stats = estimator.fit_stats_
     return {
         "source": data.source,
@@ -287,18 +375,12 @@ def fit_summary(estimator, data, model_path):
         "kernel_seconds": float(stats["kernel_seconds"]),
         "iteration_seconds": float(stats["iteration_seconds"]),
         "n_threads": int(stats["n_threads"]),
-        **_optima_summary(estimator),
-        **_nystroem_summary(estimator),
+        **ObjectivePart.model_meta(estimator),
+        **NystroemPart.model_meta(estimator),
         **{key: stats[key] for key in ("solver", "psd_checked", "psd", "lambda_min",
                                        "psd_repair", "psd_sigma", "objective_used",
                                        "objective_original") if key in stats},
     }
-
-
-def _optima_summary(estimator):
-    from ..engine.optima import model_meta
-
-    return model_meta(estimator)
 
 
 def model_info(path, loaded):
@@ -328,9 +410,8 @@ def model_info(path, loaded):
                 "created", "fit_stats", "options"):
         if key in meta:
             info[key] = meta[key]
-    from ..kernels.psd import INFO_KEYS as PSD_KEYS
 
-    info.update({key: meta[key] for key in PSD_KEYS if key in meta})
+    info.update({key: meta[key] for key in PSD_INFO_KEYS if key in meta})
     info.update({key: meta[key] for key in ("objective", "refine", "ncut", "optima")
                  if key in meta})
     return info
@@ -370,9 +451,7 @@ def model_info_rows(info):
                                   f"{sweep.get('metric')} among {sweep.get('ks')}"))
     if info.get("source"):
         rows.insert(4, ("trained on", str(info["source"])))
-    from ..kernels.psd import info_rows as psd_rows
-
-    rows[-1:-1] = psd_rows(info)
+    rows[-1:-1] = _psd_info_rows(info)
     if info.get("approx") == "nystroem":
         landmarks = plural(info.get("n_landmarks"), "landmark")
         rows.insert(-1, ("approximation", f"Nyström, {landmarks} "

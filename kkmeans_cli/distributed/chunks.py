@@ -13,7 +13,9 @@ and their partial sums are those of the one-process fit (see ``engine/features.p
 """
 import numpy as np
 
+from ..engine import _features
 from ..engine import features as F
+from ..kernels.nystroem import nearest as nystroem_nearest
 
 
 def rows_of(src):
@@ -117,8 +119,6 @@ def step(src, fmap, state, centres, per_chunk_sums=False):
 
 
 def _sum_parts(parts):
-    from ..engine import _features
-
     t, k, s = parts.sums.shape
     S, W, tot = np.empty(k * s), np.empty(k), np.empty(1)
     _features.sum_in_order(np.ascontiguousarray(parts.sums.reshape(t, k * s)), S)
@@ -164,11 +164,9 @@ def weighted_dist(state):
 
 # -- predict -----------------------------------------------------------------------------------
 def nearest(src, model):
-    """Labels (int32) of a chunk's rows: ``nystroem.nearest`` of the model (a namespace of
-    the fitted attributes it reads), the code of a predict in one process."""
-    from ..kernels.nystroem import nearest as nystroem_nearest
-
-    labels, _ = nystroem_nearest(model, rows_of(src), want_distances=False)
+    """Labels (int32) of a chunk's rows: ``nystroem.nearest`` of the fitted model (a
+    ``NystroemModel``), the code of a predict in one process, on one thread."""
+    labels, _ = nystroem_nearest(model, rows_of(src), want_distances=False, n_threads=1)
     return labels.astype(np.int32)
 
 

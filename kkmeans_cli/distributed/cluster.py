@@ -13,6 +13,7 @@ import os
 import re
 
 from ..errors import KKMeansError, UsageError
+from . import require_dask
 
 #: Seconds to wait for a scheduler to answer and for its first worker (the environment
 #: variable ``KKMEANS_CONNECT_TIMEOUT`` overrides it).
@@ -71,8 +72,6 @@ def open_client(cluster=None, scheduler=None, *, worker_memory=None, timeout=Non
     report : callable, optional
         Called with one line for people (the dashboard address).
     """
-    from . import require_dask
-
     require_dask()
     from distributed import Client
 

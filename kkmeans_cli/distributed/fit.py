@@ -27,9 +27,17 @@ import warnings
 import numpy as np
 
 from ..engine import features as F
-from ..engine.lloyd import warn_relocated
+from ..engine.lloyd import warn_not_converged, warn_relocated
+from ..engine.optima import start_kinds
+from ..engine.records import FitResult, NystroemState
+from ..engine.restarts import default_sample_size, sampled_restarts
 from ..errors import KKMeansWarning
+from ..kernels.functions import (CENTRED_KERNELS, GAMMA_KERNELS, MEDIAN_PAIRS, Kernel,
+                                 resolve_gamma)
+from ..kernels.nystroem import (choose_landmarks, engine_stats, landmark_rng,
+                                resolve_landmarks)
 from . import chunks
+from .cluster import worker_memory_total
 from .readers import ChunkedData, chunk_rows, from_array
 
 #: Features are held on the workers when they take at most this fraction of their memory.
@@ -85,8 +93,6 @@ class ClusterRun:
     # -- features ------------------------------------------------------------------------------
     def build_features(self, fmap, persist="auto"):
         """Send the feature map to the workers; hold the features there when they fit."""
-        from .cluster import worker_memory_total
-
         self.fmap = self.submit(_identity, fmap)
         item = np.dtype(fmap.dtype).itemsize
         need = float(self.data.n) * (fmap.rank * item + 8)
@@ -148,8 +154,6 @@ class ClusterRun:
         else:
             inertia = _sum_in_order(self.gather([self.submit(chunks.weighted_dist, st)
                                                  for st in states]))
-            from ..engine.lloyd import warn_not_converged
-
             warn_not_converged("Lloyd", False, max_iter)
         return F.FeatureResult(labels=states, centres=mu, S=S, W=W, inertia=inertia,
                                n_iter=n_iter + 1 if converged else n_iter,
@@ -219,14 +223,11 @@ def _objective_at(wx, S, W, mu):
 
 
 # -- gamma -------------------------------------------------------------------------------------
-def resolve_gamma_on_cluster(run, est, gamma_rng):
+def resolve_gamma_on_cluster(run, params, gamma_rng):
     """``kernels.resolve_gamma`` with only the sampled rows brought to the client, and the
     offset of ``kernels.data_offset`` (the column means) from sums chained through the
-    chunks in order."""
-    from ..kernels.functions import (CENTRED_KERNELS, GAMMA_KERNELS, MEDIAN_PAIRS, Kernel,
-                                     resolve_gamma)
-
-    kernel, gamma, n = est.kernel, est.gamma, run.data.n
+    chunks in order (``params``: the estimator's)."""
+    kernel, gamma, n = params["kernel"], params["gamma"], run.data.n
     if kernel not in GAMMA_KERNELS or not isinstance(gamma, str):
         value = resolve_gamma(kernel, gamma, np.zeros((1, 1)), gamma_rng)
     elif gamma == "scale" or kernel in ("poly", "sigmoid"):
@@ -247,13 +248,13 @@ def resolve_gamma_on_cluster(run, est, gamma_rng):
         value = _median_gamma(kernel, rows[np.searchsorted(wanted, i)],
                               rows[np.searchsorted(wanted, j)])
     offset = None
-    if kernel in CENTRED_KERNELS and (kernel != "linear" or est.objective == "kmeans"):
+    if kernel in CENTRED_KERNELS and (kernel != "linear" or params["objective"] == "kmeans"):
         carry = None
         for src in run.data.sources:   # a chain of tasks: chunk j adds onto chunk j − 1
             carry = run.submit(chunks.column_sums, src, carry)
         offset = np.asarray(run.gather(carry), dtype=np.float64) / n
         offset.flags.writeable = False
-    return Kernel(kernel, value, int(est.degree), float(est.coef0), offset)
+    return Kernel(kernel, value, int(params["degree"]), float(params["coef0"]), offset)
 
 
 def _variance(parts):
@@ -292,45 +293,42 @@ def _median_gamma(kernel, Xi, Xj):
     return 1.0 / (2.0 * med)
 
 
-# -- the estimator's fit on a cluster --------------------------------------------------------
-def check_estimator(est):
-    """The options the cluster route runs (ValueError otherwise)."""
-    if est.approx != "nystroem":
+# -- a fit on a cluster -------------------------------------------------------------------------
+def check_params(params):
+    """The options the cluster route runs (ValueError otherwise); ``params``: the
+    estimator's validated parameters (``get_params()``)."""
+    if params["approx"] != "nystroem":
         raise ValueError("a fit on a Dask cluster runs the Nyström route; use "
                          "approx='nystroem' (--approx nystroem)")
-    if est.kernel in ("precomputed", "precomputed-distance"):
+    if params["kernel"] in ("precomputed", "precomputed-distance"):
         raise ValueError("a fit on a Dask cluster needs the data, not a precomputed kernel")
-    if not isinstance(est.init, str):
+    if not isinstance(params["init"], str):
         raise ValueError("a fit on a Dask cluster draws its starts; initial labels need the "
                          "whole data on one machine")
-    if est.objective != "kmeans" or est.refine == "hartigan":
+    if params["objective"] != "kmeans" or params["refine"] == "hartigan":
         raise ValueError("a fit on a Dask cluster runs the explicit-feature engine: "
                          "objective='kmeans' and refine 'auto' or 'none'")
 
 
-def fit_on_cluster(est, data, client, rngs, *, persist="auto", progress=None, rows=None,
+def fit_on_cluster(data, client, params, rngs, *, persist="auto", progress=None, rows=None,
                    per_chunk_sums=False):
-    """Fit ``est`` (a ``KernelKMeans`` with ``approx='nystroem'``) on ``data``
-    (:class:`ChunkedData`, or a Dask or NumPy array) with ``client``; ``rngs`` are the
-    estimator's (gamma, fit) generators. ``KernelKMeans.fit`` calls this (``api.py``).
+    """A Nyström fit of ``data`` (:class:`ChunkedData`, or a Dask or NumPy array) with
+    ``client``: ``params`` are the estimator's validated parameters (``get_params()``, with
+    ``approx='nystroem'``), ``rngs`` its (gamma, fit) generators. ``KernelKMeans.fit`` calls
+    this (``api.py``).
 
-    Sets the fitted attributes as ``fit`` in one process does; ``labels_`` is gathered on the
-    client (n integers), the data never are. ``rows``: rows per chunk (rounded up to a
-    multiple of ``features.CHUNK_ROWS``); None keeps chunks that start at such multiples and
-    cuts others (a whole file, files of a glob) to about 64 MB of data.
-    ``persist``: hold the features on the workers (True), recompute them at every pass
-    (False), or 'auto' (held when they take at most half the workers' memory).
-    ``per_chunk_sums``: see ``chunks.step``.
+    Returns the :class:`~kkmeans_cli.engine.records.FitResult` of the fit, as a fit in one
+    process on the explicit-feature engine would; ``labels`` are gathered on the client (n
+    integers), the data never are. ``rows``: rows per chunk (rounded up to a multiple of
+    ``features.CHUNK_ROWS``); None keeps chunks that start at such multiples and cuts others
+    (a whole file, files of a glob) to about 64 MB of data. ``persist``: hold the features on
+    the workers (True), recompute them at every pass (False), or 'auto' (held when they take
+    at most half the workers' memory). ``per_chunk_sums``: see ``chunks.step``.
     """
-    from ..engine.restarts import default_sample_size, sampled_restarts
-    from ..kernels.nystroem import choose_landmarks, landmark_rng, resolve_landmarks
-    from ..engine.optima import start_kinds
-
-    est._validate_params()
-    check_estimator(est)
+    check_params(params)
     if not isinstance(data, ChunkedData):
         data = from_array(client, data)
-    n, k = data.n, est.n_clusters
+    n, k = data.n, int(params["n_clusters"])
     if k > n:
         raise ValueError(f"n_clusters={k} is larger than the number of samples ({n})")
     if rows is not None or len(data.bounds) == 1 or not data.is_aligned():
@@ -338,21 +336,21 @@ def fit_on_cluster(est, data, client, rngs, *, persist="auto", progress=None, ro
     run = ClusterRun(client, data, progress, per_chunk_sums)
     gamma_rng, fit_rng = rngs
     t0 = time.perf_counter()
-    kernel = resolve_gamma_on_cluster(run, est, gamma_rng)
-    est.kernel_ = kernel
-    m = resolve_landmarks(est.n_landmarks, n, k)
-    rank = getattr(est, "nystroem_rank", None)
+    kernel = resolve_gamma_on_cluster(run, params, gamma_rng)
+    m = resolve_landmarks(params["n_landmarks"], n, k)
+    rank = params["nystroem_rank"]
     rank = F.default_rank(k, m) if rank is None else min(int(rank), m)
-    idx = choose_landmarks(n, m, landmark_rng(est.random_state))
+    idx = choose_landmarks(n, m, landmark_rng(params["random_state"]))
     fmap = F.feature_map(kernel, run.take_rows(idx), rank)
     t1 = time.perf_counter()
     run.build_features(fmap, persist)
     t2 = time.perf_counter()
     stats = {"stage_seconds": {"landmarks": t1 - t0, "features": t2 - t1},
              "approximation_error": run.approximation_error()}
-    kinds = start_kinds(est.init, est.n_init)
+    kinds = start_kinds(params["init"], params["n_init"])
     used = list(kinds)
     sample_cache = {}
+    max_iter = params["max_iter"]
 
     def solve_sample(sample, restart, r):
         if "Y" not in sample_cache:
@@ -360,7 +358,7 @@ def fit_on_cluster(est, data, client, rngs, *, persist="auto", progress=None, ro
         Y, ys = sample_cache["Y"], sample_cache["ys"]
         ws = np.ones(sample.size)
         mu, used[restart] = F.sample_start(Y, ws, k, kinds[restart], r)
-        res = F.lloyd(Y, ys, ws, mu, est.max_iter, 1)
+        res = F.lloyd(Y, ys, ws, mu, max_iter, 1)
         run.progress("start", done=restart + 1, total=len(kinds))
         return res.inertia, res.centres
 
@@ -368,9 +366,9 @@ def fit_on_cluster(est, data, client, rngs, *, persist="auto", progress=None, ro
 
     def complete(mu):
         restart_no[0] += 1
-        return run.lloyd(mu, est.max_iter, fmap.dtype, restart_no[0] - 1)
+        return run.lloyd(mu, max_iter, fmap.dtype, restart_no[0] - 1)
 
-    out = sampled_restarts(n, est.n_init, fit_rng, solve_sample, complete,
+    out = sampled_restarts(n, params["n_init"], fit_rng, solve_sample, complete,
                            sample_size=default_sample_size(n, k))
     best = out.best
     t3 = time.perf_counter()
@@ -383,80 +381,36 @@ def fit_on_cluster(est, data, client, rngs, *, persist="auto", progress=None, ro
     labels = np.concatenate(client.gather([run.submit(chunks.labels_of, st)
                                            for st in best.labels])).astype(np.intp)
     W = best.W
-    est.gamma_ = kernel.gamma
-    est.labels_ = labels
-    est.inertia_ = best.inertia
-    est.inner_sums_ = W ** 2 * np.einsum("ij,ij->i", best.centres, best.centres)
-    est.cluster_weights_ = W
-    est.cluster_sizes_ = np.bincount(labels, minlength=k).astype(np.int64)
-    est.n_iter_ = best.n_iter
-    est.converged_ = best.converged
-    est.sample_weight_ = np.ones(n)
-    est.X_fit_ = None
-    est.psd_ = None
-    est.landmarks_ = fmap.landmarks
-    est.nystroem_transform_ = fmap.projection
-    est.n_landmarks_ = fmap.n_landmarks
-    est.nystroem_rank_ = fmap.rank
-    est.nystroem_dtype_ = np.dtype(fmap.dtype).name
-    est.centers_ = best.centres
-    est.nystroem_stats_ = stats
-    est.n_features_in_ = data.d
-    est._fit_outer_sums = None
-    est.fit_stats_ = {"kernel_seconds": t2 - t0, "iteration_seconds": t3 - t2,
-                      "restart_inertias": inertias, "best_restart": int(np.argmin(inertias)),
-                      "n_threads": 1, "storage": "features held on the workers" if run.persisted
-                      else "features recomputed at every pass",
-                      "cluster": {"workers": len(client.scheduler_info().get("workers", {})),
-                                  "chunks": len(data.bounds),
-                                  "bytes_per_pass": int(run.bytes_per_pass),
-                                  "pass_seconds": [float(t) for t in run.pass_seconds]}}
-    # (as nystroem's engine reports its starts in fit_stats_)
-    est.fit_stats_.update({"start_kinds": list(used), "best_start": stats["best_start"],
-                           "refine": "none", "spectral_method": "features",
-                           "lloyd_objective": float(best.inertia),
-                           "refined_objective": float(best.inertia), "refine_moves": 0,
-                           "nystroem": dict(stats)})
-    return est
+    fit_stats = {"kernel_seconds": t2 - t0, "iteration_seconds": t3 - t2,
+                 "restart_inertias": inertias, "best_restart": int(np.argmin(inertias)),
+                 "n_threads": 1, "storage": "features held on the workers" if run.persisted
+                 else "features recomputed at every pass",
+                 "cluster": {"workers": len(client.scheduler_info().get("workers", {})),
+                             "chunks": len(data.bounds),
+                             "bytes_per_pass": int(run.bytes_per_pass),
+                             "pass_seconds": [float(t) for t in run.pass_seconds]}}
+    # (as the explicit-feature engine in one process reports its starts)
+    fit_stats.update(engine_stats(stats, best.inertia))
+    state = NystroemState(landmarks=fmap.landmarks, transform=fmap.projection,
+                          n_landmarks=fmap.n_landmarks, rank=fmap.rank,
+                          dtype=np.dtype(fmap.dtype).name, centers=best.centres, stats=stats)
+    return FitResult(labels=labels, inertia=best.inertia,
+                     inner_sums=W ** 2 * np.einsum("ij,ij->i", best.centres, best.centres),
+                     cluster_weights=W, n_iter=best.n_iter, converged=best.converged,
+                     kernel=kernel, sample_weight=np.ones(n), X_fit=None, n_features=data.d,
+                     fit_stats=fit_stats, nystroem=state)
 
 
 # -- predict ---------------------------------------------------------------------------------
-def model_namespace(est):
-    """The fitted attributes ``nystroem.nearest`` reads, as a small picklable object."""
-    from types import SimpleNamespace
-
-    # nystroem.nearest checks the new rows' range against the training size and weight
-    # (len(labels_), Σ sample_weight_): stand-ins of one entry carry them, not n values.
-    return SimpleNamespace(kernel=est.kernel, labels_=_Sized(len(est.labels_)),
-                           sample_weight_=np.array([float(np.sum(est.sample_weight_))]),
-                           n_threads=1, n_features_in_=est.n_features_in_,
-                           n_clusters=est.n_clusters, cluster_weights_=est.cluster_weights_,
-                           inner_sums_=est.inner_sums_, centers_=est.centers_,
-                           landmarks_=est.landmarks_,
-                           nystroem_transform_=est.nystroem_transform_, kernel_=est.kernel_,
-                           nystroem_dtype_=getattr(est, "nystroem_dtype_", None))
-
-
-class _Sized:
-    """An object whose ``len`` is the number of training points."""
-
-    def __init__(self, n):
-        self.n = int(n)
-
-    def __len__(self):
-        return self.n
-
-
-def predict_on_cluster(est, data, client, rows=None):
+def predict_on_cluster(model, data, client, rows=None):
     """Per-chunk futures of the labels (int32) of ``data`` (:class:`ChunkedData` or an
-    array), in input order; ``nystroem.nearest`` runs on each chunk on the workers."""
-    if getattr(est, "approx", "none") != "nystroem":
-        raise ValueError("predict on a Dask cluster needs a Nyström model (approx='nystroem')")
+    array), in input order; ``nystroem.nearest`` of the fitted Nyström ``model``
+    (``kernels.nystroem.NystroemModel``) runs on each chunk on the workers."""
     if not isinstance(data, ChunkedData):
         data = from_array(client, data)
-    if data.d != est.n_features_in_:
-        raise ValueError(f"X has {data.d} features, the model expects {est.n_features_in_}")
+    if data.d != model.n_features:
+        raise ValueError(f"X has {data.d} features, the model expects {model.n_features}")
     if rows is not None or len(data.bounds) == 1 or not data.is_aligned():
         data = data.aligned(client, chunk_rows(data.d, rows))
-    model = client.submit(_identity, model_namespace(est), pure=False)
-    return [client.submit(chunks.nearest, src, model, pure=False) for src in data.sources]
+    future = client.submit(_identity, model, pure=False)
+    return [client.submit(chunks.nearest, src, future, pure=False) for src in data.sources]

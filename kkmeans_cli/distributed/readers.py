@@ -16,7 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine.features import CHUNK_ROWS
 from ..errors import DataError, UsageError
+from ..io.data import HDF5_SUFFIXES, NPY_SUFFIXES, read_data, split_hdf5_spec
+from . import chunks
 
 #: Bytes of a chunk's rows or features at most (about): the chunks never depend on the
 #: number of workers, and start at multiples of the engine's block of rows.
@@ -26,8 +29,6 @@ CHUNK_BYTES = 64 * 2**20
 def chunk_rows(width, wanted=None):
     """Rows per chunk: ``wanted`` (or what keeps ``width`` float64 columns near
     ``CHUNK_BYTES``) rounded up to a multiple of ``features.CHUNK_ROWS``."""
-    from ..engine.features import CHUNK_ROWS
-
     rows = int(wanted) if wanted else CHUNK_BYTES // (8 * max(int(width), 1))
     return max(1, -(-rows // CHUNK_ROWS)) * CHUNK_ROWS
 
@@ -93,8 +94,6 @@ class FileReader:
     options: dict
 
     def rows(self, i0, i1):
-        from ..io.data import read_data
-
         data = read_data(self.path, missing="error", **self.options)
         return data.X[i0:i1]
 
@@ -113,8 +112,6 @@ class ChunkedData:
 
     def is_aligned(self):
         """Whether every chunk starts at a multiple of the engine's ``CHUNK_ROWS``."""
-        from ..engine.features import CHUNK_ROWS
-
         return all(i0 % CHUNK_ROWS == 0 for i0, _ in self.bounds)
 
     def aligned(self, client, rows):
@@ -129,8 +126,6 @@ class ChunkedData:
                                       and s[1] is reader for s in self.sources):
             sources = [("read", reader, i0, i1) for i0, i1 in bounds]
         else:
-            from . import chunks
-
             sources = []
             for i0, i1 in bounds:
                 pieces = [(src, max(i0, a) - a, min(i1, b) - a)
@@ -169,8 +164,6 @@ def open_data(client, spec, *, dataset=None, columns=None, header=None, delimite
               missing="error"):
     """DATA as :class:`ChunkedData` for the workers to read (one chunk per file until the
     fit or predict cuts it with :meth:`ChunkedData.aligned`)."""
-    from ..io.data import HDF5_SUFFIXES, NPY_SUFFIXES, split_hdf5_spec
-
     if missing != "error":
         raise UsageError("--missing drop cannot be used with a cluster (the kept rows would "
                          "have to be gathered on the client); clean the data first")
@@ -278,8 +271,6 @@ def _open_glob(client, spec, **options):
 def _open_files(client, paths, spec, options):
     """Each file one chunk: read on a worker and held there (``("x", X)``); the client
     gets only each file's shape."""
-    from . import chunks
-
     futures = [client.submit(chunks.hold_rows, ("read", FileReader(p, options), 0, None),
                              pure=False) for p in paths]
     shapes = client.gather([client.submit(chunks.shape_of, f) for f in futures])
@@ -298,8 +289,6 @@ def _open_files(client, paths, spec, options):
 def from_array(client, X):
     """A Dask or NumPy array as :class:`ChunkedData` (a Dask array is computed on the
     workers, chunk by chunk along the rows; a NumPy array is scattered in row chunks)."""
-    from . import chunks
-
     if hasattr(X, "dask") and hasattr(X, "to_delayed"):
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D (n_samples, n_features); got {X.ndim}-D")

@@ -70,9 +70,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import memory
-from .lloyd import relocation_moves, warn_relocated
-from .threads import blas_threads, thread_pool
 from . import _features
+from .lloyd import relocation_moves, warn_not_converged, warn_relocated
+from .starts import kmeans_plusplus, random_centres
+from .threads import blas_threads, thread_pool
 
 #: Rows per block of every chunk computation (fixed: results independent of the thread count).
 CHUNK_ROWS = memory.FEATURE_BLOCK_ROWS
@@ -464,8 +465,6 @@ def lloyd(Phi, x_sq, w, means, max_iter=300, n_threads=1, labels=None, bounds=Tr
         previous, mu = mu, centres_from_sums(S, W, mu)
     inertia = objective_at(x_sq, w, S, W, mu)
     if not converged:
-        from .lloyd import warn_not_converged
-
         warn_not_converged("Lloyd", False, max_iter)
     res = FeatureResult(labels=labels, centres=mu, S=S, W=W, inertia=inertia,
                         n_iter=n_iter + 1 if converged else n_iter, converged=converged,
@@ -545,8 +544,6 @@ def sample_start(Y, w, k, kind, rng):
     """Starting centres (k×s float64) on the sample features Y for a start ``kind``:
     'k-means++', 'random', 'spectral' or 'normalized-spectral' (k-means++ and Lloyd on the
     spectral embedding, its clusters' means in feature space). Returns (means, kind used)."""
-    from .starts import kmeans_plusplus, random_centres
-
     if kind in ("spectral", "normalized-spectral"):
         A = _spectral_embedding(Y, w, k, kind == "normalized-spectral")
         if A is not None and A.shape[1] > 0:

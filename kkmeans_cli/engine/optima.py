@@ -41,14 +41,19 @@ Normalized cut (Dhillon, Guan & Kulis, KDD 2004)
     this is its training degree and row, so ``predict(X_fit) == labels_``. Degrees must be
     positive (rbf, laplacian, chi2 and other non-negative kernels).
 """
+import warnings
+
 import numpy as np
 
 from .. import _options
-from .._text import plural
 from ..errors import OptionConflictError
-from ..kernels.sources import LazyKernel
 from . import _hartigan, _lloyd
+from .elkan import ERR_RTOL, elkan
+from .feature_source import FeatureSpaceSource
+from .iterate import iterate
 from .lloyd import inner_sums
+from .records import NcutState
+from .starts import kmeans_plusplus, random_centres
 
 SPECTRAL_EXACT_MAX = 3000     # exact Lanczos up to this many points, landmarks above
 SPECTRAL_LANDMARKS = 1000     # landmarks of the large-n spectral start
@@ -150,7 +155,7 @@ def _eigh_top(K, s, k):
 def embedding_kmeans(A, weights, n_clusters, rng, n_init=EMBEDDING_N_INIT, max_iter=100,
                      n_threads=1):
     """Weighted k-means on the rows of A, best of ``n_init`` k-means++ starts by inertia: the
-    engine itself on the explicit features A (``nystroem.FeatureSpaceSource``, Elkan's
+    engine itself on the explicit features A (``feature_source.FeatureSpaceSource``, Elkan's
     iterations), so a million-row embedding costs seconds, not minutes. Its warnings (a
     cluster refilled, max_iter reached) are about this inner problem, not the user's fit,
     and are not shown.
@@ -159,12 +164,6 @@ def embedding_kmeans(A, weights, n_clusters, rng, n_init=EMBEDDING_N_INIT, max_i
     -------
     ndarray of int32, shape (n,)
     """
-    import warnings
-
-    from .elkan import elkan
-    from .starts import kmeans_plusplus
-    from ..kernels.nystroem import FeatureSpaceSource
-
     source = FeatureSpaceSource(A, n_threads=n_threads)
     best = None
     with warnings.catch_warnings():
@@ -398,8 +397,6 @@ def blocked_hartigan(source, weights, result, n_clusters, max_points=HARTIGAN_BL
     n_moves : int
     gain : float
     """
-    from .elkan import ERR_RTOL
-
     n = result.labels.size
     labels = np.array(result.labels, dtype=np.int32)
     g = np.array(result.inner_sums, dtype=np.float64)
@@ -481,7 +478,7 @@ def refine(source, weights, result, n_clusters, iterate, n_threads=1):
     start_inertia = result.inertia
     total_iter = result.n_iter
     for _ in range(MAX_ROUNDS):
-        held = source.current if isinstance(source, LazyKernel) else source
+        held = source.current
         labels, moves, _gain = blocked_hartigan(held, weights, result, n_clusters)
         stats["refine_rounds"] += 1
         if moves == 0:
@@ -540,35 +537,41 @@ def ncut_value(inner_sums_, cluster_weights):
                  - np.sum(inner_sums_[nonempty] / cluster_weights[nonempty]))
 
 
-def ncut_fit_kernel(est, K, diag, weights, n_threads=1):
-    """(K, diag, u) → (K', diag', w) of the normalized cut (module docstring); records the
-    degrees and u on ``est`` for :func:`ncut_rows`. K' is a new array (K may be shared)."""
+def ncut_fit_kernel(K, diag, weights, n_threads=1):
+    """(K, diag, u) → (K', diag', w) of the normalized cut (module docstring), and the
+    :class:`~kkmeans_cli.engine.records.NcutState` (degrees d and weights u) that
+    :func:`ncut_rows` needs for new points. K' is a new array (K may be shared)."""
     d = degrees(K, weights, n_threads)
     check_degrees(d)
     inv = 1.0 / d
-    est.degrees_ = d
-    est.degree_weights_ = np.array(weights, dtype=np.float64)
-    return scale_rows(K, inv, inv), diag * inv * inv, np.ascontiguousarray(weights * d)
+    state = NcutState(degrees=d, degree_weights=np.array(weights, dtype=np.float64))
+    return scale_rows(K, inv, inv), diag * inv * inv, np.ascontiguousarray(weights * d), state
 
 
-def ncut_rows(est, Kb, diag):
+def ncut_rows(state, Kb, diag):
     """Kernel rows K(new, train) and K(new, new) → the normalized-cut kernel's, with the degree
-    of a new point d_x = Σ_j u_j K(x, x_j) over the training points."""
-    dx = degrees(Kb, est.degree_weights_)
+    of a new point d_x = Σ_j u_j K(x, x_j) over the training points (``state``: the fit's
+    :class:`~kkmeans_cli.engine.records.NcutState`)."""
+    dx = degrees(Kb, state.degree_weights)
     check_degrees(dx, "new point")
     inv = 1.0 / dx
-    Kb = scale_rows(np.ascontiguousarray(Kb), inv, 1.0 / est.degrees_)
+    Kb = scale_rows(np.ascontiguousarray(Kb), inv, 1.0 / state.degrees)
     return Kb, (None if diag is None else np.asarray(diag, dtype=np.float64) * inv * inv)
 
 
 class OptimaState:
-    """Per-fit bookkeeping of the start mix and the refinement, for ``fit_stats_``."""
+    """Per-fit bookkeeping of the start mix and the refinement (for ``fit_stats_``), and the
+    starts and refinement themselves, from the :class:`~kkmeans_cli.engine.records.FitSpec`
+    of the fit (``spec.init`` is 'labels' when starting labels are given)."""
 
-    def __init__(self, est, n_init, given_labels, n_threads=1):
-        init = est.init if isinstance(est.init, str) else "labels"
-        self.kinds = ["labels"] if given_labels else start_kinds(init, n_init, est.objective)
-        self.do_refine = est.refine == "hartigan" or (est.refine == "auto" and not given_labels)
-        self.spectral = SpectralStarts(n_threads)
+    def __init__(self, spec, n_init):
+        given_labels = spec.init == "labels"
+        self.spec = spec
+        self.kinds = ["labels"] if given_labels else start_kinds(spec.init, n_init,
+                                                                spec.objective)
+        self.do_refine = spec.refine == "hartigan" or (spec.refine == "auto"
+                                                       and not given_labels)
+        self.spectral = SpectralStarts(spec.n_threads)
         self.records = []
 
     def spectral_start(self, source, weights, n_clusters, rng, restart):
@@ -585,20 +588,37 @@ class OptimaState:
             self.kinds[restart] = "k-means++"
         return labels
 
-    def refine(self, est, source, weights, result, n_threads, start):
+    def start(self, source, weights, rng, restart=0):
+        """Starting labels of restart number ``restart``: its kind of ``kinds`` (a spectral
+        start, else random centres or k-means++, ``starts.py``)."""
+        k = self.spec.n_clusters
+        labels = self.spectral_start(source, weights, k, rng, restart)
+        if labels is not None:
+            return labels
+        if self.kinds[restart] == "random":
+            labels, _ = random_centres(source, weights, k, rng)
+        else:
+            labels, _ = kmeans_plusplus(source, weights, k, rng)
+        return labels
+
+    def refine(self, source, weights, result, start):
+        """Hartigan's refinement of a converged ``result`` when the fit refines (recorded
+        for ``fit_stats_`` either way)."""
         trace = getattr(result, "objective_trace", None)
         record = {"start_objective": float(trace[0]) if trace else None,
                   "lloyd_objective": float(result.inertia), "refine_moves": 0}
         if self.do_refine:
+            spec = self.spec
             result, stats = refine(
-                source, weights, result, est.n_clusters,
-                lambda labels: est._iterate(source, weights, labels, n_threads), n_threads)
+                source, weights, result, spec.n_clusters,
+                lambda labels: iterate(source, weights, labels, spec), spec.n_threads)
             record["refine_moves"] = stats["refine_moves"]
         record["refined_objective"] = float(result.inertia)
         self.records.append(record)
         return result
 
-    def finish(self, est, best, inertias):
+    def finish(self, inertias):
+        """The ``fit_stats_`` entries of the start mix and the refinement of the winner."""
         b = int(np.argmin(inertias))
         stats = {"start_kinds": list(self.kinds[:len(inertias)]),
                  "best_start": self.kinds[b] if b < len(self.kinds) else None,
@@ -607,81 +627,4 @@ class OptimaState:
         if b < len(self.records):
             stats.update(self.records[b])
             stats["restart_refine_moves"] = [r["refine_moves"] for r in self.records]
-        est.fit_stats_.update(stats)
-        if est.objective == "ncut":
-            est.ncut_ = ncut_value(best.inner_sums, best.cluster_weights)
-
-
-# -- model file (optional keys; see model_file.py) -------------------------------------------
-STAT_KEYS = ("start_kinds", "best_start", "start_objective", "lloyd_objective",
-             "refined_objective", "refine_moves")
-
-
-def model_meta(est):
-    """Meta entries: ``objective``, ``refine``, ``optima`` (how the winner was found) and,
-    for ncut, ``ncut``."""
-    stats = getattr(est, "fit_stats_", {})
-    meta = {"objective": est.objective, "refine": est.refine,
-            "optima": {key: stats[key] for key in STAT_KEYS if key in stats}}
-    if est.objective == "ncut":
-        meta["ncut"] = float(est.ncut_)
-    return meta
-
-
-def model_arrays(est):
-    """Arrays predict needs for ncut: ``degrees`` (d) and ``degree_weights`` (u), n float64."""
-    if est.objective != "ncut":
-        return {}
-    return {"degrees": np.asarray(est.degrees_, dtype=np.float64),
-            "degree_weights": np.asarray(est.degree_weights_, dtype=np.float64)}
-
-
-def load_state(est, meta, arrays, n, fail):
-    """Restore ``objective``/``refine`` (and the ncut arrays) on a loaded estimator;
-    ``fail(problem)`` raises."""
-    objective = meta.get("objective", "kmeans")
-    if objective not in OBJECTIVES:
-        fail(f"unknown objective {objective!r}")
-    refine_ = meta.get("refine", "auto")
-    est.objective = objective
-    est.refine = refine_ if refine_ in ("auto",) + REFINES else "auto"
-    if objective != "ncut":
-        return
-    for key in ("degrees", "degree_weights"):
-        if key not in arrays:
-            fail(f"the array '{key}' (needed by objective 'ncut') is missing")
-        value = arrays[key]
-        if value.shape != (n,) or value.dtype.kind not in "fiu":
-            fail(f"'{key}' must be {n} numbers")
-        if not np.all(np.isfinite(value)):
-            fail(f"'{key}' holds NaN or infinite values")
-    if np.any(arrays["degrees"] <= 0) or np.any(arrays["degree_weights"] < 0):
-        fail("'degrees' must be positive and 'degree_weights' non-negative")
-    est.degrees_ = np.ascontiguousarray(arrays["degrees"], dtype=np.float64)
-    est.degree_weights_ = np.ascontiguousarray(arrays["degree_weights"], dtype=np.float64)
-    ncut = meta.get("ncut")
-    est.ncut_ = float(ncut) if isinstance(ncut, (int, float)) else None
-
-
-def report_rows(est):
-    """Rows of the fit report: the objective (with the ncut value), the winning start and
-    what each stage lowered the objective by."""
-    stats = est.fit_stats_
-    rows = []
-    if est.objective == "ncut":
-        rows.append(("objective", f"ncut = {est.ncut_:.6g} (normalized cut, Σ cut/vol)"))
-    kinds = stats.get("start_kinds")
-    if kinds:
-        mix = ", ".join(f"{kinds.count(kind)} {kind}" for kind in dict.fromkeys(kinds))
-        rows.append(("starts", f"{mix}; best: {stats.get('best_start')}"))
-    start, lloyd_obj = stats.get("start_objective"), stats.get("lloyd_objective")
-    refined = stats.get("refined_objective")
-    if lloyd_obj is not None and refined is not None:
-        text = (f"start {start:.6g} → Lloyd {lloyd_obj:.6g}" if start is not None
-                else f"Lloyd {lloyd_obj:.6g}")
-        if stats.get("refine") == "hartigan":
-            moves = plural(stats.get("refine_moves", 0), "move")
-            text += (f" → Hartigan {refined:.6g} ({moves}, "
-                     f"−{lloyd_obj - refined:.3g})")
-        rows.append(("stages", text))
-    return rows
+        return stats

@@ -28,9 +28,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _options
-from ..memory import BLOCK_BYTES, row_blocks
 from ..engine.threads import blas_threads, thread_pool
-from ..errors import KKMeansWarning
+from ..errors import KKMeansWarning, ValueRangeError
+from ..memory import BLOCK_BYTES, row_blocks
+from . import _kernel_matrix
+from .psd import gower_kernel
 
 KERNELS = _options.KERNELS
 GAMMA_KERNELS = ("rbf", "poly", "sigmoid", "laplacian", "chi2")
@@ -114,15 +116,11 @@ class Kernel:
 
         The lower triangle is computed in row blocks and mirrored, so K is exactly symmetric.
         """
-        from . import _kernel_matrix
-
         X = np.ascontiguousarray(X, dtype=np.float64)
         n = X.shape[0]
         if self.name == "precomputed":
             return np.ascontiguousarray(X, dtype=dtype)
         if self.name == "precomputed-distance":  # Gower: K = −½ J D∘² J (see psd.py)
-            from .psd import gower_kernel
-
             return gower_kernel(X, dtype=dtype)
         X = self.centred(X)
         K = np.empty((n, n), dtype=dtype) if out is None else out
@@ -169,8 +167,6 @@ class Kernel:
         (``_rbf_sums.h``), so predict reads each kernel value once, from registers. rbf only
         (None for the other kernels, which go through :meth:`cross`). Results do not depend
         on ``n_threads``; they equal the sums over :meth:`cross`'s rows up to rounding."""
-        from . import _kernel_matrix
-
         if self.name != "rbf":
             return None
         A = np.ascontiguousarray(A, dtype=np.float64)
@@ -212,8 +208,6 @@ class Kernel:
         raise ValueError("a precomputed kernel has no kernel function")  # or distance
 
     def _fill_block(self, A, B, sq_a, sq_b, out, row_start, n_threads, work):
-        from . import _kernel_matrix
-
         if A.shape[0] * B.shape[0] < SMALL_BLOCK:
             n_threads = 1
         gamma = float(self.gamma) if self.gamma is not None else 0.0
@@ -442,8 +436,6 @@ def _within_limits(name, b, d, m, kernel):
 
 def _check_rows(name, X, m, kernel, what, offset):
     """:func:`check_range` row by row: refuses the first row that breaks the rule."""
-    from ..errors import ValueRangeError
-
     if offset is not None:
         raw = X
         with np.errstate(over="ignore", invalid="ignore"):

@@ -24,7 +24,14 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import ModelFileError, UsageError
+from ..engine.records import FitResult
+from ..io.data import read_npy_header
 from ..io.scaling import SCALE_METHODS, Scaler
+from ..kernels.functions import CENTRED_KERNELS, GAMMA_KERNELS, KERNELS, Kernel, with_offset
+from ..kernels.nystroem import features
+from .. import memory
+from .estimator import KernelKMeans
+from .parts import PARTS
 
 FORMAT = "kkmeans-model"
 FORMAT_VERSION = 2
@@ -54,16 +61,11 @@ class LoadedModel:
 
 
 def state_parts():
-    """The modules that keep part of a fitted estimator's state in a model file, in the order
-    they are written and read: the PSD check and repair, the objective and its optima (ncut's
-    degrees), the Nyström map. Each has ``model_meta(estimator) -> dict`` (meta entries),
-    ``model_arrays(estimator) -> dict`` (arrays) and ``load_state(estimator, meta, arrays, n,
-    fail)``, which checks its entries (``fail(problem)`` raises) and restores its attributes.
-    A new kind of fitted state adds its module here and its arrays to ``_MEMBER_KINDS``."""
-    from ..engine import optima
-    from ..kernels import nystroem, psd
-
-    return (psd, optima, nystroem)
+    """The parts of a fitted estimator's state kept beside the labels and sums, in the order
+    they are written and read (``model/parts.py``: the PSD check and repair, the objective
+    and its optima, the Nyström map). Each has ``model_meta(estimator)``,
+    ``model_arrays(estimator)`` and ``load(meta, arrays, n, fail) -> (params, state)``."""
+    return PARTS
 
 
 def model_meta(estimator, scaler, options=None, extra=None):
@@ -201,23 +203,24 @@ def load_model(path):
         if np.any(factor <= 0):
             _fail(path, "'scale_factor' must be positive")
         scaler = Scaler(meta["scale"], _array(path, arrays, "scale_offset", (d,), "f"), factor)
-    estimator = _estimator(path, meta, _kernel_offset(path, arrays, meta, d))
-    estimator.labels_ = labels.astype(np.intp)
-    estimator.sample_weight_ = np.ascontiguousarray(weights, dtype=np.float64)
-    estimator.cluster_sizes_ = sizes.astype(np.int64)
-    estimator.cluster_weights_ = np.ascontiguousarray(cluster_weights, dtype=np.float64)
-    estimator.inner_sums_ = np.ascontiguousarray(inner_sums, dtype=np.float64)
-    estimator.inertia_ = float(inertia)
-    estimator.X_fit_ = None if X_fit is None else np.ascontiguousarray(X_fit, dtype=np.float64)
-    estimator.n_features_in_ = d
-    estimator.n_iter_ = int(meta.get("n_iter", 0))
-    estimator.converged_ = bool(meta.get("converged", True))
-    estimator.fit_stats_ = dict(meta.get("fit_stats", {}))
-    if "best_restart" in estimator.fit_stats_:  # 0-based in the Python API
-        estimator.fit_stats_["best_restart"] -= 1
-    estimator.solver = meta.get("solver", "lloyd")
+    params, states = {"solver": meta.get("solver", "lloyd")}, {}
     for part in state_parts():
-        part.load_state(estimator, meta, arrays, n, lambda problem: _fail(path, problem))
+        part_params, state = part.load(meta, arrays, n, lambda problem: _fail(path, problem))
+        params.update(part_params)
+        states.update(state)
+    estimator, kernel = _estimator(meta, params, _kernel_offset(path, arrays, meta, d))
+    fit_stats = dict(meta.get("fit_stats", {}))
+    if "best_restart" in fit_stats:  # 0-based in the Python API
+        fit_stats["best_restart"] -= 1
+    estimator._set_fitted(FitResult(
+        labels=labels.astype(np.intp), inertia=float(inertia),
+        inner_sums=np.ascontiguousarray(inner_sums, dtype=np.float64),
+        cluster_weights=np.ascontiguousarray(cluster_weights, dtype=np.float64),
+        n_iter=int(meta.get("n_iter", 0)), converged=bool(meta.get("converged", True)),
+        kernel=kernel, sample_weight=np.ascontiguousarray(weights, dtype=np.float64),
+        X_fit=None if X_fit is None else np.ascontiguousarray(X_fit, dtype=np.float64),
+        n_features=d, fit_stats=fit_stats, psd=states.get("psd"), ncut=states.get("ncut"),
+        nystroem=states.get("nystroem")))
     _check_consistency(path, meta, estimator)
     return LoadedModel(estimator=estimator, meta=meta, scaler=scaler)
 
@@ -228,8 +231,6 @@ def _check_nystroem(path, est, slack, unit):
     Seeger, "Using the Nystroem method to speed up kernel machines"): checked on the
     landmarks. The centres are means of features, so |mu_c|^2 <= 1 for kernels bounded by 1.
     """
-    from ..kernels.nystroem import features
-
     L, T = est.landmarks_, est.nystroem_transform_
     with np.errstate(all="ignore"):
         Phi = features(L, L, T, est.kernel_)
@@ -374,7 +375,7 @@ def _expected_shapes(meta):
             "psd_eigenvalues": (None,), "psd_col_means": (n,), "degrees": (n,),
             "degree_weights": (n,), "landmarks": (m, d),
             # m×m (the full transform) or m×s (the rank-restricted projection, s ≤ m):
-            # checked against the rank in kernels/nystroem.load_state
+            # checked against the rank in model/parts.py (NystroemPart.load)
             "nystroem_transform": (m, None), "centers": (k, None), "kernel_offset": (d,)}
 
 
@@ -461,12 +462,10 @@ def _read_archive(path):
             if info.file_size != sizes[key]:
                 _fail(path, f"member {info.filename!r} declares {info.file_size} bytes, but "
                             f"its dtype and shape make {sizes[key]}")
-        from ..memory import default_limit, format_bytes
-
-        total, limit = sum(sizes.values()), default_limit()
+        total, limit = sum(sizes.values()), memory.default_limit()
         if limit is not None and total > limit:
-            _fail_plain(path, f"the model's arrays need {format_bytes(total)}, more than the "
-                              f"memory available ({format_bytes(limit)})")
+            _fail_plain(path, f"the model's arrays need {memory.format_bytes(total)}, more "
+                              f"than the memory available ({memory.format_bytes(limit)})")
         # Only now is anything decompressed: every size above is checked.
         arrays = {key: _member_array(path, archive, headers[key][0], size)
                   for key, size in sizes.items()}
@@ -480,8 +479,6 @@ def _fail_plain(path, problem):
 
 def _member_header(path, archive, info):
     """(shape, dtype, header bytes) of a member, reading only its ``.npy`` header."""
-    from ..io.data import read_npy_header
-
     key = info.filename[:-4]
     try:
         with archive.open(info) as stream:
@@ -597,8 +594,6 @@ def _check_meta(path, raw):
                     f"reads (format_version {FORMAT_VERSION}); upgrade kkmeans-cli")
     if version < 1:
         _fail(path, f"format_version {version} is not supported")
-    from ..kernels.functions import GAMMA_KERNELS, KERNELS
-
     if meta["kernel"] not in KERNELS:
         _fail(path, f"unknown kernel {meta['kernel']!r}")
     if meta["scale"] not in SCALE_METHODS:
@@ -659,8 +654,6 @@ def _array(path, arrays, key, shape, kind):
 
 def _kernel_offset(path, arrays, meta, d):
     """``kernel_offset`` (format version 2), checked, or None."""
-    from ..kernels.functions import CENTRED_KERNELS
-
     if "kernel_offset" not in arrays:
         return None
     if meta["format_version"] < 2:
@@ -670,10 +663,9 @@ def _kernel_offset(path, arrays, meta, d):
     return _array(path, arrays, "kernel_offset", (d,), "f")
 
 
-def _estimator(path, meta, offset=None):
-    from .estimator import KernelKMeans
-    from ..kernels.functions import Kernel, with_offset
-
+def _estimator(meta, params, offset=None):
+    """The estimator of a model file (not fitted yet) with the parameters of its meta and of
+    its state parts (``params``), and its resolved kernel."""
     kernel = meta["kernel"]
     gamma = float(meta["gamma"]) if "gamma" in meta and meta["gamma"] is not None else None
     degree = int(meta.get("degree", 3))
@@ -684,7 +676,5 @@ def _estimator(path, meta, offset=None):
         degree=degree, coef0=coef0, n_init=max(1, int(meta.get("n_init", 1))),
         algorithm=meta.get("algorithm", "auto"),
         random_state=seed if isinstance(seed, int) else None,
-        dtype=np.float32 if meta["dtype"] == "float32" else np.float64)
-    estimator.kernel_ = with_offset(Kernel(kernel, gamma, degree, coef0), offset)
-    estimator.gamma_ = gamma
-    return estimator
+        dtype=np.float32 if meta["dtype"] == "float32" else np.float64, **params)
+    return estimator, with_offset(Kernel(kernel, gamma, degree, coef0), offset)

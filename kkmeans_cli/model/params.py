@@ -14,12 +14,13 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import InvalidParameterError as _SklearnInvalidParameter
 from sklearn.utils._param_validation import (Interval, Options, StrOptions,
                                              validate_parameter_constraints)
+from sklearn.utils._param_validation import InvalidParameterError as _SklearnInvalidParameter
 
 from .. import _options
 from ..errors import UsageError
+from ..memory import parse_size
 
 
 class InvalidParameterError(UsageError, _SklearnInvalidParameter):
@@ -124,8 +125,6 @@ def check_param_combination(params):
             "0; use objective='kmeans', or give a similarity matrix with "
             "kernel='precomputed'")
     if isinstance(params["memory_limit"], str):
-        from ..memory import parse_size
-
         try:
             parse_size(params["memory_limit"])
         except ValueError as exc:
