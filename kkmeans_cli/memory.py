@@ -54,9 +54,10 @@ _UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "KIB": 2**10, "M": 2**20, "MB"
           "TIB": 2**40}
 
 
-def row_blocks(n_rows, n_cols, block_bytes=BLOCK_BYTES):
+def row_blocks(n_rows, n_cols, block_bytes=None):
     """(i0, i1) of blocks of rows of an n_rows × n_cols float64 array, each within
-    ``block_bytes`` (at least one row)."""
+    ``block_bytes`` (:data:`BLOCK_BYTES`, read at the call, by default; at least one row)."""
+    block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
     step = max(1, min(n_rows, block_bytes // (8 * max(n_cols, 1))))
     for i0 in range(0, n_rows, step):
         yield i0, min(i0 + step, n_rows)

@@ -145,8 +145,7 @@ def test_killing_a_worker_mid_fit_gives_the_same_result(client, tmp_path):
 
     data = open_data(client, str(tmp_path / "x.npy")).aligned(client, 2048)
     est = KernelKMeans(approx="nystroem", cluster=client, **params)
-    est.progress_callback = progress
-    est.fit(data)
+    est.fit(data, progress=progress)
     assert killed
     assert_same_fit(est, ref)
     # the nanny starts a new worker; the scheduler may list the dead one for a moment

@@ -11,7 +11,7 @@ import pytest
 from cli_helpers import FAST, blobs, labels_of, run, run_process, write_csv
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine import elkan as elkan_module
-from kkmeans_cli.kernels import functions as kernels
+from kkmeans_cli import memory as memory_module
 from kkmeans_cli.engine.elkan import elkan
 from kkmeans_cli.engine.starts import kmeans_plusplus
 from kkmeans_cli.kernels.sources import BlockedKernel, InMemoryKernel
@@ -126,7 +126,7 @@ def test_equals_lloyd_in_memory_float64_data(kernel_name, d, weighted, kind):
 @pytest.mark.parametrize("d", DS)
 @pytest.mark.parametrize("kernel_name", KERNEL_NAMES)
 def test_equals_lloyd_blocked(kernel_name, d, weighted, monkeypatch):
-    monkeypatch.setattr(kernels, "BLOCK_BYTES", 8 * 300 * 37)  # 37-row blocks
+    monkeypatch.setattr(memory_module, "BLOCK_BYTES", 8 * 300 * 37)  # 37-row blocks
     i = KERNEL_NAMES.index(kernel_name) + DS.index(d) + int(weighted)
     _case(kernel_name, KS[i % 4], d, weighted, ("blobs", "noise")[i % 2], mode="blocked")
 

@@ -20,7 +20,7 @@ from kkmeans_cli.engine.starts import kmeans_plusplus
 from kkmeans_cli.kernels.sources import BlockedKernel, InMemoryKernel
 from kkmeans_cli.errors import KKMeansWarning
 from kkmeans_cli.kernels.functions import Kernel, resolve_gamma
-from kkmeans_cli.engine.optima import blocked_hartigan, hartigan
+from kkmeans_cli.engine.hartigan import blocked_hartigan, hartigan
 
 
 @pytest.fixture

@@ -230,10 +230,10 @@ def test_silhouettes_of_many_labellings_in_one_pass(name, gamma, block_bytes, mo
     """A sweep's measures: every labelling (k = 2, singletons, labels with gaps, k = 7) gets
     the silhouette scikit-learn gives and the sums a pass of its own gives, also when the
     labellings are taken one group at a time (block_bytes=1: groups of one)."""
-    from kkmeans_cli.kernels import functions as kernels
+    from kkmeans_cli import memory
 
     if block_bytes is not None:
-        monkeypatch.setattr(kernels, "BLOCK_BYTES", block_bytes)
+        monkeypatch.setattr(memory, "BLOCK_BYTES", block_bytes)
     X, y = data()
     K = Kernel(name, gamma).matrix(X)
     D = feature_distances(K)

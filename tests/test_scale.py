@@ -385,8 +385,7 @@ def test_feature_progress_and_estimator_scores():
     seen = []
     est = KernelKMeans(k, gamma=gamma, random_state=0, n_init=2, approx="nystroem",
                        n_landmarks=100)
-    est.progress_callback = lambda done, total: seen.append((done, total))
-    est.fit(X)
+    est.fit(X, progress=lambda done, total: seen.append((done, total)))
     assert seen and seen[-1] == (3000, 3000)
     with pytest.raises(ValueError, match="features"):
         est.scores()

@@ -122,9 +122,8 @@ def fit_command(opts, reporter, model_path, params):
         estimator.cluster = client
         with reporter.engine_warnings(), \
                 reporter.progress(f"fitting k = {k} on {data.source} (Dask)") as update:
-            estimator.progress_callback = update
             try:
-                estimator.fit(data)
+                estimator.fit(data, progress=update)
             except KKMeansError:
                 raise
             except ValueError as exc:

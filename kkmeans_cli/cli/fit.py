@@ -101,12 +101,11 @@ def fit(ctx, **_):
                        blocked_silhouette=opts["silhouette"] and not share_K)
     with reporter.engine_warnings(), \
             reporter.progress(f"fitting k = {k} on {data.source}") as update:
-        estimator.progress_callback = lambda done, total, what: update(done, total, what)
         try:
             t0 = time.perf_counter()
-            K = estimator.kernel_matrix(X) if share_K else None
+            K = estimator.kernel_matrix(X, progress=update) if share_K else None
             built = time.perf_counter() - t0
-            estimator.fit(X, sample_weight=weights, kernel_matrix=K)
+            estimator.fit(X, sample_weight=weights, kernel_matrix=K, progress=update)
             if K is not None:  # its time, not the 0 s of a fit given K
                 estimator.fit_stats_["kernel_seconds"] += built
         except UsageError:

@@ -353,18 +353,7 @@ def prepare_fit_data(opts):
     data = read_input(opts, opts["data"])
     weights = _per_row(opts["weights"], "--weights", "weights", data)
     if weights is not None:
-        negative = np.flatnonzero(weights < 0)
-        if negative.size:
-            raise DataError(f"--weights {opts['weights']}: weight {negative[0] + 1} is negative "
-                            f"({weights[negative[0]]:g}); sample weights must be >= 0")
-        if not np.any(weights > 0):
-            raise DataError(f"--weights {opts['weights']}: every weight is 0; give the points "
-                            f"to cluster a positive weight")
-        from ..model.estimator import weights_too_large
-
-        problem = weights_too_large(weights)
-        if problem:
-            raise DataError(f"--weights {opts['weights']}: {problem}")
+        _check_weights(weights, opts["weights"])
     init = opts["init"]
     if init_is_file(init):
         init = _per_row(init, "--init", "initial labels", data, integer=True)
@@ -378,6 +367,26 @@ def prepare_fit_data(opts):
     total = data.X.shape[0] if weights is None else float(weights.sum())
     check_values(data, X, opts["kernel"], total, opts["scale"], objective=opts["objective"])
     return data, scaler, X, weights, init
+
+
+def _check_weights(weights, path):
+    """The estimator's check of the weights read from ``path`` (``model/checks.py``), its
+    error worded for the command line (exit 1)."""
+    from ..errors import WeightsError
+    from ..model.checks import check_weight_values
+
+    try:
+        check_weight_values(weights)
+    except WeightsError as exc:
+        if exc.problem == "negative":
+            what = "negative" if exc.value < 0 else "not a finite number"
+            why = (f"weight {exc.index + 1} is {what} ({exc.value:g}); sample weights must "
+                   f"be >= 0")
+        elif exc.problem == "all zero":
+            why = "every weight is 0; give the points to cluster a positive weight"
+        else:
+            why = exc.detail or str(exc)
+        raise DataError(f"--weights {path}: {why}") from None
 
 
 def check_distinct(data, X, k, weights, kernel, option="-k"):
@@ -534,45 +543,13 @@ def check_option_combination(opts, k):
 
 
 def check_memory_plan(opts, n, ks, silhouette, blocked_silhouette=False, sweep=False):
-    """Refuse (exit 1) before any large allocation when the fit of the largest k, with the
-    silhouette when asked, would need more than ``--memory-limit`` (see ``memory.py``).
+    """Refuse (exit 1) before any large allocation when the command's fits (of the largest
+    k), with the silhouette when asked, would need more than ``--memory-limit``: the plan of
+    ``model/planning.py`` (``check_command_memory``), the one the estimator makes."""
+    from ..model.planning import check_command_memory
 
-    ``blocked_silhouette``: the silhouette runs after the fit on kernel rows recomputed in
-    blocks (the fit does not share its kernel matrix with it): the plan is the larger of the
-    fit's and the silhouette's. ``sweep``: the refusal suggests only what sweep accepts (not
-    --storage blocked)."""
-    from ..engine.threads import effective_n_threads
-    from ..kernels.nystroem import feature_engine_applies
-    from ..memory import check, plan
-    from ..model.planning import SMALL_N
-
-    engine = not sweep and feature_engine_applies(opts["objective"], opts["refine"])
-    kw = dict(k=max(ks), dtype=opts["dtype"], approx=opts["approx"],
-              n_landmarks=opts["landmarks"], silhouette=silhouette, storage=opts["storage"],
-              offer_blocked=not sweep, silhouette_after=blocked_silhouette,
-              rank=opts.get("rank"), feature_engine=engine,
-              n_threads=effective_n_threads(opts["threads"]) if n >= SMALL_N else 1)
-    if opts["kernel"] == "precomputed":  # DATA is K (a distance matrix becomes a new K)
-        kw["kernel_given"] = opts["dtype"] == "float64"
-    if opts["storage"] == "auto" and opts["approx"] == "none" and not sweep:
-        kw["storage"] = _auto_storage(opts, n, kw)
-    check(plan(n, **kw), opts["memory_limit"], **kw)
-
-
-def _auto_storage(opts, n, kw):
-    """--storage auto: 'matrix' or 'blocked' as the estimator will choose it
-    (``memory.choose_storage``: blocked when the kernel matrix does not fit); refuses (exit 1)
-    when no exact route fits."""
-    from ..model.estimator import KernelKMeans
-    from ..memory import choose_storage
-    from ..model.planning import blocked_possible
-
-    params = KernelKMeans(**estimator_kwargs(opts, kw["k"], "k-means++")).get_params()
-    rest = {key: value for key, value in kw.items()
-            if key not in ("k", "dtype", "storage", "approx", "n_landmarks")}
-    storage, _ = choose_storage(n, kw["k"], kw["dtype"], limit=opts["memory_limit"],
-                                blocked_ok=blocked_possible(params), **rest)
-    return storage
+    check_command_memory(estimator_kwargs(opts, max(ks), "k-means++"), n, ks, silhouette,
+                         blocked_silhouette=blocked_silhouette, sweep=sweep)
 
 
 def stored_options(opts):

@@ -70,7 +70,7 @@ class Reporter:
         """A spinner with ``message`` while the block runs, on a terminal only.
 
         Yields ``update(done, total, what)``, which shows ``message: what done/total`` (a no-op
-        when quiet or not on a terminal), e.g. the ``progress_callback`` of a Nyström fit.
+        when quiet or not on a terminal), e.g. the ``progress`` of a Nyström fit.
         """
         if self.quiet or not self.console.is_terminal:
             yield lambda *args: None

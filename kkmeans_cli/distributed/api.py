@@ -6,6 +6,7 @@ import contextlib
 
 import numpy as np
 
+from ..progress import progress_adapter
 from . import require_dask
 from .cluster import open_client
 from .fit import fit_on_cluster, predict_on_cluster
@@ -43,34 +44,32 @@ def _chunked(client, X):
     return X
 
 
-def fit(X, sample_weight, params, rngs, progress_callback=None):
+def fit(X, sample_weight, params, rngs, progress=None):
     """A fit on a cluster: X a Dask array, a NumPy array (sent in chunks), a file path (read
     by the workers) or ``readers.ChunkedData``; ``params`` the estimator's validated
-    parameters (``cluster`` among them), ``rngs`` its (gamma, fit) generators,
-    ``progress_callback`` its callback. Returns the ``FitResult``."""
+    parameters (``cluster`` among them), ``rngs`` its (gamma, fit) generators, ``progress``
+    the fit's callback (``progress.py``). Returns the ``FitResult``."""
     if sample_weight is not None:
         raise ValueError("sample_weight is not supported on a Dask cluster yet")
     with client_for(params.get("cluster")) as client:
         return fit_on_cluster(_chunked(client, X), client, params, rngs,
-                              progress=_progress(progress_callback, params["max_iter"]))
+                              progress=_progress(progress, params["max_iter"]))
 
 
 def _progress(callback, max_iter):
-    """A ``progress_callback(done, total, what)`` (three parameters) told of the starts on
-    the sample and of every Lloyd pass on all data."""
-    if callback is None:
+    """The stages of a fit on a cluster told to ``callback`` (``progress.py``): the starts
+    on the sample and every Lloyd pass on all data."""
+    report = progress_adapter(callback, stages=True)
+    if report is None:
         return None
 
     def progress(stage, **info):
-        try:
-            if stage == "iteration":
-                callback(info["iteration"], max_iter,
-                         f"Lloyd on all data (completion {info['restart'] + 1}), objective "
-                         f"{info['objective']:.6g}, moved {info['moved']:,}; iteration")
-            elif stage == "start":
-                callback(info["done"], info["total"], "starts on the sample")
-        except TypeError:   # a callback of (done, total): the feature rows only
-            pass
+        if stage == "iteration":
+            report(info["iteration"], max_iter,
+                   f"Lloyd on all data (completion {info['restart'] + 1}), objective "
+                   f"{info['objective']:.6g}, moved {info['moved']:,}; iteration")
+        elif stage == "start":
+            report(info["done"], info["total"], "starts on the sample")
     return progress
 
 

@@ -22,7 +22,6 @@ reads the rows from the file), so when a worker dies the scheduler recomputes wh
 on the others and the run ends with the same result.
 """
 import time
-import warnings
 
 import numpy as np
 
@@ -31,9 +30,8 @@ from ..engine.lloyd import warn_not_converged, warn_relocated
 from ..engine.optima import start_kinds
 from ..engine.records import FitResult, NystroemState
 from ..engine.restarts import default_sample_size, sampled_restarts
-from ..errors import KKMeansWarning
-from ..kernels.functions import (CENTRED_KERNELS, GAMMA_KERNELS, MEDIAN_PAIRS, Kernel,
-                                 resolve_gamma)
+from ..kernels.functions import (CENTRED_KERNELS, GAMMA_KERNELS, Kernel, median_gamma,
+                                 pair_distances, pair_sample, resolve_gamma, variance_gamma)
 from ..kernels.nystroem import (choose_landmarks, engine_stats, landmark_rng,
                                 resolve_landmarks)
 from . import chunks
@@ -231,22 +229,14 @@ def resolve_gamma_on_cluster(run, params, gamma_rng):
     if kernel not in GAMMA_KERNELS or not isinstance(gamma, str):
         value = resolve_gamma(kernel, gamma, np.zeros((1, 1)), gamma_rng)
     elif gamma == "scale" or kernel in ("poly", "sigmoid"):
-        var = _variance(run.gather([run.submit(chunks.moments, s) for s in run.data.sources]))
-        if var > 0 and np.isfinite(var):
-            value = 1.0 / (run.data.d * var)
-        else:
-            warnings.warn("the median heuristic for gamma is undefined (the data have zero "
-                          "variance); using gamma = 1.0", KKMeansWarning, stacklevel=2)
-            value = 1.0
-    elif n * (n - 1) // 2 <= MEDIAN_PAIRS:
-        value = resolve_gamma(kernel, gamma, run.take_rows(np.arange(n)), gamma_rng)
+        value = variance_gamma(_variance(run.gather([run.submit(chunks.moments, s)
+                                                     for s in run.data.sources])), run.data.d)
     else:
-        i = gamma_rng.integers(0, n, size=MEDIAN_PAIRS)
-        j = (i + gamma_rng.integers(1, n, size=MEDIAN_PAIRS)) % n
+        i, j = pair_sample(n, gamma_rng)
         wanted = np.union1d(i, j)
         rows = run.take_rows(wanted)
-        value = _median_gamma(kernel, rows[np.searchsorted(wanted, i)],
-                              rows[np.searchsorted(wanted, j)])
+        value = median_gamma(pair_distances(kernel, rows[np.searchsorted(wanted, i)],
+                                            rows[np.searchsorted(wanted, j)]))
     offset = None
     if kernel in CENTRED_KERNELS and (kernel != "linear" or params["objective"] == "kmeans"):
         carry = None
@@ -269,28 +259,6 @@ def _variance(parts):
         n += nb
         total += sb
     return m2 / n
-
-
-def _median_gamma(kernel, Xi, Xj):
-    """γ = 1/(2·median distance) of the sampled pairs (``kernels.resolve_gamma``'s rule)."""
-    diff = Xi - Xj
-    if kernel == "rbf":
-        dist = np.einsum("ij,ij->i", diff, diff)
-    elif kernel == "laplacian":
-        dist = np.abs(diff).sum(axis=1)
-    else:
-        tot = Xi + Xj
-        with np.errstate(divide="ignore", invalid="ignore"):
-            dist = np.where(tot != 0, diff * diff / np.where(tot != 0, tot, 1), 0.0).sum(1)
-    positive = dist[dist > 0]
-    if positive.size == 0:
-        warnings.warn("the median heuristic for gamma is undefined (all points are "
-                      "identical); using gamma = 1.0", KKMeansWarning, stacklevel=3)
-        return 1.0
-    med = float(np.median(dist))
-    if med <= 0:
-        med = float(np.median(positive))
-    return 1.0 / (2.0 * med)
 
 
 # -- a fit on a cluster -------------------------------------------------------------------------

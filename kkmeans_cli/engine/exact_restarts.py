@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _lloyd
 from .iterate import iterate
-from .optima import refine
+from .hartigan import refine
 from .restarts import Restarts, sampled_restarts
 
 #: Sample points whose clusters give the completion's starting assignment.

@@ -1,7 +1,7 @@
 """The kernel source of explicit features Φ (n×m): kernel k-means on the linear kernel Φ Φᵀ
 is ordinary k-means on Φ, so Lloyd, Elkan, k-means++, the restarts and relocation run on it
 unchanged in O(n·m + n·k) memory (Nyström's features, ``kernels/nystroem.py``; the spectral
-start's embedding, ``optima.embedding_kmeans``).
+start's embedding, ``spectral.embedding_kmeans``).
 
 With the cluster sums S[c] = Σ_{j∈c} w_j φ_j (k×m), the outer sums are one matrix product
 F = S Φᵀ (O(n·m·k)).
@@ -134,11 +134,6 @@ class FeatureSpaceSource(KernelSource):
     # recomputed when needed, S[c]·φ_i (O(m)), instead of replayed from the log of moves.
     explicit_features = True
 
-    def refresh_outer_sums(self, points, stamps, log, F):
-        """Never called: with explicit features Elkan recomputes F per pair (:meth:`pair_sums`)
-        instead of replaying a log of moves."""
-        raise NotImplementedError("explicit features recompute outer sums with pair_sums")
-
     def record_moves(self, moved, src, dst, w_moved):
         self.S += self._delta_sums(moved, src, dst, w_moved)
 
@@ -167,7 +162,7 @@ class FeatureSpaceSource(KernelSource):
 
         The top eigenvectors of M = W^½ Φ Φᵀ W^½ are V = W^½ Φ U Λ^{-½}, with
         Φᵀ W Φ = U Λ Uᵀ (m×m), so the spectral start's A = W^{-½} V Λ^½ = Φ U_k: one pass
-        over Φ and an m×m eigh instead of n×n work (for ``optima.spectral_embedding``).
+        over Φ and an m×m eigh instead of n×n work (for ``spectral.spectral_embedding``).
         """
         C = np.empty((self.m, self.m))
         wPhi = self.Phi * np.asarray(weights, dtype=np.float64)[:, None]

@@ -55,7 +55,7 @@ class FitSpec:
 
 @dataclass(frozen=True)
 class NcutState:
-    """The normalized cut's fitted state (``optima.py``): the degrees d of the training
+    """The normalized cut's fitted state (``ncut.py``): the degrees d of the training
     points, the sample weights u they were made with, and the value of the cut."""
 
     degrees: object

@@ -7,7 +7,7 @@ labels (or None), the generator of the starts and the fit's frozen
 (``embed.py``), a source that runs its own restarts (Nyström's explicit-feature engine,
 ``runs_restarts``), restarts screened on a sample (a kernel computed in blocks,
 ``exact_restarts.py``) or plain restarts with the start mix and Hartigan's refinement of
-``optima.py``. Its ``stats`` are what the route adds to ``fit_stats_``.
+``optima.py`` (``spectral.py``, ``hartigan.py``). Its ``stats`` are what the route adds to ``fit_stats_``.
 """
 from . import exact_restarts
 from .embed import solve
@@ -30,8 +30,8 @@ def run_restarts(source, weights, init_labels, rng, spec, progress=None):
         Draws the starts.
     spec : FitSpec
     progress : callable, optional
-        ``progress(done, total, what)``, told of the stages of a source that runs its own
-        restarts.
+        The fit's progress callback (``kkmeans_cli/progress.py``), told of the stages of a
+        source that runs its own restarts.
 
     Returns
     -------

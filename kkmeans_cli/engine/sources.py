@@ -68,11 +68,6 @@ class KernelSource(ABC):
         sums updates them here)."""
 
     @abstractmethod
-    def refresh_outer_sums(self, points, stamps, log, F):
-        """F[:, i] brought up to date for the given points, replaying the log entries from
-        ``stamps[i]`` on."""
-
-    @abstractmethod
     def pair_sums(self, points, clusters, labels, weights, F):
         """F[c, i] from scratch for the given (point, cluster) pairs (n_c kernel values each)."""
 

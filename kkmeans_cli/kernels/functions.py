@@ -30,7 +30,7 @@ import numpy as np
 from .. import _options
 from ..engine.threads import blas_threads, thread_pool
 from ..errors import KKMeansWarning, ValueRangeError
-from ..memory import BLOCK_BYTES, row_blocks
+from ..memory import row_blocks
 from . import _kernel_matrix
 from .psd import gower_kernel
 
@@ -317,11 +317,21 @@ def resolve_gamma(kernel, gamma, X, rng):
         return float(gamma)
     X = np.asarray(X, dtype=np.float64)
     if gamma == "scale" or kernel in ("poly", "sigmoid"):
-        var = float(X.var()) if X.size else 0.0
-        if var > 0 and math.isfinite(var):
-            return 1.0 / (X.shape[1] * var)
-        return _fallback_gamma("the data have zero variance")
-    dist = _sample_pair_distances(kernel, X, rng)
+        return variance_gamma(float(X.var()) if X.size else 0.0, X.shape[1])
+    i, j = pair_sample(X.shape[0], rng)
+    return median_gamma(pair_distances(kernel, X[i], X[j]))
+
+
+def variance_gamma(var, n_features):
+    """'scale': γ = 1/(d·Var(X)) (γ = 1 with a warning when the variance is 0)."""
+    if var > 0 and math.isfinite(var):
+        return 1.0 / (n_features * var)
+    return _fallback_gamma("the data have zero variance")
+
+
+def median_gamma(dist):
+    """'median': γ = 1/(2·median dist) of the sampled pairs' distances (of the positive ones
+    when the median is 0; γ = 1 with a warning when all are 0)."""
     positive = dist[dist > 0]
     if positive.size == 0:
         return _fallback_gamma("all points are identical")
@@ -333,25 +343,28 @@ def resolve_gamma(kernel, gamma, X, rng):
 
 def _fallback_gamma(why):
     warnings.warn(f"the median heuristic for gamma is undefined ({why}); using gamma = 1.0",
-                  KKMeansWarning, stacklevel=3)
+                  KKMeansWarning, stacklevel=4)
     return 1.0
 
 
-def _sample_pair_distances(kernel, X, rng, n_pairs=MEDIAN_PAIRS):
-    n = X.shape[0]
-    if n < 2:
-        return np.zeros(0)
+def pair_sample(n, rng, n_pairs=MEDIAN_PAIRS):
+    """(i, j) of the pairs the median rule measures: every pair i < j when there are at most
+    ``n_pairs``, else ``n_pairs`` seeded pairs with j ≠ i."""
     if n * (n - 1) // 2 <= n_pairs:
-        i, j = np.triu_indices(n, k=1)
-    else:
-        i = rng.integers(0, n, size=n_pairs)
-        j = (i + rng.integers(1, n, size=n_pairs)) % n  # j != i
-    diff = X[i] - X[j]
+        return np.triu_indices(n, k=1)
+    i = rng.integers(0, n, size=n_pairs)
+    return i, (i + rng.integers(1, n, size=n_pairs)) % n  # j != i
+
+
+def pair_distances(kernel, A, B):
+    """The distance inside the kernel's exponential between the rows of A and B: squared
+    Euclidean (rbf), L1 (laplacian), chi-squared (chi2)."""
+    diff = A - B
     if kernel == "rbf":
         return np.einsum("ij,ij->i", diff, diff)
     if kernel == "laplacian":
         return np.abs(diff).sum(axis=1)
-    tot = X[i] + X[j]
+    tot = A + B
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(tot != 0, diff * diff / np.where(tot != 0, tot, 1), 0.0)
     return terms.sum(axis=1)

@@ -38,7 +38,9 @@ from ..engine.lloyd import LloydResult
 from ..engine.optima import start_kinds
 from ..engine.records import NystroemState
 from ..engine.restarts import Restarts, default_sample_size, sampled_restarts
-from ..memory import BLOCK_BYTES, check, default_landmarks
+from .. import memory
+from ..memory import check, default_landmarks
+from ..progress import progress_adapter
 from ..memory import plan as plan_memory
 from .functions import check_range
 
@@ -90,7 +92,7 @@ def features(X, landmarks, transform, kernel, n_threads=1, progress=None, out=No
     X = np.ascontiguousarray(X, dtype=np.float64)
     n, m = X.shape[0], transform.shape[1]
     Phi = np.empty((n, m)) if out is None else out
-    step = max(1, BLOCK_BYTES // (8 * max(m, 1)))
+    step = max(1, memory.BLOCK_BYTES // (8 * max(m, 1)))
     for i0 in range(0, n, step):
         i1 = min(n, i0 + step)
         Kb = kernel.cross(X[i0:i1], landmarks, dtype=np.float64, n_threads=n_threads)
@@ -262,26 +264,6 @@ def engine_stats(stats, inertia):
             "refine_moves": 0, "nystroem": dict(stats)}
 
 
-def progress_adapter(callback, stages=False):
-    """A progress callback as ``progress(done, total, what)``: a callback of three
-    parameters sees every stage; one of two (``(done, total)``, the original protocol) sees
-    the feature rows only (``stages=False``), nothing of the stages (``stages=True``)."""
-    import inspect
-
-    if callback is None:
-        return None
-    try:
-        params = inspect.signature(callback).parameters.values()
-        takes_what = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-                         for p in params) >= 3 or any(p.kind == p.VAR_POSITIONAL
-                                                      for p in params)
-    except (TypeError, ValueError):
-        takes_what = False
-    if takes_what:
-        return callback
-    return None if stages else (lambda done, total, what: callback(done, total))
-
-
 def engine_source(X, kernel, plan, n_threads, progress=None):
     """Stage 1 on the explicit-feature engine: landmarks, the rank-restricted feature map and
     the float32 features of X (:class:`FeatureEngine`) after the memory plan allowed them.
@@ -340,13 +322,16 @@ def fit_source(X, kernel, kernel_matrix, plan, n_threads, progress=None):
 
 def shared_features(X, kernel, plan, n_threads, progress=None):
     """The :class:`NystroemFeatures` of X for the plan's landmark count and seed, after the
-    memory plan (``plan.memory_limit``) allowed them."""
+    memory plan (``plan.memory_limit``) allowed them (``progress``: see ``progress.py``)."""
     n, k, m = X.shape[0], plan.n_clusters, plan.n_landmarks
     if kernel.name == "precomputed":
         raise ValueError("approx='nystroem' needs the data, not a precomputed kernel matrix")
     check(plan_memory(n, k, approx="nystroem", n_landmarks=m), plan.memory_limit, k=k,
           approx="nystroem", n_landmarks=m)
-    return fit_features(X, kernel, m, plan.random_state, n_threads, progress)
+    progress = progress_adapter(progress)
+    return fit_features(X, kernel, m, plan.random_state, n_threads,
+                        None if progress is None else lambda done, total: progress(
+                            done, total, "Nyström features, rows"))
 
 
 def fitted_state(source, state, result, weights, n_clusters):
@@ -403,7 +388,7 @@ def nearest(model, X, want_distances, n_threads=1):
     row_dist = np.empty(X.shape[0])
     dist = np.empty((X.shape[0], k)) if want_distances else None
     m = model.landmarks.shape[0]
-    step = max(1, BLOCK_BYTES // (8 * max(m, k)))
+    step = max(1, memory.BLOCK_BYTES // (8 * max(m, k)))
     with blas_threads(1):
         for i0 in range(0, X.shape[0], step):
             i1 = min(X.shape[0], i0 + step)

@@ -12,7 +12,8 @@ import numpy as np
 
 from ..engine import _elkan, _lloyd
 from ..engine.sources import KernelSource
-from ..memory import BLOCK_BYTES, row_blocks
+from .. import memory
+from ..memory import row_blocks
 from .functions import SMALL_BLOCK, Workspace
 
 # Own sums of a cluster of m points (BlockedKernel): block rows of at least this many rows,
@@ -23,10 +24,16 @@ OWN_SUM_BLOCKS = 8
 
 class _KernelLogSource(KernelSource):
     """What the kernel sources share: Elkan's lazy updates cost one kernel value per point
-    and log entry, and nothing to record."""
+    and log entry, replayed from its log of moves (``replays_log``), and nothing to
+    record."""
 
     def record_moves(self, moved, src, dst, w_moved):
         pass
+
+    @abstractmethod
+    def refresh_outer_sums(self, points, stamps, log, F):
+        """F[:, i] brought up to date for the given points, replaying the log entries from
+        ``stamps[i]`` on."""
 
     @abstractmethod
     def submatrix(self, idx):
@@ -267,7 +274,7 @@ class BlockedKernel(_KernelLogSource):
         m = Y.shape[0]
         sums = np.zeros(m)
         step = max(1, min(max(OWN_SUM_MIN_ROWS, -(-m // OWN_SUM_BLOCKS)),
-                          BLOCK_BYTES // (8 * max(m, 1))))
+                          memory.BLOCK_BYTES // (8 * max(m, 1))))
         for p0 in range(0, m, step):
             p1 = min(p0 + step, m)
             Kb = self._out.block(p1 - p0, m - p0, self.dtype)
@@ -296,7 +303,7 @@ class LazyKernel:
     where Elkan's iterations need them (a :class:`BlockedKernel`), and the kernel matrix
     built only if they turn out to need most of it (``materialize``; then an
     :class:`InMemoryKernel`). Hartigan's refinement does not need it
-    (``optima.blocked_hartigan``).
+    (``engine.hartigan.blocked_hartigan``).
 
     Building K costs n²/2 kernel values plus writing n² entries of fresh memory; Elkan on
     well-separated data converges after a fraction of that (``benchmarks/bench_fit.py``).

@@ -8,7 +8,7 @@ import numpy as np
 from ..engine.feature_source import FeatureSpaceSource, sq_norms, times_rows_t
 from ..engine.threads import effective_n_threads
 from ..kernels.nystroem import features
-from ..memory import BLOCK_BYTES
+from .. import memory
 from . import _silhouette
 from . import metrics as quality
 from .metrics import (FeatureSums, SilhouetteScore, check_labels, check_weights, silhouette,
@@ -22,7 +22,7 @@ def silhouette_samples(Phi, labels, n_threads=1):
     codes, counts = stacked([labels], n)
     diag = sq_norms(Phi)
     out = np.empty((1, n))
-    step = max(1, BLOCK_BYTES // (8 * n))
+    step = max(1, memory.BLOCK_BYTES // (8 * n))
     for i0 in range(0, n, step):
         i1 = min(n, i0 + step)
         rows = times_rows_t(Phi[i0:i1], Phi, np.empty((i1 - i0, n)), n_threads)

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..engine import _lloyd
 from ..engine.threads import effective_n_threads
-from ..memory import BLOCK_BYTES
+from .. import memory
 from . import _silhouette
 
 #: Above this many points :func:`silhouette_score` samples instead of the exact O(n²) pass.
@@ -205,7 +205,7 @@ def silhouettes_and_sums(K, labelings, sample_weight=None, n_threads=None, outer
     from ONE pass over K: each row is read, and its distances taken, once for all of them.
 
     The outer sums of all labellings are held at once (L × max k × n floats); labellings are
-    taken in groups that keep them within ``BLOCK_BYTES``. ``outer_sums``: F of every
+    taken in groups that keep them within ``memory.BLOCK_BYTES``. ``outer_sums``: F of every
     labelling (k_l × n, with these weights, on this K) when already known — e.g. from the
     fits' final passes — so the pass only sums distances. Returns a list of
     ``(samples, sums)``, one per labelling.
@@ -217,7 +217,7 @@ def silhouettes_and_sums(K, labelings, sample_weight=None, n_threads=None, outer
     n_threads = effective_n_threads(n_threads)
     codes, counts = stacked(labelings, n)
     known = outer_sums is not None and all(F is not None for F in outer_sums)
-    group = len(labelings) if known else max(1, BLOCK_BYTES // (8 * n * counts.shape[1]))
+    group = len(labelings) if known else max(1, memory.BLOCK_BYTES // (8 * n * counts.shape[1]))
     found = []
     for g0 in range(0, len(labelings), group):
         g1 = min(g0 + group, len(labelings))

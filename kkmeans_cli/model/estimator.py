@@ -1,29 +1,26 @@
 """``KernelKMeans``: weighted kernel k-means with a scikit-learn style API."""
-import time
-
 import numpy as np
 from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin,
                           TransformerMixin)
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from .. import _options
 from ..engine import _lloyd
-from ..engine.optima import ncut_rows
+from ..engine.ncut import ncut_rows
 from ..engine.records import NcutState
 from ..engine.threads import blas_threads, effective_n_threads
-from ..errors import DataError, TooFewDistinctPointsError
-from ..kernels.functions import FLOAT_MAX, check_range, count_distinct, data_offset
+from ..kernels.functions import check_range, data_offset
 from ..kernels.nystroem import NystroemFeatures, NystroemModel, shared_features
 from ..kernels.nystroem import nearest as nystroem_nearest
-from ..kernels.psd import PRECOMPUTED, check_square, transform_rows
+from ..kernels.psd import PRECOMPUTED, transform_rows
 from ..measures import features as feature_measures
 from ..measures import metrics as quality
 from ..memory import check, plan
+from .checks import check_data, check_fit_values, check_init_labels, check_weights
 from .fitting import fit_arrays, nystroem_plan, resolved_kernel
 from .params import PARAMETER_CONSTRAINTS, fit_rngs, resolve_dtype, validate_params
 from .planning import plan_fit, route_of
 
-FLOAT_TINY = float(np.finfo(np.float64).tiny)
 
 # The planning thresholds (LAZY_MIN_N, LAZY_BUDGET, ELKAN_MAX_FEATURES, ELKAN_MIN_CLUSTERS,
 # SMALL_N) live with the rules that use them, in model/planning.py.
@@ -86,7 +83,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         Offset of the poly and sigmoid kernels.
     init : 'k-means++', 'spectral', 'random' or array of shape (n_samples,), default 'k-means++'
         Starting centres chosen in feature space, or starting labels in 0..k−1. 'spectral':
-        k-means on the leading eigenvectors of K (the factor VΛ^½ of K; see ``optima.py``).
+        k-means on the leading eigenvectors of K (the factor VΛ^½ of K; see ``engine/spectral.py``).
         With 'k-means++' and several restarts (or ``objective='ncut'``) restart 0 is a
         spectral start and the others k-means++ (``fit_stats_['start_kinds']``).
     n_init : int, default 20
@@ -139,7 +136,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
     objective : {'kmeans', 'ncut'}, default 'kmeans'
         'ncut': the normalized cut, as weighted kernel k-means with weights u_i·d_i
         (degrees d_i = Σ_j u_j K_ij, u the sample weights) on the kernel K_ij/(d_i d_j)
-        (Dhillon, Guan & Kulis 2004; see ``optima.py``). ``ncut_`` holds its value.
+        (Dhillon, Guan & Kulis 2004; see ``engine/ncut.py``). ``ncut_`` holds its value.
     refine : {'auto', 'hartigan', 'none'}, default 'auto'
         'hartigan': after Lloyd converges, move single points while a move lowers the exact
         objective, alternating with Lloyd until both are stable. 'auto': 'hartigan' for the
@@ -248,7 +245,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         return self.n_clusters
 
     # -- fitting -----------------------------------------------------------------------------
-    def fit(self, X, y=None, sample_weight=None, *, kernel_matrix=None):
+    def fit(self, X, y=None, sample_weight=None, *, kernel_matrix=None, progress=None):
         """Cluster X.
 
         Parameters
@@ -262,32 +259,35 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             K(X, X) for this estimator's kernel, already computed (by :meth:`kernel_matrix`),
             e.g. shared by the fits of a sweep over k. Not copied. Its diagonal is checked
             against K(x, x) (a ``ValueError`` if it differs).
+        progress : callable, optional
+            Told how far the long stages are: ``progress(done, total, what)``, or
+            ``progress(done, total)`` for the Nyström feature rows only
+            (``kkmeans_cli/progress.py``).
 
         Returns
         -------
         self
         """
-        self._set_fitted(self._fit_result(X, sample_weight, kernel_matrix))
+        self._set_fitted(self._fit_result(X, sample_weight, kernel_matrix, progress))
         return self
 
-    def _fit_result(self, X, sample_weight, kernel_matrix):
+    def _fit_result(self, X, sample_weight, kernel_matrix, progress=None):
         """Validate, plan and run a fit; return its :class:`FitResult` (nothing fitted is
         written here: :meth:`_set_fitted` does that, for every route)."""
         self._validate_params()
         params = self.get_params(deep=False)
-        progress = getattr(self, "progress_callback", None)
         if _on_cluster(self, X):
             from ..distributed import api  # imports Dask: only when a cluster is used
 
             return api.fit(X, sample_weight, params, fit_rngs(self.random_state), progress)
-        X = _check_data(X, self.kernel, estimator=self, reset=True)
+        X = check_data(X, self.kernel, estimator=self, reset=True)
         n = X.shape[0]
         if self.n_clusters > n:
             raise ValueError(f"n_clusters={self.n_clusters} is larger than the number of "
                              f"samples (n_samples={n})")
-        weights = _check_weights(sample_weight, n, self.n_clusters)
-        _check_fit_values(X, self.kernel, weights, self.n_clusters, self.objective)
-        init_labels = self._check_init_labels(n)
+        weights = check_weights(sample_weight, n, self.n_clusters)
+        check_fit_values(X, self.kernel, weights, self.n_clusters, self.objective)
+        init_labels = check_init_labels(self.init, n, self.n_clusters)
         # Resolved once, before anything large is allocated (like scikit-learn's self._n_threads).
         plan = plan_fit(params, n, X.shape[1], kernel_given=kernel_matrix is not None)
         return fit_arrays(X, weights, init_labels, kernel_matrix, params, plan,
@@ -350,12 +350,13 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         """Fit and return ``labels_``."""
         return self.fit(X, sample_weight=sample_weight, **fit_params).labels_
 
-    def kernel_matrix(self, X):
+    def kernel_matrix(self, X, *, progress=None):
         """K(X, X) for this estimator's kernel (gamma and the offset resolved as ``fit``
         would: for the linear kernel the Gram matrix of X − mean(X)), to pass to :meth:`fit`
-        as ``kernel_matrix`` for several fits of the same data."""
+        as ``kernel_matrix`` for several fits of the same data; with ``approx='nystroem'``
+        the Nyström features of X (``progress``: as in :meth:`fit`)."""
         self._validate_params()
-        X = _check_data(X, self.kernel)
+        X = check_data(X, self.kernel)
         check_range(self.kernel, X, X.shape[0],
                     offset=data_offset(self.kernel, X, self.objective, quiet=True))
         gamma_rng, _ = fit_rngs(self.random_state)
@@ -367,7 +368,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
                 check_range("poly", X, X.shape[0], kernel=kernel)
             if self.approx == "nystroem":
                 return shared_features(X, kernel, nystroem_plan(params, X.shape[0]),
-                                       n_threads, getattr(self, "progress_callback", None))
+                                       n_threads, progress)
             self._check_memory(X.shape[0], resolve_dtype(self.dtype))
             return kernel.matrix(X, dtype=resolve_dtype(self.dtype), n_threads=n_threads)
 
@@ -442,7 +443,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
 
     def _nearest(self, X, kernel_diag, want_distances):
         self._check_fitted()
-        X = _check_data(X, self.kernel, square=False, estimator=self, reset=False)
+        X = check_data(X, self.kernel, square=False, estimator=self, reset=False)
         n_threads = effective_n_threads(self.n_threads)
         if self.approx == "nystroem":
             return nystroem_nearest(self.nystroem_model(), X, want_distances, n_threads)
@@ -528,30 +529,17 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         check(plan(n, self.n_clusters, np.dtype(dtype).name, kernel_given=kernel_given),
               self.memory_limit, k=self.n_clusters, dtype=np.dtype(dtype).name)
 
-    def _check_init_labels(self, n):
-        if isinstance(self.init, str):
-            return None
-        labels = np.asarray(self.init)
-        if labels.shape != (n,):
-            raise ValueError(f"init labels must have shape ({n},), got {labels.shape}")
-        if not np.issubdtype(labels.dtype, np.integer):
-            if not np.all(np.isfinite(labels)) or np.any(labels != np.round(labels)):
-                raise ValueError("init labels must be integers")
-        if labels.min() < 0 or labels.max() >= self.n_clusters:
-            raise ValueError(f"init labels must lie in 0..{self.n_clusters - 1}")
-        return labels.astype(np.int32)
-
     def _check_fitted(self):
         check_is_fitted(self, "labels_")
 
 
-def fit_with_sums(estimator, X, sample_weight=None, *, kernel_matrix=None):
+def fit_with_sums(estimator, X, sample_weight=None, *, kernel_matrix=None, progress=None):
     """Fit ``estimator`` as :meth:`KernelKMeans.fit` does and return the outer sums F (k×n)
     of its labels on exactly ``kernel_matrix``, from the fit's final full pass (a sweep's
     measures reuse them instead of another pass over K); None when the fit did not run on
     that matrix itself (no matrix given, a transformed kernel, Nyström features). The
     estimator does not keep them."""
-    result = estimator._fit_result(X, sample_weight, kernel_matrix)
+    result = estimator._fit_result(X, sample_weight, kernel_matrix, progress)
     estimator._set_fitted(result)
     return result.outer_sums
 
@@ -564,73 +552,3 @@ def _on_cluster(estimator, X, fitted=False):
     if fitted:
         return dask_array or isinstance(X, str) and getattr(estimator, "cluster", None)
     return dask_array or getattr(estimator, "cluster", None) is not None
-
-
-def _check_data(X, kernel, square=True, estimator=None, reset=False):
-    """X as a C-contiguous float64 array, checked: scikit-learn's ``validate_data`` when an
-    ``estimator`` is given (``reset=True`` in fit records ``n_features_in_`` and feature names,
-    ``reset=False`` in predict checks them), else ``check_array``; then finite values (the
-    first bad entry named), non-negative data for chi2, and a square matrix for a precomputed
-    kernel in fit."""
-    options = dict(dtype=np.float64, order="C", ensure_all_finite=False)
-    if estimator is not None:
-        X = validate_data(estimator, X, reset=reset, **options)
-    else:
-        X = check_array(X, **options)
-    if not np.all(np.isfinite(X)):
-        bad = np.argwhere(~np.isfinite(X))[0]
-        raise ValueError(f"X contains NaN or infinity (first at row {bad[0]}, column {bad[1]})")
-    if kernel == "chi2" and np.any(X < 0):
-        raise ValueError("the chi2 kernel needs non-negative data")
-    if kernel in PRECOMPUTED and square:
-        X = check_square(X, kernel)
-    if not X.flags.writeable:  # a read-only buffer (memory map): the engine's views need write
-        X = X.copy()
-    return np.ascontiguousarray(X)
-
-
-def _check_fit_values(X, kernel, weights, n_clusters, objective="kmeans"):
-    """Refuse data whose kernel sums overflow (``kernels.check_range``) and data with fewer
-    distinct points of positive weight than clusters (:class:`TooFewDistinctPointsError`:
-    clusters would have to share a point; Lloyd would cycle between coinciding centres)."""
-    check_range(kernel, X, float(weights.sum()),
-                offset=data_offset(kernel, X, objective, quiet=True))
-    distinct = count_distinct(X, n_clusters, weights, kernel)
-    if distinct < n_clusters:
-        raise TooFewDistinctPointsError(distinct, n_clusters)
-
-
-def _check_weights(sample_weight, n, n_clusters):
-    if sample_weight is None:
-        return np.ones(n)
-    w = np.asarray(sample_weight, dtype=np.float64)
-    if w.shape != (n,):
-        raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError("sample_weight must be finite and non-negative")
-    if np.count_nonzero(w) < n_clusters:
-        raise ValueError(f"sample_weight has fewer non-zero entries ({np.count_nonzero(w)}) "
-                         f"than n_clusters={n_clusters}")
-    problem = weights_too_large(w)
-    if problem:
-        raise DataError(f"sample_weight {problem}")
-    return np.ascontiguousarray(w)
-
-
-def weights_too_large(w):
-    """Why sample weights are too large (or too small) for floating point, or None: kernel
-    k-means forms sums of up to (Σ w)² weighted kernel values (the inner sums), so 4·(Σ w)²
-    must stay below 1.8e308, and (Σ w)² above the smallest normal number 2.2e-308 (below it
-    the weight products underflow: k-means++ draws from 0/0). Only the ratios of the weights matter: dividing them all by one number keeps the
-    clustering."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        total = float(np.sum(w, dtype=np.float64))
-    if 0.0 < total < FLOAT_TINY ** 0.5:
-        return (f"sums to {total:.6g}: (Σw)² must stay above {FLOAT_TINY:.3g} (below it the "
-                f"products of weights underflow floating point); multiply the weights by a "
-                f"common factor (only their ratios matter)")
-    if 4.0 * total * total < FLOAT_MAX:
-        return None
-    return (f"sums to {total:.6g}: 4·(Σw)² must stay below {FLOAT_MAX:.3g} (kernel k-means "
-            f"sums up to (Σw)² weighted kernel values); divide the weights by a common "
-            f"factor (only their ratios matter)")

@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from ..engine.features import default_rank
-from ..engine.optima import ncut_fit_kernel, ncut_value
+from ..engine.ncut import ncut_fit_kernel, ncut_value
 from ..engine.records import FitResult, FitSpec, NcutState
 from ..engine.run import run_restarts
 from ..engine.threads import blas_threads

@@ -13,7 +13,7 @@ Each part owns its meta entries, its arrays and their checks:
   to an estimator.
 
 A new kind of fitted state adds a part to :data:`PARTS` and its arrays to
-``model_file._MEMBER_KINDS``.
+``archive.MEMBER_KINDS``.
 """
 import numpy as np
 
@@ -72,7 +72,7 @@ class PSDPart:
 
 class ObjectivePart:
     """The objective, the refinement and how the winner was found (``engine/optima.py``);
-    the normalized cut's degrees."""
+    the normalized cut's degrees (``engine/ncut.py``)."""
 
     #: fit_stats_ entries stored as meta ``optima``
     STAT_KEYS = ("start_kinds", "best_start", "start_objective", "lloyd_objective",

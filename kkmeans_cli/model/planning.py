@@ -164,3 +164,33 @@ def plan_fit(params, n, n_features, *, kernel_given=False):
               **planned)
     return FitPlan(route=route, reason=reason, n_threads=n_threads, dtype=dtype,
                    n_features=n_features, lazy_budget=LAZY_BUDGET * float(n) * n if route == "lazy" else 0.0)
+
+
+def check_command_memory(params, n, ks, silhouette=None, blocked_silhouette=False,
+                         sweep=False):
+    """Refuse (``MemoryPlanError``) before any large allocation when a command's fits of n
+    points (the largest of ``ks``), with the silhouette when asked, would need more than
+    ``params['memory_limit']`` (``memory.py``).
+
+    ``silhouette``: None, 'exact' or 'from-kernel' (``memory.plan``); ``blocked_silhouette``:
+    the silhouette runs after the fit on kernel rows recomputed in blocks (the fit does not
+    share its kernel matrix with it), so the plan is the larger of the two; ``sweep``: the
+    fits of a sweep (shared features, no blocked route to offer). With ``storage='auto'`` the
+    exact route is chosen as :func:`plan_fit` chooses it (blocked when the kernel matrix does
+    not fit); a refusal when no exact route fits.
+    """
+    engine = not sweep and feature_engine_applies(params["objective"], params["refine"])
+    kw = dict(k=max(ks), dtype=params["dtype"], approx=params["approx"],
+              n_landmarks=params["n_landmarks"], silhouette=silhouette,
+              storage=params["storage"], offer_blocked=not sweep,
+              silhouette_after=blocked_silhouette, rank=params["nystroem_rank"],
+              feature_engine=engine,
+              n_threads=effective_n_threads(params["n_threads"]) if n >= SMALL_N else 1)
+    if params["kernel"] == "precomputed":  # DATA is K (a distance matrix becomes a new K)
+        kw["kernel_given"] = params["dtype"] == "float64"
+    if params["storage"] == "auto" and params["approx"] == "none" and not sweep:
+        rest = {key: value for key, value in kw.items()
+                if key not in ("k", "dtype", "storage", "approx", "n_landmarks")}
+        kw["storage"], _ = choose_storage(n, kw["k"], kw["dtype"], limit=params["memory_limit"],
+                                          blocked_ok=blocked_possible(params), **rest)
+    check(plan(n, **kw), params["memory_limit"], **kw)
