@@ -4,11 +4,12 @@ import time
 import click
 
 from ..errors import DataError, UsageError
-from .options import (PRECOMPUTED_KERNELS, check_distinct, check_memory_plan,
-                      check_option_combination, cluster_options, data_options,
-                      effective_options, estimator_kwargs, on_cluster,
-                      fit_options, init_is_file, input_paths, labels_text, prepare_fit_data,
-                      require_matplotlib, run_options, stored_options)
+from .inputs import (check_distinct, init_is_file, input_paths, labels_text,
+                     prepare_fit_data)
+from .options import (PRECOMPUTED_KERNELS, check_memory_plan, check_option_combination,
+                      cluster_options, data_options, effective_options, estimator_kwargs,
+                      fit_options, on_cluster, require_matplotlib, run_options,
+                      stored_options)
 
 
 FIT_EPILOG = """\b

@@ -4,8 +4,8 @@ import click
 
 from .._text import plural
 from ..errors import DataError
-from .options import (check_values, cluster_options, data_options, effective_options,
-                      input_paths, labels_text, on_cluster, read_input, run_options)
+from .inputs import check_values, input_paths, labels_text, read_input
+from .options import cluster_options, data_options, effective_options, on_cluster, run_options
 
 
 PREDICT_EPILOG = """\b

@@ -102,7 +102,7 @@ class Reporter:
         """A progress bar over ``total`` steps, on a terminal only.
 
         Yields ``advance(done, total, row)`` (the ``progress`` callback of
-        :func:`kkmeans_cli.sweep.sweep`); a no-op when quiet or not on a terminal.
+        :func:`kkmeans_cli.model.sweep.sweep`); a no-op when quiet or not on a terminal.
         """
         if self.quiet or not self.console.is_terminal:
             yield lambda *args: None

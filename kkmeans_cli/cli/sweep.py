@@ -5,9 +5,10 @@ import click
 
 from .._text import plural
 from ..errors import DataError, UsageError
-from .options import (check_distinct, check_memory_plan, check_option_combination, data_options,
-                      effective_options, estimator_kwargs, fit_options, init_is_file, input_paths,
-                      prepare_fit_data, require_matplotlib, run_options, stored_options)
+from .inputs import check_distinct, init_is_file, input_paths, prepare_fit_data
+from .options import (check_memory_plan, check_option_combination, data_options,
+                      effective_options, estimator_kwargs, fit_options, require_matplotlib,
+                      run_options, stored_options)
 
 
 SWEEP_METRICS = ("silhouette", "simplified-silhouette", "calinski-harabasz", "davies-bouldin",

@@ -4,7 +4,7 @@ The steps and the numbers are those of a fit in one process on the explicit-feat
 (``engine/features.py``, ``engine/restarts.py``, ``nystroem.FeatureEngine``), with every pass
 over the data split into chunks that the workers run (``chunks.py``):
 
-1. gamma from the seeded sample of pairs of ``kernels.resolve_gamma`` (only the sampled rows
+1. gamma from the seeded sample of pairs of ``functions.resolve_gamma`` (only the sampled rows
    come to the client; ``'scale'`` from per-chunk moments);
 2. the m landmarks (the rows ``nystroem.choose_landmarks`` draws) and the feature map
    (``features.feature_map``: the m × s projection), on the client;
@@ -222,8 +222,8 @@ def _objective_at(wx, S, W, mu):
 
 # -- gamma -------------------------------------------------------------------------------------
 def resolve_gamma_on_cluster(run, params, gamma_rng):
-    """``kernels.resolve_gamma`` with only the sampled rows brought to the client, and the
-    offset of ``kernels.data_offset`` (the column means) from sums chained through the
+    """``functions.resolve_gamma`` with only the sampled rows brought to the client, and the
+    offset of ``functions.data_offset`` (the column means) from sums chained through the
     chunks in order (``params``: the estimator's)."""
     kernel, gamma, n = params["kernel"], params["gamma"], run.data.n
     if kernel not in GAMMA_KERNELS or not isinstance(gamma, str):

@@ -26,7 +26,7 @@ class Scaler:
     def transform(self, X):
         """(X − offset) / factor, or X unchanged for ``'none'``. Values that overflow come out
         infinite, without a NumPy warning: the caller refuses them with their row and column
-        (``kernels.check_range`` / ``check_finite``)."""
+        (``functions.check_range`` / ``check_finite``)."""
         if self.method == "none":
             return X
         with np.errstate(over="ignore", invalid="ignore"):

@@ -57,7 +57,7 @@ LANCZOS_MARGIN = 1e-7
 
 
 def needs_psd_check(kernel):
-    """Whether fitting with ``kernel`` (a :class:`~kkmeans_cli.kernels.Kernel`) needs the
+    """Whether fitting with ``kernel`` (a :class:`~kkmeans_cli.kernels.functions.Kernel`) needs the
     PSD check: sigmoid, precomputed matrices, distances, and poly with a negative coef0."""
     return (kernel.name in ("sigmoid",) + PRECOMPUTED
             or (kernel.name == "poly" and kernel.coef0 < 0))

@@ -245,7 +245,7 @@ def silhouette(K, labels, n_threads=None, *, return_samples=False):
 def silhouette_blocks(X, labels, kernel, n_threads=None, dtype=np.float64):
     """Exact silhouette samples from the data, without the n×n matrix.
 
-    Rows of K are recomputed in blocks by ``kernel`` (a :class:`~kkmeans_cli.kernels.Kernel`
+    Rows of K are recomputed in blocks by ``kernel`` (a :class:`~kkmeans_cli.kernels.functions.Kernel`
     with resolved parameters, e.g. ``estimator.kernel_``), each block passed once to the engine:
     memory is one block of rows, time is one kernel evaluation of all pairs.
     """

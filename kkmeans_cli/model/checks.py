@@ -36,7 +36,7 @@ def check_data(X, kernel, square=True, estimator=None, reset=False):
 
 
 def check_fit_values(X, kernel, weights, n_clusters, objective="kmeans"):
-    """Refuse data whose kernel sums overflow (``kernels.check_range``) and data with fewer
+    """Refuse data whose kernel sums overflow (``functions.check_range``) and data with fewer
     distinct points of positive weight than clusters (:class:`TooFewDistinctPointsError`:
     clusters would have to share a point; Lloyd would cycle between coinciding centres)."""
     check_range(kernel, X, float(weights.sum()),

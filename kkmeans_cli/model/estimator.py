@@ -225,7 +225,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
     # -- scikit-learn conventions ------------------------------------------------------------
     def _validate_params(self):
         """Every parameter against ``_parameter_constraints``, then the rules between them
-        (:func:`kkmeans_cli.params.validate_params`; raises ``InvalidParameterError``)."""
+        (:func:`kkmeans_cli.model.params.validate_params`; raises ``InvalidParameterError``)."""
         validate_params(self)
 
     def __sklearn_tags__(self):
@@ -374,7 +374,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
 
     def scores(self, metrics=("silhouette", "simplified_silhouette", "calinski_harabasz",
                               "davies_bouldin"), *, kernel_matrix=None, **options):
-        """Quality measures of ``labels_`` in feature space (see ``kkmeans_cli.metrics``).
+        """Quality measures of ``labels_`` in feature space (see ``kkmeans_cli.measures.metrics``).
 
         The training kernel matrix is rebuilt from ``X_fit_`` unless ``kernel_matrix`` is given
         (required for ``kernel='precomputed'``). ``options`` go to ``metrics.scores``

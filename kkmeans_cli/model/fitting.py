@@ -47,7 +47,7 @@ def nystroem_plan(params, n):
 
 def resolved_kernel(params, X, gamma_rng):
     """The kernel with resolved parameters and, for rbf and the linear k-means objective,
-    the data's mean as ``offset`` (``kernels.data_offset``: results do not depend on a
+    the data's mean as ``offset`` (``functions.data_offset``: results do not depend on a
     common shift of the data, even at 10⁸)."""
     name = params["kernel"]
     gamma = resolve_gamma(name, params["gamma"], X, gamma_rng)
@@ -173,7 +173,7 @@ def storage_used(source):
 
 def check_finite_result(best):
     """Nothing non-finite leaves a fit (a model file, a table, labels): a last guard behind
-    ``kernels.check_range``."""
+    ``functions.check_range``."""
     values = [np.asarray(best.inertia), best.inner_sums, best.cluster_weights]
     if not all(np.all(np.isfinite(v)) for v in values):
         raise DataError("the kernel sums of this fit are not finite (the data's kernel "

@@ -1,4 +1,4 @@
-"""The parameters of :class:`~kkmeans_cli.estimator.KernelKMeans`: what each may be, which
+"""The parameters of :class:`~kkmeans_cli.model.estimator.KernelKMeans`: what each may be, which
 combinations are refused, and how ``random_state`` becomes generators.
 
 - :data:`PARAMETER_CONSTRAINTS` declares each parameter's allowed types and values with

@@ -2,7 +2,7 @@
 
 :func:`sweep` computes K once, fits ``KernelKMeans(k, **params)`` for every k with
 ``kernel_matrix=K``, and measures each fit (inertia, exact or sampled silhouette, simplified
-silhouette, Calinski-Harabasz, Davies-Bouldin; :mod:`kkmeans_cli.metrics`). The chosen k is the
+silhouette, Calinski-Harabasz, Davies-Bouldin; :mod:`kkmeans_cli.measures.metrics`). The chosen k is the
 best by one measure:
 
 - ``silhouette``, ``simplified_silhouette``, ``calinski_harabasz``: the largest value;
