@@ -19,7 +19,7 @@ from kkmeans_cli.cli import cli
 from kkmeans_cli.cli.inputs import format_data_with_labels
 from kkmeans_cli.engine import _openmp
 from kkmeans_cli.io.config import configurable_params
-from kkmeans_cli.io.data import read_data
+from kkmeans_cli.io.readers import read_data
 
 FAST = ["--threads", "1", "--n-init", "2"]
 CONFIGS = sorted(os.listdir(os.path.join(ROOT, "configs")))

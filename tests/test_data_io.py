@@ -1,4 +1,4 @@
-"""Readers and atomic writers of ``kkmeans_cli.io.data``."""
+"""Readers and atomic writers of ``kkmeans_cli.io.readers`` and ``kkmeans_cli.io.outputs``."""
 import io
 import os
 
@@ -6,8 +6,9 @@ import h5py
 import numpy as np
 import pytest
 
-from kkmeans_cli.io.data import (AtomicOutputs, check_output_path, format_json, format_labels,
-                                 read_data, read_vector, split_hdf5_spec, write_matrix)
+from kkmeans_cli.io.outputs import (AtomicOutputs, check_output_path, format_json, format_labels,
+                                    write_matrix)
+from kkmeans_cli.io.readers import read_data, read_vector, split_hdf5_spec
 from kkmeans_cli.errors import DataError, OutputError, UsageError
 
 X = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.5], [-7.0, 8.0, 9.25]])

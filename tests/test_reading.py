@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from cli_helpers import FAST, blobs, kkmeans_command, labels_of, run, run_process, write_csv
-from kkmeans_cli.io.data import read_data
+from kkmeans_cli.io.readers import read_data
 
 OLD = b"OLD CONTENT\n"
 

@@ -32,7 +32,7 @@ DEFERRED_IMPORTS = {
         "KernelKMeans on first use: kkmeans --help never loads NumPy or scikit-learn",
     ("kkmeans_cli.model.estimator", "kkmeans_cli.distributed.api"):
         "the Dask route: Dask is imported only when a fit or predict uses a cluster",
-    ("kkmeans_cli.io.data", "kkmeans_cli.memory"):
+    ("kkmeans_cli.io.readers", "kkmeans_cli.memory"):
         "the available memory is read through the module at each call (a test fixes it)",
 }
 

@@ -103,7 +103,7 @@ def _add_counts(a, b):
 def fit_command(opts, reporter, model_path, params):
     """The body of ``kkmeans fit`` on a cluster (options merged and checked by the caller;
     ``params`` the estimator's keyword arguments)."""
-    from ..io.data import format_labels
+    from ..io.outputs import format_labels
     from ..model.estimator import KernelKMeans
     from .report import fit_report, fit_summary, write_fit_results
     from ..io.scaling import Scaler
@@ -147,7 +147,7 @@ def fit_command(opts, reporter, model_path, params):
 
 def predict_command(opts, reporter, loaded):
     """The body of ``kkmeans predict`` on a cluster: labels in input order, chunk by chunk."""
-    from ..io.data import AtomicOutputs
+    from ..io.outputs import AtomicOutputs
     from ..distributed.fit import predict_on_cluster
 
     if opts["distances"] is not None:

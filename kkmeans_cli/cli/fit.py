@@ -56,7 +56,7 @@ def fit(ctx, **_):
     if opts["n_clusters"] is None:
         raise UsageError("missing option -k/--n-clusters (or n_clusters in --config) "
                          "(see 'kkmeans fit --help')")
-    from ..io.data import check_outputs
+    from ..io.outputs import check_outputs
     from ..model.estimator import KernelKMeans
     from .report import (Reporter, fit_report, fit_summary, silhouette_text,
                          write_fit_results)

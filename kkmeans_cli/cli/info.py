@@ -9,7 +9,7 @@ import click
 @click.option("--debug", is_flag=True, help="Show tracebacks of errors.")
 def info(model_path, json, debug):
     """Print the metadata of a model file: format, kernel, k, n, d, sizes, how it was fitted."""
-    from ..io.data import format_json
+    from ..io.outputs import format_json
     from ..model.model_file import load_model
     from .report import format_rows, model_info, model_info_rows
 

@@ -12,7 +12,7 @@ from ..errors import DataError, UsageError
 
 def read_input(opts, spec):
     """DATA read with the data options."""
-    from ..io.data import read_data
+    from ..io.readers import read_data
 
     return read_data(spec, header=opts["header"], delimiter=opts["delimiter"],
                      columns=opts["columns"], dataset=opts["dataset"],
@@ -123,7 +123,7 @@ def check_values(data, X, kernel, total_weight, scale="none", resolved=None,
 def _per_row(path, option, what, data, integer=False):
     """One value per row of DATA from ``path`` (given as ``option``), keeping the rows DATA
     kept; every error names the option and the file."""
-    from ..io.data import read_vector
+    from ..io.readers import read_vector
 
     if path is None:
         return None
@@ -153,7 +153,7 @@ def init_is_file(value):
     """
     if value in INIT_CHOICES:
         return False
-    from ..io.data import split_hdf5_spec
+    from ..io.readers import split_hdf5_spec
 
     # file.h5:/labels names an HDF5 file; - is standard input (when DATA is a file)
     if value == "-" or os.path.exists(split_hdf5_spec(value)[0]):
@@ -169,7 +169,7 @@ def init_is_file(value):
 def labels_text(opts, labels, data):
     """What goes where the labels go: one label per row of DATA (-1 for a dropped row), or
     with ``--with-data`` each row's values and then its label, as CSV."""
-    from ..io.data import format_labels
+    from ..io.outputs import format_labels
 
     if not opts.get("with_data"):
         return format_labels(labels, data.kept)

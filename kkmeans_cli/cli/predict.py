@@ -43,7 +43,7 @@ def predict(ctx, **_):
     opts = effective_options(ctx)
     import numpy as np
 
-    from ..io.data import AtomicOutputs, check_outputs, write_matrix
+    from ..io.outputs import AtomicOutputs, check_outputs, write_matrix
     from ..model.model_file import load_model
     from .report import Reporter
 

@@ -303,13 +303,13 @@ def _psd_info_rows(info):
 def write_fit_results(reporter, opts, estimator, scaler, *, summary, report, meta_options,
                       extra, model_path, labels, force=False, more_files=None):
     """What ``kkmeans fit`` leaves behind, on one machine or on a cluster: the model, the
-    labels and the JSON summary written together (all or none, ``io.data.AtomicOutputs``),
+    labels and the JSON summary written together (all or none, ``io.outputs.AtomicOutputs``),
     then the report on stderr and, on stdout, the JSON summary (``--json``) or the labels
     (``--labels -``).
 
     ``labels()`` returns the labels' text (made only when a labels output needs it);
     ``more_files(out)`` writes further outputs in the same transaction (the plot)."""
-    from ..io.data import AtomicOutputs, format_json
+    from ..io.outputs import AtomicOutputs, format_json
     from ..model.model_file import model_meta, save_model
 
     with AtomicOutputs(force) as out:

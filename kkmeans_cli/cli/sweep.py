@@ -76,7 +76,7 @@ def sweep_command(ctx, **_):
     check_option_combination(opts, min(lo for lo, _ in k_ranges))
     metric = opts["metric"].replace("-", "_")
 
-    from ..io.data import AtomicOutputs, check_outputs
+    from ..io.outputs import AtomicOutputs, check_outputs
     from ..model.model_file import model_meta, save_model
     from .report import Reporter
     from ..model.sweep import sweep, to_csv

@@ -4,7 +4,7 @@
 - HDF5 (``file.h5:/dataset`` or ``--dataset``): the worker opens the file and reads a slab;
 - Zarr (a ``.zarr`` folder, ``--dataset`` for an array inside a group): ``zarr.open``, slab;
 - a glob of CSV or .npy files (``'parts/*.csv'``): each file is one chunk, read on a worker
-  with the same reader as one process (``io.data``); the files are taken in sorted order;
+  with the same reader as one process (``io.readers``); the files are taken in sorted order;
 - a Dask array (the Python API) or a NumPy array.
 
 The client only opens file headers (shape and dtype). Rows with NaN or infinite values are an
@@ -18,7 +18,7 @@ import numpy as np
 
 from ..engine.features import CHUNK_ROWS
 from ..errors import DataError, UsageError
-from ..io.data import HDF5_SUFFIXES, NPY_SUFFIXES, read_data, split_hdf5_spec
+from ..io.readers import HDF5_SUFFIXES, NPY_SUFFIXES, read_data, split_hdf5_spec
 from . import chunks
 
 #: Bytes of a chunk's rows or features at most (about): the chunks never depend on the

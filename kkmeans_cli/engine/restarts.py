@@ -28,20 +28,37 @@ SAMPLE_MIN = 20_000
 SAMPLE_PER_CLUSTER = 500
 #: Candidates completed on all the data (the memory plan counts their labels).
 N_COMPLETE = memory.RESTARTS_COMPLETED
-#: Sample objectives this close (relative) are one solution, completed once.
+#: Objectives this close (relative) are one solution: sample objectives are completed once,
+#: and of restarts that end this close the first wins.
 SAME_RTOL = 1e-12
+
+
+def improves(objective, best):
+    """Whether a run ending at ``objective`` beats the best so far, ``best`` (None: no run
+    yet) by more than rounding (``SAME_RTOL``). Runs that reach the same solution differ only
+    in the last bits, which depend on the BLAS kernels and on a common shift of the data;
+    the first of them wins, so neither can decide which label numbering is returned."""
+    return best is None or objective < best - SAME_RTOL * abs(best)
 
 
 @dataclass
 class Restarts:
     """What stage 2 of a fit (every start, iterated) hands back, whatever the route: the
     winning run, the full-data objective of every run completed (in order; the lowest is the
-    winner's) and what the route adds to ``fit_stats_`` (the screening's sample, candidates
-    and times; empty for plain restarts)."""
+    winner's, up to rounding: ``best_index`` names the winner where rounding ties were
+    resolved by :func:`improves`, else it is the lowest) and what the route adds to
+    ``fit_stats_`` (the screening's sample, candidates and times; empty for plain
+    restarts)."""
 
     best: object
     inertias: list
     stats: dict = field(default_factory=dict)
+    best_index: int = None
+
+    @property
+    def winner(self):
+        """The index of the winning run in ``inertias``."""
+        return self.best_index if self.best_index is not None else int(np.argmin(self.inertias))
 
 
 def default_sample_size(n, n_clusters):

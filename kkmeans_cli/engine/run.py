@@ -13,11 +13,12 @@ from . import exact_restarts
 from .embed import solve
 from .iterate import iterate
 from .optima import OptimaState
-from .restarts import Restarts
+from .restarts import Restarts, improves
 
 
 def run_restarts(source, weights, init_labels, rng, spec, progress=None):
-    """Every start, iterated; the lowest inertia wins (the first on ties).
+    """Every start, iterated; the lowest inertia wins (the first of those equal up to
+    rounding: ``restarts.improves``).
 
     Parameters
     ----------
@@ -50,15 +51,16 @@ def run_restarts(source, weights, init_labels, rng, spec, progress=None):
         # no kernel matrix to share: candidates on a sample, the best completed
         restarts = exact_restarts.screened_restarts(source, weights, rng, state, n_init)
     else:
-        best, inertias = None, []
+        best, best_index, inertias = None, None, []
         for restart in range(n_init):
             start = (init_labels if init_labels is not None
                      else state.start(source, weights, rng, restart))
             result = iterate(source, weights, start, spec)
             result = state.refine(source, weights, result, start)
             inertias.append(result.inertia)
-            if best is None or result.inertia < best.inertia:
-                best = result
-        restarts = Restarts(best, inertias)
+            if improves(result.inertia, None if best is None else best.inertia):
+                best, best_index = result, restart
+        restarts = Restarts(best, inertias, best_index=best_index)
     return Restarts(restarts.best, restarts.inertias,
-                    {**state.finish(restarts.inertias), **restarts.stats})
+                    {**state.finish(restarts.inertias), **restarts.stats},
+                    best_index=restarts.best_index)

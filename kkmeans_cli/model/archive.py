@@ -17,7 +17,7 @@ import numpy as np
 from .. import memory
 from .._version import __version__
 from ..errors import ModelFileError, UsageError
-from ..io.data import read_npy_header
+from ..io.readers import read_npy_header
 from ..io.scaling import SCALE_METHODS
 from ..kernels.functions import GAMMA_KERNELS, KERNELS
 

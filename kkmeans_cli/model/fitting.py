@@ -85,7 +85,7 @@ def fit_arrays(X, weights, init_labels, kernel_matrix, params, plan, rngs, progr
         nys = nystroem.fitted_state(source, nys, best, weights, k)
     built = getattr(source, "build_seconds", 0.0)  # a LazyKernel that built K
     stats = {"kernel_seconds": t1 - t0 + built, "iteration_seconds": t2 - t1 - built,
-             "restart_inertias": inertias, "best_restart": int(np.argmin(inertias)),
+             "restart_inertias": inertias, "best_restart": restarts.winner,
              "n_threads": n_threads, "storage": storage_used(source)}
     if plan.reason is not None:
         stats["storage_reason"] = plan.reason

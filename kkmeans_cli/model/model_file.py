@@ -121,7 +121,7 @@ def save_model(handle, estimator, scaler, meta):
     Parameters
     ----------
     handle : binary file object
-        Typically from :class:`~kkmeans_cli.io.data.AtomicOutputs`, so the file appears whole
+        Typically from :class:`~kkmeans_cli.io.outputs.AtomicOutputs`, so the file appears whole
         or not at all.
     estimator : KernelKMeans
         Fitted.

@@ -1,0 +1,452 @@
+"""Writing outputs.
+
+Writers never leave a half-written file: :class:`AtomicOutputs` stages every file as a
+temporary file in the destination folder and renames all of them into place only at the end.
+"""
+import errno
+import io
+import json
+import os
+import stat
+import sys
+import tempfile
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import OutputError, UsageError
+from .readers import STDIN, split_hdf5_spec
+
+@dataclass
+class OutputTarget:
+    """Where an output path really goes.
+
+    Attributes
+    ----------
+    kind : {'fd', 'special', 'file'}
+        ``fd``: an open file descriptor (``-``, ``/dev/stdout``, ``/dev/fd/N``), written to as
+        it is; ``special``: an existing character device or FIFO (``/dev/null``, a named pipe),
+        opened and written to directly; ``file``: a regular file (existing or new), replaced
+        atomically through a temporary file in its folder.
+    path : str
+        The path as given (for messages).
+    real : str or None
+        For ``special`` and ``file``: the path with every symbolic link resolved (a link is
+        followed, its target written, the link itself kept).
+    fd : int or None
+        For ``fd``: the descriptor.
+    status : os.stat_result or None
+        Of the existing target.
+    """
+
+    kind: str
+    path: str
+    real: str = None
+    fd: int = None
+    status: os.stat_result = None
+
+    def identity(self):
+        """Keys that are equal for two outputs that would write the same file (empty for the
+        null device, where any number of outputs may go)."""
+        keys = set()
+        if self.kind == "fd":
+            keys.add(("fd", self.fd))
+        elif self.real is not None:
+            keys.add(("path", self.real))
+        st = self.status
+        if st is not None:
+            if stat.S_ISCHR(st.st_mode) and st.st_rdev == _null_device():
+                return set()
+            keys.add(("inode", st.st_dev, st.st_ino))
+        return keys
+
+
+def _null_device():
+    try:
+        return os.stat(os.devnull).st_rdev
+    except OSError:  # pragma: no cover - every POSIX system has one
+        return None
+
+
+def _fd_of_stream(name):
+    """The descriptor and stat of ``sys.stdout``/``sys.stderr`` (None when it has none, as
+    under click's test runner)."""
+    stream = getattr(sys, name)
+    try:
+        fd = stream.fileno()
+        return fd, os.fstat(fd)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None, None
+
+
+def _fd_path(path):
+    """The descriptor N when ``path`` (after following its links) is ``/dev/stdout``,
+    ``/dev/stderr``, ``/dev/fd/N`` or ``/proc/self/fd/N``; else None."""
+    own = os.path.realpath("/proc/self/fd")
+    names = {"/dev/stdout": 1, "/dev/stderr": 2}
+    current = os.path.abspath(path)
+    for _ in range(40):  # the kernel's own limit on a chain of links
+        if current in names:
+            return names[current]
+        base = os.path.basename(current)
+        if base.isdigit() and os.path.realpath(os.path.dirname(current)) in (
+                own, "/dev/fd", "/proc/self/fd"):
+            return int(base)
+        if not os.path.islink(current):
+            return None
+        current = os.path.normpath(os.path.join(os.path.dirname(current),
+                                                os.readlink(current)))
+    return None
+
+
+def output_target(path):
+    """Classify an output path (see :class:`OutputTarget`); no checks beyond that."""
+    if path == STDIN:
+        fd, st = _fd_of_stream("stdout")
+        return OutputTarget("fd", path, fd=1, status=st)
+    fd = _fd_path(path)
+    if fd is not None:
+        if fd in (1, 2):
+            _, st = _fd_of_stream("stdout" if fd == 1 else "stderr")
+        else:
+            try:
+                st = os.fstat(fd)
+            except OSError:
+                st = None
+        return OutputTarget("fd", path, fd=fd, status=st)
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return OutputTarget("file", path, real=real)
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+        return OutputTarget("special", path, real=real, status=st)
+    return OutputTarget("file", path, real=real, status=st)
+
+
+def check_output_path(path, what, force=False):
+    """Fail early, before any work, when ``path`` cannot be written.
+
+    Parameters
+    ----------
+    path : str
+        Output file (``-`` is stdout and always fine).
+    what : str
+        What goes there, for messages (``"model"``, ``"labels"``).
+    force : bool
+        Replace an existing read-only file (``--force``); refused otherwise.
+
+    Returns
+    -------
+    OutputTarget
+    """
+    target = output_target(path)
+    fail = f"cannot write the {what} to {path}"
+    if path == "":
+        raise OutputError(f"cannot write the {what}: the path is empty")
+    if path.endswith(os.sep) or path in (".", ".."):
+        raise OutputError(f"{fail}: it names a folder, not a file")
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OutputError(f"{fail}: its symbolic links form a loop") from None
+    if target.kind == "fd":
+        if target.fd not in (1, 2) and target.status is None:
+            raise OutputError(f"{fail}: file descriptor {target.fd} is not open")
+        return target
+    st = target.status
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise OutputError(f"{fail}: it is a folder")
+    if st is not None and not (stat.S_ISREG(st.st_mode) or target.kind == "special"):
+        raise OutputError(f"{fail}: it is not a regular file, FIFO or character device")
+    if target.kind == "special":
+        if not os.access(target.real, os.W_OK):
+            raise OutputError(f"{fail}: permission denied")
+        return target
+    shown = path if target.real == os.path.abspath(path) else f"{path} (-> {target.real})"
+    folder = os.path.dirname(target.real)
+    existing = _existing_ancestor(folder)
+    if not os.path.isdir(existing):
+        raise OutputError(f"{fail}: {existing} is a file, not a folder")
+    if existing != folder:
+        raise OutputError(f"cannot write the {what} to {shown}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write the {what} to {shown}: folder {folder} is not "
+                          f"writable")
+    if st is not None and not force and (not st.st_mode & 0o222
+                                         or not os.access(target.real, os.W_OK)):
+        raise OutputError(f"cannot write the {what} to {shown}: the file is read-only "
+                          f"(use --force to replace it)")
+    return target
+
+
+def check_outputs(outputs, force=False, inputs=()):
+    """Check every output of a command before any work (see :func:`check_output_path`).
+
+    Parameters
+    ----------
+    outputs : iterable of (path or None, what, option)
+        ``option`` names the command-line option for messages (``"--labels"``); outputs
+        whose path is None are not written.
+    force : bool
+    inputs : iterable of (path or None, option)
+        Files the command reads (DATA, MODEL, ``--weights``...): no output may replace one.
+
+    Raises
+    ------
+    UsageError
+        Two outputs name the same file (also through links, ``..`` or ``/dev/stdout``), or an
+        output names an input.
+    OutputError
+        An output cannot be written.
+    """
+    seen = {}
+    given = [(path, what, option) for path, what, option in outputs if path is not None]
+    for path, option in inputs:
+        if path is None or path == STDIN:
+            continue
+        path = split_hdf5_spec(path)[0]
+        target = output_target(path)
+        if target.kind == "fd" or target.status is None:
+            continue  # a missing input is reported when it is read
+        for key in target.identity():
+            seen.setdefault(key, (path, option, "input"))
+    for path, what, option in given:
+        target = output_target(path)
+        for key in target.identity():
+            if key in seen:
+                other_path, other_option, role = seen[key]
+                same = (f"'{path}'" if path == other_path
+                        else f"'{other_path}' and '{path}', the same file")
+                if role == "input":
+                    raise UsageError(f"{option} names the input {other_option} ({same}); "
+                                     f"writing there would replace it")
+                raise UsageError(f"{other_option} and {option} both name {same}; give each "
+                                 f"output its own file")
+            seen[key] = (path, option, "output")
+    for path, what, _ in given:
+        check_output_path(path, what, force)
+
+
+def _existing_ancestor(folder):
+    """``folder`` or its nearest ancestor that exists."""
+    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    return folder
+
+
+_DIRECT_BUFFER = 32 * 2 ** 20  # staged in memory up to this, then in a temporary file
+
+
+class AtomicOutputs:
+    """Stage output files and put them in place together, or not at all.
+
+    Use as a context manager; ``open(path, what)`` returns a binary file object. When the
+    block ends without an exception every staged regular file is renamed onto its destination
+    (``os.replace``), then what goes to a descriptor, device or FIFO is written there; on an
+    exception or interrupt nothing is written, the temporary files are removed and existing
+    destinations are untouched.
+
+    A regular file is staged as a temporary file in the folder of its real path (a symbolic
+    link is followed and kept). A new file gets mode ``0666 & ~umask`` like any file a
+    program creates; a replaced file keeps its mode (and, for root, its owner). An existing
+    read-only file is refused unless ``force``. Standard output (``-``, ``/dev/stdout``),
+    other descriptors, character devices such as ``/dev/null`` and FIFOs are never replaced:
+    their bytes are held until the end and written to them directly.
+
+    Parameters
+    ----------
+    force : bool
+        Replace existing read-only files.
+    """
+
+    def __init__(self, force=False):
+        self.force = force
+        self._staged = []
+        self._identities = {}
+
+    def __enter__(self):
+        return self
+
+    def open(self, path, what):
+        """A writable binary file that becomes ``path`` when the block succeeds."""
+        target = check_output_path(path, what, self.force)
+        for key in target.identity():
+            if key in self._identities:
+                raise UsageError(f"the {self._identities[key]} and the {what} both go to "
+                                 f"{path}; give each output its own file")
+            self._identities[key] = what
+        if target.kind != "file":
+            handle = tempfile.SpooledTemporaryFile(max_size=_DIRECT_BUFFER)
+            self._staged.append((handle, None, target, what))
+            return _GuardedFile(handle, f"cannot write the {what} to {path}")
+        folder = os.path.dirname(target.real)
+        base = os.path.basename(target.real)
+        while True:
+            tmp = os.path.join(folder, f".{base}.{os.urandom(4).hex()}.tmp")
+            try:
+                # 0o666 and the umask: the mode any newly created file gets.
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                break
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise OutputError(f"cannot write the {what} to {path}: "
+                                  f"{exc.strerror or exc}") from None
+        handle = os.fdopen(fd, "wb")
+        self._staged.append((handle, tmp, target, what))
+        return _GuardedFile(handle, f"cannot write the {what} to {path}")
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self._discard()
+            return False
+        try:
+            self._commit()
+        except BaseException:
+            self._discard()
+            raise
+        return False
+
+    def _commit(self):
+        try:
+            for handle, tmp, target, what in self._staged:
+                if tmp is None:
+                    continue
+                handle.flush()
+                if target.status is not None:  # a replaced file keeps its mode and owner
+                    os.fchmod(handle.fileno(), stat.S_IMODE(target.status.st_mode))
+                    if os.geteuid() == 0 and (target.status.st_uid, target.status.st_gid) != (
+                            os.geteuid(), os.getegid()):
+                        try:
+                            os.fchown(handle.fileno(), target.status.st_uid, target.status.st_gid)
+                        except OSError:
+                            pass
+                os.fsync(handle.fileno())
+                handle.close()
+            for handle, tmp, target, what in self._staged:
+                if tmp is None:
+                    continue
+                try:
+                    os.replace(tmp, target.real)
+                except OSError as err:
+                    raise OutputError(f"cannot write the {what} to {target.path}: "
+                                      f"{err.strerror or err}") from None
+        except OSError as err:
+            if isinstance(err, OutputError):
+                raise
+            raise OutputError(f"cannot write the {what} to {target.path}: "
+                              f"{err.strerror or err}") from None
+        direct = [entry for entry in self._staged if entry[1] is None]
+        self._staged = []
+        for handle, _, target, what in direct:
+            with handle:
+                handle.seek(0)
+                _write_direct(handle, target, what)
+
+    def _discard(self):
+        for handle, tmp, _, _ in self._staged:
+            handle.close()
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
+        self._staged = []
+
+
+class _GuardedFile:
+    """A staged output file whose write errors (a full disk) are one-line OutputErrors."""
+
+    def __init__(self, handle, fail):
+        self._handle = handle
+        self._fail = fail
+
+    def write(self, data):
+        try:
+            return self._handle.write(data)
+        except OSError as err:
+            raise OutputError(f"{self._fail}: {err.strerror or err}") from None
+
+    def __getattr__(self, name):
+        return getattr(self._handle, name)
+
+
+def _write_direct(source, target, what):
+    """Copy the staged bytes to a descriptor, character device or FIFO as they are."""
+    fail = f"cannot write the {what} to {target.path}"
+    if target.kind == "fd" and target.fd in (1, 2):
+        stream = sys.stdout if target.fd == 1 else sys.stderr
+        try:
+            stream.flush()
+            binary = getattr(stream, "buffer", None)
+            if binary is not None:
+                _copy(source, binary.write)
+                binary.flush()
+            else:
+                stream.write(source.read().decode())
+                stream.flush()
+        except OSError as exc:
+            raise OutputError(f"{fail}: {exc.strerror or exc}") from None
+        return
+    close = target.kind != "fd"
+    try:
+        fd = target.fd if target.kind == "fd" else os.open(target.real, os.O_WRONLY)
+    except OSError as exc:
+        raise OutputError(f"{fail}: {exc.strerror or exc}") from None
+    try:
+        _copy(source, lambda chunk: _write_all(fd, chunk))
+    except OSError as exc:
+        raise OutputError(f"{fail}: {exc.strerror or exc}") from None
+    finally:
+        if close:
+            os.close(fd)
+
+
+def _copy(source, write):
+    while True:
+        chunk = source.read(2 ** 20)
+        if not chunk:
+            return
+        write(chunk)
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def format_labels(labels, kept=None):
+    """Labels one per line; rows that were dropped (``kept`` False) get ``-1``.
+
+    Parameters
+    ----------
+    labels : array of int, shape (n_kept,)
+    kept : array of bool, shape (n_rows,), optional
+
+    Returns
+    -------
+    str
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    if kept is not None and not np.all(kept):
+        full = np.full(kept.shape[0], -1, dtype=np.int64)
+        full[kept] = labels
+        labels = full
+    if labels.size == 0:
+        return ""
+    return "\n".join(map(str, labels.tolist())) + "\n"
+
+
+def format_json(obj):
+    """Indented JSON text ending in a newline."""
+    return json.dumps(obj, indent=2, allow_nan=False) + "\n"
+
+
+def write_matrix(handle, path, M):
+    """Write a matrix to an open binary file: ``.npy`` by suffix, else CSV text."""
+    if path.lower().endswith(".npy"):
+        np.save(handle, M, allow_pickle=False)
+        return
+    text = io.StringIO()
+    np.savetxt(text, M, delimiter=",", fmt="%.10g")
+    handle.write(text.getvalue().encode())
