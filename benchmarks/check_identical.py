@@ -247,7 +247,7 @@ def _sweep(X, ks, metric, **params):
     try:
         from kkmeans_cli.model.sweep import sweep
     except ImportError:
-        from kkmeans_cli.model.sweep import sweep
+        from kkmeans_cli.measures.sweep import sweep
     res = sweep(X, ks, metric=metric, random_state=0, memory_limit=MEMORY_LIMIT, **params)
     rows = [{k: v for k, v in row.items() if k != "seconds"} for row in res.rows]
     return {"rows": _plain(rows), "best_k": res.best_k,
