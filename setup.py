@@ -1,4 +1,9 @@
-"""Build the Cython kernels, which sit beside the Python modules that drive them.
+"""Build the Cython engine: the sources under ext/, each built to its module in the package.
+
+ext/ is organised by the stage each source serves (ext/engine/, ext/kernels/, ext/measures/,
+as the package is: docs/architecture.md); ``ext/engine/_lloyd.pyx`` builds
+``kkmeans_cli.engine._lloyd``, so imports name the package module and ``build_ext --inplace``
+puts the compiled module beside the Python that drives it.
 
 OpenMP is used when the C compiler accepts it: a tiny OpenMP program is compiled and linked
 first. When that fails the extensions are built serially and a warning says so (the results
@@ -16,8 +21,10 @@ import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-# Each extension lives next to its caller: engine/ (iterations), kernels/ (the kernel matrix),
-# measures/ (silhouette).
+# The modules built, by their name in the package; the source of ``engine._lloyd`` is
+# ext/engine/_lloyd.pyx. engine/ (iterations), kernels/ (the kernel matrix), measures/
+# (silhouette).
+EXT = "ext"
 MODULES = [
     "engine._openmp",
     "engine._lloyd",
@@ -86,8 +93,9 @@ def _extensions():
     exts = [
         Extension(
             f"kkmeans_cli.{name}",
-            [os.path.join("kkmeans_cli", *name.split(".")) + ".pyx"],
-            include_dirs=[np.get_include(), os.path.join("kkmeans_cli", "engine")],
+            [os.path.join(EXT, *name.split(".")) + ".pyx"],
+            # the C headers beside each source (_omp_compat.h, _rbf_sums.h)
+            include_dirs=[np.get_include(), os.path.join(EXT, name.split(".")[0])],
             extra_compile_args=opt + cflags,
             extra_link_args=lflags,
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
@@ -96,6 +104,8 @@ def _extensions():
     ]
     return cythonize(
         exts,
+        # the .pxd files cimported by name (ext/engine/_common.pxd, ``from _common cimport``)
+        include_path=[os.path.join(EXT, "engine")],
         compiler_directives={"language_level": "3", "boundscheck": False,
                              "wraparound": False, "cdivision": True,
                              "initializedcheck": False},

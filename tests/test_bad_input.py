@@ -8,31 +8,12 @@ import h5py
 import numpy as np
 import pytest
 
-from cli_helpers import FAST, blobs, labels_of, run, run_process, write_csv
-
-OLD = b"OLD CONTENT\n"
-
-
-@pytest.fixture
-def work(tmp_path):
-    """A folder with good data, a fitted model, and existing output files to protect."""
-    X, _ = blobs(n=30, d=2, k=3)
-    write_csv(tmp_path / "good.csv", X)
-    result = run(["fit", tmp_path / "good.csv", "-k", "3", "-o", tmp_path / "model.npz",
-                  *FAST, "--quiet"])
-    assert result.exit_code == 0
-    (tmp_path / "out.npz").write_bytes(OLD)
-    (tmp_path / "labels.txt").write_bytes(OLD)
-    return tmp_path
-
-
-def _files(folder):
-    return sorted(os.listdir(folder))
+from helpers import FAST, OLD, labels_of, listing, run, run_process, write_csv
 
 
 def check_fails(work, args, code, message, input=None):
     """Run a failing command writing to the protected outputs; check the failure."""
-    before = _files(work)
+    before = listing(work)
     fit_outputs = ["-o", work / "out.npz", "--labels", work / "labels.txt", "--summary",
                    work / "summary.json"] if args[0] == "fit" else ["--labels",
                                                                     work / "labels.txt"]
@@ -44,7 +25,7 @@ def check_fails(work, args, code, message, input=None):
     assert message in lines[0], lines[0]
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
-    assert _files(work) == before  # nothing new, no temporary files left
+    assert listing(work) == before  # nothing new, no temporary files left
     assert (work / "out.npz").read_bytes() == OLD
     assert (work / "labels.txt").read_bytes() == OLD
     return lines[0]
@@ -121,46 +102,46 @@ def test_missing_drop_prints_minus_one(work):
 
 # -- option values ----------------------------------------------------------------------------
 def test_k_below_one(work):
-    check_fails(work, ["fit", work / "good.csv", "-k", "0"], 2,
+    check_fails(work, ["fit", work / "data.csv", "-k", "0"], 2,
                 "Invalid value for '-k' / '--n-clusters': 0 is not in the range x>=1")
 
 
 def test_k_above_n(work):
-    check_fails(work, ["fit", work / "good.csv", "-k", "31"], 1,
+    check_fails(work, ["fit", work / "data.csv", "-k", "31"], 1,
                 "k = 31 is larger than the number of rows (30)")
 
 
 def test_k_missing(work):
-    check_fails(work, ["fit", work / "good.csv"], 2, "missing option -k/--n-clusters")
+    check_fails(work, ["fit", work / "data.csv"], 2, "missing option -k/--n-clusters")
 
 
 def test_unknown_kernel(work):
-    check_fails(work, ["fit", work / "good.csv", "-k", "2", "--kernel", "gaussian"], 2,
+    check_fails(work, ["fit", work / "data.csv", "-k", "2", "--kernel", "gaussian"], 2,
                 "Invalid value for '--kernel': 'gaussian' is not one of 'rbf'")
 
 
 @pytest.mark.parametrize("gamma", ["0", "-1.5", "nan", "wide"])
 def test_gamma_not_positive(work, gamma):
-    check_fails(work, ["fit", work / "good.csv", "-k", "2", "--gamma", gamma], 2,
+    check_fails(work, ["fit", work / "data.csv", "-k", "2", "--gamma", gamma], 2,
                 "Invalid value for '--gamma'")
 
 
 def test_unknown_option(work):
-    check_fails(work, ["fit", work / "good.csv", "-k", "2", "--n-inits", "3"], 2,
+    check_fails(work, ["fit", work / "data.csv", "-k", "2", "--n-inits", "3"], 2,
                 "No such option '--n-inits'")
 
 
 # -- configs -----------------------------------------------------------------------------------
 def test_invalid_yaml(work):
     (work / "bad.yaml").write_text("kernel: rbf\nn_init: [1, 2\n")
-    line = check_fails(work, ["fit", work / "good.csv", "-k", "2", "--config",
+    line = check_fails(work, ["fit", work / "data.csv", "-k", "2", "--config",
                               work / "bad.yaml"], 2, "not valid YAML at line")
     assert str(work / "bad.yaml") in line
 
 
 def test_unknown_config_key(work):
     (work / "typo.yaml").write_text("n_clusterz: 3\n")
-    check_fails(work, ["fit", work / "good.csv", "--config", work / "typo.yaml"], 2,
+    check_fails(work, ["fit", work / "data.csv", "--config", work / "typo.yaml"], 2,
                 "unknown key 'n_clusterz'; did you mean 'n_clusters'?")
 
 
@@ -175,12 +156,12 @@ def test_unknown_config_key(work):
 ])
 def test_wrong_config_value_type(work, text, message):
     (work / "typed.yaml").write_text(text)
-    check_fails(work, ["fit", work / "good.csv", "-k", "2", "--config", work / "typed.yaml"],
+    check_fails(work, ["fit", work / "data.csv", "-k", "2", "--config", work / "typed.yaml"],
                 2, message)
 
 
 def test_config_file_missing(work):
-    check_fails(work, ["fit", work / "good.csv", "-k", "2", "--config", work / "no.yaml"], 2,
+    check_fails(work, ["fit", work / "data.csv", "-k", "2", "--config", work / "no.yaml"], 2,
                 "no.yaml: no such file")
 
 
@@ -218,14 +199,14 @@ def test_predict_different_number_of_features(work):
 def test_truncated_model(work):
     data = (work / "model.npz").read_bytes()
     (work / "cut.npz").write_bytes(data[: len(data) // 2])
-    line = check_fails(work, ["predict", work / "cut.npz", work / "good.csv"], 1,
+    line = check_fails(work, ["predict", work / "cut.npz", work / "data.csv"], 1,
                        str(work / "cut.npz"))
     assert "not a kkmeans model" in line or "corrupt" in line
 
 
 def test_corrupt_model(work):
     (work / "junk.npz").write_bytes(os.urandom(300))
-    check_fails(work, ["predict", work / "junk.npz", work / "good.csv"], 1,
+    check_fails(work, ["predict", work / "junk.npz", work / "data.csv"], 1,
                 "not a kkmeans model")
 
 
@@ -241,7 +222,7 @@ def _rewrite_model(src, dst, **changes):
 
 def test_newer_format_version(work):
     _rewrite_model(work / "model.npz", work / "new.npz", meta={"format_version": 99})
-    check_fails(work, ["predict", work / "new.npz", work / "good.csv"], 1,
+    check_fails(work, ["predict", work / "new.npz", work / "data.csv"], 1,
                 "format_version 99 is newer than this kkmeans")
     result = run(["info", work / "new.npz"])
     assert result.exit_code == 1 and "(format_version 2)" in result.stderr
@@ -264,7 +245,7 @@ def test_pickled_object_arrays_refused_never_unpickled(work):
     arrays["labels"] = np.array([_Marker(str(marker))] * 30, dtype=object)
     np.savez(work / "evil.npz", **arrays)
     assert pickle.dumps(_Marker(str(marker)))  # the payload would create the marker
-    check_fails(work, ["predict", work / "evil.npz", work / "good.csv"], 1,
+    check_fails(work, ["predict", work / "evil.npz", work / "data.csv"], 1,
                 "array 'labels' holds pickled Python objects; refused")
     result = run(["info", work / "evil.npz"])
     assert result.exit_code == 1
@@ -275,13 +256,13 @@ def test_model_with_missing_array(work):
     with np.load(work / "model.npz") as model:
         arrays = {key: model[key] for key in model.files if key != "inner_sums"}
     np.savez(work / "partial.npz", **arrays)
-    check_fails(work, ["predict", work / "partial.npz", work / "good.csv"], 1,
+    check_fails(work, ["predict", work / "partial.npz", work / "data.csv"], 1,
                 "the required array 'inner_sums' is missing")
 
 
 # -- outputs --------------------------------------------------------------------------------
 def test_output_folder_missing(work):
-    result = run(["fit", work / "good.csv", "-k", "2", "-o", work / "nodir" / "m.npz",
+    result = run(["fit", work / "data.csv", "-k", "2", "-o", work / "nodir" / "m.npz",
                   "--labels", work / "labels.txt"])
     assert result.exit_code == 1
     assert result.stderr.strip() == (f"kkmeans: error: cannot write the model to "
@@ -293,12 +274,12 @@ def test_output_folder_missing(work):
 
 def test_output_folder_not_writable(work):
     # Tests run as root, so chmod cannot make a folder unwritable: use a file as the folder.
-    result = run(["fit", work / "good.csv", "-k", "2", "--no-model", "--labels",
-                  work / "good.csv" / "labels.txt", "--summary", work / "s.json"])
+    result = run(["fit", work / "data.csv", "-k", "2", "--no-model", "--labels",
+                  work / "data.csv" / "labels.txt", "--summary", work / "s.json"])
     assert result.exit_code == 1
     assert "is a file, not a folder" in result.stderr
     assert not (work / "s.json").exists()
-    result = run(["predict", work / "model.npz", work / "good.csv", "--distances",
+    result = run(["predict", work / "model.npz", work / "data.csv", "--distances",
                   work / "missing" / "d.csv"])
     assert result.exit_code == 1 and "folder" in result.stderr
 
@@ -324,7 +305,7 @@ def test_all_points_identical_warns_and_falls_back(work):
 
 def test_errors_as_subprocess(work):
     """The same one-line contract from the real executable."""
-    result = run_process(["fit", "good.csv", "-k", "0"], work)
+    result = run_process(["fit", "data.csv", "-k", "0"], work)
     assert result.returncode == 2
     assert len(result.stderr.splitlines()) == 1
     assert result.stderr.startswith("kkmeans: error: Invalid value for '-k'")

@@ -9,7 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
-from cli_helpers import (FAST, ROOT, blobs, kkmeans_command, labels_of, run, run_process,
+from helpers import (FAST, ROOT, blobs, kkmeans_command, labels_of, run, run_process,
                          run_shell, write_csv)
 from kkmeans_cli import KernelKMeans, __version__
 from kkmeans_cli.cli import options as cli_module

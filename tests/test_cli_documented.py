@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from cli_helpers import ROOT, blobs, labels_of, run, run_process, write_csv
+from helpers import ROOT, blobs, labels_of, listing, run, run_process, write_csv
 from kkmeans_cli import __version__
 from kkmeans_cli._text import plural
 from kkmeans_cli.cli import cli
@@ -26,20 +26,17 @@ CONFIGS = sorted(os.listdir(os.path.join(ROOT, "configs")))
 
 
 @pytest.fixture
-def work(tmp_path):
+def data_dir(tmp_path):
+    """A folder holding ``data.csv``: 60 points in 3 blobs (seed 1), no model."""
     X, y = blobs(n=60, d=2, k=3, seed=1)
     write_csv(tmp_path / "data.csv", X)
     return tmp_path
 
 
-def _files(folder):
-    return sorted(os.listdir(folder))
-
-
 def _fails(folder, args, code, *fragments, process=False):
     """Run a command that must fail: one error line holding every fragment, the exit code,
     nothing on stdout and no file added to or changed in ``folder``."""
-    before = {name: (folder / name).read_bytes() for name in _files(folder)}
+    before = {name: (folder / name).read_bytes() for name in listing(folder)}
     if process:
         result = run_process(args, folder)
         stdout, stderr, exit_code = result.stdout, result.stderr, result.returncode
@@ -59,7 +56,7 @@ def _fails(folder, args, code, *fragments, process=False):
     assert all(line.startswith("kkmeans: warning: ") for line in warnings), stderr
     for fragment in fragments:
         assert fragment in error, (fragment, error)
-    after = {name: (folder / name).read_bytes() for name in _files(folder)}
+    after = {name: (folder / name).read_bytes() for name in listing(folder)}
     assert after == before
     return error
 
@@ -77,7 +74,7 @@ def test_bare_kkmeans_prints_usage_and_commands_exit_2(tmp_path):
         for command in ("fit", "predict", "sweep", "info"):
             assert f"\n  {command} " in stderr
         assert "kkmeans --help" in stderr
-    assert _files(tmp_path) == []
+    assert listing(tmp_path) == []
 
 
 def test_version_says_how_the_engine_was_built():
@@ -106,10 +103,10 @@ def test_shell_completion_works(tmp_path):
 
 
 # -- exit codes and messages -------------------------------------------------------------------
-def test_object_npy_is_a_data_error(work):
-    np.save(work / "obj.npy", np.array([[1, "a"], [2, "b"]], dtype=object))
+def test_object_npy_is_a_data_error(data_dir):
+    np.save(data_dir / "obj.npy", np.array([[1, "a"], [2, "b"]], dtype=object))
     for process in (False, True):
-        _fails(work, ["fit", "obj.npy", "-k", "2"], 1, "obj.npy: ", "Python objects",
+        _fails(data_dir, ["fit", "obj.npy", "-k", "2"], 1, "obj.npy: ", "Python objects",
                process=process)
 
 
@@ -118,48 +115,48 @@ def test_object_npy_is_a_data_error(work):
     ("Random", "; did you mean --init random?"),
     ("labels", ""),
 ])
-def test_init_that_is_neither_method_nor_file_is_a_usage_error(work, value, hint):
+def test_init_that_is_neither_method_nor_file_is_a_usage_error(data_dir, value, hint):
     for process in (False, True):
-        line = _fails(work, ["fit", "data.csv", "-k", "3", "--init", value], 2,
+        line = _fails(data_dir, ["fit", "data.csv", "-k", "3", "--init", value], 2,
                       f"--init {value}: not a start method (k-means++, spectral, random) and "
                       f"no such file", process=process)
         assert line.endswith("file" + hint)
-    _fails(work, ["sweep", "data.csv", "--k", "2..3", "--init", value], 2, f"--init {value}: ")
+    _fails(data_dir, ["sweep", "data.csv", "--k", "2..3", "--init", value], 2, f"--init {value}: ")
 
 
-def test_missing_init_file_is_a_data_error(work):
-    _fails(work, ["fit", "data.csv", "-k", "3", "--init", "start.txt"], 1,
+def test_missing_init_file_is_a_data_error(data_dir):
+    _fails(data_dir, ["fit", "data.csv", "-k", "3", "--init", "start.txt"], 1,
            "--init start.txt: no such file", process=True)
 
 
-def test_per_row_files_are_named_with_their_option(work):
-    _fails(work, ["fit", "data.csv", "-k", "3", "--weights", "w.txt"], 1,
+def test_per_row_files_are_named_with_their_option(data_dir):
+    _fails(data_dir, ["fit", "data.csv", "-k", "3", "--weights", "w.txt"], 1,
            "--weights w.txt: no such file")
-    (work / "w.txt").write_text("1\n2\n3\n")
-    _fails(work, ["fit", "data.csv", "-k", "3", "--weights", "w.txt"], 1,
+    (data_dir / "w.txt").write_text("1\n2\n3\n")
+    _fails(data_dir, ["fit", "data.csv", "-k", "3", "--weights", "w.txt"], 1,
            "--weights w.txt: has 3 weights, data.csv has 60 rows")
-    (work / "w.txt").write_text("1\n" * 59 + "-2\n")
-    _fails(work, ["fit", "data.csv", "-k", "3", "--weights", "w.txt"], 1,
+    (data_dir / "w.txt").write_text("1\n" * 59 + "-2\n")
+    _fails(data_dir, ["fit", "data.csv", "-k", "3", "--weights", "w.txt"], 1,
            "--weights w.txt: weight 60 is negative (-2)")
-    (work / "one.txt").write_text("1\n")
-    _fails(work, ["fit", "data.csv", "-k", "3", "--weights", "one.txt"], 1,
+    (data_dir / "one.txt").write_text("1\n")
+    _fails(data_dir, ["fit", "data.csv", "-k", "3", "--weights", "one.txt"], 1,
            "--weights one.txt: has 1 weight, data.csv has 60 rows")
-    (work / "start.txt").write_text("0\n1\n2\n" * 19 + "0\n1\n5\n")
-    _fails(work, ["fit", "data.csv", "-k", "3", "--init", "start.txt"], 1,
+    (data_dir / "start.txt").write_text("0\n1\n2\n" * 19 + "0\n1\n5\n")
+    _fails(data_dir, ["fit", "data.csv", "-k", "3", "--init", "start.txt"], 1,
            "--init start.txt: label 5 (value 60) is outside 0..2 (-k 3)")
 
 
-def test_elkan_on_a_kernel_found_not_psd_is_a_usage_error_in_cli_words(work):
-    line = _fails(work, ["fit", os.path.join(ROOT, "examples", "blobs.csv"), "-k", "3",
+def test_elkan_on_a_kernel_found_not_psd_is_a_usage_error_in_cli_words(data_dir):
+    line = _fails(data_dir, ["fit", os.path.join(ROOT, "examples", "blobs.csv"), "-k", "3",
                          "--kernel", "sigmoid", "--algorithm", "elkan", *FAST], 2,
                   "--algorithm elkan needs a positive semidefinite kernel",
                   "Use --algorithm lloyd or --psd-repair lingoes", process=True)
     assert "='" not in line
 
 
-def test_ncut_with_a_distance_matrix_is_a_usage_error_before_reading(work):
+def test_ncut_with_a_distance_matrix_is_a_usage_error_before_reading(data_dir):
     # DATA does not even exist: the conflict is found from the options alone.
-    line = _fails(work, ["fit", "none.csv", "-k", "2", "--kernel", "precomputed-distance",
+    line = _fails(data_dir, ["fit", "none.csv", "-k", "2", "--kernel", "precomputed-distance",
                          "--objective", "ncut"], 2,
                   "--objective ncut needs positive degrees",
                   "(--kernel precomputed-distance, Gower double centring)",
@@ -167,16 +164,16 @@ def test_ncut_with_a_distance_matrix_is_a_usage_error_before_reading(work):
     assert "='" not in line
 
 
-def test_ncut_on_a_kernel_with_a_negative_degree_is_a_usage_error(work):
+def test_ncut_on_a_kernel_with_a_negative_degree_is_a_usage_error(data_dir):
     K = np.array([[1.0, -3.0, 0.1], [-3.0, 1.0, 0.1], [0.1, 0.1, 1.0]])
-    np.savetxt(work / "k.csv", K, delimiter=",")
-    line = _fails(work, ["fit", "k.csv", "-k", "2", "--kernel", "precomputed", "--objective",
+    np.savetxt(data_dir / "k.csv", K, delimiter=",")
+    line = _fails(data_dir, ["fit", "k.csv", "-k", "2", "--kernel", "precomputed", "--objective",
                          "ncut", "--no-model"], 2,
                   "--objective ncut needs positive degrees", "or --objective kmeans")
     assert "='" not in line
 
 
-def test_engine_warnings_are_in_cli_words(work):
+def test_engine_warnings_are_in_cli_words(data_dir):
     result = run(["fit", os.path.join(ROOT, "examples", "blobs.csv"), "-k", "3", "--kernel",
                   "sigmoid", "--no-model", *FAST])
     assert result.exit_code == 0
@@ -187,39 +184,40 @@ def test_engine_warnings_are_in_cli_words(work):
 
 # -- one config for every command --------------------------------------------------------------
 @pytest.mark.parametrize("config", CONFIGS)
-def test_sweep_and_predict_accept_every_bundled_config(work, config):
+def test_sweep_and_predict_accept_every_bundled_config(data_dir, config):
     path = os.path.join(ROOT, "configs", config)
-    swept = run(["sweep", work / "data.csv", "--k", "2..3", "--config", path, "-q", *FAST])
+    swept = run(["sweep", data_dir / "data.csv", "--k", "2..3", "--config", path, "-q", *FAST])
     assert swept.exit_code == 0, swept.stderr
     assert swept.stdout.splitlines()[0].startswith("k,inertia,")
-    fitted = run(["fit", work / "data.csv", "-k", "3", "-o", work / "m.npz", "-q", *FAST])
+    fitted = run(["fit", data_dir / "data.csv", "-k", "3", "-o", data_dir / "m.npz", "-q", *FAST])
     assert fitted.exit_code == 0
-    plain = run(["predict", work / "m.npz", work / "data.csv", "-q"])
-    with_config = run(["predict", work / "m.npz", work / "data.csv", "--config", path, "-q"])
+    plain = run(["predict", data_dir / "m.npz", data_dir / "data.csv", "-q"])
+    with_config = run(["predict", data_dir / "m.npz", data_dir / "data.csv", "--config", path,
+                       "-q"])
     assert with_config.exit_code == 0, with_config.stderr
     assert with_config.stdout == plain.stdout == fitted.stdout
 
 
-def test_fit_accepts_every_bundled_config(work):
+def test_fit_accepts_every_bundled_config(data_dir):
     for config in CONFIGS:
-        result = run(["fit", work / "data.csv", "-k", "3", "--config",
+        result = run(["fit", data_dir / "data.csv", "-k", "3", "--config",
                       os.path.join(ROOT, "configs", config), "--no-model", "-q", *FAST])
         assert result.exit_code == 0, (config, result.stderr)
 
 
-def test_a_key_of_another_command_is_ignored_an_unknown_key_refused(work):
-    (work / "run.yaml").write_text("n_clusters: 3\nmetric: davies-bouldin\ndistances: d.csv\n"
+def test_a_key_of_another_command_is_ignored_an_unknown_key_refused(data_dir):
+    (data_dir / "run.yaml").write_text("n_clusters: 3\nmetric: davies-bouldin\ndistances: d.csv\n"
                                    "k: 2..3\n")
-    fitted = run(["fit", work / "data.csv", "--config", work / "run.yaml", "--no-model", "-q",
-                  *FAST])
+    fitted = run(["fit", data_dir / "data.csv", "--config", data_dir / "run.yaml", "--no-model",
+                  "-q", *FAST])
     assert fitted.exit_code == 0 and len(set(labels_of(fitted.stdout))) == 3
-    swept = run(["sweep", work / "data.csv", "--config", work / "run.yaml", "-q", *FAST])
+    swept = run(["sweep", data_dir / "data.csv", "--config", data_dir / "run.yaml", "-q", *FAST])
     assert swept.exit_code == 0 and [r.split(",")[0] for r in swept.stdout.split()[1:]] == [
         "2", "3"]
-    (work / "bad.yaml").write_text("n_inti: 3\n")
+    (data_dir / "bad.yaml").write_text("n_inti: 3\n")
     for command in (["fit", "data.csv", "-k", "3"], ["sweep", "data.csv", "--k", "2..3"],
                     ["predict", "m.npz", "data.csv"]):
-        _fails(work, [*command, "--config", "bad.yaml"], 2,
+        _fails(data_dir, [*command, "--config", "bad.yaml"], 2,
                "config bad.yaml: unknown key 'n_inti'; did you mean 'n_init'?")
 
 
@@ -233,13 +231,13 @@ def test_rbf_config_is_the_defaults_spelled_out():
 
 
 # -- --with-data --------------------------------------------------------------------------------
-def test_with_data_keeps_the_header_and_adds_a_label_column(work):
-    result = run(["fit", work / "data.csv", "-k", "3", "--no-model", "-q", "--with-data",
+def test_with_data_keeps_the_header_and_adds_a_label_column(data_dir):
+    result = run(["fit", data_dir / "data.csv", "-k", "3", "--no-model", "-q", "--with-data",
                   *FAST])
-    labels = run(["fit", work / "data.csv", "-k", "3", "--no-model", "-q", *FAST]).stdout
+    labels = run(["fit", data_dir / "data.csv", "-k", "3", "--no-model", "-q", *FAST]).stdout
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
-    original = (work / "data.csv").read_text().splitlines()
+    original = (data_dir / "data.csv").read_text().splitlines()
     assert lines[0] == original[0] + ",label"
     assert len(lines) == len(original)
     for line, source, label in zip(lines[1:], original[1:], labels.split()):
@@ -248,18 +246,18 @@ def test_with_data_keeps_the_header_and_adds_a_label_column(work):
         assert [float(v) for v in values.split(",")] == [float(v) for v in source.split(",")]
 
 
-def test_with_data_without_header_and_dropped_rows(work):
-    (work / "raw.csv").write_text("1,2\n1.5,2.5\n,3\n10,11\n10.5,11\n")
-    fitted = run(["fit", work / "raw.csv", "-k", "2", "--missing", "drop", "-o",
-                  work / "m.npz", "-q", "--with-data", "--labels", work / "out.csv"])
+def test_with_data_without_header_and_dropped_rows(data_dir):
+    (data_dir / "raw.csv").write_text("1,2\n1.5,2.5\n,3\n10,11\n10.5,11\n")
+    fitted = run(["fit", data_dir / "raw.csv", "-k", "2", "--missing", "drop", "-o",
+                  data_dir / "m.npz", "-q", "--with-data", "--labels", data_dir / "out.csv"])
     assert fitted.exit_code == 0 and fitted.stdout == ""
-    text = (work / "out.csv").read_text()
+    text = (data_dir / "out.csv").read_text()
     rows = [line.split(",") for line in text.splitlines()]
     assert [r[:2] for r in rows] == [["1", "2"], ["1.5", "2.5"], ["", ""], ["10", "11"],
                                      ["10.5", "11"]]
     assert rows[2][2] == "-1"
     assert rows[0][2] == rows[1][2] != rows[3][2] == rows[4][2]
-    predicted = run(["predict", work / "m.npz", work / "raw.csv", "--missing", "drop", "-q",
+    predicted = run(["predict", data_dir / "m.npz", data_dir / "raw.csv", "--missing", "drop", "-q",
                      "--with-data"])
     assert predicted.exit_code == 0 and predicted.stdout == text
 
@@ -270,8 +268,8 @@ def test_with_data_values_read_back_exactly():
     assert text == "x,y,label\n0.1,3,0\n1e-300,-2.5,1\n"
 
 
-def test_with_data_and_json_is_a_usage_error(work):
-    _fails(work, ["fit", "data.csv", "-k", "3", "--json", "--with-data"], 2,
+def test_with_data_and_json_is_a_usage_error(data_dir):
+    _fails(data_dir, ["fit", "data.csv", "-k", "3", "--json", "--with-data"], 2,
            "--with-data cannot be used with it")
 
 
@@ -282,36 +280,37 @@ def test_plural():
     assert plural(1, "weight", "weights") == "1 weight"
 
 
-def test_one_sample_and_one_feature_are_singular(work):
-    (work / "one.csv").write_text("x\n5\n")
-    result = run(["fit", work / "one.csv", "-k", "1", "--no-model", "--threads", "1"])
+def test_one_sample_and_one_feature_are_singular(data_dir):
+    (data_dir / "one.csv").write_text("x\n5\n")
+    result = run(["fit", data_dir / "one.csv", "-k", "1", "--no-model", "--threads", "1"])
     assert result.exit_code == 0
     assert "data:          " in result.stderr
     assert "one.csv: 1 sample × 1 feature\n" in result.stderr
     assert "(0 moves, " in result.stderr
-    predicted = run(["fit", work / "data.csv", "-k", "2", "-o", work / "m.npz", "-q", *FAST])
+    predicted = run(["fit", data_dir / "data.csv", "-k", "2", "-o", data_dir / "m.npz", "-q",
+                     *FAST])
     assert predicted.exit_code == 0
-    (work / "new.csv").write_text("x0,x1\n1,2\n")
-    result = run(["predict", work / "m.npz", work / "new.csv"])
+    (data_dir / "new.csv").write_text("x0,x1\n1,2\n")
+    result = run(["predict", data_dir / "m.npz", data_dir / "new.csv"])
     assert "new.csv: 1 row\n" in result.stderr
 
 
-def test_best_restart_is_one_based_in_report_json_and_model(work):
-    result = run(["fit", work / "data.csv", "-k", "3", "--threads", "1", "--n-init", "5",
-                  "--summary", work / "s.json", "-o", work / "m.npz"])
+def test_best_restart_is_one_based_in_report_json_and_model(data_dir):
+    result = run(["fit", data_dir / "data.csv", "-k", "3", "--threads", "1", "--n-init", "5",
+                  "--summary", data_dir / "s.json", "-o", data_dir / "m.npz"])
     assert result.exit_code == 0
-    summary = json.loads((work / "s.json").read_text())
+    summary = json.loads((data_dir / "s.json").read_text())
     best = summary["best_restart"]
     assert 1 <= best <= 5
     assert f"restarts:      5 (best: #{best})" in result.stderr
     inertias = summary["restart_inertias"]
     assert inertias[best - 1] == min(inertias)
-    info = json.loads(run(["info", work / "m.npz", "--json"]).stdout)
+    info = json.loads(run(["info", data_dir / "m.npz", "--json"]).stdout)
     assert info["fit_stats"]["best_restart"] == best
 
 
-def test_sweep_table_has_no_trailing_spaces(work):
-    result = run(["sweep", work / "data.csv", "--k", "2..4", *FAST])
+def test_sweep_table_has_no_trailing_spaces(data_dir):
+    result = run(["sweep", data_dir / "data.csv", "--k", "2..4", *FAST])
     assert result.exit_code == 0
     table = result.stderr.split("\nkkmeans sweep\n")[0].splitlines()
     assert len(table) >= 7
@@ -320,24 +319,24 @@ def test_sweep_table_has_no_trailing_spaces(work):
 
 @pytest.mark.parametrize("given, echoed", [("100K", "100 KiB"), ("1M", "1 MiB"),
                                            ("1.2M", "1.2 MiB"), ("200000", "195 KiB")])
-def test_memory_limit_is_echoed_in_binary_units(work, given, echoed):
+def test_memory_limit_is_echoed_in_binary_units(data_dir, given, echoed):
     # 300 points: the kernel matrix alone is 300² · 8 bytes = 703 KiB.
-    shutil.copy(os.path.join(ROOT, "examples", "circles.csv"), work / "circles.csv")
-    _fails(work, ["fit", "circles.csv", "-k", "2", "--memory-limit", given], 1,
+    shutil.copy(os.path.join(ROOT, "examples", "circles.csv"), data_dir / "circles.csv")
+    _fails(data_dir, ["fit", "circles.csv", "-k", "2", "--memory-limit", given], 1,
            f"the limit is {echoed} (--memory-limit)", "(kernel matrix 703 KiB + ",
            process=given == "1M")
 
 
-def test_threads_are_reported_honestly(work):
-    one = run(["fit", work / "data.csv", "-k", "3", "--no-model", *FAST])
+def test_threads_are_reported_honestly(data_dir):
+    one = run(["fit", data_dir / "data.csv", "-k", "3", "--no-model", *FAST])
     assert one.stderr.rstrip().endswith(" s (1 thread)")
-    two = run(["fit", work / "data.csv", "-k", "3", "--no-model", "--threads", "2",
+    two = run(["fit", data_dir / "data.csv", "-k", "3", "--no-model", "--threads", "2",
                "--n-init", "2"])
     if _openmp.openmp_enabled():
         assert two.stderr.rstrip().endswith(" s (1 of 2 threads: fewer than 2,000 points)")
     else:
         assert two.stderr.rstrip().endswith(" s (1 thread: engine built without OpenMP)")
-    summary = run(["fit", work / "data.csv", "-k", "3", "--no-model", "--threads", "2",
+    summary = run(["fit", data_dir / "data.csv", "-k", "3", "--no-model", "--threads", "2",
                    "--n-init", "2", "--json"])
     assert json.loads(summary.stdout)["n_threads"] == 1
 
@@ -368,16 +367,16 @@ def test_api_words_become_command_line_words():
         assert cli_wording(text) == text
 
 
-def test_init_labels_from_an_hdf5_dataset_or_stdin(work):
+def test_init_labels_from_an_hdf5_dataset_or_stdin(data_dir):
     import h5py
 
     X, y = blobs(n=60, d=2, k=3, seed=1)
-    with h5py.File(work / "start.h5", "w") as f:
+    with h5py.File(data_dir / "start.h5", "w") as f:
         f.create_dataset("labels", data=y.astype(np.int64).reshape(-1, 1))
-    from_h5 = run(["fit", work / "data.csv", "-k", "3", "--init", f"{work / 'start.h5'}:/labels",
-                   "--no-model", "-q", "--threads", "1"])
+    from_h5 = run(["fit", data_dir / "data.csv", "-k", "3", "--init",
+                   f"{data_dir / 'start.h5'}:/labels", "--no-model", "-q", "--threads", "1"])
     assert from_h5.exit_code == 0, from_h5.stderr
-    from_stdin = run(["fit", work / "data.csv", "-k", "3", "--init", "-", "--no-model", "-q",
+    from_stdin = run(["fit", data_dir / "data.csv", "-k", "3", "--init", "-", "--no-model", "-q",
                       "--threads", "1"], input="".join(f"{v}\n" for v in y))
     assert from_stdin.exit_code == 0, from_stdin.stderr
     assert from_h5.stdout == from_stdin.stdout

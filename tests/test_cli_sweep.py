@@ -9,7 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
-from cli_helpers import FAST, labels_of, run, run_process, run_shell, write_csv
+from helpers import FAST, labels_of, run, run_process, run_shell, write_csv
 
 HEADER = "k,inertia,silhouette,simplified_silhouette,calinski_harabasz,davies_bouldin,n_iter,seconds"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from cli_helpers import ROOT, run, write_csv
+from helpers import ROOT, mixture as _mixture, run, write_csv
 from kkmeans_cli.model.estimator import KernelKMeans
 
 
@@ -34,10 +34,8 @@ def client():
 
 
 def mixture(n=5000, d=4, k=4, seed=0, spread=1.5):
-    rng = np.random.default_rng(seed)
-    centres = rng.uniform(-6, 6, size=(k, d))
-    X = centres[rng.integers(0, k, size=n)] + rng.normal(scale=spread, size=(n, d))
-    return X
+    """This file's data: overlapping clusters (centres in [-6, 6]^d, spread 1.5)."""
+    return _mixture(n, d, k, seed, box=6.0, std=spread)
 
 
 def one_process(X, **kw):

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from cli_helpers import FAST, blobs, labels_of, run, run_process, write_csv
+from helpers import FAST, blobs, gaussian, labels_of, mixture, run, run_process, write_csv
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine import elkan as elkan_module
 from kkmeans_cli import memory as memory_module
@@ -29,12 +29,7 @@ DS = (2, 10, 50)
 # -- data and sources ------------------------------------------------------------------------
 def _data(kind, n, d, seed, positive=False):
     """Gaussian blobs (12 centres) or plain Gaussian noise; |X| for chi2."""
-    rng = np.random.default_rng(seed)
-    if kind == "blobs":
-        centres = rng.uniform(-8, 8, size=(12, d))
-        X = centres[rng.integers(0, 12, n)] + rng.normal(size=(n, d))
-    else:
-        X = rng.normal(size=(n, d))
+    X = mixture(n, d, 12, seed) if kind == "blobs" else gaussian(n, d, seed)
     return np.abs(X) if positive else X
 
 

@@ -8,6 +8,7 @@ from sklearn.cluster import KMeans
 from sklearn.datasets import make_blobs, make_circles, make_moons
 
 import reference as ref
+from helpers import sklearn_blobs
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine import lloyd as lloyd_module
 from kkmeans_cli.errors import KKMeansWarning
@@ -24,11 +25,6 @@ KERNEL_PARAMS = {
 }
 
 
-def _blobs(n=150, d=3, k=3, seed=0, positive=False):
-    X, _ = make_blobs(n, n_features=d, centers=k, cluster_std=1.5, random_state=seed)
-    return np.abs(X) if positive else X
-
-
 def _expect_warning(match):
     """``pytest.warns(KKMeansWarning, match=match)``, or nothing expected when match is None."""
     if match is None:
@@ -43,7 +39,7 @@ def _start(n, k, seed=1):
 @pytest.mark.parametrize("kernel", sorted(KERNEL_PARAMS))
 @pytest.mark.parametrize("weighted", [False, True])
 def test_matches_bruteforce_from_same_labels(kernel, weighted):
-    X = _blobs(positive=(kernel == "chi2"))
+    X = sklearn_blobs(150, positive=kernel == "chi2")[0]
     n, k = len(X), 4
     w = np.random.default_rng(2).uniform(0.2, 3.0, n) if weighted else None
     params = KERNEL_PARAMS[kernel]
@@ -65,7 +61,7 @@ def test_matches_bruteforce_from_same_labels(kernel, weighted):
 
 
 def test_precomputed_matches_bruteforce_and_linear():
-    X = _blobs()
+    X = sklearn_blobs(150)[0]
     K = X @ X.T
     lin = KernelKMeans(3, kernel="linear", random_state=5).fit(X)
     pre = KernelKMeans(3, kernel="precomputed", random_state=5).fit(K)
@@ -75,7 +71,7 @@ def test_precomputed_matches_bruteforce_and_linear():
 
 
 def test_linear_kernel_equals_sklearn_kmeans_from_same_start():
-    X = _blobs(n=400, d=5, k=5, seed=3)
+    X = sklearn_blobs(400, d=5, k=5, seed=3)[0]
     k = 5
     start = _start(len(X), k, seed=4)
     centres = np.stack([X[start == c].mean(axis=0) for c in range(k)])
@@ -86,7 +82,7 @@ def test_linear_kernel_equals_sklearn_kmeans_from_same_start():
 
 
 def test_linear_kernel_default_fit_no_worse_than_sklearn():
-    X = _blobs(n=600, d=4, k=6, seed=7)
+    X = sklearn_blobs(600, d=4, k=6, seed=7)[0]
     km = KMeans(6, n_init=10, random_state=0).fit(X)
     est = KernelKMeans(6, kernel="linear", random_state=0).fit(X)
     assert est.inertia_ <= km.inertia_ * (1 + 1e-9)
@@ -110,7 +106,7 @@ def test_default_rbf_fit_reaches_best_of_20_bruteforce_restarts(name):
 
 
 def test_integer_weights_equal_repeated_rows():
-    X = _blobs(n=90)
+    X = sklearn_blobs(90)[0]
     w = np.random.default_rng(0).integers(1, 4, size=len(X))
     start = _start(len(X), 3)
     weighted = KernelKMeans(3, gamma=0.3, init=start, tol=0).fit(X, sample_weight=w)
@@ -119,12 +115,12 @@ def test_integer_weights_equal_repeated_rows():
     assert weighted.inertia_ == pytest.approx(repeated.inertia_, rel=1e-9)
     np.testing.assert_allclose(weighted.inner_sums_, repeated.inner_sums_, rtol=1e-9)
     np.testing.assert_allclose(weighted.cluster_weights_, repeated.cluster_weights_)
-    new = _blobs(n=40, seed=9)
+    new = sklearn_blobs(40, seed=9)[0]
     np.testing.assert_array_equal(weighted.predict(new), repeated.predict(new))
 
 
 def test_zero_weights_are_ignored_by_the_objective():
-    X = _blobs(n=120)
+    X = sklearn_blobs(120)[0]
     w = np.ones(len(X))
     w[::5] = 0
     est = KernelKMeans(3, gamma=0.3, random_state=0).fit(X, sample_weight=w)
@@ -137,7 +133,7 @@ def test_zero_weight_points_moving_is_convergence_not_a_stall(algorithm):
     # Points of weight 0 that change cluster move no centre: the objective stays the same
     # and the next pass confirms the fixed point. This fit used to stop as "stalled" with a
     # not-converged warning (the suite turns any warning into a failure).
-    X = _blobs(n=120)
+    X = sklearn_blobs(120)[0]
     w = np.ones(len(X))
     w[::5] = 0
     est = KernelKMeans(3, gamma=0.3, random_state=0, algorithm=algorithm,
@@ -148,7 +144,7 @@ def test_zero_weight_points_moving_is_convergence_not_a_stall(algorithm):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_same_result_with_one_or_two_threads(dtype):
-    X = _blobs(n=700, d=4, k=5)
+    X = sklearn_blobs(700, d=4, k=5)[0]
     a = KernelKMeans(5, random_state=3, dtype=dtype, n_threads=1).fit(X)
     b = KernelKMeans(5, random_state=3, dtype=dtype, n_threads=2).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
@@ -157,7 +153,7 @@ def test_same_result_with_one_or_two_threads(dtype):
 
 
 def test_same_seed_same_result_and_seed_matters():
-    X = _blobs(n=300, k=6, seed=2)
+    X = sklearn_blobs(300, k=6, seed=2)[0]
     a = KernelKMeans(6, random_state=11, n_init=1).fit(X)
     b = KernelKMeans(6, random_state=11, n_init=1).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
@@ -167,7 +163,7 @@ def test_same_seed_same_result_and_seed_matters():
 
 
 def test_empty_cluster_is_relocated_with_a_warning():
-    X = _blobs(n=120)
+    X = sklearn_blobs(120)[0]
     k = 4
     start = _start(len(X), 3)  # cluster 3 starts empty
     with pytest.warns(KKMeansWarning, match="empty cluster"):
@@ -198,7 +194,7 @@ def test_more_clusters_than_distinct_points_is_refused():
 @pytest.mark.parametrize("kernel", sorted(KERNEL_PARAMS))
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_predict_on_training_data_returns_labels(kernel, dtype):
-    X = _blobs(n=400, d=5, k=5, seed=4, positive=(kernel == "chi2"))
+    X = sklearn_blobs(400, d=5, k=5, seed=4, positive=kernel == "chi2")[0]
     with _expect_warning("not positive semidefinite" if kernel == "sigmoid" else None):
         est = KernelKMeans(5, kernel=kernel, dtype=dtype, random_state=0,
                            **KERNEL_PARAMS[kernel]).fit(X)
@@ -209,8 +205,8 @@ def test_predict_on_training_data_returns_labels(kernel, dtype):
 
 
 def test_predict_new_points_matches_bruteforce_distances():
-    X = _blobs(n=200, seed=5)
-    new = _blobs(n=50, seed=6)
+    X = sklearn_blobs(200, seed=5)[0]
+    new = sklearn_blobs(50, seed=6)[0]
     w = np.random.default_rng(1).uniform(0.5, 2, len(X))
     est = KernelKMeans(3, gamma=0.2, random_state=0).fit(X, sample_weight=w)
     Kx = ref.kernel_matrix(new, X, "rbf", gamma=0.2)
@@ -225,7 +221,7 @@ def test_predict_new_points_matches_bruteforce_distances():
 
 
 def test_predict_does_not_use_the_training_kernel_matrix(monkeypatch):
-    X = _blobs(n=200)
+    X = sklearn_blobs(200)[0]
     est = KernelKMeans(3, random_state=0).fit(X)
     monkeypatch.setattr(Kernel, "matrix", lambda *a, **k: pytest.fail("K(X_fit, X_fit) built"))
     est.predict(X[:10])
@@ -240,7 +236,7 @@ def test_float32_matches_float64():
 
 
 def test_incremental_and_full_updates_agree(monkeypatch):
-    X = _blobs(n=500, d=3, k=6, seed=8)
+    X = sklearn_blobs(500, k=6, seed=8)[0]
     start = _start(len(X), 6)
     monkeypatch.setattr(lloyd_module, "FULL_PASS_FRACTION", 0.0)  # always full passes
     full = KernelKMeans(6, gamma=0.3, init=start, tol=0).fit(X)
@@ -252,7 +248,7 @@ def test_incremental_and_full_updates_agree(monkeypatch):
 
 
 def test_tol_stops_early_and_state_stays_consistent():
-    X = _blobs(n=600, d=2, k=8, seed=1)
+    X = sklearn_blobs(600, d=2, k=8, seed=1)[0]
     loose = KernelKMeans(8, gamma=0.1, random_state=0, n_init=1, tol=1e-1).fit(X)
     exact = KernelKMeans(8, gamma=0.1, random_state=0, n_init=1, tol=0).fit(X)
     assert loose.n_iter_ <= exact.n_iter_
@@ -261,7 +257,7 @@ def test_tol_stops_early_and_state_stays_consistent():
 
 
 def test_k_equal_one_and_k_equal_n():
-    X = _blobs(n=30)
+    X = sklearn_blobs(30)[0]
     one = KernelKMeans(1, gamma=0.5).fit(X)
     K = ref.kernel_matrix(X, X, "rbf", gamma=0.5)
     assert one.inertia_ == pytest.approx(ref.objective(K, np.zeros(30, int)), rel=1e-12)
@@ -271,7 +267,7 @@ def test_k_equal_one_and_k_equal_n():
 
 
 def test_median_gamma_is_half_inverse_median_squared_distance():
-    X = _blobs(n=60)
+    X = sklearn_blobs(60)[0]
     est = KernelKMeans(2).fit(X)
     d2 = ((X[:, None] - X[None]) ** 2).sum(-1)[np.triu_indices(60, 1)]
     assert est.gamma_ == pytest.approx(1 / (2 * np.median(d2)), rel=1e-12)
@@ -288,7 +284,7 @@ def test_identical_points_fall_back_to_gamma_one_with_warning():
 
 
 def test_fit_accepts_a_shared_kernel_matrix():
-    X = _blobs(n=200)
+    X = sklearn_blobs(200)[0]
     base = KernelKMeans(3, random_state=0)
     K = base.kernel_matrix(X)
     a = KernelKMeans(3, random_state=0).fit(X, kernel_matrix=K)
@@ -317,7 +313,7 @@ def test_fit_accepts_a_shared_kernel_matrix():
 def test_bad_parameters_raise(params, message):
     params.setdefault("n_clusters", 2)
     with pytest.raises(ValueError, match=message):
-        KernelKMeans(**params).fit(_blobs(n=20))
+        KernelKMeans(**params).fit(sklearn_blobs(20)[0])
 
 
 @pytest.mark.parametrize("X, weights, message", [
@@ -335,7 +331,7 @@ def test_bad_data_raises(X, weights, message):
 
 
 def test_predict_checks_feature_count_and_fitted_state():
-    X = _blobs(n=50)
+    X = sklearn_blobs(50)[0]
     with pytest.raises(AttributeError, match="not fitted"):
         KernelKMeans(2).predict(X)
     est = KernelKMeans(2, random_state=0).fit(X)
@@ -356,7 +352,7 @@ def test_params_roundtrip_and_repr():
 def test_scores_method_equals_sklearn_for_linear_kernel():
     from sklearn.metrics import calinski_harabasz_score, davies_bouldin_score, silhouette_score
 
-    X = _blobs(n=200, k=4, seed=3)
+    X = sklearn_blobs(200, k=4, seed=3)[0]
     est = KernelKMeans(4, kernel="linear", random_state=0).fit(X)
     got = est.scores()
     assert got["silhouette"] == pytest.approx(silhouette_score(X, est.labels_), rel=1e-9)

@@ -4,8 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from cli_helpers import run, write_csv
-from sklearn.datasets import make_blobs
+from helpers import run, sklearn_blobs, write_csv
 
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine import features as F
@@ -20,15 +19,10 @@ def _rbf(A, B, gamma):
     return np.exp(-gamma * d2)
 
 
-def _data(n=600, d=3, k=4, seed=0):
-    X, y = make_blobs(n, centers=k, n_features=d, cluster_std=1.5, random_state=seed)
-    return X, y
-
-
 # -- the feature map -------------------------------------------------------------------------
 @pytest.mark.parametrize("rank", [5, 20, None])
 def test_features_match_numpy_reference(rank):
-    X, _ = _data()
+    X, _ = sklearn_blobs(600, k=4)
     gamma = 0.05
     L = X[::15]
     fmap = F.feature_map(Kernel("rbf", gamma), L, rank=rank, dtype=np.float64)
@@ -52,7 +46,7 @@ def test_features_match_numpy_reference(rank):
 
 
 def test_full_rank_features_give_the_nystroem_kernel():
-    X, _ = _data(300)
+    X, _ = sklearn_blobs(300, k=4)
     gamma = 0.05
     L = X[:40]
     fmap = F.feature_map(Kernel("rbf", gamma), L, dtype=np.float64)
@@ -68,7 +62,7 @@ def test_full_rank_features_give_the_nystroem_kernel():
 
 
 def test_approximation_error_is_the_trace_ratio():
-    X, _ = _data(500)
+    X, _ = sklearn_blobs(500, k=4)
     gamma = 0.2
     fmap = F.feature_map(Kernel("rbf", gamma), X[:30], rank=10, dtype=np.float64)
     Phi, x_sq = F.feature_chunk(fmap, X)
@@ -125,7 +119,7 @@ def test_assign_matches_numpy_reference():
 def test_chunk_functions_reduced_equal_the_whole_array():
     """The chunk contract: chunks starting at multiples of CHUNK_ROWS, computed separately
     and reduced in order, give bitwise the whole-array results."""
-    X, _ = _data(3 * F.CHUNK_ROWS + 517, d=4, k=5)
+    X, _ = sklearn_blobs(3 * F.CHUNK_ROWS + 517, d=4, k=5)
     fmap = F.feature_map(Kernel("rbf", 0.05), X[::50], rank=12)
     Phi, x_sq = F.build_features(fmap, X, n_threads=2)
     cuts = [0, F.CHUNK_ROWS, 3 * F.CHUNK_ROWS, X.shape[0]]
@@ -159,7 +153,7 @@ def test_chunk_functions_reduced_equal_the_whole_array():
 
 
 def test_features_and_steps_do_not_depend_on_the_thread_count():
-    X, _ = _data(5 * F.CHUNK_ROWS + 11, d=5, k=6)
+    X, _ = sklearn_blobs(5 * F.CHUNK_ROWS + 11, d=5, k=6)
     fmap = F.feature_map(Kernel("rbf", 0.02), X[::40], rank=30)
     one = F.build_features(fmap, X, n_threads=1)
     two = F.build_features(fmap, X, n_threads=2)
@@ -193,7 +187,7 @@ def _lloyd_reference(P, w, mu, max_iter=300):
 
 def test_lloyd_matches_numpy_reference():
     rng = np.random.default_rng(3)
-    X, _ = _data(1500, d=4, k=5, seed=2)
+    X, _ = sklearn_blobs(1500, d=4, k=5, seed=2)
     fmap = F.feature_map(Kernel("rbf", 0.05), X[::30], rank=15, dtype=np.float64)
     Phi, x_sq = F.feature_chunk(fmap, X)
     w = rng.uniform(0.5, 2.0, size=1500)
@@ -276,7 +270,7 @@ def test_lloyd_refills_an_empty_cluster():
 
 
 def test_lloyd_stops_at_max_iter_with_a_warning():
-    X, _ = _data(800, k=6)
+    X, _ = sklearn_blobs(800, k=6)
     fmap = F.feature_map(Kernel("rbf", 0.05), X[::20], rank=20)
     Phi, x_sq = F.feature_chunk(fmap, X)
     with pytest.warns(KKMeansWarning, match="did not converge"):
@@ -310,7 +304,7 @@ def test_sampled_restarts_completes_the_best_distinct_candidates():
 
 
 def test_estimator_restarts_on_a_sample_then_all_data():
-    X, y = _data(30_000, d=5, k=6, seed=4)
+    X, y = sklearn_blobs(30_000, d=5, k=6, seed=4)
     est = KernelKMeans(6, approx="nystroem", n_init=8, random_state=0, n_threads=1).fit(X)
     stats = est.nystroem_stats_
     assert stats["sample_size"] == 20_000
@@ -329,7 +323,7 @@ def test_estimator_restarts_on_a_sample_then_all_data():
 
 
 def test_estimator_thread_count_does_not_change_results():
-    X, _ = _data(25_000, d=4, k=5, seed=1)
+    X, _ = sklearn_blobs(25_000, d=4, k=5, seed=1)
     a = KernelKMeans(5, approx="nystroem", n_init=4, random_state=0, n_threads=1).fit(X)
     b = KernelKMeans(5, approx="nystroem", n_init=4, random_state=0, n_threads=2).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
@@ -339,7 +333,7 @@ def test_estimator_thread_count_does_not_change_results():
 
 
 def test_init_labels_run_lloyd_from_them():
-    X, _ = _data(3000, k=4)
+    X, _ = sklearn_blobs(3000, k=4)
     start = np.random.default_rng(0).integers(0, 4, size=3000)
     est = KernelKMeans(4, approx="nystroem", init=start, random_state=0, n_threads=1).fit(X)
     Phi, x_sq = F.feature_chunk(F.FeatureMap(est.kernel_, est.landmarks_,
@@ -355,7 +349,7 @@ def test_init_labels_run_lloyd_from_them():
 
 # -- the model -------------------------------------------------------------------------------
 def test_saved_model_predicts_the_fit_labels(tmp_path):
-    X, _ = _data(4 * F.CHUNK_ROWS * 2 + 100, d=6, k=7, seed=5)
+    X, _ = sklearn_blobs(4 * F.CHUNK_ROWS * 2 + 100, d=6, k=7, seed=5)
     data = write_csv(tmp_path / "d.csv", X)
     model = tmp_path / "m.npz"
     res = run(["fit", data, "-k", "7", "--approx", "nystroem", "--rank", "21", "--n-init", "3",
@@ -371,7 +365,7 @@ def test_saved_model_predicts_the_fit_labels(tmp_path):
 
 
 def test_bad_rank_is_a_usage_error(tmp_path):
-    X, _ = _data(200)
+    X, _ = sklearn_blobs(200, k=4)
     data = write_csv(tmp_path / "d.csv", X)
     res = run(["fit", data, "-k", "3", "--approx", "nystroem", "--rank", "0", "-o",
                tmp_path / "m.npz"])
@@ -383,7 +377,7 @@ def test_bad_rank_is_a_usage_error(tmp_path):
 
 
 def test_model_with_a_bad_feature_type_is_refused(tmp_path):
-    X, _ = _data(500)
+    X, _ = sklearn_blobs(500, k=4)
     data = write_csv(tmp_path / "d.csv", X)
     model = tmp_path / "m.npz"
     assert run(["fit", data, "-k", "3", "--approx", "nystroem", "-o", model]).exit_code == 0

@@ -3,24 +3,12 @@ exit code of docs/cli.md (1 data or files, 2 usage) and no output file left behi
 import numpy as np
 import pytest
 
-from cli_helpers import FAST, blobs, run, run_process, write_csv
+from helpers import FAST, assert_one_error_line, blobs, listing, run, run_process, write_csv
 
 
 def _data(tmp_path, n=30):
     X, _ = blobs(n=n)
     return write_csv(tmp_path / "x.csv", X)
-
-
-def _one_error_line(result, *needles):
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("kkmeans: error: "), result.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    assert "Traceback" not in result.stderr and "unexpected" not in result.stderr
-
-
-def _only(tmp_path, *names):
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)
 
 
 # ---- weights whose products underflow floating point ------------------------------------
@@ -36,10 +24,10 @@ def test_weights_too_small_for_floating_point_are_refused(tmp_path, value, comma
              "--table", tmp_path / "t.csv"])
     result = run(args + ["--weights", tmp_path / "w.txt", "--threads", 1, "-q"])
     assert result.exit_code == 1
-    _one_error_line(result, "--weights", "must stay above 2.23e-308",
-                    "multiply the weights by a common factor")
+    assert_one_error_line(result, "--weights", "must stay above 2.23e-308",
+                          "multiply the weights by a common factor")
     assert "Probabilities" not in result.stderr
-    _only(tmp_path, "x.csv", "w.txt")
+    assert listing(tmp_path) == sorted(["x.csv", "w.txt"])
 
 
 def test_small_weights_with_a_normal_square_sum_give_the_unweighted_labels(tmp_path):
@@ -67,9 +55,9 @@ def test_all_zero_weights_are_named_as_such(tmp_path):
     result = run(["fit", data, "-k", 3, "-o", tmp_path / "m.npz", "--weights",
                   tmp_path / "w.txt", "-q"])
     assert result.exit_code == 1
-    _one_error_line(result, "--weights", "every weight is 0")
+    assert_one_error_line(result, "--weights", "every weight is 0")
     assert "at most 0" not in result.stderr
-    _only(tmp_path, "x.csv", "w.txt")
+    assert listing(tmp_path) == sorted(["x.csv", "w.txt"])
 
 
 # ---- option values refused in the command line's words, not the estimator's -------------
@@ -90,10 +78,10 @@ def test_non_finite_or_out_of_range_option_values_are_usage_errors(tmp_path, com
     result = run([command, data, *k, "-o", tmp_path / "m.npz", "--kernel", "poly",
                   f"{option}={value}", "-q"])
     assert result.exit_code == 2
-    _one_error_line(result, f"'{option}'", needle)
+    assert_one_error_line(result, f"'{option}'", needle)
     for internal in ("KernelKMeans", "random_state", "parameter"):
         assert internal not in result.stderr
-    _only(tmp_path, "x.csv")
+    assert listing(tmp_path) == sorted(["x.csv"])
 
 
 @pytest.mark.parametrize("line,needle", [("seed: -1", "0<=x<=4294967295"),
@@ -105,9 +93,9 @@ def test_config_values_get_the_same_checks(tmp_path, line, needle):
     result = run(["fit", data, "-k", 3, "-o", tmp_path / "m.npz", "--config",
                   tmp_path / "c.yaml", "-q"])
     assert result.exit_code == 2
-    _one_error_line(result, "c.yaml", needle)
+    assert_one_error_line(result, "c.yaml", needle)
     assert "KernelKMeans" not in result.stderr
-    _only(tmp_path, "x.csv", "c.yaml")
+    assert listing(tmp_path) == sorted(["x.csv", "c.yaml"])
 
 
 def test_the_largest_seed_is_accepted(tmp_path):
@@ -155,8 +143,8 @@ def test_python_only_number_spellings_are_not_numbers(tmp_path, cell, command):
         before = ["good.csv", "x.csv"]
     result = run(args + ["-q"])
     assert result.exit_code == 1
-    _one_error_line(result, "x.csv: line 5, column 2", f"{cell!r} is not a number")
-    _only(tmp_path, *before)
+    assert_one_error_line(result, "x.csv: line 5, column 2", f"{cell!r} is not a number")
+    assert listing(tmp_path) == sorted(before)
 
 
 
@@ -206,10 +194,10 @@ def test_model_meta_of_the_wrong_type_or_size_is_named_plainly(tmp_path, changes
             ["predict", tmp_path / "bad.npz", data, "--labels", tmp_path / "l.txt"])
     result = run(args)
     assert result.exit_code == 1
-    _one_error_line(result, "bad.npz: corrupt model: " + needle)
+    assert_one_error_line(result, "bad.npz: corrupt model: " + needle)
     assert "a int" not in result.stderr and "at least 1" not in result.stderr
     assert result.stdout == ""
-    _only(tmp_path, "x.csv", "good.npz", "bad.npz")
+    assert listing(tmp_path) == sorted(["x.csv", "good.npz", "bad.npz"])
 
 
 # ---- error messages keep file names and config keys as the user wrote them ---------------
@@ -220,14 +208,15 @@ def test_paths_that_look_like_api_names_are_not_reworded(tmp_path):
     result = run_process(["fit", "max_iter/n_init.csv", "-k", "2", "-q", "--no-model"],
                          cwd=tmp_path)
     assert result.returncode == 1
-    _one_error_line(result, "max_iter/n_init.csv: line 2, column 2 ('b'): 'x' is not a number")
+    assert_one_error_line(result,
+                          "max_iter/n_init.csv: line 2, column 2 ('b'): 'x' is not a number")
     assert "--max-iter" not in result.stderr and "--n-init" not in result.stderr
     data = _data(tmp_path)
     result = run(["fit", data, "-k", 3, "-q", "-o", tmp_path / "n_clusters" / "m.npz"])
     assert result.exit_code == 1
-    _one_error_line(result, "cannot write the model to", "n_clusters/m.npz")
+    assert_one_error_line(result, "cannot write the model to", "n_clusters/m.npz")
     assert "-k/" not in result.stderr
-    _only(tmp_path, "max_iter", "x.csv")
+    assert listing(tmp_path) == sorted(["max_iter", "x.csv"])
 
 
 def test_the_api_wording_still_applies_to_the_api_messages():
@@ -243,10 +232,11 @@ def test_config_key_list_names_config_keys(tmp_path):
     result = run(["fit", data, "-k", 3, "-o", tmp_path / "m.npz", "--config",
                   tmp_path / "c.yaml"])
     assert result.exit_code == 2
-    _one_error_line(result, "unknown key 'max_iterr'; did you mean 'max_iter'?",
-                    "landmarks, max_iter, memory_limit,", " n_clusters, n_init,", " psd_repair,")
+    assert_one_error_line(result, "unknown key 'max_iterr'; did you mean 'max_iter'?",
+                          "landmarks, max_iter, memory_limit,", " n_clusters, n_init,",
+                          " psd_repair,")
     assert "--max-iter" not in result.stderr and "-k," not in result.stderr
-    _only(tmp_path, "x.csv", "c.yaml")
+    assert listing(tmp_path) == sorted(["x.csv", "c.yaml"])
 
 
 @pytest.mark.parametrize("text,lines", [("seed: 1\nkernel: rbf\nseed: 2\n", "lines 1 and 3"),
@@ -267,8 +257,8 @@ def test_a_config_key_given_twice_is_refused(tmp_path, text, lines, command):
         before = ["x.csv", "c.yaml"]
     result = run(args + ["--config", tmp_path / "c.yaml"])
     assert result.exit_code == 2
-    _one_error_line(result, f"c.yaml: key 'seed' is given twice ({lines}); keep one")
-    _only(tmp_path, *before)
+    assert_one_error_line(result, f"c.yaml: key 'seed' is given twice ({lines}); keep one")
+    assert listing(tmp_path) == sorted(before)
 
 
 def test_a_yaml_merge_key_may_be_overridden(tmp_path):
@@ -291,10 +281,10 @@ def test_model_from_standard_input_is_a_usage_error(tmp_path, command):
     args = ["info", "-"] if command == "info" else ["predict", "-", data, "--labels", "l.txt"]
     result = run_process(args, cwd=tmp_path, input=raw.decode("latin-1"))
     assert result.returncode == 2
-    _one_error_line(result, "MODEL '-': a model is read from its .npz file, not from standard "
-                            "input")
+    assert_one_error_line(result, "MODEL '-': a model is read from its .npz file, not from "
+                                  "standard input")
     assert "no such file" not in result.stderr and result.stdout == ""
-    _only(tmp_path, "x.csv", "m.npz")
+    assert listing(tmp_path) == sorted(["x.csv", "m.npz"])
 
 
 # ---- --columns naming one column twice ---------------------------------------------------------
@@ -308,8 +298,8 @@ def test_a_column_listed_twice_is_a_usage_error(tmp_path, columns, needle, comma
                                                                       "--table", tmp_path / "t"]
     result = run([command, data, *k, "--columns", columns, "-q"])
     assert result.exit_code == 2
-    _one_error_line(result, "--columns: " + needle)
-    _only(tmp_path, "x.csv")
+    assert_one_error_line(result, "--columns: " + needle)
+    assert listing(tmp_path) == sorted(["x.csv"])
 
 
 def test_a_column_listed_twice_in_an_npy_file_is_a_usage_error(tmp_path):
@@ -318,8 +308,8 @@ def test_a_column_listed_twice_in_an_npy_file_is_a_usage_error(tmp_path):
     result = run(["fit", tmp_path / "x.npy", "-k", 3, "-o", tmp_path / "m.npz", "--columns",
                   "1,1", "-q"])
     assert result.exit_code == 2
-    _one_error_line(result, "--columns: column '1' is listed twice;")
-    _only(tmp_path, "x.npy")
+    assert_one_error_line(result, "--columns: column '1' is listed twice;")
+    assert listing(tmp_path) == sorted(["x.npy"])
 
 
 # ---- a huge --n-init is a usage error, not a failed allocation --------------------------------
@@ -330,9 +320,9 @@ def test_a_huge_n_init_is_a_usage_error(tmp_path, command):
     k = ["-k", 3, "-o", tmp_path / "m.npz"] if command == "fit" else ["--k", "2..3"]
     result = run([command, data, *k, "--n-init", "99999999999999", "-q"])
     assert result.exit_code == 2
-    _one_error_line(result, "'--n-init': 99999999999999 is more than 1,000,000")
+    assert_one_error_line(result, "'--n-init': 99999999999999 is more than 1,000,000")
     assert "memory" not in result.stderr
-    _only(tmp_path, "x.csv")
+    assert listing(tmp_path) == sorted(["x.csv"])
 
 
 # ---- an empty output path ------------------------------------------------------------------
@@ -344,6 +334,6 @@ def test_an_empty_output_path_is_named_as_empty(tmp_path, args, what):
     data = _data(tmp_path)
     result = run_process([args[0], data, *args[1:], "-q"], cwd=tmp_path)
     assert result.returncode == 1
-    _one_error_line(result, f"cannot write the {what}: the path is empty")
+    assert_one_error_line(result, f"cannot write the {what}: the path is empty")
     assert "folder" not in result.stderr and result.stdout == ""
-    _only(tmp_path, "x.csv")
+    assert listing(tmp_path) == sorted(["x.csv"])

@@ -4,6 +4,7 @@ import pytest
 from sklearn.metrics.pairwise import pairwise_kernels
 
 import reference as ref
+from helpers import gaussian
 from kkmeans_cli import memory as memory_module
 from kkmeans_cli.kernels import functions as kernels
 from kkmeans_cli.kernels.functions import Kernel
@@ -19,17 +20,12 @@ CASES = {
 }
 
 
-def _data(n=120, d=4, positive=False, seed=0):
-    X = np.random.default_rng(seed).normal(size=(n, d))
-    return np.abs(X) if positive else X
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_matrix_matches_sklearn_and_is_symmetric(name, dtype, monkeypatch):
     # Tiny blocks so several row blocks and the mirroring between them are exercised.
     monkeypatch.setattr(memory_module, "BLOCK_BYTES", 8 * 120 * 7)
-    X = _data(positive=(name == "chi2"))
+    X = gaussian(120, 4, positive=name == "chi2")
     params = CASES[name]
     kern = Kernel(name, params.get("gamma"), params.get("degree", 3), params.get("coef0", 1.0))
     K = kern.matrix(X, dtype=dtype, n_threads=2)
@@ -45,7 +41,7 @@ def test_matrix_matches_sklearn_and_is_symmetric(name, dtype, monkeypatch):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_cross_rows_are_the_matrix_rows(name):
     # Same arithmetic as the matrix; only BLAS's tail kernels may differ, by an ulp or so.
-    X = _data(n=300, positive=(name == "chi2"))
+    X = gaussian(300, 4, positive=name == "chi2")
     params = CASES[name]
     kern = Kernel(name, params.get("gamma"), params.get("degree", 3), params.get("coef0", 1.0))
     K = kern.matrix(X, n_threads=2)
@@ -56,13 +52,13 @@ def test_cross_rows_are_the_matrix_rows(name):
 
 
 def test_rbf_diagonal_is_exactly_one_even_for_large_norms():
-    X = _data() * 1e4
+    X = gaussian(120, 4) * 1e4
     K = Kernel("rbf", 1e-9).matrix(X)
     assert np.all(np.diagonal(K) == 1.0)
 
 
 def test_cosine_zero_rows_give_zero():
-    X = _data(n=10)
+    X = gaussian(10, 4)
     X[3] = 0
     K = Kernel("cosine").matrix(X)
     assert np.all(K[3] == 0) and np.all(K[:, 3] == 0)
@@ -77,7 +73,7 @@ def test_params_and_describe():
 
 
 def test_median_gamma_for_laplacian_and_chi2():
-    X = _data(n=50, positive=True)
+    X = gaussian(50, 4, positive=True)
     rng = np.random.default_rng(0)
     i, j = np.triu_indices(50, 1)
     l1 = np.abs(X[i] - X[j]).sum(1)
@@ -91,7 +87,7 @@ def test_median_gamma_for_laplacian_and_chi2():
 
 
 def test_median_gamma_on_a_sample_is_seeded():
-    X = _data(n=1000)
+    X = gaussian(1000, 4)
     a = kernels.resolve_gamma("rbf", "median", X, np.random.default_rng(3))
     b = kernels.resolve_gamma("rbf", "median", X, np.random.default_rng(3))
     assert a == b

@@ -12,7 +12,7 @@ import contextlib
 import numpy as np
 import pytest
 
-from cli_helpers import labels_of, run, write_csv
+from helpers import labels_of, mixture, run, write_csv
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.model import planning as estimator_module
 from kkmeans_cli.engine.elkan import elkan
@@ -26,12 +26,6 @@ from kkmeans_cli.engine.hartigan import blocked_hartigan, hartigan
 @pytest.fixture
 def small_lazy(monkeypatch):
     monkeypatch.setattr(estimator_module, "LAZY_MIN_N", 200)
-
-
-def _blobs(n, d, centres, seed, spread=8.0):
-    rng = np.random.default_rng(seed)
-    c = rng.uniform(-spread, spread, size=(centres, d))
-    return c[rng.integers(0, centres, n)] + rng.normal(size=(n, d))
 
 
 def _pair(X, weights=None, **params):
@@ -52,7 +46,7 @@ def _assert_same(auto, matrix):
 @pytest.mark.parametrize("kernel", ["rbf", "laplacian", "linear", "cosine"])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_well_separated_data_never_builds_the_matrix(small_lazy, kernel, weighted):
-    X = _blobs(1500, 3, 6, seed=1)
+    X = mixture(1500, 3, 6, seed=1)
     w = np.random.default_rng(2).uniform(0.5, 2.0, X.shape[0]) if weighted else None
     auto, matrix = _pair(X, w, n_clusters=6, kernel=kernel, n_init=1, random_state=4)
     _assert_same(auto, matrix)
@@ -110,7 +104,7 @@ def test_max_iter_counts_the_blocked_and_the_matrix_iterations(small_lazy, monke
 
 
 def test_given_start_labels_take_the_lazy_route(small_lazy):
-    X = _blobs(1000, 2, 4, seed=3)
+    X = mixture(1000, 2, 4, seed=3)
     # a start near a good clustering: k-means++ labels of the data
     start = KernelKMeans(4, n_init=1, random_state=0, storage="matrix").fit(X).labels_.copy()
     flip = np.random.default_rng(0).choice(X.shape[0], 50, replace=False)
@@ -131,7 +125,7 @@ def test_given_start_labels_take_the_lazy_route(small_lazy):
     (dict(n_init=1, storage="matrix"), "asked for"),
 ])
 def test_the_matrix_route_where_lazy_cannot_help(small_lazy, params, why):
-    X = _blobs(400, 3, 3, seed=0)
+    X = mixture(400, 3, 3)
     checked = params.get("kernel") in ("sigmoid", "poly") and "psd_repair" not in params
     with (pytest.warns(KKMeansWarning, match="not positive semidefinite") if checked
           else contextlib.nullcontext()):
@@ -148,7 +142,7 @@ def test_many_features_and_few_clusters_use_the_matrix(small_lazy):
 
 
 def test_given_kernel_matrix_and_small_n_use_the_matrix():
-    X = _blobs(600, 2, 3, seed=0)
+    X = mixture(600, 2, 3)
     est = KernelKMeans(3, n_init=1, random_state=0)
     assert est.fit(X).fit_stats_["storage"] == "matrix"        # n < LAZY_MIN_N
     est = KernelKMeans(3, n_init=1, random_state=0)
@@ -159,7 +153,7 @@ def test_given_kernel_matrix_and_small_n_use_the_matrix():
 def test_at_the_real_threshold(small_lazy, monkeypatch):
     monkeypatch.setattr(estimator_module, "LAZY_MIN_N", estimator_module.LAZY_MIN_N)
     n = estimator_module.LAZY_MIN_N
-    X = _blobs(n, 4, 5, seed=7)
+    X = mixture(n, 4, 5, seed=7)
     auto, matrix = _pair(X, n_clusters=5, n_init=1, random_state=2, dtype=np.float32)
     assert auto.fit_stats_["storage"] == "blocked"
     _assert_same(auto, matrix)
@@ -168,7 +162,7 @@ def test_at_the_real_threshold(small_lazy, monkeypatch):
 
 
 def test_thread_count_does_not_change_the_lazy_result(small_lazy):
-    X = _blobs(2500, 3, 5, seed=11)
+    X = mixture(2500, 3, 5, seed=11)
     one = KernelKMeans(5, n_init=1, random_state=0, n_threads=1).fit(X)
     two = KernelKMeans(5, n_init=1, random_state=0, n_threads=2).fit(X)
     np.testing.assert_array_equal(one.labels_, two.labels_)
@@ -207,7 +201,7 @@ def test_blocked_hartigan_ends_at_a_hartigan_optimum(kind, weighted):
     for seed in range(4):
         rng = np.random.default_rng(seed)
         k = int(rng.integers(2, 6))
-        X = _blobs(120, 2, k, seed) if kind == "blobs" else rng.normal(size=(120, 2))
+        X = mixture(120, 2, k, seed=seed) if kind == "blobs" else rng.normal(size=(120, 2))
         w = rng.uniform(0.3, 3.0, 120) if weighted else np.ones(120)
         kern = Kernel("rbf", resolve_gamma("rbf", "median", X, np.random.default_rng(0)))
         blocked = BlockedKernel(kern, X)
@@ -229,7 +223,7 @@ def test_blocked_hartigan_equals_matrix_hartigan_on_small_data():
     objective with kernel values in blocks as with the kernel matrix (seeded data; the
     order of the moves may differ, so this asserts the result on these fixed inputs)."""
     for seed in range(4):
-        X = _blobs(400, 3, 4, seed)
+        X = mixture(400, 3, 4, seed=seed)
         for init in ("k-means++", "random"):
             blocked = KernelKMeans(4, n_init=1, init=init, storage="blocked", random_state=seed,
                                    n_threads=1).fit(X)
@@ -244,7 +238,7 @@ def test_lazy_fit_does_not_build_the_matrix_for_hartigan(small_lazy, monkeypatch
     """Hartigan's moves alone never build K: with a budget that the iterations cannot reach,
     a single-start fit whose refinement moves points stays blocked and equals the matrix
     fit."""
-    X = _blobs(1500, 2, 6, seed=2)
+    X = mixture(1500, 2, 6, seed=2)
     matrix = KernelKMeans(6, n_init=1, random_state=0, n_threads=1, storage="matrix").fit(X)
     assert matrix.fit_stats_["refine_moves"] >= 1
     monkeypatch.setattr(estimator_module, "LAZY_BUDGET", np.inf)
@@ -260,7 +254,7 @@ def test_lazy_fit_does_not_build_the_matrix_for_hartigan(small_lazy, monkeypatch
 def test_cli_reports_the_storage_used(tmp_path, small_lazy):
     import json
 
-    X = _blobs(600, 2, 3, seed=2)
+    X = mixture(600, 2, 3, seed=2)
     data = write_csv(tmp_path / "d.csv", X)
     base = ["fit", data, "-k", "3", "--n-init", "1", "--no-model"]
     auto = run(base + ["--summary", tmp_path / "auto.json"])

@@ -1,13 +1,13 @@
 """Quality measures against scikit-learn and brute-force references."""
 import numpy as np
 import pytest
-from sklearn.datasets import make_blobs
 from sklearn.metrics import (calinski_harabasz_score, davies_bouldin_score,
                              silhouette_samples as sk_silhouette_samples, silhouette_score)
 
 from kkmeans_cli.measures import metrics
 from kkmeans_cli.kernels.functions import Kernel
 
+from helpers import sklearn_blobs
 from reference import kernel_matrix as ref_kernel
 
 
@@ -18,11 +18,6 @@ def feature_distances(K):
     D = np.sqrt(np.maximum(d[:, None] + d[None, :] - 2 * K, 0.0))
     np.fill_diagonal(D, 0.0)
     return D
-
-
-def data(n=240, centers=4, seed=0):
-    X, y = make_blobs(n, n_features=3, centers=centers, cluster_std=1.5, random_state=seed)
-    return X, y
 
 
 KERNELS = [("rbf", 0.1), ("linear", None), ("poly", 0.05), ("laplacian", 0.1)]
@@ -38,7 +33,7 @@ def labels_with_singletons(y):
 @pytest.mark.parametrize("name,gamma", KERNELS)
 @pytest.mark.parametrize("case", ["blobs", "singletons", "k2", "gaps"])
 def test_exact_silhouette_matches_sklearn(name, gamma, case):
-    X, y = data()
+    X, y = sklearn_blobs(240, k=4)
     if case == "singletons":
         y = labels_with_singletons(y)
     elif case == "k2":
@@ -59,7 +54,7 @@ def test_exact_silhouette_float32():
     # K stored in float32 carries ~6e-8 relative rounding per entry; for well-separated points
     # δ² = K_ii + K_jj − 2K_ij loses little, so the mean silhouette agrees to ~1e-5 (the sums
     # themselves are accumulated in double).
-    X, y = data()
+    X, y = sklearn_blobs(240, k=4)
     K = ref_kernel(X, X, "rbf", gamma=0.1)
     K32 = K.astype(np.float32)
     ref = silhouette_score(feature_distances(K), y, metric="precomputed")
@@ -70,7 +65,7 @@ def test_exact_silhouette_float32():
 
 
 def test_exact_silhouette_thread_independent():
-    X, y = data(n=1001, centers=5)
+    X, y = sklearn_blobs(1001, k=5)
     K = ref_kernel(X, X, "rbf", gamma=0.2)
     s1 = metrics.silhouette_samples(K, y, n_threads=1)
     s2 = metrics.silhouette_samples(K, y, n_threads=2)
@@ -79,7 +74,7 @@ def test_exact_silhouette_thread_independent():
 
 
 def test_silhouette_blocks_equals_in_memory():
-    X, y = data(n=300)
+    X, y = sklearn_blobs(300, k=4)
     kern = Kernel("rbf", gamma=0.1)
     K = kern.matrix(X)
     np.testing.assert_allclose(metrics.silhouette_blocks(X, y, kern),
@@ -94,7 +89,7 @@ def test_silhouette_rejects_one_cluster():
 
 def test_calinski_harabasz_davies_bouldin_match_sklearn_linear():
     for seed in range(3):
-        X, y = data(seed=seed)
+        X, y = sklearn_blobs(240, k=4, seed=seed)
         K = X @ X.T
         assert metrics.calinski_harabasz(K, y) == pytest.approx(
             calinski_harabasz_score(X, y), rel=1e-9)
@@ -104,7 +99,7 @@ def test_calinski_harabasz_davies_bouldin_match_sklearn_linear():
 
 def test_weighted_ch_db_equal_repeated_points():
     # Integer weights are the same as repeating the points.
-    X, y = data(n=90, centers=3)
+    X, y = sklearn_blobs(90)
     w = np.arange(90) % 3 + 1.0
     K = X @ X.T
     Xr, yr = np.repeat(X, w.astype(int), axis=0), np.repeat(y, w.astype(int))
@@ -142,7 +137,7 @@ def simplified_reference(K, labels, w=None):
 
 @pytest.mark.parametrize("name,gamma", KERNELS)
 def test_simplified_silhouette_brute_force(name, gamma):
-    X, y = data(n=80)
+    X, y = sklearn_blobs(80, k=4)
     y = labels_with_singletons(y)
     K = ref_kernel(X, X, name, gamma=gamma)
     assert metrics.simplified_silhouette(K, y) == pytest.approx(
@@ -154,7 +149,7 @@ def test_simplified_silhouette_brute_force(name, gamma):
 
 def test_simplified_silhouette_linear_equals_sklearn_style_centres():
     # For the linear kernel the centres are the cluster means in input space.
-    X, y = data(n=120)
+    X, y = sklearn_blobs(120, k=4)
     cents = np.array([X[y == c].mean(0) for c in range(4)])
     d = np.linalg.norm(X[:, None] - cents[None], axis=2)
     a = d[np.arange(120), y]
@@ -178,7 +173,7 @@ def test_stratified_sample_every_cluster_seeded():
 
 
 def test_sampled_silhouette_is_sklearn_on_the_sample():
-    X, y = data(n=600)
+    X, y = sklearn_blobs(600, k=4)
     K = ref_kernel(X, X, "rbf", gamma=0.1)
     res = metrics.sampled_silhouette(y, 150, K=K, random_state=3)
     assert res.n_used == 150 and not res.exact
@@ -193,7 +188,7 @@ def test_sampled_silhouette_is_sklearn_on_the_sample():
 
 
 def test_silhouette_score_rule():
-    X, y = data(n=300)
+    X, y = sklearn_blobs(300, k=4)
     K = ref_kernel(X, X, "rbf", gamma=0.1)
     exact = metrics.silhouette_score(y, K=K, max_exact=300)
     assert exact.exact and exact.n_used == 300
@@ -203,7 +198,7 @@ def test_silhouette_score_rule():
 
 
 def test_scores_dict():
-    X, y = data()
+    X, y = sklearn_blobs(240, k=4)
     K = X @ X.T
     out = metrics.scores(K, y)
     assert list(out) == ["silhouette", "silhouette_n_used", "simplified_silhouette",
@@ -214,7 +209,7 @@ def test_scores_dict():
 
 
 def test_fused_pass_equals_separate():
-    X, y = data(n=257)
+    X, y = sklearn_blobs(257, k=4)
     K = ref_kernel(X, X, "rbf", gamma=0.1)
     w = np.linspace(0.5, 1.5, 257)
     s, fs = metrics.silhouette_and_sums(K, y, sample_weight=w, n_threads=2)
@@ -234,7 +229,7 @@ def test_silhouettes_of_many_labellings_in_one_pass(name, gamma, block_bytes, mo
 
     if block_bytes is not None:
         monkeypatch.setattr(memory, "BLOCK_BYTES", block_bytes)
-    X, y = data()
+    X, y = sklearn_blobs(240, k=4)
     K = Kernel(name, gamma).matrix(X)
     D = feature_distances(K)
     rng = np.random.default_rng(0)

@@ -14,11 +14,10 @@ import zlib
 import numpy as np
 import pytest
 
-from cli_helpers import blobs, run, run_process, write_csv
+from helpers import OLD, blobs, run, run_process, write_csv
 from kkmeans_cli.errors import ModelFileError
 from kkmeans_cli.model.model_file import load_model
 
-OLD = b"OLD CONTENT\n"
 QUICK = ["--threads", "1", "--n-init", "2", "--quiet"]
 VARIANTS = {
     "rbf": [],

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli_helpers import blobs
+from helpers import blobs
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.errors import ModelFileError
 from kkmeans_cli.model.model_file import FORMAT_VERSION, load_model, model_meta, save_model

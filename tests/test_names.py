@@ -16,6 +16,7 @@ import kkmeans_cli
 
 PACKAGE = Path(kkmeans_cli.__file__).parent
 ROOT = PACKAGE.parent
+EXT = ROOT / "ext"
 
 DOTTED = re.compile(r"\bkkmeans_cli(?:\.[A-Za-z_]\w*)+")
 PYFILE = re.compile(r"(?<![\w./-])((?:[\w-]+/)*[\w-]+\.py)\b")
@@ -47,12 +48,16 @@ def _python_files():
 
 
 def _module_names():
-    """Short name → dotted names of the package's modules (Python and Cython)."""
+    """Short name → dotted names of the package's modules (Python, and Cython built from
+    ``ext/``: ext/engine/_lloyd.pyx is kkmeans_cli.engine._lloyd)."""
     names = {}
-    for path in list(PACKAGE.rglob("*.py")) + list(PACKAGE.rglob("*.pyx")):
+    for path in PACKAGE.rglob("*.py"):
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
+        names.setdefault(parts[-1], []).append(".".join(parts))
+    for path in EXT.rglob("*.pyx"):
+        parts = ["kkmeans_cli"] + list(path.relative_to(EXT).with_suffix("").parts)
         names.setdefault(parts[-1], []).append(".".join(parts))
     return names
 

@@ -157,7 +157,7 @@ def test_cli_fit_predict_and_silhouette_of_shifted_data(tmp_path, kernel, storag
     model's predictions and the silhouette of the unshifted CSV."""
     import json
 
-    from cli_helpers import FAST, blobs, labels_of, run, write_csv
+    from helpers import FAST, blobs, labels_of, run, write_csv
 
     X, _ = blobs(n=90, d=3, k=3)
     found = {}

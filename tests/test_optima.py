@@ -9,7 +9,7 @@ from sklearn.datasets import make_blobs, make_circles, make_moons
 from sklearn.metrics import adjusted_rand_score
 
 import reference as ref
-from cli_helpers import labels_of, run, write_csv
+from helpers import gaussian, labels_of, run, write_csv
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine import _hartigan
 from kkmeans_cli.errors import ModelFileError
@@ -18,7 +18,7 @@ from kkmeans_cli.model.model_file import load_model
 
 
 def _psd_kernel(n=40, seed=0):
-    X = np.random.default_rng(seed).normal(size=(n, 3))
+    X = gaussian(n, 3, seed)
     return ref.kernel_matrix(X, X, "rbf", gamma=0.4), X
 
 

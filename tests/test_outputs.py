@@ -10,27 +10,12 @@ import threading
 import numpy as np
 import pytest
 
-from cli_helpers import FAST, blobs, kkmeans_command, labels_of, run, run_process, write_csv
-
-OLD = b"OLD CONTENT\n"
-
-
-@pytest.fixture
-def work(tmp_path):
-    X, _ = blobs(n=30, d=2, k=3)
-    write_csv(tmp_path / "data.csv", X)
-    result = run(["fit", tmp_path / "data.csv", "-k", "3", "-o", tmp_path / "model.npz",
-                  *FAST, "--quiet"])
-    assert result.exit_code == 0, result.stderr
-    return tmp_path
+from helpers import (FAST, OLD, assert_one_error_line, kkmeans_command, labels_of, listing, run,
+                     run_process)
 
 
-def _listing(folder):
-    return sorted(os.listdir(folder))
-
-
-def _expected_labels(work):
-    result = run(["predict", work / "model.npz", work / "data.csv", "--quiet"])
+def _expected_labels(fitted):
+    result = run(["predict", fitted / "model.npz", fitted / "data.csv", "--quiet"])
     assert result.exit_code == 0
     return result.stdout
 
@@ -45,21 +30,13 @@ def _null_device(folder):
     return "/dev/null"
 
 
-def _assert_one_error_line(result, code, message):
-    assert result.exit_code == code, result.stderr
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("kkmeans: error: "), result.stderr
-    assert message in lines[0], lines[0]
-    assert result.stdout == ""
-
-
 # -- devices, FIFOs, standard output ------------------------------------------------------------
-def test_character_device_is_written_to_not_replaced(work):
-    null = _null_device(work)
+def test_character_device_is_written_to_not_replaced(fitted):
+    null = _null_device(fitted)
     before = os.stat(null)
-    for args in (["fit", work / "data.csv", "-k", "3", *FAST, "-o", null, "--labels", null,
+    for args in (["fit", fitted / "data.csv", "-k", "3", *FAST, "-o", null, "--labels", null,
                   "--summary", null],
-                 ["predict", work / "model.npz", work / "data.csv", "--labels", null,
+                 ["predict", fitted / "model.npz", fitted / "data.csv", "--labels", null,
                   "--distances", null]):
         result = run(args + ["--quiet"])
         assert result.exit_code == 0, result.stderr
@@ -67,12 +44,12 @@ def test_character_device_is_written_to_not_replaced(work):
         assert stat.S_ISCHR(after.st_mode)
         assert (after.st_ino, after.st_rdev, after.st_mode) == (before.st_ino, before.st_rdev,
                                                                 before.st_mode)
-    assert not [name for name in os.listdir(work) if name.endswith(".tmp")]
+    assert not [name for name in os.listdir(fitted) if name.endswith(".tmp")]
     assert not [name for name in os.listdir(os.path.dirname(str(null))) if ".tmp" in name]
 
 
-def test_fifo_is_written_to_not_replaced(work):
-    fifo = work / "labels.fifo"
+def test_fifo_is_written_to_not_replaced(fitted):
+    fifo = fitted / "labels.fifo"
     os.mkfifo(fifo)
     received = []
     def read():
@@ -81,112 +58,112 @@ def test_fifo_is_written_to_not_replaced(work):
 
     reader = threading.Thread(target=read)
     reader.start()
-    result = run(["predict", work / "model.npz", work / "data.csv", "--labels", fifo, "-q"])
+    result = run(["predict", fitted / "model.npz", fitted / "data.csv", "--labels", fifo, "-q"])
     reader.join(timeout=60)
     assert result.exit_code == 0, result.stderr
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
-    assert received == [_expected_labels(work).encode()]
-    assert _listing(work) == ["data.csv", "labels.fifo", "model.npz"]
+    assert received == [_expected_labels(fitted).encode()]
+    assert listing(fitted) == ["data.csv", "labels.fifo", "model.npz"]
 
 
-def test_dev_stdout_is_written_to_directly(work):
-    expected = _expected_labels(work)
+def test_dev_stdout_is_written_to_directly(fitted):
+    expected = _expected_labels(fitted)
     result = run_process(["predict", "model.npz", "data.csv", "--labels", "/dev/stdout", "-q"],
-                         work)
+                         fitted)
     assert result.returncode == 0, result.stderr
     assert result.stdout == expected
     # Standard output redirected to a file: the file is written through the descriptor (not
     # truncated or replaced), after what the shell put there.
-    out = work / "out.txt"
+    out = fitted / "out.txt"
     out.write_bytes(b"first line\n")
     with open(out, "ab") as handle:
         proc = subprocess.run(kkmeans_command() + ["predict", "model.npz", "data.csv",
                                                    "--distances", "/dev/stdout",
                                                    "--labels", "labels.txt", "-q"],
-                              cwd=work, stdout=handle, stderr=subprocess.PIPE, timeout=120)
+                              cwd=fitted, stdout=handle, stderr=subprocess.PIPE, timeout=120)
     assert proc.returncode == 0, proc.stderr
     lines = out.read_text().splitlines()
     assert lines[0] == "first line" and len(lines) == 31
     assert np.loadtxt(lines[1:], delimiter=",").shape == (30, 3)
-    assert (work / "labels.txt").read_text() == expected
-    assert not [name for name in os.listdir(work) if name.endswith(".tmp")]
+    assert (fitted / "labels.txt").read_text() == expected
+    assert not [name for name in os.listdir(fitted) if name.endswith(".tmp")]
 
 
 # -- links and modes ------------------------------------------------------------------------
-def test_symbolic_link_is_followed_and_kept(work):
-    (work / "real").mkdir()
-    (work / "links").mkdir()
-    target = work / "real" / "labels.txt"
+def test_symbolic_link_is_followed_and_kept(fitted):
+    (fitted / "real").mkdir()
+    (fitted / "links").mkdir()
+    target = fitted / "real" / "labels.txt"
     target.write_bytes(OLD)
     os.chmod(target, 0o640)
-    link = work / "links" / "labels.txt"
+    link = fitted / "links" / "labels.txt"
     os.symlink("../real/labels.txt", link)
-    dangling = work / "links" / "summary.json"
+    dangling = fitted / "links" / "summary.json"
     os.symlink("../real/summary.json", dangling)  # a link to a file not yet there
-    result = run(["fit", work / "data.csv", "-k", "3", *FAST, "--no-model", "--labels", link,
+    result = run(["fit", fitted / "data.csv", "-k", "3", *FAST, "--no-model", "--labels", link,
                   "--summary", dangling, "-q"])
     assert result.exit_code == 0, result.stderr
     assert os.path.islink(link) and os.readlink(link) == "../real/labels.txt"
-    assert os.path.islink(dangling) and (work / "real" / "summary.json").is_file()
+    assert os.path.islink(dangling) and (fitted / "real" / "summary.json").is_file()
     assert labels_of(target.read_text()).shape == (30,)
     assert stat.S_IMODE(os.stat(target).st_mode) == 0o640
-    assert _listing(work / "links") == ["labels.txt", "summary.json"]
-    assert _listing(work / "real") == ["labels.txt", "summary.json"]
+    assert listing(fitted / "links") == ["labels.txt", "summary.json"]
+    assert listing(fitted / "real") == ["labels.txt", "summary.json"]
 
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
-def test_new_files_get_0666_less_the_umask(work, umask, mode):
+def test_new_files_get_0666_less_the_umask(fitted, umask, mode):
     proc = subprocess.run(kkmeans_command() + ["fit", "data.csv", "-k", "3", *FAST, "-o",
                                                "new.npz", "--labels", "new.txt", "--summary",
                                                "new.json", "-q"],
-                          cwd=work, capture_output=True, timeout=120,
+                          cwd=fitted, capture_output=True, timeout=120,
                           preexec_fn=lambda: os.umask(umask))
     assert proc.returncode == 0, proc.stderr
     for name in ("new.npz", "new.txt", "new.json"):
-        assert stat.S_IMODE(os.stat(work / name).st_mode) == mode, name
+        assert stat.S_IMODE(os.stat(fitted / name).st_mode) == mode, name
 
 
 @pytest.mark.parametrize("mode", [0o600, 0o644, 0o664, 0o755])
-def test_replaced_file_keeps_its_mode(work, mode):
+def test_replaced_file_keeps_its_mode(fitted, mode):
     for name in ("labels.txt", "dist.csv"):
-        (work / name).write_bytes(OLD)
-        os.chmod(work / name, mode)
-    result = run(["predict", work / "model.npz", work / "data.csv", "--labels",
-                  work / "labels.txt", "--distances", work / "dist.csv", "-q"])
+        (fitted / name).write_bytes(OLD)
+        os.chmod(fitted / name, mode)
+    result = run(["predict", fitted / "model.npz", fitted / "data.csv", "--labels",
+                  fitted / "labels.txt", "--distances", fitted / "dist.csv", "-q"])
     assert result.exit_code == 0, result.stderr
     for name in ("labels.txt", "dist.csv"):
-        assert (work / name).read_bytes() != OLD
-        assert stat.S_IMODE(os.stat(work / name).st_mode) == mode
+        assert (fitted / name).read_bytes() != OLD
+        assert stat.S_IMODE(os.stat(fitted / name).st_mode) == mode
 
 
 # -- read-only files ----------------------------------------------------------------------------
 @pytest.mark.parametrize("command, option", [
     ("fit", "--labels"), ("fit", "-o"), ("fit", "--summary"), ("predict", "--labels"),
     ("predict", "--distances"), ("sweep", "--table"), ("sweep", "-o")])
-def test_read_only_output_is_refused_without_force(work, command, option):
-    ro = work / "ro.out"
+def test_read_only_output_is_refused_without_force(fitted, command, option):
+    ro = fitted / "ro.out"
     ro.write_bytes(OLD)
     os.chmod(ro, 0o444)
-    args = {"fit": ["fit", work / "data.csv", "-k", "3", *FAST, "--labels", work / "lab.txt",
-                    "-o", work / "new.npz"],
-            "predict": ["predict", work / "model.npz", work / "data.csv", "--labels",
-                        work / "lab.txt"],
-            "sweep": ["sweep", work / "data.csv", "--k", "2..3", *FAST]}[command]
+    args = {"fit": ["fit", fitted / "data.csv", "-k", "3", *FAST, "--labels", fitted / "lab.txt",
+                    "-o", fitted / "new.npz"],
+            "predict": ["predict", fitted / "model.npz", fitted / "data.csv", "--labels",
+                        fitted / "lab.txt"],
+            "sweep": ["sweep", fitted / "data.csv", "--k", "2..3", *FAST]}[command]
     if option == "-o" and command == "fit":
         args = args[:-2]
-    before = _listing(work)
+    before = listing(fitted)
     result = run(args + [option, ro])
-    _assert_one_error_line(result, 1, f"cannot write the ")
+    assert_one_error_line(result, f"cannot write the ", code=1)
     assert result.stderr.rstrip().endswith(f"to {ro}: the file is read-only (use --force to "
                                            f"replace it)")
-    assert ro.read_bytes() == OLD and _listing(work) == before  # nothing else written
+    assert ro.read_bytes() == OLD and listing(fitted) == before  # nothing else written
     result = run(args + [option, ro, "--force", "-q"])
     assert result.exit_code == 0, result.stderr
     assert ro.read_bytes() != OLD
     assert stat.S_IMODE(os.stat(ro).st_mode) == 0o444  # replaced, mode kept
 
 
-def test_force_is_documented(work):
+def test_force_is_documented(fitted):
     for command in ("fit", "predict", "sweep"):
         text = run([command, "--help"]).stdout
         assert "--force" in text and "read-only" in text
@@ -195,21 +172,21 @@ def test_force_is_documented(work):
 # -- two outputs, one file ------------------------------------------------------------------
 @pytest.mark.parametrize("case", ["same", "relative", "symlink", "hardlink", "stdout",
                                   "predict", "sweep", "plot"])
-def test_two_outputs_naming_one_file_is_a_usage_error(work, case, monkeypatch):
-    monkeypatch.chdir(work)
-    (work / "out.txt").write_bytes(OLD)
-    os.symlink("out.txt", work / "link.txt")
-    os.link(work / "out.txt", work / "hard.txt")
+def test_two_outputs_naming_one_file_is_a_usage_error(fitted, case, monkeypatch):
+    monkeypatch.chdir(fitted)
+    (fitted / "out.txt").write_bytes(OLD)
+    os.symlink("out.txt", fitted / "link.txt")
+    os.link(fitted / "out.txt", fitted / "hard.txt")
     fit = ["fit", "data.csv", "-k", "3", *FAST]
     args, message = {
         "same": (fit + ["-o", "out.txt", "--labels", "out.txt"],
                  "-o/--model and --labels both name 'out.txt'"),
         "relative": (fit + ["--no-model", "--labels", "out.txt", "--summary",
-                            f"../{work.name}/out.txt"],
-                     f"--summary and --labels both name '../{work.name}/out.txt' and "
+                            f"../{fitted.name}/out.txt"],
+                     f"--summary and --labels both name '../{fitted.name}/out.txt' and "
                      f"'out.txt', the same file"),
-        "symlink": (fit + ["-o", "link.txt", "--labels", work / "out.txt"],
-                    f"-o/--model and --labels both name 'link.txt' and '{work / 'out.txt'}', "
+        "symlink": (fit + ["-o", "link.txt", "--labels", fitted / "out.txt"],
+                    f"-o/--model and --labels both name 'link.txt' and '{fitted / 'out.txt'}', "
                     f"the same file"),
         "hardlink": (fit + ["-o", "hard.txt", "--summary", "out.txt"],
                      "-o/--model and --summary both name 'hard.txt' and 'out.txt'"),
@@ -223,23 +200,23 @@ def test_two_outputs_naming_one_file_is_a_usage_error(work, case, monkeypatch):
         "plot": (fit + ["-o", "out.txt", "--plot", "out.txt"],
                  "-o/--model and --plot both name 'out.txt'"),
     }[case]
-    before = _listing(work)
+    before = listing(fitted)
     result = run(args)
-    _assert_one_error_line(result, 2, message)
+    assert_one_error_line(result, message, code=2)
     assert result.stderr.rstrip().endswith("give each output its own file")
-    assert _listing(work) == before and (work / "out.txt").read_bytes() == OLD
+    assert listing(fitted) == before and (fitted / "out.txt").read_bytes() == OLD
 
 
-def test_same_file_found_before_any_work(work):
+def test_same_file_found_before_any_work(fitted):
     """The check runs before DATA is read: a missing DATA file is not even noticed."""
-    result = run(["fit", work / "missing.csv", "-k", "3", "-o", work / "m.npz", "--labels",
-                  work / "m.npz"])
-    _assert_one_error_line(result, 2, "both name")
+    result = run(["fit", fitted / "missing.csv", "-k", "3", "-o", fitted / "m.npz", "--labels",
+                  fitted / "m.npz"])
+    assert_one_error_line(result, "both name", code=2)
 
 
-def test_null_device_may_take_several_outputs(work):
-    null = _null_device(work)
-    result = run(["predict", work / "model.npz", work / "data.csv", "--labels", null,
+def test_null_device_may_take_several_outputs(fitted):
+    null = _null_device(fitted)
+    result = run(["predict", fitted / "model.npz", fitted / "data.csv", "--labels", null,
                   "--distances", null, "-q"])
     assert result.exit_code == 0, result.stderr
     assert stat.S_ISCHR(os.stat(null).st_mode)
@@ -248,29 +225,29 @@ def test_null_device_may_take_several_outputs(work):
 # -- plot formats ---------------------------------------------------------------------------
 @pytest.mark.parametrize("name, magic", [("p.png", b"\x89PNG"), ("p.PDF", b"%PDF"),
                                          ("p.svg", b"<?xml")])
-def test_plot_format_follows_the_extension(work, name, magic):
-    result = run(["fit", work / "data.csv", "-k", "3", *FAST, "--no-model", "--plot",
-                  work / name, "-q"])
+def test_plot_format_follows_the_extension(fitted, name, magic):
+    result = run(["fit", fitted / "data.csv", "-k", "3", *FAST, "--no-model", "--plot",
+                  fitted / name, "-q"])
     assert result.exit_code == 0, result.stderr
-    assert (work / name).read_bytes().startswith(magic)
+    assert (fitted / name).read_bytes().startswith(magic)
     if name.endswith("svg"):
-        assert b"<svg" in (work / name).read_bytes()[:2000]
-    sweep_plot = work / ("s" + name)
-    result = run(["sweep", work / "data.csv", "--k", "2..3", *FAST, "--plot", sweep_plot,
+        assert b"<svg" in (fitted / name).read_bytes()[:2000]
+    sweep_plot = fitted / ("s" + name)
+    result = run(["sweep", fitted / "data.csv", "--k", "2..3", *FAST, "--plot", sweep_plot,
                   "-q"])
     assert result.exit_code == 0, result.stderr
     assert sweep_plot.read_bytes().startswith(magic)
 
 
 @pytest.mark.parametrize("command", ["fit", "sweep"])
-def test_unknown_plot_extension_is_refused_up_front(work, command):
-    args = (["fit", work / "missing.csv", "-k", "3", "-o", work / "m.npz"] if command == "fit"
-            else ["sweep", work / "missing.csv", "--k", "2..3", "-o", work / "m.npz"])
-    before = _listing(work)
-    result = run(args + ["--plot", work / "p.jpg"])
-    _assert_one_error_line(result, 2, f"--plot {work / 'p.jpg'}: unknown plot format '.jpg'; "
-                                      f"name the file .png, .pdf or .svg")
-    assert _listing(work) == before
+def test_unknown_plot_extension_is_refused_up_front(fitted, command):
+    args = (["fit", fitted / "missing.csv", "-k", "3", "-o", fitted / "m.npz"] if command == "fit"
+            else ["sweep", fitted / "missing.csv", "--k", "2..3", "-o", fitted / "m.npz"])
+    before = listing(fitted)
+    result = run(args + ["--plot", fitted / "p.jpg"])
+    assert_one_error_line(result, f"--plot {fitted / 'p.jpg'}: unknown plot format '.jpg'; "
+                                  f"name the file .png, .pdf or .svg", code=2)
+    assert listing(fitted) == before
 
 
 # -- relatives: inputs, folders, full disks -----------------------------------------------------
@@ -287,57 +264,57 @@ def test_unknown_plot_extension_is_refused_up_front(work, command):
     (["sweep", "data.csv", "--k", "2..3", "--table", "data.csv"],
      "--table names the input DATA ('data.csv'); writing there would replace it"),
 ])
-def test_an_output_never_replaces_an_input(work, monkeypatch, args, message):
-    monkeypatch.chdir(work)
-    np.savetxt(work / "w.txt", np.ones(30))
-    saved = {name: (work / name).read_bytes() for name in os.listdir(work)}
+def test_an_output_never_replaces_an_input(fitted, monkeypatch, args, message):
+    monkeypatch.chdir(fitted)
+    np.savetxt(fitted / "w.txt", np.ones(30))
+    saved = {name: (fitted / name).read_bytes() for name in os.listdir(fitted)}
     result = run(args)
-    _assert_one_error_line(result, 2, message)
-    assert {name: (work / name).read_bytes() for name in os.listdir(work)} == saved
+    assert_one_error_line(result, message, code=2)
+    assert {name: (fitted / name).read_bytes() for name in os.listdir(fitted)} == saved
 
 
-def test_output_path_naming_a_folder(work):
-    result = run(["fit", work / "data.csv", "-k", "3", "--no-model", "--labels",
-                  str(work / "newdir") + "/"])
-    _assert_one_error_line(result, 1, f"cannot write the labels to {work / 'newdir'}/: it "
-                                      f"names a folder, not a file")
-    assert not (work / "newdir").exists()
+def test_output_path_naming_a_folder(fitted):
+    result = run(["fit", fitted / "data.csv", "-k", "3", "--no-model", "--labels",
+                  str(fitted / "newdir") + "/"])
+    assert_one_error_line(result, f"cannot write the labels to {fitted / 'newdir'}/: it "
+                                  f"names a folder, not a file", code=1)
+    assert not (fitted / "newdir").exists()
 
 
-def test_full_device_is_a_one_line_error(work):
-    result = run(["predict", work / "model.npz", work / "data.csv", "--labels", "/dev/full"])
-    _assert_one_error_line(result, 1, "cannot write the labels to /dev/full: No space left on "
-                                      "device")
+def test_full_device_is_a_one_line_error(fitted):
+    result = run(["predict", fitted / "model.npz", fitted / "data.csv", "--labels", "/dev/full"])
+    assert_one_error_line(result, "cannot write the labels to /dev/full: No space left on "
+                                  "device", code=1)
     proc = subprocess.run(f"{' '.join(kkmeans_command())} predict model.npz data.csv -q "
-                          f"> /dev/full", shell=True, cwd=work, capture_output=True, text=True,
+                          f"> /dev/full", shell=True, cwd=fitted, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 1
     assert proc.stderr == "kkmeans: error: cannot write the output: No space left on device\n"
 
 
-def test_disk_full_while_staging_leaves_nothing(work, monkeypatch):
+def test_disk_full_while_staging_leaves_nothing(fitted, monkeypatch):
     import errno
 
-    (work / "labels.txt").write_bytes(OLD)
+    (fitted / "labels.txt").write_bytes(OLD)
     real_fsync = os.fsync
 
     def full(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(os, "fsync", full)
-    before = _listing(work)
-    result = run(["predict", work / "model.npz", work / "data.csv", "--labels",
-                  work / "labels.txt", "--distances", work / "d.csv"])
+    before = listing(fitted)
+    result = run(["predict", fitted / "model.npz", fitted / "data.csv", "--labels",
+                  fitted / "labels.txt", "--distances", fitted / "d.csv"])
     monkeypatch.setattr(os, "fsync", real_fsync)
-    _assert_one_error_line(result, 1, f"cannot write the labels to {work / 'labels.txt'}: No "
-                                      f"space left on device")
-    assert _listing(work) == before and (work / "labels.txt").read_bytes() == OLD
+    assert_one_error_line(result, f"cannot write the labels to {fitted / 'labels.txt'}: No "
+                                  f"space left on device", code=1)
+    assert listing(fitted) == before and (fitted / "labels.txt").read_bytes() == OLD
 
 
-def test_symbolic_link_loop_is_refused(work):
-    os.symlink("b", work / "a")
-    os.symlink("a", work / "b")
-    result = run(["predict", work / "model.npz", work / "data.csv", "--labels", work / "a"])
-    _assert_one_error_line(result, 1, f"cannot write the labels to {work / 'a'}: its symbolic "
-                                      f"links form a loop")
-    assert os.readlink(work / "a") == "b" and os.readlink(work / "b") == "a"
+def test_symbolic_link_loop_is_refused(fitted):
+    os.symlink("b", fitted / "a")
+    os.symlink("a", fitted / "b")
+    result = run(["predict", fitted / "model.npz", fitted / "data.csv", "--labels", fitted / "a"])
+    assert_one_error_line(result, f"cannot write the labels to {fitted / 'a'}: its symbolic "
+                                  f"links form a loop", code=1)
+    assert os.readlink(fitted / "a") == "b" and os.readlink(fitted / "b") == "a"

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import pytest
 
-from cli_helpers import blobs, kkmeans_command, labels_of, run
+from helpers import blobs, kkmeans_command, labels_of, run, square_grid
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine import embed
 from kkmeans_cli.kernels import psd
@@ -336,18 +336,12 @@ def test_embed_exhaustive_search_finds_the_brute_force_optimum(seed):
     assert partition(weighted.labels_) in woptima
 
 
-def _grid(side, copies=1):
-    """Points of a square grid (every distance ties with many others), each ``copies`` times."""
-    g = np.arange(side, dtype=float)
-    return np.repeat(np.array([(x, y) for x in g for y in g]), copies, axis=0)
-
-
 def test_embed_solver_breaks_ties_the_same_way_with_any_blas(tmp_path):
     # A 6×6 grid (36 points, too many to enumerate): distances tie everywhere, so rounding of
     # the BLAS kernels chose between optima; the result must not depend on them, nor on the
     # thread count (a subprocess per environment).
     path = tmp_path / "grid.csv"
-    np.savetxt(path, _grid(6), delimiter=",", fmt="%g")
+    np.savetxt(path, square_grid(6), delimiter=",", fmt="%g")
     d6 = tmp_path / "d6.csv"
     np.savetxt(d6, D6, delimiter=",", fmt="%g")
     outputs = {}
@@ -367,7 +361,7 @@ def test_embed_solver_breaks_ties_the_same_way_with_any_blas(tmp_path):
         outputs[str(env)] = (grid.stdout, small.stdout)
     assert len(set(outputs.values())) == 1, outputs
     grid_labels, small_labels = next(iter(outputs.values()))
-    X = _grid(6)
+    X = square_grid(6)
     labels = labels_of(grid_labels)
     lloyd = fit(X, 4, kernel="linear", n_init=10)
     assert objective(X @ X.T, labels) == pytest.approx(lloyd.inertia_, rel=1e-12)  # 4 squares

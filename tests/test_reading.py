@@ -13,21 +13,8 @@ import h5py
 import numpy as np
 import pytest
 
-from cli_helpers import FAST, blobs, kkmeans_command, labels_of, run, run_process, write_csv
+from helpers import FAST, OLD, kkmeans_command, labels_of, listing, run, run_process
 from kkmeans_cli.io.readers import read_data
-
-OLD = b"OLD CONTENT\n"
-
-
-@pytest.fixture
-def work(tmp_path):
-    X, _ = blobs(n=30, d=2, k=3)
-    write_csv(tmp_path / "good.csv", X)
-    result = run(["fit", tmp_path / "good.csv", "-k", "3", "-o", tmp_path / "model.npz",
-                  *FAST, "--quiet"])
-    assert result.exit_code == 0, result.stderr
-    (tmp_path / "labels.txt").write_bytes(OLD)
-    return tmp_path
 
 
 def fails(work, args, code, line, input=None):
@@ -35,7 +22,7 @@ def fails(work, args, code, line, input=None):
     folder as it was (the labels file untouched, no model, no temporary files). A line ending
     in ``(...)`` matches any reason in the brackets (the HDF5 library's words vary by
     version)."""
-    before = sorted(os.listdir(work))
+    before = listing(work)
     extra = (["--labels", work / "labels.txt"] + (["-o", work / "new.npz"]
                                                   if args[0] == "fit" else []))
     result = run(list(args) + extra, input=input)
@@ -46,7 +33,7 @@ def fails(work, args, code, line, input=None):
     else:
         assert result.stderr == f"kkmeans: error: {line}\n"
     assert result.stdout == ""
-    assert sorted(os.listdir(work)) == before
+    assert listing(work) == before
     assert (work / "labels.txt").read_bytes() == OLD
 
 
@@ -171,12 +158,12 @@ def test_hdf5_external_link_to_a_good_file_is_read(work):
 # -- a data file where a model belongs --------------------------------------------------------
 @pytest.mark.parametrize("command", ["info", "predict"])
 def test_data_file_given_as_model(work, command):
-    args = (["info", work / "good.csv"] if command == "info"
-            else ["predict", work / "good.csv", work / "good.csv", "--labels",
+    args = (["info", work / "data.csv"] if command == "info"
+            else ["predict", work / "data.csv", work / "data.csv", "--labels",
                   work / "labels.txt"])
     result = run(args)
     assert result.exit_code == 1
-    assert result.stderr == (f"kkmeans: error: {work / 'good.csv'}: not a kkmeans model file "
+    assert result.stderr == (f"kkmeans: error: {work / 'data.csv'}: not a kkmeans model file "
                              f"(a model is the .npz archive 'kkmeans fit' writes; this file "
                              f"is not a zip archive)\n")
     assert "allow_pickle" not in result.stderr and "pickle.load" not in result.stderr
@@ -280,8 +267,8 @@ def test_device_as_data_is_refused(work):
 def test_fifo_as_data_is_read(work):
     fifo = work / "data.fifo"
     os.mkfifo(fifo)
-    text = (work / "good.csv").read_text()
-    writer = subprocess.Popen(["sh", "-c", f"cat '{work / 'good.csv'}' > '{fifo}'"])
+    text = (work / "data.csv").read_text()
+    writer = subprocess.Popen(["sh", "-c", f"cat '{work / 'data.csv'}' > '{fifo}'"])
     result = run(["fit", fifo, "-k", "3", "--no-model", "--threads", "1", "--n-init", "2",
                   "-q"])
     writer.wait(timeout=60)
@@ -292,16 +279,16 @@ def test_fifo_as_data_is_read(work):
 def test_weights_and_init_files_go_through_the_same_checks(work, links):
     (work / "w.bin").write_bytes(b"\xff\xfe\x00binary")
     # The same messages as for DATA, after the option that named the file.
-    fails(work, ["fit", work / "good.csv", "-k", "3", "--weights", work / "w.bin"], 1,
+    fails(work, ["fit", work / "data.csv", "-k", "3", "--weights", work / "w.bin"], 1,
           f"--weights {work / 'w.bin'}: not a text file (invalid start byte at byte 0, line 1); "
           f"binary data must be .npy or HDF5 (given as a file)")
-    fails(work, ["fit", work / "good.csv", "-k", "3", "--weights", f"{links}:/external"], 1,
+    fails(work, ["fit", work / "data.csv", "-k", "3", "--weights", f"{links}:/external"], 1,
           f"--weights {links}:/external: is an external link to missing.h5:/data, which cannot "
           f"be opened (...)")
-    fails(work, ["fit", work / "good.csv", "-k", "3", "--init", f"{links}:/soft"], 1,
+    fails(work, ["fit", work / "data.csv", "-k", "3", "--init", f"{links}:/soft"], 1,
           f"--init {links}:/soft: is a link to /nowhere, which does not exist")
     (work / "init.npy").write_bytes(_npy_with_shape((30,)))
-    fails(work, ["fit", work / "good.csv", "-k", "3", "--init", work / "init.npy"], 1,
+    fails(work, ["fit", work / "data.csv", "-k", "3", "--init", work / "init.npy"], 1,
           f"--init {work / 'init.npy'}: truncated: its header declares a float64 array of "
           f"shape (30,) (368 bytes with the header), the file has 208 bytes")
 

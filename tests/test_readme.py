@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import reference as ref
-from cli_helpers import ROOT
+from helpers import ROOT
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine import _openmp
 

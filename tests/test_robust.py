@@ -12,7 +12,8 @@ import warnings
 import numpy as np
 import pytest
 
-from cli_helpers import FAST, labels_of, run, run_process, write_csv
+from helpers import (FAST, assert_one_error_line, gaussian, labels_of, run, run_process,
+                     square_grid, write_csv)
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.errors import (DataError, KKMeansError, KKMeansWarning, TooFewDistinctPointsError,
                                 ValueRangeError)
@@ -22,30 +23,15 @@ from kkmeans_cli.model import planning as estimator_module
 from kkmeans_cli.memory import plan
 
 
-def _data(n=30, seed=0):
-    return np.round(np.random.default_rng(seed).normal(size=(n, 2)), 4)
-
-
 def _write(path, X, fmt="%.6g"):
-    with open(path, "w") as f:
-        f.write("x,y\n")
-        for row in X:
-            f.write(",".join(fmt % v for v in row) + "\n")
-    return path
-
-
-def _only_error_line(result, *needles):
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("kkmeans: error: "), result.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    assert "unexpected" not in lines[0] and "Warning" not in result.stderr
+    """Two columns x, y in ``fmt`` (%g keeps values far beyond %.4f's range)."""
+    return write_csv(path, X, header=("x", "y"), fmt=fmt)
 
 
 # -- values whose kernel cannot be computed in floating point -------------------------------
 @pytest.mark.parametrize("big", [1e200, 1e308, -1e250])
 def test_cli_fit_refuses_values_that_overflow_with_row_and_column(tmp_path, big):
-    X = _data()
+    X = gaussian(30, 2, decimals=4)
     X[2, 1] = big
     data = _write(tmp_path / "big.csv", X, fmt="%.17g")
     for outputs in (["-o", tmp_path / "m.npz", "--labels", tmp_path / "l.txt",
@@ -53,8 +39,8 @@ def test_cli_fit_refuses_values_that_overflow_with_row_and_column(tmp_path, big)
         result = run(["fit", data, "-k", 2, *outputs, *FAST])
         assert result.exit_code == 1
         assert result.stdout == ""
-        _only_error_line(result, "row 3, column y", "too large for floating point",
-                         "4·‖x‖² must stay below 1.8e+308")
+        assert_one_error_line(result, "row 3, column y", "too large for floating point",
+                              "4·‖x‖² must stay below 1.8e+308")
     assert sorted(os.listdir(tmp_path)) == ["big.csv"]
 
 
@@ -62,21 +48,21 @@ def test_cli_fit_refuses_values_that_overflow_with_row_and_column(tmp_path, big)
     ("linear", "4·‖x‖²·m²"), ("laplacian", "2·Σ|x_j|"), ("poly", "4·‖x‖²"),
     ("cosine", "squared norms"), ("sigmoid", "squared norms")])
 def test_cli_fit_states_the_rule_of_each_kernel(tmp_path, kernel, rule):
-    X = _data()
+    X = gaussian(30, 2, decimals=4)
     X[4, 0] = 1e308 if kernel == "laplacian" else 1e200
     result = run(["fit", _write(tmp_path / "big.csv", X, "%.17g"), "-k", 2, "--kernel",
                   kernel, "--no-model", *FAST])
     assert result.exit_code == 1 and result.stdout == ""
-    _only_error_line(result, "row 5, column x", rule)
+    assert_one_error_line(result, "row 5, column x", rule)
 
 
 def test_fit_refusal_as_a_subprocess_leaks_no_numpy_warning(tmp_path):
-    X = _data()
+    X = gaussian(30, 2, decimals=4)
     X[0, 0] = 1e300
     _write(tmp_path / "big.csv", X, "%.17g")
     result = run_process(["fit", "big.csv", "-k", "2", "-q", "-o", "m.npz"], tmp_path)
     assert result.returncode == 1 and result.stdout == ""
-    _only_error_line(result, "big.csv: row 1, column x")
+    assert_one_error_line(result, "big.csv: row 1, column x")
     assert sorted(os.listdir(tmp_path)) == ["big.csv"]
 
 
@@ -84,22 +70,22 @@ def test_text_values_beyond_float_are_refused_by_the_reader(tmp_path):
     (tmp_path / "inf.csv").write_text("x,y\n1,2\n3,1e400\n4,5\n")
     result = run(["fit", tmp_path / "inf.csv", "-k", 2, "--no-model", *FAST])
     assert result.exit_code == 1 and result.stdout == ""
-    _only_error_line(result, "infinite value")
+    assert_one_error_line(result, "infinite value")
 
 
 def test_sweep_refuses_overflowing_values_and_writes_no_table(tmp_path):
-    X = _data(40)
+    X = gaussian(40, 2, decimals=4)
     X[7, 1] = 1e200
     data = _write(tmp_path / "big.csv", X, "%.17g")
     result = run(["sweep", data, "--k", "2..4", "--table", tmp_path / "t.csv",
                   "-o", tmp_path / "m.npz", *FAST])
     assert result.exit_code == 1 and result.stdout == ""
-    _only_error_line(result, "row 8, column y", "too large")
+    assert_one_error_line(result, "row 8, column y", "too large")
     assert sorted(os.listdir(tmp_path)) == ["big.csv"]
 
 
 def test_predict_refuses_new_rows_that_overflow(tmp_path):
-    X = _data()
+    X = gaussian(30, 2, decimals=4)
     fitted = run(["fit", _write(tmp_path / "d.csv", X), "-k", 2, "-o", tmp_path / "m.npz",
                   "-q", *FAST])
     assert fitted.exit_code == 0, fitted.stderr
@@ -108,14 +94,14 @@ def test_predict_refuses_new_rows_that_overflow(tmp_path):
     result = run(["predict", tmp_path / "m.npz", _write(tmp_path / "new.csv", new, "%.17g"),
                   "--labels", tmp_path / "l.txt", "--distances", tmp_path / "dist.csv"])
     assert result.exit_code == 1 and result.stdout == ""
-    _only_error_line(result, "new.csv: row 4, column x", "too large")
+    assert_one_error_line(result, "new.csv: row 4, column x", "too large")
     assert sorted(os.listdir(tmp_path)) == ["d.csv", "m.npz", "new.csv"]
 
 
 def test_scale_standard_makes_huge_data_usable(tmp_path):
     # Moments computed on X / max|x|: no overflow, no NumPy warning even with --quiet, and a
     # model that info and predict accept.
-    X = _data() * 1e200
+    X = gaussian(30, 2, decimals=4) * 1e200
     data = _write(tmp_path / "big.csv", X, "%.17g")
     result = run(["fit", data, "-k", 2, "--scale", "standard", "-o", tmp_path / "m.npz",
                   "-q", *FAST])
@@ -135,7 +121,7 @@ def test_scale_standard_makes_huge_data_usable(tmp_path):
 def test_scale_standard_of_tiny_data_is_not_a_constant_column():
     from kkmeans_cli.io.scaling import fit_scaler
 
-    X = _data()
+    X = gaussian(30, 2, decimals=4)
     tiny = fit_scaler(X * 1e-200, "standard")
     plain = fit_scaler(X, "standard")
     np.testing.assert_allclose(tiny.factor * 1e200, plain.factor, rtol=1e-12)
@@ -143,17 +129,17 @@ def test_scale_standard_of_tiny_data_is_not_a_constant_column():
 
 
 def test_scale_minmax_refuses_a_column_wider_than_floating_point(tmp_path):
-    X = _data()
+    X = gaussian(30, 2, decimals=4)
     X[0, 1], X[1, 1] = 1.5e308, -1.5e308
     result = run(["fit", _write(tmp_path / "wide.csv", X, "%.17g"), "-k", 2, "--scale",
                   "minmax", "-o", tmp_path / "m.npz", *FAST])
     assert result.exit_code == 1 and result.stdout == ""
-    _only_error_line(result, "--scale minmax: column 2 spans", "wider than floating point")
+    assert_one_error_line(result, "--scale minmax: column 2 spans", "wider than floating point")
     assert not (tmp_path / "m.npz").exists()
 
 
 def test_predict_refuses_rows_that_the_scaling_sends_to_infinity(tmp_path):
-    X = _data() * 1e-200  # moments without underflow: factor ~1e-200, not 1
+    X = gaussian(30, 2, decimals=4) * 1e-200  # moments without underflow: factor ~1e-200, not 1
     fitted = run(["fit", _write(tmp_path / "d.csv", X, "%.17g"), "-k", 2, "--scale",
                   "standard", "-o", tmp_path / "m.npz", "-q", *FAST])
     assert fitted.exit_code == 0, fitted.stderr
@@ -161,14 +147,14 @@ def test_predict_refuses_rows_that_the_scaling_sends_to_infinity(tmp_path):
     result = run(["predict", tmp_path / "m.npz", _write(tmp_path / "n.csv", new, "%.17g"),
                   "--distances", tmp_path / "dist.csv"])
     assert result.exit_code == 1 and result.stdout == ""
-    _only_error_line(result, "row 1, column x", "inf after --scale standard")
+    assert_one_error_line(result, "row 1, column x", "inf after --scale standard")
     assert not (tmp_path / "dist.csv").exists()
 
 
 @pytest.mark.parametrize("kernel", ["rbf", "linear", "poly", "sigmoid", "cosine", "laplacian",
                                     "chi2"])
 def test_estimator_refuses_overflow_with_row_and_column(kernel):
-    X = np.abs(_data()) if kernel == "chi2" else _data()
+    X = np.abs(gaussian(30, 2, decimals=4)) if kernel == "chi2" else gaussian(30, 2, decimals=4)
     X[6, 1] = 1e308 if kernel == "laplacian" else 1e200
     with pytest.raises(ValueRangeError, match=r"X row 6, column 1: the value 1e\+\d+ is too "
                                               r"large for floating point") as e:
@@ -210,7 +196,7 @@ def test_the_linear_rule_counts_the_total_weight():
 
 
 def test_weights_whose_sums_overflow_are_refused(tmp_path):
-    X = _data()
+    X = gaussian(30, 2, decimals=4)
     w = np.full(30, 1e153)  # (Σw)² = 9e308
     with pytest.raises(DataError, match=r"sample_weight sums to 3e\+154: 4·\(Σw\)² must stay"):
         KernelKMeans(2, n_init=1).fit(X, sample_weight=w)
@@ -220,12 +206,12 @@ def test_weights_whose_sums_overflow_are_refused(tmp_path):
     result = run(["fit", _write(tmp_path / "d.csv", X), "-k", 2, "--weights",
                   tmp_path / "w.txt", "-o", tmp_path / "m.npz", *FAST])
     assert result.exit_code == 1 and result.stdout == ""
-    _only_error_line(result, "w.txt: sums to 3e+154", "only their ratios matter")
+    assert_one_error_line(result, "w.txt: sums to 3e+154", "only their ratios matter")
     assert not (tmp_path / "m.npz").exists()
 
 
 def test_a_fit_near_the_limit_stays_finite():
-    X = _data(20) * 1e150
+    X = gaussian(20, 2, decimals=4) * 1e150
     est = KernelKMeans(2, kernel="linear", n_init=2, random_state=0).fit(X)
     assert np.isfinite(est.inertia_) and np.all(np.isfinite(est.inner_sums_))
     assert np.all(np.isfinite(est.transform(X)))
@@ -239,9 +225,9 @@ def test_cli_refuses_fewer_distinct_points_than_k(tmp_path):
                   tmp_path / "l.txt", *FAST])
     assert time.perf_counter() - t0 < 10  # at once, not after 300 iterations
     assert result.exit_code == 1 and result.stdout == ""
-    _only_error_line(result, "the data have 1 distinct point (of positive weight), fewer "
-                             "than the 2 clusters asked for; k can be at most 1",
-                     "use a smaller -k")
+    assert_one_error_line(result, "the data have 1 distinct point (of positive weight), fewer "
+                                  "than the 2 clusters asked for; k can be at most 1",
+                          "use a smaller -k")
     assert sorted(os.listdir(tmp_path)) == ["same.csv"]
     proc = run_process(["fit", "same.csv", "-k", "2", "--no-model"], tmp_path)
     assert proc.returncode == 1 and proc.stdout == ""
@@ -257,7 +243,7 @@ def test_cli_counts_only_points_of_positive_weight(tmp_path):
     result = run(["fit", _write(tmp_path / "d.csv", X), "-k", 3, "--weights",
                   tmp_path / "w.txt", "--no-model", *FAST])
     assert result.exit_code == 1
-    _only_error_line(result, "2 distinct points (of positive weight)")
+    assert_one_error_line(result, "2 distinct points (of positive weight)")
 
 
 def test_sweep_skips_ks_above_the_distinct_points(tmp_path):
@@ -275,7 +261,7 @@ def test_sweep_skips_ks_above_the_distinct_points(tmp_path):
     same = _write(tmp_path / "same.csv", np.full((50, 2), 1.5))
     refused = run(["sweep", same, "--k", "2..4", "--table", tmp_path / "t.csv", *FAST])
     assert refused.exit_code == 1 and refused.stdout == ""
-    _only_error_line(refused, "1 distinct point", "use a smaller --k")
+    assert_one_error_line(refused, "1 distinct point", "use a smaller --k")
     assert not (tmp_path / "t.csv").exists()
 
 
@@ -299,29 +285,29 @@ def test_count_distinct():
 
 # -- k ranges, the silhouette's route, memory plans ----------------------------------------------
 def test_huge_k_range_is_checked_before_it_is_expanded(tmp_path):
-    data = _write(tmp_path / "d.csv", _data(40))
+    data = _write(tmp_path / "d.csv", gaussian(40, 2, decimals=4))
     t0 = time.perf_counter()
     result = run(["sweep", data, "--k", "2..99999999999", "--table", tmp_path / "t.csv",
                   *FAST])
     assert time.perf_counter() - t0 < 10
     assert result.exit_code == 1 and result.stdout == ""
-    _only_error_line(result, "k = 99999999999 is too large for 40 rows")
+    assert_one_error_line(result, "k = 99999999999 is too large for 40 rows")
     assert not (tmp_path / "t.csv").exists()
     proc = run_process(["sweep", "d.csv", "--k", "2,5..99999999999"], tmp_path)
     assert proc.returncode == 1 and "k = 99999999999 is too large" in proc.stderr
     with pytest.raises(ValueError, match="k = 99999999999 is above the largest k"):
         parse_ks("2..99999999999", max_k=39)
     with pytest.raises(ValueError, match="above the largest k possible here, 39"):
-        sweep(_data(40), "2..99999999999")
+        sweep(gaussian(40, 2, decimals=4), "2..99999999999")
     with pytest.raises(ValueError, match="between 2 and n_samples - 1 = 39"):
-        sweep(_data(40), range(2, 10**11))
+        sweep(gaussian(40, 2, decimals=4), range(2, 10**11))
 
 
 def test_silhouette_of_a_blocked_start_never_builds_the_kernel_matrix(tmp_path, monkeypatch):
     # A one-start fit that starts blocked (storage auto, made to apply to small data here)
     # scores the silhouette on kernel rows recomputed in blocks, with the same value.
     monkeypatch.setattr(estimator_module, "LAZY_MIN_N", 50)
-    data = write_csv(tmp_path / "d.csv", _data(300, seed=3))
+    data = write_csv(tmp_path / "d.csv", gaussian(300, 2, seed=3, decimals=4))
     built = []
     original = KernelKMeans.kernel_matrix
     monkeypatch.setattr(KernelKMeans, "kernel_matrix",
@@ -357,11 +343,11 @@ def test_memory_plan_counts_the_route_that_runs():
 
 
 def test_fit_blocked_silhouette_fits_the_memory_the_plan_names(tmp_path):
-    data = write_csv(tmp_path / "d.csv", _data(21000, seed=1))
+    data = write_csv(tmp_path / "d.csv", gaussian(21000, 2, seed=1, decimals=4))
     refused = run(["fit", data, "-k", 3, "--n-init", 1, "--silhouette", "--memory-limit",
                    "700M", "--storage", "blocked", "--no-model", "--threads", 1])
     assert refused.exit_code == 1 and refused.stdout == ""
-    _only_error_line(refused, "needs 764 MiB", "silhouette sample after the fit")
+    assert_one_error_line(refused, "needs 764 MiB", "silhouette sample after the fit")
     # storage auto: K (3.5 GB) does not fit 1G, the blocked route does and is taken
     auto = run(["fit", data, "-k", 3, "--n-init", 1, "--silhouette", "--memory-limit", "1G",
                 "--no-model", "--threads", 1])
@@ -372,28 +358,23 @@ def test_fit_blocked_silhouette_fits_the_memory_the_plan_names(tmp_path):
     none = run(["fit", data, "-k", 3, "--n-init", 1, "--silhouette", "--memory-limit",
                 "700M", "--no-model", "--threads", 1])
     assert none.exit_code == 1 and none.stdout == ""
-    _only_error_line(none, "not enough memory", "--approx nystroem")
+    assert_one_error_line(none, "not enough memory", "--approx nystroem")
 
 
 def test_sweep_memory_refusal_only_suggests_what_sweep_accepts(tmp_path):
-    data = write_csv(tmp_path / "d.csv", _data(3000, seed=2))
+    data = write_csv(tmp_path / "d.csv", gaussian(3000, 2, seed=2, decimals=4))
     result = run(["sweep", data, "--k", "2..3", "--memory-limit", "20M", *FAST])
     assert result.exit_code == 1 and result.stdout == ""
-    _only_error_line(result, "not enough memory", "--approx nystroem")
+    assert_one_error_line(result, "not enough memory", "--approx nystroem")
     assert "--storage blocked" not in result.stderr
 
 
 # -- ties on duplicated data: predict(X_fit) == labels_ ---------------------------------------
-def _grid(side, copies):
-    g = np.arange(side, dtype=float)
-    return np.repeat(np.array([(x, y) for x in g for y in g]), copies, axis=0)
-
-
 @pytest.mark.parametrize("storage", ["matrix", "blocked"])
 @pytest.mark.parametrize("kernel,gamma", [("rbf", 0.3), ("linear", None), ("laplacian", 0.5)])
 def test_predict_on_duplicated_training_data_returns_labels(storage, kernel, gamma):
     # A grid (distances tie everywhere), every point three times, k up to the distinct points.
-    X = _grid(4, 3)
+    X = square_grid(4, copies=3)
     kw = {} if gamma is None else {"gamma": gamma}
     for k in (2, 3, 5, 16):
         for seed in range(2):

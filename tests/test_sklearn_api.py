@@ -22,7 +22,7 @@ from sklearn.utils._param_validation import InvalidParameterError as SklearnInva
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from cli_helpers import ROOT, blobs, run
+from helpers import ROOT, blobs, run
 from kkmeans_cli import _options
 from kkmeans_cli.cli import fit as cli_module
 from kkmeans_cli.errors import KKMeansError, KKMeansWarning, UsageError

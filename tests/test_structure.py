@@ -5,9 +5,12 @@ estimator's fitted state written in one place (docs/architecture.md).
 The graph counts every import, also the ones inside functions (a cycle through a deferred
 import is still a cycle: it only moves the failure to run time). Cython extension modules
 (``_lloyd``, ``_elkan``, ...) are private modules of their subpackage; importing them from a
-sibling subpackage is allowed, importing a private *name* out of another module is not.
+sibling subpackage is allowed, importing a private *name* out of another module is not. Their
+sources are under ``ext/``, one folder per stage: ``ext/engine/_lloyd.pyx`` is the module
+``kkmeans_cli.engine._lloyd`` (docs/architecture.md).
 """
 import ast
+import importlib
 import os
 import subprocess
 import sys
@@ -16,6 +19,7 @@ from pathlib import Path
 import kkmeans_cli
 
 PACKAGE = Path(kkmeans_cli.__file__).parent
+EXT = Path(__file__).resolve().parent.parent / "ext"
 ROOT = "kkmeans_cli"
 
 #: The folders in layers, lowest first; "" holds the top-level modules (errors, _options,
@@ -50,9 +54,10 @@ def _modules():
 
 
 def _extension_modules():
+    """Modules built from ``ext/`` (ext/engine/_lloyd.pyx is kkmeans_cli.engine._lloyd)."""
     names = set()
-    for path in PACKAGE.rglob("*.pyx"):
-        rel = path.relative_to(PACKAGE).with_suffix("")
+    for path in EXT.rglob("*.pyx"):
+        rel = path.relative_to(EXT).with_suffix("")
         names.add(".".join([ROOT] + list(rel.parts)))
     return names
 
@@ -166,6 +171,17 @@ def test_the_graph_is_read_correctly():
     assert "kkmeans_cli.model.estimator" in edges["kkmeans_cli.cli.fit"]
     # and the cycle finder finds a planted cycle
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+def test_every_ext_source_is_built_to_its_package_module():
+    """Each source under ext/ is compiled to the module of its stage in the package (setup.py),
+    and no Cython source is left in the package."""
+    names = _extension_modules()
+    assert "kkmeans_cli.engine._lloyd" in names and "kkmeans_cli.measures._silhouette" in names
+    for name in sorted(names):
+        module = importlib.import_module(name)
+        assert Path(module.__file__).parent == PACKAGE.joinpath(*name.split(".")[1:-1]), name
+    assert list(PACKAGE.rglob("*.pyx")) == [] and list(PACKAGE.rglob("*.pxd")) == []
 
 
 def test_help_imports_no_numerical_stack():

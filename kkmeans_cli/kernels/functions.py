@@ -7,7 +7,7 @@ A :class:`Kernel` holds a kernel's name and resolved parameters and computes
 - ``cross(A, B)``: the kernel rows K(A, B), in row blocks, the same arithmetic as ``matrix``;
 - ``diag(A)``: K(a, a) for each row of A.
 
-Formulas follow scikit-learn's ``pairwise_kernels``; see ``ext/_kernel_matrix.pyx``.
+Formulas follow scikit-learn's ``pairwise_kernels``; see ``ext/kernels/_kernel_matrix.pyx``.
 
 Data far from the origin
     The Gram-type kernels get squared distances from products, ‖a‖² + ‖b‖² − 2a·b, which

@@ -22,7 +22,7 @@ d(x, c) = ‖φ(x)‖² − 2 φ(x)·μ_c + ‖μ_c‖², O(m·(d + m + k)).
 
 Threads: every product runs on one BLAS thread per call, in fixed chunks of rows that
 ``n_threads`` Python threads share (``engine/feature_source.py``), so the results do not
-depend on the thread count (checked in ``tests/test_scale.py``).
+depend on the thread count (checked in ``tests/test_large_data.py``).
 """
 import time
 from dataclasses import dataclass, replace

@@ -1,5 +1,6 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Elkan's bounds for weighted kernel k-means in feature space (see ``kkmeans_cli/elkan.py``).
+"""Elkan's bounds for weighted kernel k-means in feature space (driven by
+``kkmeans_cli/engine/elkan.py``).
 
 Bounds are on true (not squared) feature-space distances: ``upper[i] ≥ d(i, own)`` and
 ``lower[i, c] ≤ d(i, c)``. Squared distances use Lloyd's arithmetic
@@ -16,7 +17,7 @@ from libc.math cimport sqrt, INFINITY
 
 import numpy as np
 
-from ._common cimport centre_terms, sq_dist
+from _common cimport centre_terms, sq_dist  # ext/engine/_common.pxd, on the include path
 
 
 def update_bounds_and_mark(const int[::1] labels, double[::1] upper, double[:, ::1] lower,

@@ -1,4 +1,4 @@
-"""Feature scaling (``kkmeans_cli.io.scaling``)."""
+"""Feature scaling, the --scale option (``kkmeans_cli.io.scaling``)."""
 import numpy as np
 import pytest
 

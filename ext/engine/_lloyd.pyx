@@ -16,7 +16,7 @@ from cython.parallel cimport prange, parallel
 from libc.stdlib cimport malloc, free
 from libc.math cimport INFINITY
 
-from ._common cimport centre_terms, sq_dist
+from _common cimport centre_terms, sq_dist  # ext/engine/_common.pxd, on the include path
 
 cdef enum:
     CHUNK = 256

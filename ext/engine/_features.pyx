@@ -1,5 +1,6 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Lloyd's assignment step on explicit features, chunk by chunk (see ``features.py``).
+"""Lloyd's assignment step on explicit features, chunk by chunk (driven by
+``kkmeans_cli/engine/features.py``).
 
 Notation: Φ (n×s) the features, x_sq[i] = ‖φ_i‖² (double), C (k×s) the centres in the storage
 type of Φ, c_sq[c] = ‖C_c‖² (double), w the sample weights. For a chunk of rows the products

@@ -1,9 +1,9 @@
-"""Scale: the memory plan, float32 storage, and the Nyström approximation (docs/engine.md)."""
+"""Large data: the memory plan, float32 storage, and the Nyström approximation (docs/engine.md)."""
 import math
 
 import numpy as np
 import pytest
-from cli_helpers import FAST, run, write_csv
+from helpers import FAST, run, write_csv
 from sklearn.datasets import make_blobs, make_circles, make_moons
 from sklearn.metrics import adjusted_rand_score
 
