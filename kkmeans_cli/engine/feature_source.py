@@ -9,7 +9,7 @@ F = S Φᵀ (O(n·m·k)).
 Threads: every product runs on one BLAS thread per call, split into fixed chunks of
 ``CHUNK_ROWS`` rows of Φ that ``n_threads`` Python threads share (NumPy releases the GIL). The
 chunks do not depend on the thread count, so neither do the results (checked in
-``tests/test_scale.py``); and no idle multi-threaded BLAS pool spins against the OpenMP passes
+``tests/test_large_data.py``); and no idle multi-threaded BLAS pool spins against the OpenMP passes
 of the engine that follow each product.
 """
 import numpy as np
