@@ -133,6 +133,27 @@ def blobs(n, d, k, seed, spread=1.0):
     return centres[rng.integers(0, k, size=n)] + rng.normal(scale=spread, size=(n, d))
 
 
+#: The fits of every example file: name → KernelKMeans parameters.
+SIGMOID = dict(n_clusters=3, kernel="sigmoid", gamma=0.5, coef0=-0.2)
+PER_EXAMPLE = [
+    ("blocked", dict(n_clusters=3, storage="blocked")),
+    ("nystroem", dict(n_clusters=3, approx="nystroem")),
+    ("nystroem-hartigan", dict(n_clusters=3, approx="nystroem", refine="hartigan",
+                               n_landmarks=60)),
+    ("ncut", dict(n_clusters=2, objective="ncut")),
+    ("hartigan", dict(n_clusters=4, refine="hartigan", n_init=3)),
+    ("no-refine", dict(n_clusters=4, refine="none", n_init=3)),
+    ("embed", dict(n_clusters=3, solver="embed", n_init=4)),
+    ("elkan", dict(n_clusters=4, algorithm="elkan")),
+    ("spectral", dict(n_clusters=3, init="spectral", n_init=3)),
+    ("random", dict(n_clusters=3, init="random", n_init=3)),
+    ("float32", dict(n_clusters=3, dtype="float32")),
+    ("sigmoid-lingoes", dict(SIGMOID, psd_repair="lingoes")),
+    ("sigmoid-clip", dict(SIGMOID, psd_repair="clip")),
+    ("sigmoid-none", dict(SIGMOID)),
+]
+
+
 def cases(quick=False):
     """(name, thunk) of every fit to fingerprint."""
     moons, circles, blob3 = read_csv("moons.csv"), read_csv("circles.csv"), read_csv("blobs.csv")
@@ -149,38 +170,8 @@ def cases(quick=False):
         Xn = new if X.shape[1] == 2 else blobs(50, X.shape[1], 3, 9)
         for k in (2, 3, 5):
             out.append((f"{name}/matrix/k{k}", lambda X=X, k=k, Xn=Xn: fit(X, Xn, n_clusters=k)))
-        out.append((f"{name}/blocked", lambda X=X, Xn=Xn: fit(X, Xn, n_clusters=3,
-                                                               storage="blocked")))
-        out.append((f"{name}/nystroem", lambda X=X, Xn=Xn: fit(X, Xn, n_clusters=3,
-                                                                approx="nystroem")))
-        out.append((f"{name}/nystroem-hartigan",
-                    lambda X=X, Xn=Xn: fit(X, Xn, n_clusters=3, approx="nystroem",
-                                           refine="hartigan", n_landmarks=60)))
-        out.append((f"{name}/ncut", lambda X=X, Xn=Xn: fit(X, Xn, n_clusters=2,
-                                                            objective="ncut")))
-        out.append((f"{name}/hartigan", lambda X=X, Xn=Xn: fit(X, Xn, n_clusters=4,
-                                                                refine="hartigan", n_init=3)))
-        out.append((f"{name}/no-refine", lambda X=X, Xn=Xn: fit(X, Xn, n_clusters=4,
-                                                                 refine="none", n_init=3)))
-        out.append((f"{name}/embed", lambda X=X, Xn=Xn: fit(X, Xn, n_clusters=3,
-                                                             solver="embed", n_init=4)))
-        out.append((f"{name}/elkan", lambda X=X, Xn=Xn: fit(X, Xn, n_clusters=4,
-                                                             algorithm="elkan")))
-        out.append((f"{name}/spectral", lambda X=X, Xn=Xn: fit(X, Xn, n_clusters=3,
-                                                                init="spectral", n_init=3)))
-        out.append((f"{name}/random", lambda X=X, Xn=Xn: fit(X, Xn, n_clusters=3,
-                                                              init="random", n_init=3)))
-        out.append((f"{name}/float32", lambda X=X, Xn=Xn: fit(X, Xn, n_clusters=3,
-                                                               dtype="float32")))
-        out.append((f"{name}/sigmoid-lingoes",
-                    lambda X=X, Xn=Xn: fit(X, Xn, n_clusters=3, kernel="sigmoid",
-                                           psd_repair="lingoes", gamma=0.5, coef0=-0.2)))
-        out.append((f"{name}/sigmoid-clip",
-                    lambda X=X, Xn=Xn: fit(X, Xn, n_clusters=3, kernel="sigmoid",
-                                           psd_repair="clip", gamma=0.5, coef0=-0.2)))
-        out.append((f"{name}/sigmoid-none",
-                    lambda X=X, Xn=Xn: fit(X, Xn, n_clusters=3, kernel="sigmoid",
-                                           gamma=0.5, coef0=-0.2)))
+        for case, params in PER_EXAMPLE:
+            out.append((f"{name}/{case}", lambda X=X, Xn=Xn, params=params: fit(X, Xn, **params)))
     for kernel in ("linear", "poly", "laplacian", "cosine"):
         out.append((f"moons/{kernel}", lambda kernel=kernel: fit(moons, new, n_clusters=3,
                                                                  kernel=kernel)))

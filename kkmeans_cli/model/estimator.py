@@ -49,6 +49,18 @@ EXPECTED_FAILED_CHECKS = {
 }
 
 
+#: The fitted attributes of the parts of a FitResult that only some fits have
+#: (``engine/records.py``): attribute → field of the part's record.
+_PART_ATTRIBUTES = {
+    "ncut": (("degrees_", "degrees"), ("degree_weights_", "degree_weights"),
+             ("ncut_", "value")),
+    "nystroem": (("landmarks_", "landmarks"), ("nystroem_transform_", "transform"),
+                 ("n_landmarks_", "n_landmarks"), ("nystroem_rank_", "rank"),
+                 ("nystroem_dtype_", "dtype"), ("centers_", "centers"),
+                 ("nystroem_stats_", "stats")),
+}
+
+
 def expected_failed_checks(estimator):
     """:data:`EXPECTED_FAILED_CHECKS`: check name → why it cannot hold."""
     return dict(EXPECTED_FAILED_CHECKS)
@@ -312,19 +324,11 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         self.n_features_in_ = result.n_features
         self.fit_stats_ = result.fit_stats
         self.psd_ = result.psd
-        if result.ncut is not None:
-            self.degrees_ = result.ncut.degrees
-            self.degree_weights_ = result.ncut.degree_weights
-            self.ncut_ = result.ncut.value
-        nys = result.nystroem
-        if nys is not None:
-            self.landmarks_ = nys.landmarks
-            self.nystroem_transform_ = nys.transform
-            self.n_landmarks_ = nys.n_landmarks
-            self.nystroem_rank_ = nys.rank
-            self.nystroem_dtype_ = nys.dtype
-            self.centers_ = nys.centers
-            self.nystroem_stats_ = nys.stats
+        for part, attributes in _PART_ATTRIBUTES.items():
+            state = getattr(result, part)
+            if state is not None:
+                for attribute, name in attributes:
+                    setattr(self, attribute, getattr(state, name))
         return self
 
     def starts_blocked(self, n_samples, n_features):
