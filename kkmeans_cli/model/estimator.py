@@ -5,14 +5,14 @@ from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, Cluste
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _options
-from ..engine import _lloyd
-from ..engine.ncut import ncut_rows
 from ..engine.records import NcutState
 from ..engine.threads import blas_threads, effective_n_threads
 from ..kernels.functions import check_range, data_offset
 from ..kernels.nystroem import NystroemFeatures, NystroemModel, shared_features
 from ..kernels.nystroem import nearest as nystroem_nearest
-from ..kernels.psd import PRECOMPUTED, transform_rows
+from ..kernels.predict import ExactModel
+from ..kernels.predict import nearest as exact_nearest
+from ..kernels.psd import PRECOMPUTED
 from ..measures import features as feature_measures
 from ..measures import metrics as quality
 from ..memory import check, plan
@@ -337,19 +337,6 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         for other uses (a silhouette) would be work and memory the fit avoids."""
         return route_of(self.get_params(), n_samples, n_features)[0] in ("blocked", "lazy")
 
-    def _transform_rows(self, Kb, diag, X_rows):
-        """Kernel rows K(new, train) and K(new, new) (``diag``, None when unknown) of the
-        points ``X_rows`` (rows of the kernel matrix itself for a precomputed kernel), changed
-        as the training kernel was (``fitting.kernel_stage``: the PSD repair, the normalized
-        cut). Returns Kb, diag; writes nothing to ``self``, so predictions may run in several
-        threads at once."""
-        Kb, diag = transform_rows(Kb, diag, getattr(self, "psd_", None), self.kernel,
-                                  X_new=X_rows if self.X_fit_ is not None else None,
-                                  X_fit=self.X_fit_)
-        if self.objective == "ncut":
-            Kb, diag = ncut_rows(NcutState(self.degrees_, self.degree_weights_), Kb, diag)
-        return Kb, diag
-
     def fit_predict(self, X, y=None, sample_weight=None, **fit_params):
         """Fit and return ``labels_``."""
         return self.fit(X, sample_weight=sample_weight, **fit_params).labels_
@@ -451,80 +438,18 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         n_threads = effective_n_threads(self.n_threads)
         if self.approx == "nystroem":
             return nystroem_nearest(self.nystroem_model(), X, want_distances, n_threads)
-        dtype = resolve_dtype(self.dtype)
-        n_fit = self.labels_.shape[0]
-        expected = n_fit if self.kernel in PRECOMPUTED else self.n_features_in_
-        if X.shape[1] != expected:
-            what = {"precomputed": "kernel columns", "precomputed-distance": "distance columns"
-                    }.get(self.kernel, "features")
-            raise ValueError(f"X has {X.shape[1]} {what}, the model expects {expected}")
-        # Kernel values of new rows against the training points, summed over them.
-        check_range(self.kernel, X, max(n_fit,
-                                        float(np.sum(self.sample_weight_))),
-                    kernel=self.kernel_, offset=self.kernel_.offset)
-        labels_fit = self.labels_.astype(np.int32)
-        k = self.n_clusters
-        labels = np.empty(X.shape[0], dtype=np.int32)
-        dist = np.empty((X.shape[0], k)) if want_distances else None
-        row_dist = np.empty(X.shape[0])
-        with blas_threads(1):
-            F = self._fused_outer_sums(X, labels_fit, n_threads)
-            if F is not None:   # the kernel values never stored (rbf; Kernel.fused_outer_sums)
-                diag = self.kernel_.diag(X)
-                _lloyd.assign(F, self.inner_sums_, self.cluster_weights_, diag, labels,
-                              row_dist, n_threads)
-                if want_distances:
-                    _lloyd.distances(F, self.inner_sums_, self.cluster_weights_, diag, dist,
-                                     n_threads)
-                return labels.astype(np.intp), dist
-            for i0, i1, Kb, diag in self._kernel_row_blocks(X, kernel_diag, dtype, n_threads):
-                F = np.empty((k, i1 - i0))
-                _lloyd.outer_sums_rows(Kb, 0, labels_fit, self.sample_weight_, F, n_threads)
-                if diag is None:
-                    # K(x, x) unknown: the labels do not need it, the distances would.
-                    lin = np.where(self.cluster_weights_ > 0, -2.0 / self.cluster_weights_, 0)
-                    shift = np.where(self.cluster_weights_ > 0,
-                                     self.inner_sums_ / self.cluster_weights_ ** 2, np.inf)
-                    rel = lin[:, None] * F + shift[:, None]
-                    labels[i0:i1] = np.argmin(rel, axis=0)
-                    if want_distances:
-                        raise ValueError("distances of a precomputed model need kernel_diag, "
-                                         "K(x, x) of the new points")
-                    continue
-                _lloyd.assign(F, self.inner_sums_, self.cluster_weights_, diag,
-                              labels[i0:i1], row_dist[i0:i1], n_threads)
-                if want_distances:
-                    _lloyd.distances(F, self.inner_sums_, self.cluster_weights_, diag,
-                                     dist[i0:i1], n_threads)
-        return labels.astype(np.intp), dist
+        return exact_nearest(self._exact_model(), X, kernel_diag, want_distances, n_threads)
 
-    def _fused_outer_sums(self, X, labels_fit, n_threads):
-        """F (k×m) of new points from fused kernel values and sums, where the training kernel
-        is the kernel function itself (no PSD repair, objective 'kmeans') and the storage
-        float64 (a float32 model rounds its kernel values first); None otherwise."""
-        psd = getattr(self, "psd_", None)
-        if (self.kernel in PRECOMPUTED or self.objective != "kmeans"
-                or resolve_dtype(self.dtype) != np.float64
-                or (psd is not None and psd.repair != "none")):
-            return None
-        return self.kernel_.fused_outer_sums(X, self.X_fit_, labels_fit, self.sample_weight_,
-                                             self.n_clusters, n_threads)
-
-    def _kernel_row_blocks(self, X, kernel_diag, dtype, n_threads):
-        """Yield (i0, i1, K(X[i0:i1], X_fit), K(x, x) or None) in row blocks, transformed as
-        the training kernel was (:meth:`_transform_rows`)."""
-        if self.kernel in PRECOMPUTED:
-            diag = None if kernel_diag is None else np.ascontiguousarray(kernel_diag,
-                                                                    dtype=np.float64)
-            blocks = [(0, X.shape[0], np.ascontiguousarray(X, dtype=dtype), diag)]
-        else:
-            blocks = ((i0, i1, Kb, self.kernel_.diag(X[i0:i1])) for i0, i1, Kb in
-                      self.kernel_.cross_blocks(X, self.X_fit_, dtype=dtype, n_threads=n_threads))
-        for i0, i1, Kb, diag in blocks:
-            # X[i0:i1]: which points the rows belong to (a Lingoes shift needs to know when a
-            # new point is a training point, psd.py).
-            Kb, diag = self._transform_rows(Kb, diag, X[i0:i1])
-            yield i0, i1, np.ascontiguousarray(Kb, dtype=dtype), diag
+    def _exact_model(self):
+        """This fitted exact model as the record ``kernels.predict.nearest`` reads."""
+        ncut = (NcutState(self.degrees_, self.degree_weights_) if self.objective == "ncut"
+                else None)
+        return ExactModel(kernel=self.kernel_, X_fit=self.X_fit_,
+                          labels=self.labels_.astype(np.int32),
+                          sample_weight=self.sample_weight_, inner_sums=self.inner_sums_,
+                          cluster_weights=self.cluster_weights_,
+                          n_features=self.n_features_in_, dtype=resolve_dtype(self.dtype),
+                          psd=getattr(self, "psd_", None), ncut=ncut)
 
     # -- helpers -----------------------------------------------------------------------------
     def _check_memory(self, n, dtype, kernel_given=False):

@@ -146,7 +146,7 @@ def kernel_stage(X, weights, kernel_matrix, kernel, params, plan, progress=None)
     if kernel_matrix is not None and kernel.name not in PRECOMPUTED:
         check_given_diagonal(K, diag, kernel)
     # The changes made to the training kernel matrix before clustering; kernel rows of new
-    # points are changed the same way (KernelKMeans._transform_rows).
+    # points are changed the same way (kernels/predict.py, transform_new_rows).
     K, diag, psd = check_and_repair(K, diag, kernel, params["psd_repair"], n_threads)
     psd.fit_diag = diag
     ncut = None
