@@ -5,8 +5,11 @@ import difflib
 import os
 import sys
 
+import click
+
 from .._options import INITS as INIT_CHOICES
 from .._options import PRECOMPUTED_KERNELS
+from .._text import plural
 from ..errors import DataError, UsageError
 
 
