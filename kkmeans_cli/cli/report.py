@@ -252,10 +252,6 @@ def _nystroem_rows(estimator):
                               f"space; 'kernel matrix' time is the landmark features")]
 
 
-PSD_INFO_KEYS = ("solver", "psd_repair", "psd_sigma", "psd_checked", "psd", "psd_lambda_min",
-             "psd_objective", "psd_objective_original")
-
-
 def _psd_rows(stats):
     """(label, value) rows of the fit report for the PSD check, repair and solver."""
     rows = []
@@ -278,25 +274,6 @@ def _psd_rows(stats):
                                    f"--psd-repair lingoes keeps the optimal clustering"))
     if stats.get("solver") == "embed":
         rows.append(("solver", "embed (k-means on the eigen-embedding of K)"))
-    return rows
-
-
-def _psd_info_rows(info):
-    """(label, value) rows of ``kkmeans info`` for the PSD state and solver."""
-    rows = []
-    if info.get("solver", "lloyd") != "lloyd":
-        rows.append(("solver", str(info["solver"])))
-    if info.get("psd_checked"):
-        rows.append(("psd check", f"{'PSD' if info.get('psd') else 'not PSD'}, smallest "
-                                  f"eigenvalue {info.get('psd_lambda_min'):.6g}"))
-    repair = info.get("psd_repair", "none")
-    if repair != "none":
-        text = repair + (f", sigma = {info.get('psd_sigma', 0.0):.6g}"
-                         if repair == "lingoes" else "")
-        if "psd_objective_original" in info:
-            text += (f" (objective {info['psd_objective']:.6g} repaired, "
-                     f"{info['psd_objective_original']:.6g} original)")
-        rows.append(("psd repair", text))
     return rows
 
 
@@ -381,88 +358,6 @@ def fit_summary(estimator, data, model_path):
                                        "psd_repair", "psd_sigma", "objective_used",
                                        "objective_original") if key in stats},
     }
-
-
-def model_info(path, loaded):
-    """The metadata ``kkmeans info`` shows, as a JSON-ready dict.
-
-    Parameters
-    ----------
-    path : str
-    loaded : LoadedModel
-    """
-    meta = loaded.meta
-    est = loaded.estimator
-    info = {"file": path, "format": meta["format"], "format_version": meta["format_version"],
-            "kkmeans_version": meta.get("kkmeans_version"), **est.kernel_.params(),
-            "n_clusters": meta["n_clusters"], "n_samples": meta["n_samples"],
-            "n_features": meta["n_features"],
-            "cluster_sizes": [int(s) for s in est.cluster_sizes_],
-            "inertia": float(est.inertia_), "scale": meta["scale"], "dtype": meta["dtype"]}
-    if loaded.scaler.method != "none":
-        info["scale_offset"] = [float(v) for v in loaded.scaler.offset]
-        info["scale_factor"] = [float(v) for v in loaded.scaler.factor]
-    if getattr(est.kernel_, "offset", None) is not None:  # the kernel's centring (format 2)
-        info["kernel_offset"] = [float(v) for v in est.kernel_.offset]
-    for key in ("algorithm", "seed", "n_init", "n_iter", "converged", "approx", "n_landmarks",
-                "nystroem_rank", "source",
-                "columns", "silhouette", "silhouette_n_used", "silhouette_exact", "sweep",
-                "created", "fit_stats", "options"):
-        if key in meta:
-            info[key] = meta[key]
-
-    info.update({key: meta[key] for key in PSD_INFO_KEYS if key in meta})
-    info.update({key: meta[key] for key in ("objective", "refine", "ncut", "optima")
-                 if key in meta})
-    return info
-
-
-def model_info_rows(info):
-    """(label, value) rows of :func:`model_info` for people."""
-    params = ", ".join(f"{key}={info[key]:g}" for key in ("gamma", "degree", "coef0")
-                       if key in info)
-    options = info.get("options", {})
-    fitted = " ".join(f"--{key.replace('_', '-')}={value}" for key, value in options.items()
-                      if value not in (None, False) and key not in ("data", "quiet", "debug", "json"))
-    rows = [
-        ("file", info["file"]),
-        ("format", f"{info['format']} version {info['format_version']} "
-                   f"(written by kkmeans {info.get('kkmeans_version')})"),
-        ("kernel", f"{info['kernel']}({params})" if params else info["kernel"]),
-        ("k", str(info["n_clusters"])),
-        ("samples", str(info["n_samples"])),
-        ("features", str(info["n_features"])
-         + (f" ({', '.join(info['columns'])})" if info.get("columns") else "")),
-        ("cluster sizes", ", ".join(str(s) for s in info["cluster_sizes"])),
-        ("inertia", f"{info['inertia']:.6g}"),
-        ("scaling", info["scale"]),
-        ("dtype", info["dtype"]),
-        ("fit", f"seed={info.get('seed')} n_init={info.get('n_init')} "
-                f"n_iter={info.get('n_iter')} converged={info.get('converged')} "
-                f"algorithm={info.get('algorithm')}"),
-    ]
-    if info.get("silhouette") is not None:
-        how = ("exact" if info.get("silhouette_exact")
-               else f"sample of {plural(info.get('silhouette_n_used'), 'point')}")
-        rows.insert(-1, ("silhouette", f"{info['silhouette']:.6f} ({how})"))
-    if info.get("sweep"):
-        sweep = info["sweep"]
-        rows.insert(-1, ("sweep", f"k = {sweep.get('best_k')} chosen by "
-                                  f"{sweep.get('metric')} among {sweep.get('ks')}"))
-    if info.get("source"):
-        rows.insert(4, ("trained on", str(info["source"])))
-    rows[-1:-1] = _psd_info_rows(info)
-    if info.get("approx") == "nystroem":
-        landmarks = plural(info.get("n_landmarks"), "landmark")
-        rows.insert(-1, ("approximation", f"Nyström, {landmarks} "
-                                          f"(rank {info.get('nystroem_rank')})"))
-    if info.get("objective") == "ncut":
-        rows[-1:-1] = [("objective", f"ncut = {info.get('ncut', float('nan')):.6g} "
-                                     f"(normalized cut)")]
-    if fitted:
-        rows.append(("options", fitted))
-    rows.append(("created", str(info.get("created"))))
-    return rows
 
 
 def format_rows(rows):
