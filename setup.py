@@ -31,7 +31,9 @@ MODULES = [
     "engine._hartigan",
     "engine._elkan",
     "engine._features",
+    "engine._graph",
     "kernels._kernel_matrix",
+    "kernels._knn_graph",
     "measures._silhouette",
 ]
 

@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import kkmeans_cli
 
 PACKAGE = Path(kkmeans_cli.__file__).parent
@@ -38,6 +40,12 @@ DEFERRED_IMPORTS = {
         "the Dask route: Dask is imported only when a fit or predict uses a cluster",
     ("kkmeans_cli.io.readers", "kkmeans_cli.memory"):
         "the available memory is read through the module at each call (a test fixes it)",
+    ("kkmeans_cli.kernels.nystroem", "kkmeans_cli.engine.features"):
+        "the explicit-feature engine loads SciPy's BLAS: only for a Nyström model",
+    ("kkmeans_cli.model.model_file", "kkmeans_cli.kernels.nystroem"):
+        "the check of a Nyström map: kkmeans predict of an exact model loads no SciPy",
+    ("kkmeans_cli.model.model_file", "kkmeans_cli.model.estimator"):
+        "LoadedModel.estimator: kkmeans predict and info of a model need no scikit-learn",
 }
 
 
@@ -278,3 +286,33 @@ def test_fitted_attributes_are_written_in_one_place():
                             and owner.get(id(node)) != "_set_fitted"):
                         found.append(f"{module} line {node.lineno}: {t.attr}")
     assert found == [], "\n".join(found)
+
+
+@pytest.mark.parametrize("approx", ["none", "nystroem"])
+def test_predict_and_info_import_no_scikit_learn(tmp_path, approx):
+    """``kkmeans predict`` and ``kkmeans info`` of a model file load neither scikit-learn nor
+    SciPy (for an exact model; the Nyström engine's products use SciPy's BLAS) nor the other
+    libraries they do not need, and predict gives the estimator's labels. Measured in a
+    subprocess of the real command, with ``-X importtime``."""
+    from helpers import blobs, run, write_csv
+
+    X, _ = blobs(n=300, d=3, k=3)
+    data = write_csv(tmp_path / "X.csv", X)
+    fitted = run(["fit", data, "-k", "3", "-o", tmp_path / "m.npz", "--approx", approx, "-q",
+                  "--threads", "1", "--n-init", "2"])
+    assert fitted.exit_code == 0, fitted.stderr
+    never = {"sklearn", "pandas", "h5py", "matplotlib", "dask", "pyarrow", "rich"}
+    if approx == "none":
+        never |= {"scipy"}
+    for args in (["predict", "m.npz", "X.csv"], ["info", "m.npz"]):
+        res = subprocess.run([sys.executable, "-X", "importtime", "-m", "kkmeans_cli", *args],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        assert res.returncode == 0, res.stderr
+        imported = {line.split("|")[-1].strip().split(".")[0]
+                    for line in res.stderr.splitlines() if line.startswith("import time:")}
+        assert "numpy" in imported or args[0] == "info"
+        assert not imported & never, (args, sorted(imported & never))
+    predicted = subprocess.run([sys.executable, "-m", "kkmeans_cli", "predict", "m.npz",
+                                "X.csv"], capture_output=True, text=True, cwd=tmp_path,
+                               timeout=120)
+    assert predicted.stdout == fitted.stdout

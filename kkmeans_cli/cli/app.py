@@ -136,8 +136,9 @@ def cli():
       kkmeans sweep data.csv --k 2..10 -o best.npz > sweep.csv
       kkmeans info model.npz --json
 
-    DATA is delimited text (.csv, .tsv, .txt), .npy, HDF5 (file.h5:/dataset) or - for CSV on
-    stdin. Labels and tables go to stdout, reports to stderr. Exit codes: 0 ok, 1 data or
+    DATA is delimited text (.csv, .tsv, .txt; also .gz), .npy, HDF5 (file.h5:/dataset),
+    Parquet or Feather (with pyarrow), a quoted glob of such files ('parts/*.csv', taken in
+    sorted order as one file) or - for CSV on stdin. Labels and tables go to stdout, reports to stderr. Exit codes: 0 ok, 1 data or
     runtime error, 2 usage error, 130 interrupted.
     """
 

@@ -155,8 +155,7 @@ def predict_command(opts, reporter, loaded):
                          "client); run without --cluster/--scheduler")
     if opts["missing"] != "error":
         raise UsageError("--missing drop cannot be used with a cluster; clean the data first")
-    estimator = loaded.estimator
-    if getattr(estimator, "approx", "none") != "nystroem":
+    if loaded.params.get("approx", "none") != "nystroem":
         raise UsageError(f"{opts['model_path']}: predict on a cluster needs a Nyström model "
                          f"(fitted with --approx nystroem)")
     if loaded.scaler.method != "none":
@@ -172,7 +171,7 @@ def predict_command(opts, reporter, loaded):
         with reporter.engine_warnings(), \
                 reporter.progress(f"predicting {data.source} (Dask)"):
             try:
-                futures = predict_on_cluster(estimator.nystroem_model(), data, client,
+                futures = predict_on_cluster(loaded.predictor, data, client,
                                              rows=opts.get("chunk_rows"))
                 if opts["labels"] == "-":
                     # Nothing is printed before every chunk is done (an error leaves no
@@ -189,11 +188,11 @@ def predict_command(opts, reporter, loaded):
                 raise DataError(f"{data.source}: {exc}") from exc
     import numpy as np
 
-    sizes = np.pad(sizes, (0, max(0, estimator.n_clusters - sizes.size)))
+    k = loaded.params["n_clusters"]
+    sizes = np.pad(sizes, (0, max(0, k - sizes.size)))
     reporter.table("kkmeans predict", [
         ("data", f"{data.source}: {data.n} rows"),
-        ("model", f"{opts['model_path']}: {estimator.kernel_.describe()}, "
-                  f"k = {estimator.n_clusters}"),
+        ("model", f"{opts['model_path']}: {loaded.result.kernel.describe()}, k = {k}"),
         ("cluster", f"Dask, {len(data.bounds)} chunk(s)"),
         ("cluster sizes", ", ".join(str(int(s)) for s in sizes)),
     ])

@@ -19,6 +19,7 @@ Examples:
   cat data.csv | kkmeans fit - -k 3 --no-model --quiet
   kkmeans fit data.csv --config configs/rbf.yaml -k 4 --summary run.json
   kkmeans fit data.tsv -k 3 --columns x,y --scale standard --missing drop
+  kkmeans fit 'parts/*.parquet' -k 8 --columns x,y,z --approx nystroem
   kkmeans fit examples/blobs.csv -k 4 --silhouette --plot clusters.png
   kkmeans fit examples/blobs.csv -k 4 --no-model --with-data > labelled.csv
 """

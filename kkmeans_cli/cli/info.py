@@ -29,19 +29,21 @@ def model_info(path, loaded):
     path : str
     loaded : LoadedModel
     """
+    import numpy as np
+
     meta = loaded.meta
-    est = loaded.estimator
+    result = loaded.result
+    sizes = [int(s) for s in np.bincount(result.labels, minlength=meta["n_clusters"])]
     info = {"file": path, "format": meta["format"], "format_version": meta["format_version"],
-            "kkmeans_version": meta.get("kkmeans_version"), **est.kernel_.params(),
+            "kkmeans_version": meta.get("kkmeans_version"), **result.kernel.params(),
             "n_clusters": meta["n_clusters"], "n_samples": meta["n_samples"],
-            "n_features": meta["n_features"],
-            "cluster_sizes": [int(s) for s in est.cluster_sizes_],
-            "inertia": float(est.inertia_), "scale": meta["scale"], "dtype": meta["dtype"]}
+            "n_features": meta["n_features"], "cluster_sizes": sizes,
+            "inertia": float(result.inertia), "scale": meta["scale"], "dtype": meta["dtype"]}
     if loaded.scaler.method != "none":
         info["scale_offset"] = [float(v) for v in loaded.scaler.offset]
         info["scale_factor"] = [float(v) for v in loaded.scaler.factor]
-    if getattr(est.kernel_, "offset", None) is not None:  # the kernel's centring (format 2)
-        info["kernel_offset"] = [float(v) for v in est.kernel_.offset]
+    if getattr(result.kernel, "offset", None) is not None:  # the kernel's centring (format 2)
+        info["kernel_offset"] = [float(v) for v in result.kernel.offset]
     for key in ("algorithm", "seed", "n_init", "n_iter", "converged", "approx", "n_landmarks",
                 "nystroem_rank", "source",
                 "columns", "silhouette", "silhouette_n_used", "silhouette_exact", "sweep",

@@ -107,7 +107,8 @@ def check_values(data, X, kernel, total_weight, scale="none", resolved=None,
 
     def where(r, c):
         name = data.columns[c] if data.columns else str(c + 1)
-        return f"{data.source}: row {int(rows[r]) + 1}, column {name}"
+        source, row = data.locate(int(rows[r]))
+        return f"{source}: row {row + 1}, column {name}"
 
     finite = np.isfinite(X)
     if not finite.all():

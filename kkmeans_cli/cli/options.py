@@ -223,7 +223,8 @@ def data_options(f):
                      help="Field separator of text DATA ('tab', 'whitespace')  "
                           "[default: detect , tab ; or whitespace]"),
         click.option("--columns", default=None, metavar="A,B,...",
-                     help="Columns to use, by header name or 0-based index."),
+                     help="Columns to use, by header (or Parquet/Feather) name or 0-based "
+                          "index."),
         click.option("--dataset", default=None, metavar="/PATH",
                      help="HDF5 dataset (same as DATA given as file.h5:/PATH)."),
         click.option("--missing", type=click.Choice(_options.MISSING),

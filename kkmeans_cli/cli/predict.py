@@ -13,6 +13,7 @@ Examples:
   kkmeans predict model.npz new.csv | sort | uniq -c
   kkmeans predict model.npz new.npy --labels new-labels.txt --distances dist.csv
   kkmeans predict model.npz new.csv --with-data > new-labelled.csv
+  kkmeans predict model.npz 'parts/*.csv' --labels labels.txt
 """
 
 
@@ -43,8 +44,10 @@ def predict(ctx, **_):
     opts = effective_options(ctx)
     import numpy as np
 
+    from ..engine.threads import effective_n_threads
     from ..io.outputs import AtomicOutputs, check_outputs, write_matrix
     from ..model.model_file import load_model
+    from ..model.predictor import nearest
     from .report import Reporter
 
     check_outputs([(opts["labels"], "labels", "--labels"),
@@ -64,16 +67,18 @@ def predict(ctx, **_):
         raise DataError(f"{data.source}: has {plural(data.X.shape[1], 'column')}, the model "
                         f"{opts['model_path']} expects {expected} {what}"
                         + ("; pick them with --columns" if data.X.shape[1] > expected else ""))
-    estimator = loaded.estimator
-    estimator.n_threads = opts["threads"]
-    X = loaded.scaler.transform(data.X)
-    check_values(data, X, estimator.kernel, max(len(estimator.labels_),
-                                                float(np.sum(estimator.sample_weight_))),
-                 loaded.meta.get("scale", "none"), resolved=estimator.kernel_)
+    # The fitted arrays straight from the model file: no estimator (nor scikit-learn).
+    result, kernel = loaded.result, loaded.result.kernel
+    X = np.ascontiguousarray(loaded.scaler.transform(data.X), dtype=np.float64)
+    check_values(data, X, kernel.name, max(len(result.labels),
+                                           float(np.sum(result.sample_weight))),
+                 loaded.meta.get("scale", "none"), resolved=kernel)
+    if kernel.name == "chi2" and np.any(X < 0):
+        raise DataError(f"{data.source}: the chi2 kernel needs non-negative data")
     with reporter.engine_warnings(), reporter.progress(f"predicting {data.source}"):
         try:
-            labels = estimator.predict(X)
-            dist = estimator.transform(X) if opts["distances"] else None
+            labels, dist = nearest(loaded.predictor, X, want_distances=bool(opts["distances"]),
+                                   n_threads=effective_n_threads(opts["threads"]))
         except ValueError as exc:
             raise DataError(f"{data.source}: {exc}") from exc
     with AtomicOutputs(opts["force"]) as out:
@@ -83,12 +88,12 @@ def predict(ctx, **_):
             full = np.full((data.n_rows, dist.shape[1]), np.nan)
             full[data.kept] = dist
             write_matrix(out.open(opts["distances"], "distances"), opts["distances"], full)
-    sizes = np.bincount(labels, minlength=estimator.n_clusters)
+    k = loaded.params["n_clusters"]
+    sizes = np.bincount(labels, minlength=k)
     reporter.table("kkmeans predict", [
         ("data", f"{data.source}: {plural(data.X.shape[0], 'row')}"
                  + (f" ({data.n_dropped} dropped)" if data.n_dropped else "")),
-        ("model", f"{opts['model_path']}: {estimator.kernel_.describe()}, "
-                  f"k = {estimator.n_clusters}"),
+        ("model", f"{opts['model_path']}: {kernel.describe()}, k = {k}"),
         ("cluster sizes", ", ".join(str(int(s)) for s in sizes)),
     ])
     if opts["labels"] == "-":

@@ -5,6 +5,7 @@ silences all of it (errors are printed by the CLI's error handler, not here). Pr
 shown only when stderr is a terminal.
 """
 import contextlib
+import os
 import re
 import sys
 import warnings
@@ -59,11 +60,26 @@ class Reporter:
     """
 
     def __init__(self, quiet=False):
-        from rich.console import Console
-
         self.quiet = quiet
-        self.console = Console(stderr=True, highlight=False, soft_wrap=True,
-                               file=sys.stderr)
+        self._console = None
+
+    @property
+    def console(self):
+        """The rich console on stderr (rich is loaded when first needed)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=True, highlight=False, soft_wrap=True,
+                                    file=sys.stderr)
+        return self._console
+
+    def on_terminal(self):
+        """Whether stderr is a terminal as rich judges it; rich is not loaded when stderr is
+        no terminal and no variable of rich's (``TTY_COMPATIBLE``, ``FORCE_COLOR``) could make
+        it one (``kkmeans predict`` in a pipe stays quick)."""
+        if self._console is None and not _maybe_terminal(sys.stderr):
+            return False
+        return self.console.is_terminal
 
     @contextlib.contextmanager
     def progress(self, message):
@@ -72,7 +88,7 @@ class Reporter:
         Yields ``update(done, total, what)``, which shows ``message: what done/total`` (a no-op
         when quiet or not on a terminal), e.g. the ``progress`` of a Nyström fit.
         """
-        if self.quiet or not self.console.is_terminal:
+        if self.quiet or not self.on_terminal():
             yield lambda *args: None
             return
         with self.console.status(message) as status:
@@ -104,7 +120,7 @@ class Reporter:
         Yields ``advance(done, total, row)`` (the ``progress`` callback of
         :func:`kkmeans_cli.model.sweep.sweep`); a no-op when quiet or not on a terminal.
         """
-        if self.quiet or not self.console.is_terminal:
+        if self.quiet or not self.on_terminal():
             yield lambda *args: None
             return
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
@@ -157,7 +173,7 @@ class Reporter:
         """(label, value) rows under a title: a rich grid on a terminal, plain text otherwise."""
         if self.quiet:
             return
-        if not self.console.is_terminal:
+        if not self.on_terminal():
             click.echo(f"{title}\n{format_rows(rows)}", err=True, nl=False)
             return
         from rich.table import Table
@@ -169,6 +185,15 @@ class Reporter:
             grid.add_row(label, value)
         self.console.print(f"[bold]{title}[/bold]")
         self.console.print(grid)
+
+
+def _maybe_terminal(stream):
+    if os.environ.get("TTY_COMPATIBLE") == "1" or "FORCE_COLOR" in os.environ:
+        return True
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def fit_report(estimator, data, scaler, model_path):

@@ -3,14 +3,14 @@
 - ``.npy``: memory-mapped on the worker (``np.load(mmap_mode='r')``), rows i0:i1 copied out;
 - HDF5 (``file.h5:/dataset`` or ``--dataset``): the worker opens the file and reads a slab;
 - Zarr (a ``.zarr`` folder, ``--dataset`` for an array inside a group): ``zarr.open``, slab;
-- a glob of CSV or .npy files (``'parts/*.csv'``): each file is one chunk, read on a worker
-  with the same reader as one process (``io.readers``); the files are taken in sorted order;
+- a glob of files (``'parts/*.csv'``: text, .npy, Parquet, Feather): each file is one chunk,
+  read on a worker with the same reader as one process (``io.readers.read_data``); the files
+  are those of ``io.readers.expand_glob``, in sorted order, as in one process;
 - a Dask array (the Python API) or a NumPy array.
 
 The client only opens file headers (shape and dtype). Rows with NaN or infinite values are an
 error on the cluster route (``--missing drop`` would need the kept rows on the client).
 """
-import glob
 import os
 from dataclasses import dataclass
 
@@ -18,7 +18,8 @@ import numpy as np
 
 from ..engine.features import CHUNK_ROWS
 from ..errors import DataError, UsageError
-from ..io.readers import HDF5_SUFFIXES, NPY_SUFFIXES, read_data, split_hdf5_spec
+from ..io.readers import (HDF5_SUFFIXES, NPY_SUFFIXES, expand_glob, is_glob, read_data,
+                          split_hdf5_spec)
 from . import chunks
 
 #: Bytes of a chunk's rows or features at most (about): the chunks never depend on the
@@ -156,10 +157,6 @@ def _column_select(columns, width, source):
     return tuple(out)
 
 
-def is_glob(spec):
-    return any(ch in spec for ch in "*?[")
-
-
 def open_data(client, spec, *, dataset=None, columns=None, header=None, delimiter=None,
               missing="error"):
     """DATA as :class:`ChunkedData` for the workers to read (one chunk per file until the
@@ -259,13 +256,7 @@ def _zarr(path, component, columns):
 
 
 def _open_glob(client, spec, **options):
-    paths = sorted(glob.glob(spec))
-    if not paths:
-        raise DataError(f"{spec}: no file matches")
-    dirs = [p for p in paths if os.path.isdir(p)]
-    if dirs:
-        raise DataError(f"{dirs[0]}: is a folder, not a data file")
-    return _open_files(client, paths, spec, options)
+    return _open_files(client, expand_glob(spec), spec, options)
 
 
 def _open_files(client, paths, spec, options):

@@ -1,6 +1,7 @@
 """Thread counts for the OpenMP engine and BLAS, kept from oversubscribing the cores."""
 import contextlib
 import os
+import sys
 import threading
 
 from . import _openmp
@@ -18,6 +19,7 @@ def effective_n_threads(n_threads=None):
 
 
 _controller = None
+_controller_sees_scipy = False
 _pools = {}
 _pools_lock = threading.Lock()
 
@@ -37,16 +39,19 @@ def thread_pool(n_threads):
 def blas_threads(n_threads):
     """Limit BLAS to ``n_threads`` threads inside the block (threadpoolctl).
 
-    The controller is created once (NumPy's and SciPy's BLAS both loaded): scanning the loaded libraries costs about half a
-    millisecond, which adds up over the thousands of small blocks of a blocked kernel.
+    The controller is created once: scanning the loaded libraries costs about half a
+    millisecond, which adds up over the thousands of small blocks of a blocked kernel. SciPy
+    bundles its own OpenBLAS (``scipy.linalg.cython_blas``, used by the engine's per-chunk
+    products): when it has been loaded the controller covers it, and it is made again when
+    SciPy's BLAS appears after it. Nothing here loads SciPy (``kkmeans predict`` of an exact
+    model never does).
     """
-    global _controller
-    if _controller is None:
-        # SciPy bundles its own OpenBLAS (``scipy.linalg.cython_blas``, used by the engine's
-        # per-chunk products): load it first, or the controller would not limit it.
-        import scipy.linalg.cython_blas  # noqa: F401
+    global _controller, _controller_sees_scipy
+    sees_scipy = "scipy.linalg.cython_blas" in sys.modules
+    if _controller is None or (sees_scipy and not _controller_sees_scipy):
         from threadpoolctl import ThreadpoolController
 
         _controller = ThreadpoolController()
+        _controller_sees_scipy = sees_scipy
     with _controller.limit(limits=n_threads, user_api="blas"):
         yield

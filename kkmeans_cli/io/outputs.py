@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import OutputError, UsageError
-from .readers import STDIN, split_hdf5_spec
+from .readers import STDIN, is_glob, split_hdf5_spec
 
 @dataclass
 class OutputTarget:
@@ -203,15 +203,21 @@ def check_outputs(outputs, force=False, inputs=()):
     """
     seen = {}
     given = [(path, what, option) for path, what, option in outputs if path is not None]
-    for path, option in inputs:
-        if path is None or path == STDIN:
+    for spec, option in inputs:
+        if spec is None or spec == STDIN:
             continue
-        path = split_hdf5_spec(path)[0]
-        target = output_target(path)
-        if target.kind == "fd" or target.status is None:
-            continue  # a missing input is reported when it is read
-        for key in target.identity():
-            seen.setdefault(key, (path, option, "input"))
+        spec = split_hdf5_spec(spec)[0]
+        paths = [spec]
+        if not os.path.exists(spec) and is_glob(spec):
+            import glob
+
+            paths = sorted(glob.glob(spec))  # the parts of DATA
+        for path in paths:
+            target = output_target(path)
+            if target.kind == "fd" or target.status is None:
+                continue  # a missing input is reported when it is read
+            for key in target.identity():
+                seen.setdefault(key, (path, option, "input"))
     for path, what, option in given:
         target = output_target(path)
         for key in target.identity():

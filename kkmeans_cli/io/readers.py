@@ -5,7 +5,7 @@ problems as :class:`~kkmeans_cli.errors.DataError` with the file, row and column
 messages are 1-based as an editor or spreadsheet shows them: for text, the *line* of the file
 (a header is line 1) and the column; for ``.npy`` and HDF5, the row and column of the array.
 """
-import csv
+import glob
 import os
 import stat
 import sys
@@ -15,11 +15,12 @@ import numpy as np
 
 from .._text import plural
 from ..errors import DataError, UsageError
+from .arrow import read_table, table_kind
+from .text import column_indexes, column_name, read_text
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".dat")
 NPY_SUFFIXES = (".npy",)
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
-MISSING_TOKENS = frozenset({"", "na", "nan", "n/a", "null", "none", "?"})
 MISSING_MODES = ("error", "drop")
 STDIN = "-"
 
@@ -38,12 +39,23 @@ class DataSet:
         The file (and dataset) for messages, ``<stdin>`` for ``-``.
     columns : list of str or None
         Names of the columns of ``X`` when the file had a header.
+    parts : list of (str, int) or None
+        For the files of a glob: each file and its number of rows, in order.
     """
 
     X: np.ndarray
     kept: np.ndarray
     source: str
     columns: list = None
+    parts: list = None
+
+    def locate(self, row):
+        """The file and the 0-based row in it of row ``row`` of the data (for messages)."""
+        for source, n in self.parts or ():
+            if row < n:
+                return source, row
+            row -= n
+        return self.source, row
 
     @property
     def n_rows(self):
@@ -123,8 +135,12 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
         if announce is not None and _isatty(stream):
             announce("reading CSV from standard input (the terminal); end it with Ctrl-D, "
                      "or give a file instead of -")
-        text = _decode_stream(stream, "<stdin>")
-        return _read_text(text, "<stdin>", header, delimiter, wanted, missing)
+        binary = getattr(stream, "buffer", None)
+        return _read_text(binary.read if binary is not None else stream.read, "<stdin>",
+                          header, delimiter, wanted, missing)
+    if not os.path.exists(path) and is_glob(path):
+        return _read_parts(path, expand_glob(path), header=header, delimiter=delimiter,
+                           columns=columns, dataset=dataset, missing=missing)
     if not os.path.exists(path):
         raise DataError(f"{path}: no such file")
     if os.path.isdir(path):
@@ -146,11 +162,23 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
     if suffix == ".npz":
         raise DataError(f"{path}: is an .npz archive (a model?); DATA is text, .npy or HDF5")
     try:
-        with open(path, "rb") as stream:
-            raw = stream.read()
+        stream = open(path, "rb")
     except OSError as exc:
         raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    return _read_text(_decode(raw, path), path, header, delimiter, wanted, missing)
+    with stream:
+        try:
+            head = stream.peek(8)[:8]
+        except OSError as exc:
+            raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        kind = table_kind(path, head)
+        if kind is not None:
+            X, select, names = read_table(path, kind, wanted, _check_fits_in_memory)
+            return _finish_table(X, path, select, names, missing)
+        size = os.fstat(stream.fileno()).st_size if stat.S_ISREG(mode) else None
+        read = _decompressed(stream, path, head)
+        if read is not None:
+            return _read_text(read, path, header, delimiter, wanted, missing)
+        return _read_text(stream.read, path, header, delimiter, wanted, missing, size)
 
 
 def read_vector(path, what, *, integer=False):
@@ -192,6 +220,90 @@ def read_vector(path, what, *, integer=False):
     return values
 
 
+# -- globs ----------------------------------------------------------------------------------
+def is_glob(spec):
+    """Whether DATA is a pattern of files (``parts/*.csv``) rather than one file."""
+    return any(ch in spec for ch in "*?[")
+
+
+def expand_glob(spec):
+    """The files of a pattern in sorted order: the parts of DATA, in one process or on a
+    cluster, are these files one after the other."""
+    paths = sorted(glob.glob(spec))
+    if not paths:
+        raise DataError(f"{spec}: no file matches")
+    dirs = [p for p in paths if os.path.isdir(p)]
+    if dirs:
+        raise DataError(f"{dirs[0]}: is a folder, not a data file")
+    return paths
+
+
+def _read_parts(spec, paths, **options):
+    """The files of a glob read one by one as DATA and joined: the same rows as the
+    concatenated file (each part is read by its own rules: header detection, line numbers in
+    messages). Parts of different widths or column names are an error naming the part."""
+    parts = []
+    for path in paths:
+        part = read_data(path, **options)
+        if parts:
+            first = parts[0]
+            if part.X.shape[1] != first.X.shape[1]:
+                raise DataError(f"{path}: has {part.X.shape[1]} columns, {first.source} has "
+                                f"{first.X.shape[1]}; every file of {spec} needs the same "
+                                f"columns")
+            if (part.columns is not None and first.columns is not None
+                    and part.columns != first.columns):
+                raise DataError(f"{path}: its columns are {', '.join(part.columns)}; "
+                                f"{first.source} has {', '.join(first.columns)}; every file "
+                                f"of {spec} needs the same columns")
+        parts.append(part)
+    columns = next((p.columns for p in parts if p.columns is not None), None)
+    X = parts[0].X if len(parts) == 1 else np.concatenate([p.X for p in parts])
+    kept = np.concatenate([p.kept for p in parts])
+    return DataSet(X=X, kept=kept, source=spec, columns=columns,
+                   parts=[(p.source, p.n_rows) for p in parts])
+
+
+# -- compressed text ------------------------------------------------------------------------
+def _decompressed(stream, path, head):
+    """``read(n)`` of the text inside a gzip or Zstandard file (by its first bytes or its
+    extension); None for other files."""
+    lower = path.lower()
+    if head.startswith(b"\x1f\x8b") or lower.endswith(".gz"):
+        import gzip
+        import zlib
+
+        inner = gzip.GzipFile(fileobj=stream, mode="rb")
+        errors = (EOFError, zlib.error)
+    elif head.startswith(b"\x28\xb5\x2f\xfd") or lower.endswith(".zst"):
+        inner, errors = _zstd(stream, path)
+    else:
+        return None
+
+    def read(n):
+        try:
+            return inner.read(n)
+        except errors as exc:
+            raise OSError(f"{exc} (a damaged compressed file?)") from None
+    return read
+
+
+def _zstd(stream, path):
+    try:
+        import zstandard
+    except ImportError:
+        zstandard = None
+    if zstandard is not None:
+        return zstandard.ZstdDecompressor().stream_reader(stream), (zstandard.ZstdError,)
+    try:
+        import pyarrow as pa
+    except ImportError:
+        raise DataError(f"{path}: reading Zstandard-compressed text needs pyarrow or "
+                        f"zstandard (pip install 'kkmeans-cli[arrow]')") from None
+    return pa.CompressedInputStream(pa.PythonFile(stream, mode="r"), "zstd"), \
+        (pa.ArrowException,)
+
+
 # -- text -----------------------------------------------------------------------------------
 def _isatty(stream):
     try:
@@ -200,174 +312,10 @@ def _isatty(stream):
         return False
 
 
-def _decode(raw, source):
-    """UTF-8 text of a file's bytes (a byte-order mark is dropped); binary data is refused."""
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise DataError(f"{source}: not a text file ({exc.reason} at byte {exc.start}, line "
-                        f"{line}); binary data must be .npy or HDF5 (given as a file)") from None
-
-
-def _decode_stream(stream, source):
-    """The text of a stream: its bytes decoded as UTF-8 when it has them."""
-    binary = getattr(stream, "buffer", None)
-    if binary is not None:
-        try:
-            raw = binary.read()
-        except OSError as exc:
-            raise DataError(f"{source}: cannot read ({exc.strerror or exc})") from None
-        return _decode(raw, source)
-    try:
-        text = stream.read()
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{source}: not text ({exc.reason} at byte {exc.start}); binary "
-                        f"data must be .npy or HDF5 (given as a file)") from None
-    except OSError as exc:
-        raise DataError(f"{source}: cannot read ({exc.strerror or exc})") from None
-    return text.decode("utf-8-sig") if isinstance(text, bytes) else text.lstrip("\ufeff")
-
-
-def _content_lines(text):
-    """(line number, line) of the lines that hold data: comments (``#`` first) and blank
-    lines before the first data line and at the end are left out; numbers count every line."""
-    numbered = [(i + 1, line) for i, line in enumerate(text.splitlines())
-                if not line.lstrip().startswith("#")]
-    start = 0
-    while start < len(numbered) and not numbered[start][1].strip():
-        start += 1
-    end = len(numbered)
-    while end > start and not numbered[end - 1][1].strip():
-        end -= 1
-    return numbered[start:end]
-
-
-def _read_text(text, source, header, delimiter, wanted, missing):
-    numbered = _content_lines(text)
-    if not numbered:
-        raise DataError(f"{source}: the file is empty" if not text.strip() else
-                        f"{source}: holds no data (only comments and blank lines)")
-    delimiter = _resolve_delimiter(delimiter, numbered[0][1], source)
-    rows, line_of = _split_lines(numbered, delimiter, source)
-    detected = header is None
-    if detected:
-        header = _looks_like_header(rows[0])
-    names, first = None, 0
-    if header:
-        names = [cell.strip() for cell in rows[0]]
-        rows, line_of, first = rows[1:], line_of[1:], line_of[0]
-        if not rows:
-            raise DataError(f"{source}: has a header line but no data rows")
-    else:
-        first = line_of[0]
-    width = len(names) if names is not None else len(rows[0])
-    select = _column_indexes(wanted, names, width, source)
-    n = len(rows)
-    X = np.empty((n, len(select)))
-    kept = np.ones(n, dtype=bool)
-    for r, cells in enumerate(rows):
-        line = line_of[r]
-        if len(cells) != width:
-            if len(cells) == 1 and not cells[0].strip():
-                cells = [""] * width  # a blank line inside the data: a row of missing cells
-            else:
-                raise DataError(f"{source}: line {line} has {len(cells)} field"
-                                f"{'' if len(cells) == 1 else 's'}, expected "
-                                f"{width} (as on line {first})")
-        for c, col in enumerate(select):
-            cell = cells[col].strip()
-            try:
-                value = _to_float(cell)
-            except ValueError:
-                if cell.lower() not in MISSING_TOKENS:
-                    hint = ""
-                    if detected and names is None and r == 0:
-                        hint = (f"; line {line} holds numbers, so it was read as data (pass "
-                                f"--header if it is a header)")
-                    raise DataError(f"{source}: line {line}, column {_column_name(col, names)}: "
-                                    f"{cell!r} is not a number{hint}") from None
-                value = np.nan
-            if np.isnan(value):
-                if missing == "error":
-                    raise DataError(f"{source}: line {line}, column {_column_name(col, names)}: "
-                                    f"missing value"
-                                    f"{'' if not cell else f' ({cell!r})'}; use --missing drop "
-                                    f"to skip such rows")
-                kept[r] = False
-            elif np.isinf(value):
-                raise DataError(f"{source}: line {line}, column {_column_name(col, names)}: "
-                                f"infinite value {cell!r}")
-            X[r, c] = value
-    return _kept_dataset(X, kept, source, [names[i] for i in select] if names else None)
-
-
-def _resolve_delimiter(delimiter, first_line, source):
-    if delimiter is None:
-        for candidate in (",", "\t", ";"):
-            if candidate in first_line:
-                return candidate
-        return None  # whitespace
-    if delimiter.lower() in ("\\t", "tab"):
-        return "\t"
-    if delimiter.lower() in ("whitespace", "space", " "):
-        return None
-    if len(delimiter) != 1:
-        raise UsageError(f"--delimiter must be one character, 'tab' or 'whitespace'; got "
-                         f"{delimiter!r} (reading {source})")
-    return delimiter
-
-
-def _split_lines(numbered, delimiter, source):
-    """The fields of each line and the file line each row starts on."""
-    if delimiter is None:
-        return [line.split() or [""] for _, line in numbered], [i for i, _ in numbered]
-    reader = csv.reader((line for _, line in numbered), delimiter=delimiter)
-    rows, line_of, done = [], [], 0
-    try:
-        for row in reader:
-            rows.append(row or [""])
-            line_of.append(numbered[done][0])
-            done = reader.line_num
-    except csv.Error as exc:
-        line = numbered[min(reader.line_num, len(numbered)) - 1][0]
-        raise DataError(f"{source}: line {line}: cannot be split into fields ({exc})") from None
-    return rows, line_of
-
-
-def _is_number(cell):
-    """A cell that reads as a number (not a missing marker such as NA or nan)."""
-    cell = cell.strip()
-    if cell.lower() in MISSING_TOKENS:
-        return False
-    try:
-        _to_float(cell)
-    except ValueError:
-        return False
-    return True
-
-
-def _to_float(cell):
-    """``float(cell)`` for the decimal notation of CSV files only: Python's ``float`` also
-    reads digit-group underscores (``1_000``) and non-ASCII digits (``١٢``), which no other
-    CSV reader takes for numbers; such a cell is refused as not a number."""
-    if "_" in cell or not cell.isascii():
-        raise ValueError(cell)
-    return float(cell)
-
-
-def _looks_like_header(cells):
-    """A first line is a header when none of its fields is a number, unless every field is
-    empty or a missing marker (a row of missing values)."""
-    return (not any(_is_number(cell) for cell in cells)
-            and not all(cell.strip().lower() in MISSING_TOKENS for cell in cells))
-
-
-def _column_name(index, names):
-    """Column for messages: its header name, else its 1-based position."""
-    if names:
-        return f"{index + 1} ({names[index]!r})"
-    return str(index + 1)
+def _read_text(read, source, header, delimiter, wanted, missing, size=None):
+    X, kept, names = read_text(read, source, header=header, delimiter=delimiter, wanted=wanted,
+                               missing=missing, size=size)
+    return _kept_dataset(X, kept, source, names)
 
 
 # -- columns --------------------------------------------------------------------------------
@@ -382,33 +330,6 @@ def _parse_columns(columns):
         raise UsageError(f"--columns must list names or 0-based indexes separated by commas; "
                          f"got {columns!r}")
     return items
-
-
-def _column_indexes(wanted, names, width, source):
-    if wanted is None:
-        return list(range(width))
-    out = []
-    for item in wanted:
-        if item.lstrip("-").isdigit():
-            index = int(item)
-            if not 0 <= index < width:
-                raise UsageError(f"--columns: index {index} is out of range; {source} has "
-                                 f"{plural(width, 'column')} (0-based indexes 0..{width - 1})")
-        elif names is None:
-            raise UsageError(f"--columns: {item!r} is a name but {source} has no header line; "
-                             f"use 0-based indexes or --header")
-        elif item not in names:
-            raise UsageError(f"--columns: {source} has no column {item!r}; its columns are "
-                             f"{', '.join(names)}")
-        else:
-            index = names.index(item)
-        if index in out:
-            first = wanted[out.index(index)]
-            same = "" if first == item else f" (as {first!r})"
-            raise UsageError(f"--columns: column {item!r} is listed twice{same}; each column "
-                             f"can be used once")
-        out.append(index)
-    return out
 
 
 # -- binary formats -------------------------------------------------------------------------
@@ -570,21 +491,29 @@ def _check_array(X, source, ndim):
 
 def _finish_array(X, source, wanted, missing):
     X = np.asarray(X, dtype=np.float64)
-    select = _column_indexes(wanted, None, X.shape[1], source)
+    select = column_indexes(wanted, None, X.shape[1], source)
     if select != list(range(X.shape[1])):
         X = X[:, select]
     X = np.ascontiguousarray(X)         # no copy of an array read whole, as is usual
+    return _finish_table(X, source, select, None, missing, "NaN")
+
+
+def _finish_table(X, source, select, names, missing, nan="null or NaN"):
+    """The rows of ``X`` (the columns ``select`` of a file) checked: an infinite value is an
+    error, a missing one (NaN) too unless ``missing='drop'``."""
     if np.isfinite(X).all():            # the usual case in one pass
-        return _kept_dataset(X, np.ones(X.shape[0], dtype=bool), source, None)
+        return _kept_dataset(X, np.ones(X.shape[0], dtype=bool), source,
+                             [names[i] for i in select] if names else None)
     if np.any(np.isinf(X)):
         r, c = np.argwhere(np.isinf(X))[0]
-        raise DataError(f"{source}: row {r + 1}, column {select[c] + 1}: infinite value")
+        raise DataError(f"{source}: row {r + 1}, column {column_name(select[c], names)}: "
+                        f"infinite value")
     nan_rows = np.isnan(X).any(axis=1)
     if nan_rows.any() and missing == "error":
         r, c = np.argwhere(np.isnan(X))[0]
-        raise DataError(f"{source}: row {r + 1}, column {select[c] + 1}: missing value (NaN); "
-                        f"use --missing drop to skip such rows")
-    return _kept_dataset(X, ~nan_rows, source, None)
+        raise DataError(f"{source}: row {r + 1}, column {column_name(select[c], names)}: "
+                        f"missing value ({nan}); use --missing drop to skip such rows")
+    return _kept_dataset(X, ~nan_rows, source, [names[i] for i in select] if names else None)
 
 
 def _kept_dataset(X, kept, source, names):

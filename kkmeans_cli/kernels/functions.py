@@ -301,6 +301,12 @@ def with_offset(kernel, offset):
 
 
 # -- gamma ------------------------------------------------------------------------------------
+def resolve_dtype(dtype):
+    """The numpy type of kernel values stored as a valid ``dtype`` parameter ('float64',
+    np.float32, ...)."""
+    return np.float32 if np.dtype(dtype) == np.float32 else np.float64
+
+
 def resolve_gamma(kernel, gamma, X, rng):
     """The numeric gamma for ``kernel`` on data X.
 

@@ -30,7 +30,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..engine import _lloyd
-from ..engine import features as F
 from ..engine.feature_source import (EIG_RTOL, FeatureSpaceSource, rows_times, sq_norms,
                                      times_rows_t)
 from ..engine.threads import blas_threads
@@ -43,6 +42,14 @@ from ..memory import check, default_landmarks
 from ..progress import progress_adapter
 from ..memory import plan as plan_memory
 from .functions import check_range
+
+
+def _feature_engine():
+    """``engine/features.py``, imported when a Nyström model needs it: its compiled chunk
+    passes load SciPy's BLAS, which an exact model's predict never loads."""
+    from ..engine import features
+
+    return features
 
 
 # -- the feature map ------------------------------------------------------------------------
@@ -194,6 +201,7 @@ class FeatureEngine:
     not_euclidean = None
 
     def __init__(self, fmap, Phi, x_sq, diag, landmark_index, stage_seconds):
+        F = _feature_engine()
         self.fmap, self.Phi, self.x_sq, self.diag = fmap, Phi, x_sq, diag
         self.n = Phi.shape[0]
         self.landmark_index = landmark_index
@@ -206,6 +214,7 @@ class FeatureEngine:
         (``engine/restarts.py``); or Lloyd from ``init_labels``. Returns the
         ``restarts.Restarts`` of the best result (a ``LloydResult``), the full-data
         objectives of the completed candidates and the stages for ``fit_stats_``."""
+        F = _feature_engine()
         k, w = spec.n_clusters, np.asarray(weights, dtype=np.float64)
         n_threads = spec.n_threads
         progress = progress_adapter(progress, stages=True)
@@ -269,6 +278,7 @@ def engine_source(X, kernel, plan, n_threads, progress=None):
     the float32 features of X (:class:`FeatureEngine`) after the memory plan allowed them.
     Returns the engine and the map's :class:`~kkmeans_cli.engine.records.NystroemState`
     (no centres yet)."""
+    F = _feature_engine()
     n, k, m, rank = X.shape[0], plan.n_clusters, plan.n_landmarks, plan.rank
     planned = dict(k=k, approx="nystroem", n_landmarks=m, rank=rank, feature_engine=True,
                    n_threads=n_threads)
@@ -406,6 +416,7 @@ def _engine_nearest(model, X, want_distances, n_threads):
     """``nearest`` for a model of the explicit-feature engine: labels from its chunk
     functions (float32 features: the training data get exactly the fit's labels); the
     distances to every centre, when asked, from float64 features."""
+    F = _feature_engine()
     fmap = F.FeatureMap(kernel=model.kernel, landmarks=model.landmarks,
                         projection=model.transform, eigenvalues=np.empty(0),
                         dtype=F.DTYPES[model.dtype])

@@ -5,21 +5,20 @@ from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, Cluste
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _options
-from ..engine.records import NcutState
+from ..engine.records import NcutState, NystroemState
 from ..engine.threads import blas_threads, effective_n_threads
-from ..kernels.functions import check_range, data_offset
-from ..kernels.nystroem import NystroemFeatures, NystroemModel, shared_features
-from ..kernels.nystroem import nearest as nystroem_nearest
-from ..kernels.predict import ExactModel
-from ..kernels.predict import nearest as exact_nearest
+from ..kernels.functions import check_range, data_offset, resolve_dtype
+from ..kernels.nystroem import NystroemFeatures, shared_features
 from ..kernels.psd import PRECOMPUTED
 from ..measures import features as feature_measures
 from ..measures import metrics as quality
 from ..memory import check, plan
 from .checks import check_data, check_fit_values, check_init_labels, check_weights
 from .fitting import fit_arrays, nystroem_plan, resolved_kernel
-from .params import PARAMETER_CONSTRAINTS, fit_rngs, resolve_dtype, validate_params
+from .params import PARAMETER_CONSTRAINTS, fit_rngs, validate_params
 from .planning import plan_fit, route_of
+from .predictor import nearest as predictor_nearest
+from .predictor import predictor
 
 
 # The planning thresholds (LAZY_MIN_N, LAZY_BUDGET, ELKAN_MAX_FEATURES, ELKAN_MIN_CLUSTERS,
@@ -424,32 +423,27 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         if self.approx != "nystroem":
             raise ValueError("predict on a Dask cluster needs a Nyström model "
                              "(approx='nystroem')")
-        return NystroemModel(kernel=self.kernel_, landmarks=self.landmarks_,
-                             transform=self.nystroem_transform_, centers=self.centers_,
-                             cluster_weights=self.cluster_weights_,
-                             inner_sums=self.inner_sums_,
+        return self._predictor()
+
+    def _predictor(self):
+        """This fitted model as the record predictions read (``model/predictor.py``)."""
+        ncut = (NcutState(self.degrees_, self.degree_weights_) if self.objective == "ncut"
+                else None)
+        nys = (NystroemState(landmarks=self.landmarks_, transform=self.nystroem_transform_,
+                             n_landmarks=self.n_landmarks_, rank=self.nystroem_rank_,
                              dtype=getattr(self, "nystroem_dtype_", None),
-                             n_features=self.n_features_in_, n_train=len(self.labels_),
-                             total_weight=float(np.sum(self.sample_weight_)))
+                             centers=self.centers_) if self.approx == "nystroem" else None)
+        return predictor(self.get_params(deep=False), kernel=self.kernel_, labels=self.labels_,
+                         sample_weight=self.sample_weight_, inner_sums=self.inner_sums_,
+                         cluster_weights=self.cluster_weights_,
+                         n_features=self.n_features_in_, X_fit=self.X_fit_,
+                         psd=getattr(self, "psd_", None), ncut=ncut, nystroem=nys)
 
     def _nearest(self, X, kernel_diag, want_distances):
         self._check_fitted()
         X = check_data(X, self.kernel, square=False, estimator=self, reset=False)
-        n_threads = effective_n_threads(self.n_threads)
-        if self.approx == "nystroem":
-            return nystroem_nearest(self.nystroem_model(), X, want_distances, n_threads)
-        return exact_nearest(self._exact_model(), X, kernel_diag, want_distances, n_threads)
-
-    def _exact_model(self):
-        """This fitted exact model as the record ``kernels.predict.nearest`` reads."""
-        ncut = (NcutState(self.degrees_, self.degree_weights_) if self.objective == "ncut"
-                else None)
-        return ExactModel(kernel=self.kernel_, X_fit=self.X_fit_,
-                          labels=self.labels_.astype(np.int32),
-                          sample_weight=self.sample_weight_, inner_sums=self.inner_sums_,
-                          cluster_weights=self.cluster_weights_,
-                          n_features=self.n_features_in_, dtype=resolve_dtype(self.dtype),
-                          psd=getattr(self, "psd_", None), ncut=ncut)
+        return predictor_nearest(self._predictor(), X, kernel_diag, want_distances,
+                                 effective_n_threads(self.n_threads))
 
     # -- helpers -----------------------------------------------------------------------------
     def _check_memory(self, n, dtype, kernel_given=False):
@@ -460,6 +454,12 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
 
     def _check_fitted(self):
         check_is_fitted(self, "labels_")
+
+
+def fitted_estimator(params, result):
+    """A ``KernelKMeans`` of ``params`` fitted with ``result`` (a ``FitResult``, e.g. a model
+    file's), without fitting again."""
+    return KernelKMeans(**params)._set_fitted(result)
 
 
 def fit_with_sums(estimator, X, sample_weight=None, *, kernel_matrix=None, progress=None):

@@ -28,10 +28,9 @@ from .._version import __version__
 from ..engine.records import FitResult
 from ..io.scaling import Scaler
 from ..kernels.functions import CENTRED_KERNELS, Kernel, with_offset
-from ..kernels.nystroem import features
 from .archive import FORMAT, FORMAT_VERSION, checked_array, corrupt, read_archive
-from .estimator import KernelKMeans
 from .parts import PARTS
+from .predictor import predictor_of
 
 _KEYS_ALWAYS = ("meta", "labels", "weights", "cluster_sizes", "cluster_weights", "inner_sums",
                 "inertia")
@@ -43,17 +42,39 @@ class LoadedModel:
 
     Attributes
     ----------
-    estimator : KernelKMeans
-        Fitted: ``predict`` and ``transform`` work without the training kernel matrix.
+    result : FitResult
+        The fitted state, checked (``engine/records.py``).
+    params : dict
+        The estimator's parameters the file sets (the others keep their defaults).
     meta : dict
         The archive's metadata (see ``docs/model-format.md``).
     scaler : Scaler
         The scaling the training data went through; apply it to new data.
+    predictor : ExactModel or NystroemModel
+        What predictions read (``model/predictor.py``): ``kkmeans predict`` labels new points
+        from it without building the estimator (nor importing scikit-learn).
+    estimator : KernelKMeans
+        Fitted, built from ``params`` and ``result`` when first asked for: ``predict`` and
+        ``transform`` work without the training kernel matrix.
     """
 
-    estimator: object
+    result: object
+    params: dict
     meta: dict
     scaler: Scaler
+
+    @property
+    def predictor(self):
+        return predictor_of(self.result, self.params)
+
+    @property
+    def estimator(self):
+        if getattr(self, "_estimator", None) is None:
+            # scikit-learn is imported only here: predict and info of a model file need it not
+            from .estimator import fitted_estimator
+
+            self._estimator = fitted_estimator(self.params, self.result)
+        return self._estimator
 
 
 def state_parts():
@@ -206,11 +227,11 @@ def load_model(path):
         part_params, state = part.load(meta, arrays, n, lambda problem: corrupt(path, problem))
         params.update(part_params)
         states.update(state)
-    estimator, kernel = _estimator(meta, params, _kernel_offset(path, arrays, meta, d))
+    params, kernel = _params(meta, params, _kernel_offset(path, arrays, meta, d))
     fit_stats = dict(meta.get("fit_stats", {}))
     if "best_restart" in fit_stats:  # 0-based in the Python API
         fit_stats["best_restart"] -= 1
-    estimator._set_fitted(FitResult(
+    result = FitResult(
         labels=labels.astype(np.intp), inertia=float(inertia),
         inner_sums=np.ascontiguousarray(inner_sums, dtype=np.float64),
         cluster_weights=np.ascontiguousarray(cluster_weights, dtype=np.float64),
@@ -218,29 +239,33 @@ def load_model(path):
         kernel=kernel, sample_weight=np.ascontiguousarray(weights, dtype=np.float64),
         X_fit=None if X_fit is None else np.ascontiguousarray(X_fit, dtype=np.float64),
         n_features=d, fit_stats=fit_stats, psd=states.get("psd"), ncut=states.get("ncut"),
-        nystroem=states.get("nystroem")))
-    _check_consistency(path, meta, estimator)
-    return LoadedModel(estimator=estimator, meta=meta, scaler=scaler)
+        nystroem=states.get("nystroem"))
+    _check_consistency(path, meta, result, params)
+    return LoadedModel(result=result, params=params, meta=meta, scaler=scaler)
 
 
-def _check_nystroem(path, est, slack, unit):
+def _check_nystroem(path, result, slack, unit):
     """Nystroem features phi(x) = K(x, L) T satisfy |phi(x)|^2 <= K(x, x) (the Nystroem
     kernel is the original one minus a positive semidefinite Schur complement; Williams and
     Seeger, "Using the Nystroem method to speed up kernel machines"): checked on the
     landmarks. The centres are means of features, so |mu_c|^2 <= 1 for kernels bounded by 1.
     """
-    L, T = est.landmarks_, est.nystroem_transform_
+    # the Nyström map only for a Nyström model: an exact model's predict loads no SciPy
+    from ..kernels.nystroem import features
+
+    nys = result.nystroem
+    L, T = nys.landmarks, nys.transform
     with np.errstate(all="ignore"):
-        Phi = features(L, L, T, est.kernel_)
+        Phi = features(L, L, T, result.kernel)
         norms = np.einsum("ij,ij->i", Phi, Phi)
-        diag = est.kernel_.diag(L)
+        diag = result.kernel.diag(L)
     if not (np.all(np.isfinite(norms)) and np.all(np.isfinite(diag))):
         corrupt(path, "the Nystroem features of the landmarks are not finite numbers")
     scale = max(1.0, float(np.max(np.abs(diag))))
     if np.any(norms > diag * (1 + slack) + slack * scale):
         corrupt(path, "'nystroem_transform' does not fit 'landmarks' (its features are longer "
                     "than the kernel allows)")
-    if unit and np.any(np.einsum("ij,ij->i", est.centers_, est.centers_) > 1 + slack):
+    if unit and np.any(np.einsum("ij,ij->i", nys.centers, nys.centers) > 1 + slack):
         corrupt(path, "'centers' lie outside the feature space of the kernel")
 
 
@@ -248,7 +273,7 @@ def _check_nystroem(path, est, slack, unit):
 _PSD_KERNELS = ("rbf", "laplacian", "chi2", "cosine", "linear")
 
 
-def _check_consistency(path, meta, est):
+def _check_consistency(path, meta, result, params):
     """The invariants ``predict`` and ``transform`` rely on, between the arrays.
 
     Each cluster's weight W_c is positive and is the sum of its members' weights (so every
@@ -258,8 +283,8 @@ def _check_consistency(path, meta, est):
     kernel bounded by 1 in absolute value (sigmoid) has |g_c| <= W_c^2. For a Nystroem model
     g_c = W_c^2 |mu_c|^2 of its stored centre.
     """
-    labels, weights, k = est.labels_, est.sample_weight_, est.n_clusters
-    W, g = est.cluster_weights_, est.inner_sums_
+    labels, weights, k = result.labels, result.sample_weight, params["n_clusters"]
+    W, g = result.cluster_weights, result.inner_sums
     if not np.all(W > 0):
         c = int(np.flatnonzero(~(W > 0))[0])
         corrupt(path, f"'cluster_weights' must be positive; cluster {c} has {W[c]:g}")
@@ -271,21 +296,23 @@ def _check_consistency(path, meta, est):
     slack = 1e-4  # float32 kernels, summation order
     kernel = meta["kernel"]
     unit = kernel in ("rbf", "laplacian", "chi2", "cosine")  # |K(x, y)| <= 1
-    if getattr(est, "objective", "kmeans") == "ncut":
+    ncut = result.ncut
+    if params.get("objective", "kmeans") == "ncut":
         # The fit's weights are the degree weights times the degrees (Dhillon, Guan and
         # Kulis, "Kernel k-means, spectral clustering and normalized cuts").
-        if not np.allclose(weights, est.degree_weights_ * est.degrees_, rtol=1e-8, atol=0):
+        if not np.allclose(weights, ncut.degree_weights * ncut.degrees, rtol=1e-8, atol=0):
             corrupt(path, "'weights' does not match 'degree_weights' times 'degrees'")
-        if unit and np.any(est.degrees_ > est.degree_weights_.sum() * (1 + slack)):
+        if unit and np.any(ncut.degrees > ncut.degree_weights.sum() * (1 + slack)):
             corrupt(path, f"'degrees' exceed the sum of 'degree_weights' (the {kernel} kernel "
                         f"is at most 1)")
-    if getattr(est, "approx", "none") == "nystroem":
-        _check_nystroem(path, est, slack, unit)
-        expected = W ** 2 * np.einsum("ij,ij->i", est.centers_, est.centers_)
+    if params.get("approx", "none") == "nystroem":
+        _check_nystroem(path, result, slack, unit)
+        centers = result.nystroem.centers
+        expected = W ** 2 * np.einsum("ij,ij->i", centers, centers)
         if not np.allclose(g, expected, rtol=slack, atol=slack * W ** 2 * 1e-12):
             corrupt(path, "'inner_sums' does not match 'centers' and 'cluster_weights'")
         return
-    state = getattr(est, "psd_", None)
+    state = result.psd
     repair = state.repair if state is not None else "none"
     if repair == "clip":
         # Eigenvectors of the centred kernel: orthonormal columns; the grand mean is the mean
@@ -303,17 +330,17 @@ def _check_consistency(path, meta, est):
            or (bool(meta.get("psd_checked")) and meta.get("psd") is True))
     diag = None
     if repair != "clip":
-        if est.X_fit_ is not None and kernel not in ("precomputed", "precomputed-distance"):
+        if result.X_fit is not None and kernel not in ("precomputed", "precomputed-distance"):
             with np.errstate(all="ignore"):
-                diag = est.kernel_.diag(est.X_fit_)
+                diag = result.kernel.diag(result.X_fit)
             if not np.all(np.isfinite(diag)):
                 i = int(np.flatnonzero(~np.isfinite(diag))[0])
                 corrupt(path, f"the {kernel} kernel of 'X_fit' row {i + 1} with itself is not "
                             f"a finite number (overflow)")
         elif state is not None and state.train_diag is not None:
             diag = state.train_diag
-        if diag is not None and getattr(est, "objective", "kmeans") == "ncut":
-            diag = diag / est.degrees_ ** 2
+        if diag is not None and ncut is not None:
+            diag = diag / ncut.degrees ** 2
         if diag is not None and repair == "lingoes":
             diag = diag + state.sigma * (1.0 - 1.0 / labels.shape[0])
     if psd:
@@ -353,18 +380,18 @@ def _kernel_offset(path, arrays, meta, d):
     return checked_array(path, arrays, "kernel_offset", (d,), "f")
 
 
-def _estimator(meta, params, offset=None):
-    """The estimator of a model file (not fitted yet) with the parameters of its meta and of
-    its state parts (``params``), and its resolved kernel."""
+def _params(meta, params, offset=None):
+    """The estimator's parameters of a model file (those of its meta, and ``params``: those
+    of its state parts) and its resolved kernel."""
     kernel = meta["kernel"]
     gamma = float(meta["gamma"]) if "gamma" in meta and meta["gamma"] is not None else None
     degree = int(meta.get("degree", 3))
     coef0 = float(meta.get("coef0", 1.0))
     seed = meta.get("seed")
-    estimator = KernelKMeans(
-        meta["n_clusters"], kernel=kernel, gamma=gamma if gamma is not None else "median",
-        degree=degree, coef0=coef0, n_init=max(1, int(meta.get("n_init", 1))),
-        algorithm=meta.get("algorithm", "auto"),
+    params = dict(
+        n_clusters=meta["n_clusters"], kernel=kernel,
+        gamma=gamma if gamma is not None else "median", degree=degree, coef0=coef0,
+        n_init=max(1, int(meta.get("n_init", 1))), algorithm=meta.get("algorithm", "auto"),
         random_state=seed if isinstance(seed, int) else None,
         dtype=np.float32 if meta["dtype"] == "float32" else np.float64, **params)
-    return estimator, with_offset(Kernel(kernel, gamma, degree, coef0), offset)
+    return params, with_offset(Kernel(kernel, gamma, degree, coef0), offset)

@@ -131,11 +131,6 @@ def check_param_combination(params):
             raise InvalidParameterError(f"memory_limit: {exc}") from None
 
 
-def resolve_dtype(dtype):
-    """The numpy type of a valid ``dtype`` parameter ('float64', np.float32, ...)."""
-    return np.float32 if np.dtype(dtype) == np.float32 else np.float64
-
-
 def fit_rngs(random_state):
     """Independent generators for the gamma sample and for the starts.
 

@@ -21,11 +21,10 @@ import numpy as np
 
 from ..engine.iterate import elkan_pays_blocked
 from ..engine.threads import effective_n_threads
-from ..kernels.functions import Kernel
+from ..kernels.functions import Kernel, resolve_dtype
 from ..kernels.nystroem import feature_engine_applies
 from ..kernels.psd import PRECOMPUTED, needs_psd_check
 from ..memory import check, choose_storage, plan
-from .params import resolve_dtype
 
 # storage='auto' (route 'lazy'): a fit with one start of at least LAZY_MIN_N points starts
 # without the kernel matrix and builds it once the blocked iterations have computed

@@ -1,0 +1,382 @@
+"""The k-nearest-neighbour graph of a point set, and checks of an affinity matrix given as is.
+
+Graph kernels cluster the points by a sparse affinity A (n×n, symmetric, non-negative) instead
+of a dense kernel; the normalized cut of A is then minimised by weighted kernel k-means
+(``engine/graph.py``). This module builds A.
+
+Neighbours
+    N(i) are the ``n_neighbors`` nearest points of x_i *including i itself* (the convention of
+    scikit-learn's ``SpectralClustering(affinity='nearest_neighbors')``, whose graph is
+    ``kneighbors_graph(X, n_neighbors, include_self=True)``): so every point has a self-loop
+    and a positive degree, and no point is isolated. Low dimensions (d ≤ ``TREE_MAX_DIM``) use
+    SciPy's k-d tree (``cKDTree``, queries on ``n_threads`` workers, asked in the tree's leaf
+    order); higher dimensions an
+    exact blocked search, ‖x‖² + ‖y‖² − 2x·y by one BLAS product per block of rows, the chosen
+    distances then recomputed as ‖x − y‖ (benchmarks/bench_graph.py, ``knn``, compares the
+    two and an approximate search).
+
+Weightings of an edge i → j ∈ N(i)
+    connectivity   B_ij = 1
+    self-tuning    B_ij = exp(−‖x_i − x_j‖² / (σ_i σ_j)), σ_i the distance of x_i to its
+                   7th nearest other point (Zelnik-Manor & Perona, "Self-tuning spectral
+                   clustering", NIPS 2004; the last neighbour when fewer are asked for).
+    A = (B + Bᵀ)/2, CSR float64, exactly symmetric (b_ij + b_ji is commutative); A_ii = 1.
+
+Duplicates
+    Points at distance 0 are one *node*: the search runs on the distinct points (so copies
+    do not fill each other's neighbour lists, and σ_i > 0), and a node of u_i copies carries
+    all their edges: the graph is E = U A U, E_ij = u_i u_j A_ij (U = diag(u)). Its degrees
+    are u_i d_i and the normalized cut of any labelling that keeps copies together is the
+    same as on the n×n graph of the copies; every copy gets its node's label.
+
+Components
+    Counted by union-find over the neighbour lists (``_knn_graph.pyx``; for a given affinity
+    by ``scipy.sparse.csgraph.connected_components``): the normalized-cut engine starts from
+    them (a labelling whose clusters are unions of components cuts nothing: ncut 0).
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engine.threads import blas_threads
+from ..errors import DataError
+from . import _knn_graph
+
+WEIGHTINGS = ("connectivity", "self-tuning")
+SCALE_NEIGHBOR = 7          # Zelnik-Manor & Perona's σ_i: the 7th nearest other point
+TREE_MAX_DIM = 15           # k-d tree up to this dimension, blocked exact search above
+SEARCH_BLOCK_BYTES = 64 << 20   # distance block of the exact search
+QUERY_SORT_MIN = 10_000      # more queries than this are asked in spatial order
+SYMMETRY_RTOL = 1e-10       # a given affinity is symmetric within this × max |A_ij|
+
+
+@dataclass(frozen=True)
+class GraphInfo:
+    """What the graph is: its parameters and shape, for reports and the model file.
+
+    ``n_points`` rows of X made ``n_nodes`` distinct nodes (``n_duplicates`` = the difference);
+    ``nnz`` stored entries of E (self-loops included); ``component_sizes`` the points (not
+    nodes) per connected component, largest first.
+    """
+
+    n_points: int
+    n_nodes: int
+    n_neighbors: int
+    weighting: str
+    nnz: int
+    n_components: int
+    component_sizes: tuple
+    n_duplicates: int = 0
+    self_loops: bool = True
+    scale_neighbor: int = SCALE_NEIGHBOR
+
+
+@dataclass(frozen=True)
+class Graph:
+    """The affinity graph of a fit and what a prediction needs to place new points in it.
+
+    affinity : CSR float64 (m×m), E = U A U, symmetric, non-negative, positive row sums
+    node_of : int64 (n,) node of each point (nodes are numbered in the k-d tree's leaf order,
+        duplicates share one), or None when node i is point i
+    nodes : float64 (m×d) coordinates of the nodes (None for a given affinity)
+    counts : float64 (m,) copies per node u_i
+    scales : float64 (m,) σ_i of the nodes (self-tuning only, else None)
+    components : int32 (m,) connected component of each node
+    info : GraphInfo
+    """
+
+    affinity: object
+    node_of: np.ndarray
+    nodes: np.ndarray
+    counts: np.ndarray
+    scales: np.ndarray
+    components: np.ndarray
+    info: GraphInfo
+
+    def point_labels(self, node_labels):
+        """Labels of the n points from the labels of the m nodes."""
+        return node_labels if self.node_of is None else node_labels[self.node_of]
+
+
+# -- neighbours ------------------------------------------------------------------------------
+def nearest(points, queries, k, n_threads=1, self_first=False):
+    """The k nearest of ``points`` to each query: (distances, indices), each (q, k), sorted
+    by distance (k-d tree order on ties). With ``self_first`` the queries are the points
+    themselves and query i lists i first (the exact search forces it; the tree finds it at
+    distance 0 when the points are distinct)."""
+    k = int(min(k, points.shape[0]))
+    if points.shape[1] <= TREE_MAX_DIM:
+        return tree_nearest(points, queries, k, n_threads)
+    return exact_nearest(points, queries, k, n_threads, self_first)
+
+
+def tree_nearest(points, queries, k, n_threads=1):
+    """k nearest by SciPy's k-d tree (sliding-midpoint splits: a quicker build). Queries are
+    asked in the tree's leaf order (neighbouring queries visit the same nodes: 4-5× faster at
+    10⁶ points than in input order) and the answers put back in input order."""
+    from scipy.spatial import cKDTree
+
+    tree = cKDTree(points, balanced_tree=False, compact_nodes=False)
+    q = queries.shape[0]
+    if q >= QUERY_SORT_MIN:
+        order = cKDTree(queries, balanced_tree=False, compact_nodes=False).indices
+    else:
+        order = None
+    asked = queries if order is None else queries[order]
+    dist, idx = tree.query(asked, k=k, workers=int(n_threads))
+    dist = np.asarray(dist, dtype=np.float64).reshape(-1, k)
+    idx = np.asarray(idx, dtype=np.int64).reshape(-1, k)
+    if order is None:
+        return dist, idx
+    out_d, out_i = np.empty_like(dist), np.empty_like(idx)
+    out_d[order], out_i[order] = dist, idx
+    return out_d, out_i
+
+
+def exact_nearest(points, queries, k, n_threads=1, self_first=False):
+    """Exact k nearest neighbours by blocks of ‖x‖² + ‖y‖² − 2x·y (one BLAS product a block),
+    the k chosen distances recomputed as ‖x − y‖ and sorted (ties by index)."""
+    m, q = points.shape[0], queries.shape[0]
+    pn = np.einsum("ij,ij->i", points, points)
+    rows = max(1, SEARCH_BLOCK_BYTES // (8 * max(m, 1)))
+    dist = np.empty((q, k))
+    idx = np.empty((q, k), dtype=np.int64)
+    with blas_threads(n_threads):
+        for r0 in range(0, q, rows):
+            r1 = min(q, r0 + rows)
+            block = queries[r0:r1]
+            D2 = pn[None, :] - 2.0 * (block @ points.T)
+            D2 += np.einsum("ij,ij->i", block, block)[:, None]
+            if self_first:
+                D2[np.arange(r1 - r0), np.arange(r0, r1)] = -np.inf
+            part = np.argpartition(D2, k - 1, axis=1)[:, :k] if k < m else \
+                np.broadcast_to(np.arange(m), (r1 - r0, m)).copy()
+            exact = np.sqrt(((block[:, None, :] - points[part]) ** 2).sum(-1))
+            order = _order(exact, part)
+            dist[r0:r1] = np.take_along_axis(exact, order, 1)
+            idx[r0:r1] = np.take_along_axis(part, order, 1)
+    return dist, idx
+
+
+def _order(exact, part):
+    """Row-wise order by (distance, index): by index first, then a stable sort by distance."""
+    by_index = np.argsort(part, axis=1, kind="stable")
+    by_dist = np.argsort(np.take_along_axis(exact, by_index, 1), axis=1, kind="stable")
+    return np.take_along_axis(by_index, by_dist, 1)
+
+
+def local_scales(dist):
+    """σ_i = the distance to the ``SCALE_NEIGHBOR``-th nearest other point (column 7 of a
+    list that starts with the point itself), or to the last one found when the lists are
+    shorter; 1 when a list holds only the point itself."""
+    if dist.shape[1] < 2:
+        return np.ones(dist.shape[0])
+    return np.array(dist[:, min(SCALE_NEIGHBOR, dist.shape[1] - 1)], dtype=np.float64)
+
+
+def edge_weights(dist, idx, weighting, scales_row, scales_col):
+    """B_ij for the listed edges: 1 (connectivity) or exp(−d²/(σ_i σ_j)) (self-tuning)."""
+    if weighting == "connectivity":
+        return np.ones(dist.shape)
+    return np.exp(-(dist * dist) / (scales_row[:, None] * scales_col[idx]))
+
+
+# -- the graph -------------------------------------------------------------------------------
+def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1):
+    """The symmetrized k-nearest-neighbour graph of X (module docstring).
+
+    Parameters
+    ----------
+    X : array (n, d), finite
+    n_neighbors : int ≥ 1, neighbours of each point counting itself (at most n)
+    weighting : 'connectivity' or 'self-tuning'
+    n_threads : int, workers of the neighbour search
+
+    Returns
+    -------
+    Graph
+    """
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
+    if int(n_neighbors) < 1:
+        raise ValueError(f"n_neighbors must be at least 1, got {n_neighbors}")
+    X = np.ascontiguousarray(X, dtype=np.float64) + 0.0     # −0.0 → 0.0: copies compare equal
+    check_points(X)
+    n = X.shape[0]
+    k = int(min(n_neighbors, n))
+    base_of, points, counts = None, X, np.ones(n)
+    order, dist, idx = self_neighbours(points, k, n_threads)
+    if k >= 2 and np.any(dist[:, 1] == 0.0):
+        base_of, points, counts = distinct_nodes(X)
+        k = int(min(n_neighbors, points.shape[0]))
+        order, dist, idx = self_neighbours(points, k, n_threads)
+    node_of, nodes = base_of, points
+    if order is not None:
+        rank = inverse_permutation(order)
+        nodes, counts = points[order], counts[order]
+        node_of = rank if base_of is None else rank[base_of]
+    m = nodes.shape[0]
+    scales = local_scales(dist) if weighting == "self-tuning" else None
+    B = edge_weights(dist, idx, weighting, scales, scales)
+    E = symmetrize(B, idx, m)
+    if base_of is not None:
+        E = scale_nodes(E, counts)
+    n_comp, comp = _knn_graph.list_components(idx)
+    sizes = np.bincount(comp, weights=counts, minlength=n_comp).astype(np.int64)
+    info = GraphInfo(n_points=n, n_nodes=m, n_neighbors=int(n_neighbors),
+                     weighting=weighting, nnz=int(E.nnz), n_components=int(n_comp),
+                     component_sizes=tuple(int(s) for s in np.sort(sizes)[::-1]),
+                     n_duplicates=n - m)
+    return Graph(E, node_of, nodes, counts, scales, comp, info)
+
+
+def check_points(X):
+    """X must be a non-empty 2-D array of finite numbers (``DataError`` naming the first bad
+    row and column)."""
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+        raise DataError(f"X must be a non-empty 2-D array, got shape {X.shape}")
+    if not np.isfinite(X).all():
+        r, c = np.argwhere(~np.isfinite(X))[0]
+        raise DataError(f"X row {r}, column {c}: {X[r, c]} is not a finite number")
+
+
+def self_neighbours(points, k, n_threads=1):
+    """(order, dist, idx): the k nearest of every point, itself first, with rows and indices
+    renumbered by ``order``: the k-d tree's leaf order in low dimensions, so that the rows are
+    asked in spatial order (4-5× quicker at 10⁶ points) and neighbours get near numbers (every
+    later pass over the graph reads memory nearly in order); None (input order) for the exact
+    search of higher dimensions."""
+    if points.shape[1] > TREE_MAX_DIM:
+        dist, idx = exact_nearest(points, points, k, n_threads, self_first=True)
+        return None, dist, idx
+    from scipy.spatial import cKDTree
+
+    tree = cKDTree(points, balanced_tree=False, compact_nodes=False)
+    order = np.asarray(tree.indices, dtype=np.int64)
+    dist, idx = tree.query(points[order], k=k, workers=int(n_threads))
+    rank = inverse_permutation(order)
+    return (order, np.asarray(dist, dtype=np.float64).reshape(-1, k),
+            rank[np.asarray(idx, dtype=np.int64).reshape(-1, k)])
+
+
+def inverse_permutation(order):
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size, dtype=order.dtype)
+    return rank
+
+
+def distinct_nodes(X):
+    """(node_of, nodes, counts): the distinct rows of X in order of first appearance."""
+    _, first, inverse, counts = np.unique(X, axis=0, return_index=True, return_inverse=True,
+                                          return_counts=True)
+    order = np.argsort(first, kind="stable")          # node numbers by first appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return (rank[inverse.reshape(-1)].astype(np.int64), X[first[order]],
+            counts[order].astype(np.float64))
+
+
+def symmetrize(B, idx, m):
+    """A = (B + Bᵀ)/2 as CSR float64 with sorted indices, from the k edges of each row:
+    A_ij = (B_ij + B_ji)/2 = A_ji exactly (the same two terms, added in either order)."""
+    from scipy import sparse
+
+    k = idx.shape[1]
+    itype = np.int32 if m * k < 2 ** 31 else np.int64
+    Bm = sparse.csr_matrix((np.ascontiguousarray(B, dtype=np.float64).reshape(-1),
+                            idx.reshape(-1).astype(itype), np.arange(0, m * k + 1, k,
+                                                                     dtype=itype)),
+                           shape=(m, m))
+    Bt = Bm.T.tocsr()
+    Bm.sort_indices()
+    A = (Bm + Bt).tocsr()
+    A.data *= 0.5
+    A.sort_indices()
+    return A
+
+
+def scale_nodes(A, counts):
+    """E = U A U, E_ij = u_i u_j A_ij (CSR, the same pattern)."""
+    E = A.copy()
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    E.data = A.data * counts[rows] * counts[A.indices]
+    return E
+
+
+def components(A):
+    """(count, component of each node, int32) of the undirected graph A."""
+    from scipy.sparse.csgraph import connected_components
+
+    n_comp, comp = connected_components(A, directed=False)
+    return int(n_comp), comp.astype(np.int32)
+
+
+# -- a given affinity ------------------------------------------------------------------------
+def check_affinity(A, what="affinity"):
+    """A user-given affinity as CSR float64 with sorted indices, exactly symmetric.
+
+    Raises ``DataError`` (one line, naming the first bad row and column) unless A is square,
+    finite, non-negative, symmetric within ``SYMMETRY_RTOL`` × max A_ij, and every row has a
+    positive entry (a row of zeros is a point of degree 0, outside every cut). The stored
+    matrix is (A + Aᵀ)/2, so rounding asymmetry does not reach the engine.
+    """
+    from scipy import sparse
+
+    if not sparse.issparse(A):
+        A = np.asarray(A)
+        if A.ndim != 2:
+            raise DataError(f"{what} must be a 2-D matrix, got {A.ndim} dimensions")
+    if A.shape[0] != A.shape[1]:
+        raise DataError(f"{what} must be square, got {A.shape[0]}×{A.shape[1]}")
+    if not (np.issubdtype(A.dtype, np.number) and not np.iscomplexobj(A)) \
+            and A.dtype != np.bool_:
+        raise DataError(f"{what} must hold real numbers, got dtype {A.dtype}")
+    A = sparse.csr_matrix(A, dtype=np.float64)
+    A.sum_duplicates()
+    A.sort_indices()
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    bad = np.flatnonzero(~np.isfinite(A.data))
+    if bad.size:
+        raise DataError(f"{what} row {rows[bad[0]]}, column {A.indices[bad[0]]}: "
+                        f"{A.data[bad[0]]} is not a finite number")
+    bad = np.flatnonzero(A.data < 0)
+    if bad.size:
+        raise DataError(f"{what} row {rows[bad[0]]}, column {A.indices[bad[0]]}: "
+                        f"negative weight {A.data[bad[0]]:.6g}")
+    _check_symmetric(A, rows, what)
+    empty = np.flatnonzero(np.asarray(A.sum(axis=1)).reshape(-1) <= 0)
+    if empty.size:
+        raise DataError(f"{what} row {empty[0]} has no positive weight (a point of degree 0 "
+                        f"belongs to no cut); give it an edge or a self-loop")
+    S = ((A + A.T) * 0.5).tocsr()
+    S.sum_duplicates()
+    S.sort_indices()
+    return S
+
+
+def _check_symmetric(A, rows, what):
+    diff = (A - A.T).tocsr()
+    diff.eliminate_zeros()
+    if diff.nnz == 0:
+        return
+    scale = float(A.data.max()) if A.nnz else 0.0
+    worst = int(np.argmax(np.abs(diff.data)))
+    if abs(diff.data[worst]) <= SYMMETRY_RTOL * scale:
+        return
+    r = int(np.repeat(np.arange(diff.shape[0]), np.diff(diff.indptr))[worst])
+    c = int(diff.indices[worst])
+    raise DataError(f"{what} is not symmetric: row {r}, column {c} holds {A[r, c]:.6g} but "
+                    f"row {c}, column {r} holds {A[c, r]:.6g}")
+
+
+def given_graph(A):
+    """A checked user affinity as a ``Graph`` (every point its own node, no coordinates)."""
+    E = check_affinity(A)
+    n = E.shape[0]
+    n_comp, comp = components(E)
+    sizes = np.bincount(comp, minlength=n_comp)
+    info = GraphInfo(n_points=n, n_nodes=n, n_neighbors=0, weighting="precomputed",
+                     nnz=int(E.nnz), n_components=n_comp,
+                     component_sizes=tuple(int(s) for s in np.sort(sizes)[::-1]),
+                     self_loops=bool(np.any(E.diagonal() > 0)), scale_neighbor=0)
+    return Graph(E, None, None, np.ones(n), None, comp, info)

@@ -1,0 +1,307 @@
+"""A whole normalized-cut fit on a graph, and the prediction of new points: arrays in, records out.
+
+``fit_graph`` builds the graph (``graph.py``) or checks a given affinity, starts from
+the connected components when there are at least k of them (ncut 0: the optimum), else from
+``n_init`` multilevel starts and one spectral start up to ``SPECTRAL_MIX_MAX`` nodes
+(``engine/graph_starts.py``), refines each with the graph kernel k-means
+(``engine/graph.py``) and keeps the lowest objective (the first on ties).
+
+Out-of-sample extension (predict)
+    A new point x gets an affinity row a over the training nodes from its n_neighbors − 1
+    nearest nodes j, with the training weighting (connectivity: 1; self-tuning:
+    exp(−‖x − x_j‖²/(σ_x σ_j)) with the training σ_j and σ_x its distance to its 7th nearest
+    node), times the node's copies u_j, and a self-loop a_xx = 1 as every training point has
+    (it links x to no training node). Its degree is d_x = a_xx + Σ_j a_j and its kernel values
+    K(x, j) = a_j/(d_x d_j), K_xx = σ/d_x + a_xx/d_x², so with p_c = Σ_{j∈c} a_j/d_x
+
+        d(x, c) = K_xx − 2 Σ_{j∈c} w_j K(x, j)/W_c + g_c/W_c² = K_xx − 2p_c/vol(c) + (σ vol(c) + links(c, c))/vol(c)²,
+
+    and x goes to the nearest centre (ties: the lowest cluster). A point equal to a training
+    node J *is* that node: its row is the training row A_J (self-loop included) and
+    K(x, j) = σδ_jJ/d_x + a_j/(d_x d_j), so its distances are J's, and the nearest centre is
+    J's label (the fit ends at a Lloyd fixed point of exact sums, where a point keeps its
+    cluster on ties): ``predict(X_fit) == labels``. Predict returns that label for such points
+    without rebuilding A_J (which needs the reverse neighbour lists of the training graph).
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engine import graph_starts
+from ..engine.graph import GraphKernel, GraphSums, refine
+from ..engine.threads import blas_threads, effective_n_threads
+from ..errors import DataError
+from . import graph as kgraph
+
+STARTS = ("auto", "multilevel", "spectral")
+SPECTRAL_MIX_MAX = 20_000     # 'auto': one spectral start more up to this many nodes
+
+
+@dataclass(frozen=True)
+class GraphModel:
+    """What predicting new points needs (the model file's part for a graph fit).
+
+    nodes (m×d), counts u (m,), scales σ_j (m,) or None, node_labels (m,), degrees d (m,),
+    vol and links (k,), sigma, n_neighbors, weighting.
+    """
+
+    nodes: np.ndarray
+    counts: np.ndarray
+    scales: np.ndarray
+    node_labels: np.ndarray
+    degrees: np.ndarray
+    vol: np.ndarray
+    links: np.ndarray
+    sigma: float
+    n_neighbors: int
+    weighting: str
+
+    @property
+    def inner_sums(self):
+        """g_c = σ vol(c) + links(c, c)."""
+        return self.sigma * self.vol + self.links
+
+    def meta(self):
+        """The model file's meta entries of the graph (JSON values)."""
+        return {"n_neighbors": int(self.n_neighbors), "weighting": self.weighting,
+                "sigma": float(self.sigma)}
+
+    def arrays(self):
+        """The model file's arrays (plain dtypes: loadable with ``allow_pickle=False``)."""
+        out = {"graph_nodes": self.nodes, "graph_counts": self.counts,
+               "graph_node_labels": np.asarray(self.node_labels, dtype=np.int32),
+               "graph_degrees": self.degrees, "graph_vol": self.vol,
+               "graph_links": self.links}
+        if self.scales is not None:
+            out["graph_scales"] = self.scales
+        return out
+
+    @classmethod
+    def from_file(cls, meta, arrays, fail):
+        """The model from ``meta()`` and ``arrays()`` read back; ``fail(problem)`` raises on
+        any entry that is missing, of the wrong shape or kind, or out of range."""
+        weighting, n_neighbors, sigma = (meta.get(key) for key in
+                                         ("weighting", "n_neighbors", "sigma"))
+        if weighting not in kgraph.WEIGHTINGS:
+            fail(f"unknown graph weighting {weighting!r}")
+        if not isinstance(n_neighbors, int) or n_neighbors < 1:
+            fail("'n_neighbors' must be a positive integer")
+        if not isinstance(sigma, (int, float)) or not 0 <= sigma < np.inf:
+            fail("'sigma' must be a finite number ≥ 0")
+        names = ["graph_nodes", "graph_counts", "graph_node_labels", "graph_degrees",
+                 "graph_vol", "graph_links"] + (["graph_scales"]
+                                                if weighting == "self-tuning" else [])
+        for name in names:
+            if name not in arrays:
+                fail(f"the array '{name}' (needed by a graph kernel) is missing")
+            if arrays[name].dtype.kind not in "fiu" or not np.all(np.isfinite(arrays[name])):
+                fail(f"'{name}' must hold finite numbers")
+        nodes = arrays["graph_nodes"]
+        m, k = (nodes.shape[0] if nodes.ndim == 2 else -1), arrays["graph_vol"].shape[0]
+        for name, shape in [("graph_counts", (m,)), ("graph_node_labels", (m,)),
+                            ("graph_degrees", (m,)), ("graph_vol", (k,)),
+                            ("graph_links", (k,)), ("graph_scales", (m,))]:
+            if name in names and arrays[name].shape != shape:
+                fail(f"'{name}' must have shape {shape}")
+        labels = arrays["graph_node_labels"]
+        if m < 1 or np.any(labels < 0) or np.any(labels >= k):
+            fail(f"'graph_node_labels' must lie in 0 … {k - 1}")
+        if np.any(arrays["graph_degrees"] <= 0) or np.any(arrays["graph_counts"] <= 0):
+            fail("'graph_degrees' and 'graph_counts' must be positive")
+        f64 = (lambda name: np.ascontiguousarray(arrays[name], dtype=np.float64))
+        return cls(f64("graph_nodes"), f64("graph_counts"),
+                   f64("graph_scales") if "graph_scales" in names else None,
+                   np.ascontiguousarray(labels, dtype=np.int32), f64("graph_degrees"),
+                   f64("graph_vol"), f64("graph_links"), float(sigma), int(n_neighbors),
+                   weighting)
+
+
+@dataclass(frozen=True)
+class GraphFitResult:
+    """The outcome of ``fit_graph``.
+
+    labels (n,) per point; ncut; objective J (module docstring of ``engine/graph.py``);
+    n_iter (Lloyd passes of the winning run); converged; hartigan_moves; start ('components',
+    'multilevel', 'spectral'); start_ncuts (final ncut of every start run); graph
+    (``kernels.graph.Graph``); kernel (``GraphKernel``: σ, degrees); sums (links, vol);
+    node_labels (m,).
+    """
+
+    labels: np.ndarray
+    node_labels: np.ndarray
+    ncut: float
+    objective: float
+    n_iter: int
+    converged: bool
+    hartigan_moves: int
+    start: str
+    start_ncuts: tuple
+    graph: object
+    kernel: object
+    sums: GraphSums
+
+    @property
+    def inner_sums(self):
+        return self.kernel.sigma * self.sums.vol + self.sums.links
+
+    def fitted_attributes(self):
+        """What an estimator writes after this fit, by its attribute names: labels_,
+        inertia_ (J), inner_sums_ (g = σ vol + links), cluster_weights_ (vol), n_iter_,
+        converged_, ncut_ and fit_stats entries."""
+        return {"labels_": self.labels.astype(np.intp), "inertia_": self.objective,
+                "inner_sums_": self.inner_sums, "cluster_weights_": self.sums.vol.copy(),
+                "n_iter_": self.n_iter, "converged_": self.converged, "ncut_": self.ncut,
+                "fit_stats_": {"graph": dict(vars(self.graph.info)), "start": self.start,
+                               "start_ncuts": list(self.start_ncuts),
+                               "refine_moves": self.hartigan_moves,
+                               "sigma": self.kernel.sigma}}
+
+    def model(self):
+        """The GraphModel of this fit (None for a given affinity: no coordinates)."""
+        g = self.graph
+        if g.nodes is None:
+            return None
+        return GraphModel(g.nodes, g.counts, g.scales, self.node_labels, self.kernel.degrees,
+                          self.sums.vol, self.sums.links, self.kernel.sigma,
+                          g.info.n_neighbors, g.info.weighting)
+
+
+def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=10,
+              weighting="connectivity", start="auto", n_init=3, max_iter=300,
+              random_state=None, n_threads=None):
+    """Minimise the normalized cut of the k-nearest-neighbour graph of X (or of ``affinity``).
+
+    Parameters
+    ----------
+    X : array (n, d) or None when ``affinity`` is given
+    n_clusters : int, 1 ≤ k ≤ number of nodes
+    affinity : sparse or dense (n, n), checked by ``kernels.graph.check_affinity``
+    n_neighbors, weighting : the graph (``kernels.graph.knn_graph``)
+    start : 'auto' (components when there are ≥ k, else ``start_kinds``), 'multilevel',
+        'spectral'
+    n_init : starts tried when the components do not settle it
+    max_iter : Lloyd passes per run
+    random_state : None, int or numpy Generator (coarsening orders, embedding k-means)
+    n_threads : threads of the neighbour search and the passes (None: every core)
+
+    Returns
+    -------
+    GraphFitResult
+    """
+    if start not in STARTS:
+        raise ValueError(f"start must be one of {STARTS}, got {start!r}")
+    n_threads = effective_n_threads(n_threads)
+    rng = random_state if isinstance(random_state, np.random.Generator) \
+        else np.random.default_rng(random_state)
+    graph = kgraph.given_graph(affinity) if affinity is not None else \
+        kgraph.knn_graph(X, n_neighbors, weighting, n_threads)
+    k = int(n_clusters)
+    if not 1 <= k <= graph.info.n_nodes:
+        raise ValueError(f"n_clusters must be between 1 and the {graph.info.n_nodes} "
+                         f"distinct points, got {k}")
+    kernel = GraphKernel(graph.affinity, n_threads=n_threads)
+    with blas_threads(1):
+        runs = _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads)
+    objectives = [run.sums.objective(kernel) for _, run in runs]
+    best_kind, best = runs[int(np.argmin(objectives))]
+    return GraphFitResult(
+        labels=graph.point_labels(best.labels), node_labels=best.labels,
+        ncut=best.sums.ncut(), objective=min(objectives), n_iter=best.n_iter,
+        converged=best.converged, hartigan_moves=best.hartigan_moves, start=best_kind,
+        start_ncuts=tuple(run.sums.ncut() for _, run in runs), graph=graph, kernel=kernel,
+        sums=best.sums)
+
+
+def start_kinds(start, n_init, n_nodes):
+    """The start of each run: 'auto' runs ``n_init`` multilevel starts and, up to
+    ``SPECTRAL_MIX_MAX`` nodes (where its Lanczos is cheap), one spectral start more."""
+    n_init = max(1, int(n_init))
+    if start != "auto":
+        return [start] * n_init
+    return ["multilevel"] * n_init + (["spectral"] if n_nodes <= SPECTRAL_MIX_MAX else [])
+
+
+def _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads):
+    """[(start kind, GraphRun)] of every start tried."""
+    if start == "auto":
+        labels = graph_starts.component_start(graph.components, graph.info.n_components,
+                                              kernel.degrees, k)
+        if labels is not None:
+            return [("components", refine(kernel, labels, k, max_iter))]
+    runs, embedding = [], None
+    for kind in start_kinds(start, n_init, kernel.n):
+        if kind == "multilevel":
+            labels, _levels = graph_starts.multilevel_start(graph.affinity, k, rng, max_iter,
+                                                            n_threads)
+        else:
+            if embedding is None:
+                embedding = graph_starts.spectral_embedding(kernel, k, rng)
+            labels = graph_starts.spectral_start(kernel, k, rng, embedding)
+        runs.append((kind, refine(kernel, labels, k, max_iter)))
+    return runs
+
+
+# -- prediction ------------------------------------------------------------------------------
+def new_point_rows(model, X, n_threads=1):
+    """(rows, match): the affinity rows a of new points over the training nodes (CSR, q×m)
+    and, per point, the node it equals (−1 for none). A point equal to node J lists J first
+    (its self-loop, weight u_J) and takes σ_J as its scale; another point lists
+    n_neighbors − 1 nodes, its self-loop a_xx = 1 being added by ``new_point_distances``."""
+    from scipy import sparse
+
+    X = np.ascontiguousarray(X, dtype=np.float64) + 0.0
+    kgraph.check_points(X)
+    if X.shape[1] != model.nodes.shape[1]:
+        raise DataError(f"X has {X.shape[1]} columns, the model was fitted on "
+                        f"{model.nodes.shape[1]}")
+    m = model.nodes.shape[0]
+    kq = int(max(1, min(model.n_neighbors - 1, m)))
+    dist, idx = kgraph.nearest(model.nodes, X, kq, n_threads)
+    match = np.where(np.all(model.nodes[idx[:, 0]] == X, axis=1), idx[:, 0], -1)
+    if model.weighting == "connectivity":
+        B = np.ones(dist.shape)
+    else:
+        sx = dist[:, min(kgraph.SCALE_NEIGHBOR - 1, kq - 1)]
+        sx = np.where(match >= 0, model.scales[np.maximum(match, 0)], sx)
+        sx = np.where(sx > 0, sx, 1.0)
+        B = kgraph.edge_weights(dist, idx, "self-tuning", sx, model.scales)
+    B *= model.counts[idx]
+    q = X.shape[0]
+    rows = sparse.csr_matrix((B.reshape(-1), idx.reshape(-1), np.arange(0, q * kq + 1, kq)),
+                             shape=(q, m))
+    return rows, match
+
+
+def new_point_distances(model, rows, match):
+    """d(x, c) (q×k) of the module docstring. For a point that is no training node
+    (match −1) the self-loop a_xx = 1 is added to its degree; a point equal to node J has
+    its self-loop in its row (entry J) and K(x, J) gains σ/d_x in J's cluster."""
+    from scipy import sparse
+
+    k = model.vol.size
+    q, m = rows.shape
+    hit = np.flatnonzero(match >= 0)
+    J = match[hit]
+    Z = sparse.csr_matrix((np.ones(m), (np.arange(m), model.node_labels)), shape=(m, k))
+    loops = np.ones(q)
+    loops[hit] = np.asarray(rows[hit, J]).reshape(-1)
+    dx = np.asarray(rows.sum(axis=1)).reshape(-1)
+    dx[match < 0] += 1.0
+    F = np.asarray((rows @ Z).todense()) / dx[:, None]
+    F[hit, model.node_labels[J]] += model.sigma * model.degrees[J] / dx[hit]
+    diag = model.sigma / dx + loops / dx ** 2
+    ok = model.vol > 0
+    Ws = np.where(ok, model.vol, 1.0)
+    D = diag[:, None] - 2.0 * F / Ws + model.inner_sums / Ws ** 2
+    D[:, ~ok] = np.inf
+    return D
+
+
+def predict_graph(model, X, n_threads=1):
+    """Labels of new points (module docstring): the node's label for a point equal to a
+    training node, the nearest centre of its affinity row otherwise."""
+    rows, match = new_point_rows(model, X, n_threads)
+    labels = np.argmin(new_point_distances(model, rows, match), axis=1).astype(np.int32)
+    hit = match >= 0
+    labels[hit] = model.node_labels[match[hit]]
+    return labels

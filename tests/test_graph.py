@@ -1,0 +1,447 @@
+"""Graph kernels: the k-nearest-neighbour graph, the normalized-cut engine in O(nnz) a pass,
+its starts, the out-of-sample extension and the sparse silhouette — each against a brute-force
+dense reference (the graph kernel K = σD⁻¹ + D⁻¹AD⁻¹ built as an n×n array), scikit-learn's
+``kneighbors_graph``/``silhouette_score``, or the estimator's exact precomputed-kernel code."""
+import numpy as np
+import pytest
+from scipy import sparse
+
+from reference import distances as dense_distances
+from kkmeans_cli import KernelKMeans
+from kkmeans_cli.engine import _graph, graph_starts
+from kkmeans_cli.engine.graph import (GraphKernel, cluster_sums, distances, hartigan, lloyd,
+                                      normalized_cut, refine, update_sums)
+from kkmeans_cli.kernels.graph_fit import (fit_graph, new_point_distances, new_point_rows,
+                                          predict_graph)
+from kkmeans_cli.errors import DataError, KKMeansWarning
+from kkmeans_cli.kernels import graph as kgraph
+from kkmeans_cli.measures.graph_silhouette import graph_silhouette
+
+
+def _points(n, seed, d=2):
+    return np.random.default_rng(seed).normal(size=(n, d))
+
+
+def _random_affinity(n, seed, density=0.15, loops=True):
+    """A random symmetric non-negative sparse affinity with positive degrees."""
+    rng = np.random.default_rng(seed)
+    M = sparse.random(n, n, density=density, random_state=seed, format="csr")
+    M.data = rng.uniform(0.1, 2.0, M.nnz)
+    A = (M + M.T).tolil()
+    A.setdiag(rng.uniform(0.0, 1.0, n) if loops else 0.0)
+    A = A.tocsr()
+    A.eliminate_zeros()
+    A = A + sparse.diags(np.where(np.asarray(A.sum(1)).ravel() > 0, 0.0, 1.0))
+    return kgraph.check_affinity(A)
+
+
+def _dense_kernel(kernel):
+    A = kernel.matrix().toarray()
+    d = A.sum(1)
+    return kernel.sigma * np.diag(1.0 / d) + A / np.outer(d, d), d
+
+
+def _point_affinity(G):
+    """The graph between the points (nodes are numbered in the tree's order)."""
+    A = G.affinity.toarray()
+    return A if G.node_of is None else A[np.ix_(G.node_of, G.node_of)]
+
+
+def _dense_ncut(A, labels):
+    A = A.toarray()
+    return sum(A[np.ix_(labels == c, labels != c)].sum() / A[labels == c].sum()
+               for c in np.unique(labels))
+
+
+# -- the graph -------------------------------------------------------------------------------
+def test_connectivity_graph_is_scikit_learns():
+    from sklearn.neighbors import kneighbors_graph
+
+    X = _points(300, 0)
+    G = kgraph.knn_graph(X, 10, "connectivity")
+    B = kneighbors_graph(X, 10, include_self=True)
+    np.testing.assert_array_equal(_point_affinity(G), (0.5 * (B + B.T)).toarray())
+    assert G.info.n_nodes == 300 and G.info.nnz == G.affinity.nnz
+    np.testing.assert_array_equal(G.nodes[G.node_of], X)
+
+
+@pytest.mark.parametrize("d", [2, 20])
+def test_self_tuning_graph_against_brute_force(d):
+    """σ_i = distance to the 7th nearest other point, A = (B + Bᵀ)/2 with
+    B_ij = exp(−d²/(σ_iσ_j)); in 20-D through the exact blocked search."""
+    X = _points(200, 1, d)
+    G = kgraph.knn_graph(X, 9, "self-tuning")
+    D = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
+    order = np.argsort(D, axis=1, kind="stable")[:, :9]
+    sigma = D[np.arange(200), order[:, 7]]
+    B = np.zeros((200, 200))
+    for i in range(200):
+        B[i, order[i]] = np.exp(-D[i, order[i]] ** 2 / (sigma[i] * sigma[order[i]]))
+    np.testing.assert_allclose(_point_affinity(G), 0.5 * (B + B.T), rtol=1e-12, atol=0)
+    scales = G.scales if G.node_of is None else G.scales[G.node_of]
+    np.testing.assert_allclose(scales, sigma, rtol=1e-12)
+    assert np.array_equal(G.affinity.toarray(), G.affinity.toarray().T)
+
+
+def test_exact_search_matches_the_tree():
+    X = _points(500, 2, 6)
+    d1, i1 = kgraph.exact_nearest(X, X, 8, self_first=True)
+    from scipy.spatial import cKDTree
+
+    d2, i2 = cKDTree(X).query(X, 8)
+    np.testing.assert_array_equal(i1, i2)
+    np.testing.assert_allclose(d1, d2, rtol=1e-12)
+
+
+def test_duplicates_are_one_node_with_their_edges():
+    """Copies merge into one node carrying u_i u_j A_ij; the fit gives every copy its node's
+    label and predict(X_fit) returns the labels."""
+    X = _points(120, 3)
+    Xd = np.vstack([X, X[:30], X[:5], -0.0 * X[:1] + X[:1]])
+    G = kgraph.knn_graph(Xd, 8, "self-tuning")
+    assert G.info.n_nodes == 120 and G.info.n_duplicates == Xd.shape[0] - 120
+    np.testing.assert_array_equal(G.nodes[G.node_of], Xd)
+    assert len(np.unique(G.node_of[:120])) == 120
+    u = np.bincount(G.node_of).astype(float)
+    np.testing.assert_array_equal(G.counts, u)
+    # between the first 120 points (one copy each): u_i u_j times the graph of the distinct X
+    A = _point_affinity(kgraph.knn_graph(X, 8, "self-tuning"))
+    E = _point_affinity(G)[:120, :120]
+    uu = u[G.node_of[:120]]
+    np.testing.assert_allclose(E, uu[:, None] * A * uu[None, :], rtol=1e-15)
+    res = fit_graph(Xd, 3, n_neighbors=8, weighting="self-tuning", random_state=0)
+    np.testing.assert_array_equal(res.labels, res.node_labels[G.node_of])
+    np.testing.assert_array_equal(predict_graph(res.model(), Xd), res.labels)
+
+
+def test_components_and_their_sizes():
+    X = np.vstack([_points(100, 4), _points(60, 5) + 50.0, _points(40, 6) - 50.0])
+    G = kgraph.knn_graph(X, 10)
+    assert G.info.n_components == 3 and G.info.component_sizes == (100, 60, 40)
+    assert len(np.unique(G.components[G.node_of[:100]])) == 1
+    from scipy.sparse.csgraph import connected_components
+
+    count, comp = connected_components(G.affinity, directed=False)
+    assert count == 3
+    np.testing.assert_array_equal(comp, G.components)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (np.ones((3, 4)), "must be square"),
+    (np.array([[1.0, np.nan], [np.nan, 1.0]]), "row 0, column 1: nan is not a finite"),
+    (np.array([[1.0, -1.0], [-1.0, 1.0]]), "row 0, column 1: negative weight"),
+    (np.array([[1.0, 2.0], [1.0, 1.0]]), "not symmetric: row 0, column 1 holds 2"),
+    (np.array([[1.0, 0.0], [0.0, 0.0]]), "row 1 has no positive weight"),
+])
+def test_a_given_affinity_is_checked(bad, message):
+    with pytest.raises(DataError, match=message) as err:
+        kgraph.check_affinity(sparse.csr_matrix(bad))
+    assert "\n" not in str(err.value)
+
+
+def test_a_given_affinity_is_symmetrized_within_tolerance():
+    A = np.array([[1.0, 0.5], [0.5 + 1e-14, 1.0]])
+    S = kgraph.check_affinity(A)
+    assert S.format == "csr" and S.dtype == np.float64
+    assert S[0, 1] == S[1, 0]
+
+
+# -- the engine against the dense kernel -----------------------------------------------------
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_distances_and_objective_against_the_dense_kernel(seed):
+    A = _random_affinity(50, seed)
+    kernel = GraphKernel(A)
+    K, d = _dense_kernel(kernel)
+    assert np.linalg.eigvalsh(K).min() > -1e-12          # the shift makes K PSD
+    labels = np.random.default_rng(seed).integers(0, 4, 50).astype(np.int32)
+    sums = cluster_sums(kernel, labels, 4)
+    np.testing.assert_allclose(np.maximum(distances(kernel, labels, sums), 0.0),
+                               dense_distances(K, labels, d, 4), rtol=1e-10, atol=1e-14)
+    J = sum(d[i] * dense_distances(K, labels, d, 4)[i, labels[i]] for i in range(50))
+    assert sums.objective(kernel) == pytest.approx(J, rel=1e-10)
+    # J = ncut + σ(n − k) + Σ A_ii/d_i − k, and ncut is Σ cut/vol
+    ncut = _dense_ncut(A, labels)
+    assert sums.ncut() == pytest.approx(ncut, rel=1e-10)
+    const = kernel.sigma * (50 - 4) + np.sum(A.diagonal() / d) - 4
+    assert sums.objective(kernel) == pytest.approx(ncut + const, rel=1e-10)
+    assert normalized_cut(A, labels + 7) == pytest.approx(ncut, rel=1e-10)
+
+
+def test_lloyd_is_the_precomputed_kernel_k_means():
+    """Lloyd on the graph equals the estimator's exact Lloyd on the dense K with weights d."""
+    A = _random_affinity(80, 3, density=0.1)
+    kernel = GraphKernel(A, sigma=0.05)       # small shift: Lloyd moves points
+    K, d = _dense_kernel(kernel)
+    start = np.random.default_rng(4).integers(0, 3, 80).astype(np.int32)
+    labels, sums, n_iter, ok = lloyd(kernel, start, 3)
+    with pytest.warns(KKMeansWarning, match="not positive semidefinite"):  # σ below the bound
+        est = KernelKMeans(3, kernel="precomputed", init=start, n_init=1, refine="none",
+                           algorithm="lloyd").fit(K, sample_weight=d)
+    assert ok
+    np.testing.assert_array_equal(labels, est.labels_)
+    assert sums.objective(kernel) == pytest.approx(est.inertia_, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", [5, 6, 7])
+def test_lloyd_never_raises_the_objective_with_the_shift(seed):
+    A = _random_affinity(120, seed, density=0.05, loops=False)
+    kernel = GraphKernel(A)
+    start = np.random.default_rng(seed).integers(0, 5, 120).astype(np.int32)
+    trace = [cluster_sums(kernel, start, 5).objective(kernel)]
+    lloyd(kernel, start, 5, trace=trace)
+    assert np.all(np.diff(trace) <= 1e-12 * abs(trace[0]))
+
+
+def test_incremental_sums_equal_a_full_pass():
+    A = _random_affinity(200, 8)
+    kernel = GraphKernel(A)
+    rng = np.random.default_rng(8)
+    old = rng.integers(0, 4, 200).astype(np.int32)
+    new = old.copy()
+    moved = rng.choice(200, 30, replace=False)
+    new[moved] = rng.integers(0, 4, 30)
+    sums, exact = update_sums(kernel, old, new, cluster_sums(kernel, old, 4), 4)
+    full = cluster_sums(kernel, new, 4)
+    assert not exact
+    np.testing.assert_allclose(sums.links, full.links, rtol=1e-12)
+    np.testing.assert_allclose(sums.vol, full.vol, rtol=1e-12)
+
+
+def test_hartigan_reaches_a_single_move_optimum_that_is_a_lloyd_fixed_point():
+    A = _random_affinity(60, 9, density=0.12)
+    kernel = GraphKernel(A)
+    K, d = _dense_kernel(kernel)
+    start = np.random.default_rng(9).integers(0, 3, 60).astype(np.int32)
+    run = refine(kernel, start, 3)
+    assert run.converged and run.sums.ncut() < _dense_ncut(A, start)
+    best = _dense_ncut(A, run.labels)
+    for i in range(60):
+        for b in range(3):
+            trial = run.labels.copy()
+            trial[i] = b
+            if b != run.labels[i] and np.any(trial == run.labels[i]):
+                assert _dense_ncut(A, trial) >= best - 1e-12
+    D = dense_distances(K, run.labels, d, 3)
+    assert np.all(D[np.arange(60), run.labels] <= D.min(axis=1) + 1e-12)
+
+
+def test_hartigan_gain_is_the_exact_change_of_ncut():
+    A = _random_affinity(70, 10)
+    kernel = GraphKernel(A, sigma=0.0)
+    labels = np.random.default_rng(10).integers(0, 4, 70).astype(np.int32)
+    sums = cluster_sums(kernel, labels, 4)
+    new, new_sums, moves, gain = hartigan(kernel, labels, sums, 4)
+    assert moves > 0
+    assert sums.ncut() - new_sums.ncut() == pytest.approx(gain, rel=1e-9)
+    assert new_sums.ncut() == pytest.approx(_dense_ncut(A, new), rel=1e-10)
+
+
+def test_results_do_not_depend_on_the_thread_count():
+    X = np.vstack([_points(1500, 11), _points(1500, 12) + 3.0])
+    runs = [fit_graph(X, 4, start="multilevel", n_init=1, random_state=3, n_threads=t)
+            for t in (1, 2)]
+    np.testing.assert_array_equal(runs[0].labels, runs[1].labels)
+    assert runs[0].objective == runs[1].objective
+    np.testing.assert_array_equal(runs[0].sums.links, runs[1].sums.links)
+
+
+# -- starts ----------------------------------------------------------------------------------
+def test_components_are_the_start_when_there_are_enough():
+    X = np.vstack([_points(100, 13), _points(80, 14) + 40.0, _points(20, 15) - 40.0,
+                   _points(12, 16) + [40.0, -40.0]])
+    for k in (4, 3, 2):
+        res = fit_graph(X, k, random_state=0)
+        assert res.start == "components" and res.ncut == 0.0
+        assert len(np.unique(res.labels)) == k
+    # three clusters from four components: the two small ones join the lightest cluster
+    res = fit_graph(X, 3, random_state=0)
+    assert len(np.unique(res.labels[:100])) == 1 and len(np.unique(res.labels[100:180])) == 1
+
+
+def test_contraction_keeps_the_normalized_cut():
+    A = _random_affinity(150, 17, density=0.05)
+    levels, coarse = graph_starts.coarsen(A, np.random.default_rng(0), 20)
+    assert levels and coarse.shape[0] < 150
+    labels = np.random.default_rng(1).integers(0, 3, coarse.shape[0]).astype(np.int32)
+    fine = labels
+    for _, coarse_of in reversed(levels):
+        fine = fine[coarse_of]
+    assert normalized_cut(coarse, labels) == pytest.approx(normalized_cut(A, fine), rel=1e-12)
+    np.testing.assert_array_equal(coarse.toarray(), coarse.toarray().T)
+
+
+def test_heavy_edge_matching_pairs_at_most_two_neighbours():
+    A = _random_affinity(100, 18, density=0.05)
+    kernel = GraphKernel(A)
+    coarse_of = np.empty(100, dtype=np.int64)
+    m = _graph.heavy_edge_matching(kernel.indptr, kernel.indices, kernel.data, kernel.degrees,
+                                   np.arange(100, dtype=np.int64), coarse_of)
+    sizes = np.bincount(coarse_of)
+    assert sizes.size == m and sizes.max() <= 2 and sizes.sum() == 100
+    for c in np.flatnonzero(sizes == 2):
+        i, j = np.flatnonzero(coarse_of == c)
+        assert A[i, j] > 0
+
+
+@pytest.mark.parametrize("start", ["multilevel", "spectral"])
+def test_starts_reach_the_normalized_cut_of_spectral_clustering(start):
+    """On three touching blobs (one component) the fit's ncut is at most that of
+    scikit-learn's SpectralClustering on the same graph, up to a hair."""
+    from sklearn.cluster import SpectralClustering
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(600, centers=[[0, 0], [3, 0], [0, 3]], random_state=0)
+    res = fit_graph(X, 3, start=start, random_state=0)
+    sc = SpectralClustering(3, affinity="precomputed", random_state=0).fit(
+        res.graph.affinity)
+    assert res.ncut <= normalized_cut(res.graph.affinity, sc.labels_) + 1e-9
+
+
+# -- prediction ------------------------------------------------------------------------------
+@pytest.mark.parametrize("weighting", ["connectivity", "self-tuning"])
+def test_predict_of_the_training_points_is_labels(weighting):
+    from sklearn.datasets import make_moons
+
+    X, _ = make_moons(400, noise=0.12, random_state=1)
+    res = fit_graph(X, 3, weighting=weighting, random_state=0)
+    np.testing.assert_array_equal(predict_graph(res.model(), X), res.labels)
+
+
+def test_a_training_row_gives_the_training_distances():
+    """With its own training row, a training point's out-of-sample distances are its fit
+    distances, whose argmin is its label (the extension is consistent with the fit)."""
+    X = _points(300, 19)
+    res = fit_graph(X, 3, random_state=0)
+    model, kernel = res.model(), res.kernel
+    D = new_point_distances(model, res.graph.affinity, np.arange(300))
+    np.testing.assert_allclose(D, distances(kernel, res.node_labels, res.sums), rtol=1e-12)
+    np.testing.assert_array_equal(np.argmin(D, axis=1), res.node_labels)
+
+
+def test_new_points_get_the_cluster_of_their_neighbourhood():
+    from sklearn.datasets import make_moons
+
+    X, y = make_moons(600, noise=0.05, random_state=2)
+    res = fit_graph(X, 2, random_state=0)
+    Xn, yn = make_moons(200, noise=0.05, random_state=3)
+    pred = predict_graph(res.model(), Xn)
+    mapping = {c: np.bincount(y[res.labels == c]).argmax() for c in range(2)}
+    assert np.mean(np.vectorize(mapping.get)(pred) == yn) > 0.99
+    rows, match = new_point_rows(res.model(), Xn)
+    assert np.all(match == -1) and rows.shape == (200, 600) and rows.nnz == 200 * 9
+
+
+# -- silhouette ------------------------------------------------------------------------------
+def _dense_silhouette(kernel, labels):
+    """scikit-learn's silhouette on the dense feature-space distances √(K_ii + K_jj − 2K_ij)."""
+    from sklearn.metrics import silhouette_score
+
+    K, _ = _dense_kernel(kernel)
+    v = np.diag(K)
+    D = np.sqrt(np.maximum(v[:, None] + v[None, :] - 2.0 * K, 0.0))
+    np.fill_diagonal(D, 0.0)
+    return silhouette_score(D, labels, metric="precomputed")
+
+
+@pytest.mark.parametrize("weighting", ["connectivity", "self-tuning"])
+@pytest.mark.parametrize("exact", [512, 0])
+def test_graph_silhouette_against_dense(monkeypatch, weighting, exact):
+    from kkmeans_cli.measures import graph_silhouette as module
+
+    monkeypatch.setattr(module, "EXACT_DISTINCT", exact)   # 0: Chebyshev interpolation
+    X = _points(250, 20)
+    kernel = GraphKernel(kgraph.knn_graph(X, 8, weighting).affinity)
+    labels = np.random.default_rng(20).integers(0, 3, 250)
+    labels[:1] = 3                                    # a singleton cluster
+    assert graph_silhouette(kernel, labels, 4) == pytest.approx(
+        _dense_silhouette(kernel, labels), rel=1e-9, abs=1e-12)
+
+
+def test_lloyd_passes_do_not_depend_on_the_thread_count():
+    """Lloyd with a small shift (points move) on 4000 points: one thread and two threads give
+    the same labels, sums and objective trace, bit for bit."""
+    A = kgraph.knn_graph(np.vstack([_points(2000, 21), _points(2000, 22) + 2.0]), 10).affinity
+    start = np.random.default_rng(21).integers(0, 3, 4000).astype(np.int32)
+    out = []
+    for threads in (1, 2):
+        kernel = GraphKernel(A, sigma=0.02, n_threads=threads)
+        assert kernel.n_threads == threads
+        trace = []
+        labels, sums, n_iter, _ = lloyd(kernel, start, 3, trace=trace)
+        out.append((labels, sums.links, sums.vol, trace, n_iter))
+    assert out[0][4] > 1
+    for a, b in zip(out[0], out[1]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_refining_spectral_clusterings_labels_never_raises_their_cut():
+    """Guaranteed whatever the optimum: from scikit-learn's labels the iterations only lower
+    the normalized cut (every Lloyd pass with the PSD shift and every Hartigan move)."""
+    from sklearn.cluster import SpectralClustering
+    from sklearn.datasets import make_moons
+
+    X, _ = make_moons(500, noise=0.12, random_state=4)
+    A = kgraph.knn_graph(X, 10).affinity
+    sc = SpectralClustering(2, affinity="precomputed", random_state=0).fit(A)
+    run = refine(GraphKernel(A), sc.labels_.astype(np.int32), 2)
+    assert run.sums.ncut() <= normalized_cut(A, sc.labels_) + 1e-12
+    assert np.all(np.diff(run.objective_trace) <= 1e-12)
+
+
+def test_the_model_round_trips_through_a_file(tmp_path):
+    X = _points(300, 23)
+    res = fit_graph(X, 3, weighting="self-tuning", random_state=0)
+    model = res.model()
+    path = tmp_path / "graph.npz"
+    np.savez(path, **model.arrays())
+    with np.load(path, allow_pickle=False) as f:
+        arrays = {name: f[name] for name in f.files}
+
+    def fail(problem):
+        raise ValueError(problem)
+
+    back = type(model).from_file(model.meta(), arrays, fail)
+    Xn = _points(50, 24)
+    np.testing.assert_array_equal(predict_graph(back, Xn), predict_graph(model, Xn))
+    np.testing.assert_array_equal(predict_graph(back, X), res.labels)
+    bad = dict(arrays, graph_node_labels=arrays["graph_node_labels"] + 3)
+    with pytest.raises(ValueError, match="must lie in 0 … 2"):
+        type(model).from_file(model.meta(), bad, fail)
+    with pytest.raises(ValueError, match="'graph_scales' .* is missing"):
+        type(model).from_file(model.meta(), {k: v for k, v in arrays.items()
+                                             if k != "graph_scales"}, fail)
+    attrs = res.fitted_attributes()
+    assert attrs["inertia_"] == pytest.approx(
+        attrs["ncut_"] + res.kernel.sigma * (300 - 3) + np.sum(1.0 / res.kernel.degrees) - 3,
+        rel=1e-12)
+
+
+def test_graph_silhouette_without_shift_or_self_loops(monkeypatch):
+    """K_ii = 0 for a node without self-loop when σ = 0: the roots at x = 0 are summed
+    directly (Chebyshev path), as the dense reference gives."""
+    from kkmeans_cli.measures import graph_silhouette as module
+
+    monkeypatch.setattr(module, "EXACT_DISTINCT", 0)
+    A = _random_affinity(80, 25, loops=True).tolil()
+    A[0, 0] = 0.0
+    A = kgraph.check_affinity(A.tocsr())
+    kernel = GraphKernel(A, sigma=0.0)
+    assert kernel.diag[0] == 0.0
+    labels = np.random.default_rng(25).integers(0, 3, 80)
+    assert graph_silhouette(kernel, labels, 3) == pytest.approx(
+        _dense_silhouette(kernel, labels), rel=1e-9, abs=1e-12)
+
+
+def test_points_must_be_finite():
+    X = _points(20, 26)
+    X[3, 1] = np.nan
+    with pytest.raises(DataError, match="X row 3, column 1: nan is not a finite number"):
+        kgraph.knn_graph(X, 5)
+
+
+def test_new_points_are_checked():
+    res = fit_graph(_points(50, 27), 2, random_state=0)
+    with pytest.raises(DataError, match="X has 3 columns, the model was fitted on 2"):
+        predict_graph(res.model(), _points(4, 28, 3))
+    with pytest.raises(DataError, match="X row 0, column 0: inf"):
+        predict_graph(res.model(), np.array([[np.inf, 0.0]]))
