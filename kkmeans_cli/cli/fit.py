@@ -105,7 +105,7 @@ def fit(ctx, **_):
             reporter.progress(f"fitting k = {k} on {data.source}") as update:
         try:
             t0 = time.perf_counter()
-            K = estimator.kernel_matrix(X, progress=update) if share_K else None
+            K = estimator.kernel_matrix(X) if share_K else None
             built = time.perf_counter() - t0
             estimator.fit(X, sample_weight=weights, kernel_matrix=K, progress=update)
             if K is not None:  # its time, not the 0 s of a fit given K
