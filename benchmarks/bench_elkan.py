@@ -36,7 +36,8 @@ from kkmeans_cli.engine.starts import kmeans_plusplus  # noqa: E402
 from kkmeans_cli.kernels.sources import BlockedKernel, InMemoryKernel  # noqa: E402
 from kkmeans_cli.kernels.functions import Kernel, resolve_gamma  # noqa: E402
 from kkmeans_cli.engine.lloyd import lloyd  # noqa: E402
-from kkmeans_cli.kernels.nystroem import FeatureSpaceSource, fit_features  # noqa: E402
+from kkmeans_cli.engine.feature_source import FeatureSpaceSource  # noqa: E402
+from kkmeans_cli.kernels.nystroem import fit_features  # noqa: E402
 
 
 def blobs(n, d, k, seed):

@@ -69,7 +69,7 @@ def method_labels(method, X, k, seed):
     from sklearn.cluster import KMeans, SpectralClustering
 
     from kkmeans_cli import KernelKMeans
-    from kkmeans_cli.engine.graph_fit import fit_graph
+    from kkmeans_cli.kernels.graph_fit import fit_graph
 
     if method == "graph":
         return fit_graph(X, k, random_state=seed).labels
@@ -112,7 +112,7 @@ def big_child(method, n, threads):
     X, y = make_moons(n, noise=0.05, random_state=0)
     t0 = time.perf_counter()
     if method == "graph":
-        from kkmeans_cli.engine.graph_fit import fit_graph
+        from kkmeans_cli.kernels.graph_fit import fit_graph
 
         res = fit_graph(X, 2, random_state=0, n_threads=threads)
         labels, extra = res.labels, {"ncut": res.ncut, "start": res.start}
@@ -152,7 +152,7 @@ def ncut(args):
     from sklearn.datasets import load_digits
 
     from kkmeans_cli.engine.graph import normalized_cut
-    from kkmeans_cli.engine.graph_fit import fit_graph
+    from kkmeans_cli.kernels.graph_fit import fit_graph
 
     cases = [(f"moons seed {s}", *gallery_data("moons", s, 2.0), 2) for s in args.seeds]
     cases += [(f"varied seed {s}", *gallery_data("varied", s), 3) for s in args.seeds]
@@ -176,7 +176,7 @@ def starts(args):
     from sklearn.datasets import load_digits
     from sklearn.metrics import adjusted_rand_score
 
-    from kkmeans_cli.engine.graph_fit import fit_graph
+    from kkmeans_cli.kernels.graph_fit import fit_graph
 
     digits = load_digits()
     cases = [(f"{d} seed {s}", *gallery_data(d, s, 1.5), K_OF[d])

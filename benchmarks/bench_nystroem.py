@@ -135,7 +135,7 @@ def child_pipeline(args):
     from sklearn.cluster import KMeans
     from sklearn.kernel_approximation import Nystroem
 
-    from kkmeans_cli.model.memory import default_landmarks
+    from kkmeans_cli.memory import default_landmarks
 
     X, _ = load(args, args.n)
     gamma = resolved_gamma(X)
@@ -166,7 +166,7 @@ def child_iterations(args):
     X, _ = load(args, args.n)
     gamma = resolved_gamma(X)
     from kkmeans_cli.kernels.functions import Kernel
-    from kkmeans_cli.model.memory import default_landmarks
+    from kkmeans_cli.memory import default_landmarks
 
     m = default_landmarks(args.n, K)
     idx = choose_landmarks(args.n, m, landmark_rng(0))
@@ -423,7 +423,7 @@ def main(argv=None):
             if s != "m":
                 kw["rank"] = int(s)
             else:
-                from kkmeans_cli.model.memory import default_landmarks
+                from kkmeans_cli.memory import default_landmarks
 
                 kw["rank"] = default_landmarks(n, K)
             r = run_child(args, "ours", **kw)

@@ -17,7 +17,7 @@ from sklearn.datasets import make_blobs
 from kkmeans_cli.measures import metrics
 from kkmeans_cli.engine.threads import effective_n_threads
 from kkmeans_cli.kernels.functions import Kernel
-from kkmeans_cli.measures.sweep import sweep
+from kkmeans_cli.model.sweep import sweep
 
 
 def best_of(fn, repeat=3):

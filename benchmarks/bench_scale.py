@@ -152,16 +152,16 @@ def case_quality(args):
 
 def patch_spectral():
     """Use the explicit-feature embedding for sources that have one (see --feature-spectral)."""
-    from kkmeans_cli.engine import optima
+    from kkmeans_cli.engine import spectral
 
-    original = optima.spectral_embedding
+    original = spectral.spectral_embedding
 
     def spectral_embedding(source, weights, n_clusters, rng):
         if hasattr(source, "spectral_embedding"):
             return source.spectral_embedding(weights, n_clusters), "features"
         return original(source, weights, n_clusters, rng)
 
-    optima.spectral_embedding = spectral_embedding
+    spectral.spectral_embedding = spectral_embedding
 
 
 CASES = {"exact": case_exact, "nystroem": case_nystroem, "quality": case_quality}

@@ -6,7 +6,7 @@ fastest peer once per k.
     python benchmarks/bench_sweep.py --data normal
     python benchmarks/bench_sweep.py --peers KKMeans,KKMeans-elkan,python-kkmeans,tslearn
 
-kkmeans runs :func:`kkmeans_cli.measures.sweep.sweep` (the engine of ``kkmeans sweep``): one kernel
+kkmeans runs :func:`kkmeans_cli.model.sweep.sweep` (the engine of ``kkmeans sweep``): one kernel
 matrix, every k fitted with one restart, every measure computed per k (exact silhouette,
 simplified silhouette, Calinski-Harabasz, Davies-Bouldin), k chosen by the silhouette. The
 whole call is timed, in a fresh process, ``--repeats`` times (median reported).
@@ -43,7 +43,7 @@ DEFAULT_PEERS = ["KKMeans", "KKMeans-elkan"]
 
 def sweep_worker(args):
     """Time one sweep and write its rows to ``args.out`` (JSON)."""
-    from kkmeans_cli.measures.sweep import sweep
+    from kkmeans_cli.model.sweep import sweep
 
     X = bench_fit.make_data(args.data, args.n, args.d, args.centres, args.seed)
     ks = list(range(args.k_min, args.k_max + 1))

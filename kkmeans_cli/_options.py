@@ -1,7 +1,7 @@
 """The allowed values and defaults of every choice parameter, in one table.
 
 Read by the command line (``click.Choice`` lists, option defaults) and by
-:class:`~kkmeans_cli.estimator.KernelKMeans` (its ``_parameter_constraints`` and ``__init__``
+:class:`~kkmeans_cli.model.estimator.KernelKMeans` (its ``_parameter_constraints`` and ``__init__``
 defaults), so the two cannot drift apart. This module imports nothing, so ``kkmeans --help``
 stays free of NumPy and scikit-learn.
 

@@ -24,6 +24,18 @@ class DataError(KKMeansError, ValueError):
     """The input data is missing, unreadable or not valid (file, row, column in the message)."""
 
 
+class WeightsError(DataError):
+    """Sample weights that cannot be used. ``problem`` says which: 'negative' (a weight
+    negative or not finite: ``index`` and ``value`` say which one), 'too few' (fewer positive
+    weights than clusters), 'all zero', 'scale' (the sum is too large or too small for
+    floating point: ``detail`` says why). The message is the Python API's wording; the
+    command line words the same problem with its option and file."""
+
+    def __init__(self, problem, message, *, index=None, value=None, detail=None):
+        super().__init__(message)
+        self.problem, self.index, self.value, self.detail = problem, index, value, detail
+
+
 class ModelFileError(KKMeansError, ValueError):
     """A model file is missing, corrupt, unsafe or of an unsupported version."""
 
@@ -59,10 +71,6 @@ class OptionConflictError(UsageError):
     kernel matrix that turns out not to be positive semidefinite, the normalized cut on a
     kernel with a non-positive degree). A ``ValueError`` for the Python API; on the command
     line a usage error (exit code 2), since the remedy is a different option."""
-
-
-class NotFittedError(KKMeansError, AttributeError):
-    """The estimator is used before ``fit``."""
 
 
 class KKMeansWarning(UserWarning):

@@ -16,7 +16,7 @@ from helpers import ROOT, blobs, labels_of, listing, run, run_process, write_csv
 from kkmeans_cli import __version__
 from kkmeans_cli._text import plural
 from kkmeans_cli.cli import cli
-from kkmeans_cli.cli.options import format_data_with_labels
+from kkmeans_cli.cli.inputs import format_data_with_labels
 from kkmeans_cli.engine import _openmp
 from kkmeans_cli.io.config import configurable_params
 from kkmeans_cli.io.readers import read_data

@@ -115,7 +115,6 @@ def test_a_value_for_another_command_is_still_checked(work):
 
 
 @pytest.mark.parametrize("text, extra, needle", [
-    ("cluster: 2\napprox: nystroem\n", [], "--cluster '2': expected local or local:N"),
     ("columns: zz\n", [], "--columns"),
     ("init: start.txt\n", [], "--init start.txt: no such file"),
 ])
@@ -125,6 +124,14 @@ def test_an_error_about_a_config_value_names_the_config_and_key(work, text, extr
     _one_line(result, result.exit_code, needle)
     assert result.exit_code in (1, 2)
     assert result.stderr.rstrip().endswith(f"is key '{key}' of config {work / 'run.yaml'})")
+
+
+def test_a_cluster_value_is_checked_as_the_config_is_read(work):
+    """--cluster and --scheduler are checked as they are parsed: a config's value is a config
+    error naming the key, before anything is started."""
+    result = _fit(work, "cluster: 2\napprox: nystroem\n")
+    _one_line(result, 2, f"config {work / 'run.yaml'}: key 'cluster': '2': expected local or "
+                         f"local:N")
 
 
 def test_a_flag_named_in_an_error_is_not_blamed_on_the_config(work):

@@ -75,7 +75,7 @@ def test_same_result_as_one_process(client, tmp_path, params):
     assert_same_fit(est, ref)
     assert est.fit_stats_["start_kinds"] == ref.fit_stats_["start_kinds"]
     # predict on the cluster gives the fit's labels, in input order
-    futures = predict_on_cluster(est, data, client, rows=2048)
+    futures = predict_on_cluster(est.nystroem_model(), data, client, rows=2048)
     np.testing.assert_array_equal(np.concatenate(client.gather(futures)), ref.labels_)
 
 
@@ -143,8 +143,7 @@ def test_killing_a_worker_mid_fit_gives_the_same_result(client, tmp_path):
 
     data = open_data(client, str(tmp_path / "x.npy")).aligned(client, 2048)
     est = KernelKMeans(approx="nystroem", cluster=client, **params)
-    est.progress_callback = progress
-    est.fit(data)
+    est.fit(data, progress=progress)
     assert killed
     assert_same_fit(est, ref)
     # the nanny starts a new worker; the scheduler may list the dead one for a moment
@@ -348,14 +347,15 @@ def test_per_chunk_sums_move_fewer_bytes_same_labels(client, tmp_path):
     runs = {}
     for mode in (False, True):
         est = KernelKMeans(approx="nystroem", **params)
-        fit_on_cluster(est, data, client, fit_rngs(5), rows=4096, per_chunk_sums=mode)
-        runs[mode] = est
-        np.testing.assert_array_equal(est.labels_, ref.labels_)
-        assert est.inertia_ == pytest.approx(ref.inertia_, rel=1e-9)
-    k, s = 4, runs[True].nystroem_rank_
-    chunks = runs[True].fit_stats_["cluster"]["chunks"]
+        result = fit_on_cluster(data, client, est.get_params(), fit_rngs(5), rows=4096,
+                                per_chunk_sums=mode)
+        runs[mode] = result
+        np.testing.assert_array_equal(result.labels, ref.labels_)
+        assert result.inertia == pytest.approx(ref.inertia_, rel=1e-9)
+    k, s = 4, runs[True].nystroem.rank
+    chunks = runs[True].fit_stats["cluster"]["chunks"]
     assert chunks == 3
     per_chunk = chunks * (k * s + k + 1 + 1) * 8
-    assert runs[True].fit_stats_["cluster"]["bytes_per_pass"] == per_chunk
+    assert runs[True].fit_stats["cluster"]["bytes_per_pass"] == per_chunk
     blocks = -(-9000 // 2048)
-    assert runs[False].fit_stats_["cluster"]["bytes_per_pass"] == blocks * (k * s + k + 2) * 8
+    assert runs[False].fit_stats["cluster"]["bytes_per_pass"] == blocks * (k * s + k + 2) * 8

@@ -11,13 +11,15 @@ import pytest
 from helpers import FAST, blobs, gaussian, labels_of, mixture, run, run_process, write_csv
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine import elkan as elkan_module
-from kkmeans_cli.kernels import functions as kernels
+from kkmeans_cli import memory as memory_module
 from kkmeans_cli.engine.elkan import elkan
 from kkmeans_cli.engine.starts import kmeans_plusplus
 from kkmeans_cli.kernels.sources import BlockedKernel, InMemoryKernel
 from kkmeans_cli.kernels.functions import Kernel, KKMeansWarning, resolve_gamma
 from kkmeans_cli.engine.lloyd import lloyd
-from kkmeans_cli.kernels.nystroem import FeatureSpaceSource
+from kkmeans_cli.engine.feature_source import FeatureSpaceSource
+from kkmeans_cli.engine.iterate import scheme
+from kkmeans_cli.engine.records import FitSpec
 
 KERNEL_NAMES = ("rbf", "linear", "poly", "laplacian", "chi2", "cosine")
 KS = (2, 7, 30, 100)
@@ -119,7 +121,7 @@ def test_equals_lloyd_in_memory_float64_data(kernel_name, d, weighted, kind):
 @pytest.mark.parametrize("d", DS)
 @pytest.mark.parametrize("kernel_name", KERNEL_NAMES)
 def test_equals_lloyd_blocked(kernel_name, d, weighted, monkeypatch):
-    monkeypatch.setattr(kernels, "BLOCK_BYTES", 8 * 300 * 37)  # 37-row blocks
+    monkeypatch.setattr(memory_module, "BLOCK_BYTES", 8 * 300 * 37)  # 37-row blocks
     i = KERNEL_NAMES.index(kernel_name) + DS.index(d) + int(weighted)
     _case(kernel_name, KS[i % 4], d, weighted, ("blobs", "noise")[i % 2], mode="blocked")
 
@@ -299,15 +301,15 @@ def test_estimator_nystroem_elkan_equals_lloyd():
 def test_scheme_auto_chooses_by_source():
     X = _data("blobs", 50, 2, seed=0)
     kern = Kernel("rbf", 0.5)
-    est = KernelKMeans(3, algorithm="auto")
-    assert est._scheme(InMemoryKernel(kern.matrix(X), diag=kern.diag(X))) == "lloyd"
-    assert est._scheme(BlockedKernel(kern, X)) == "elkan"
-    assert est._scheme(FeatureSpaceSource(X)) == "elkan"
+    spec = FitSpec(n_clusters=3, algorithm="auto")
+    assert scheme(InMemoryKernel(kern.matrix(X), diag=kern.diag(X)), spec) == "lloyd"
+    assert scheme(BlockedKernel(kern, X), spec) == "elkan"
+    assert scheme(FeatureSpaceSource(X), spec) == "elkan"
     for algorithm in ("lloyd", "elkan"):
-        est = KernelKMeans(3, algorithm=algorithm)
+        spec = FitSpec(n_clusters=3, algorithm=algorithm)
         for source in (InMemoryKernel(kern.matrix(X)), BlockedKernel(kern, X),
                        FeatureSpaceSource(X)):
-            assert est._scheme(source) == algorithm
+            assert scheme(source, spec) == algorithm
 
 
 @pytest.mark.parametrize("storage, approx, want", [("matrix", "none", "lloyd"),
@@ -317,7 +319,7 @@ def test_auto_runs_the_scheme_it_should(storage, approx, want, monkeypatch):
     """A kernel matrix runs Lloyd, a blocked kernel Elkan, Nyström features the explicit-feature
     engine (engine/features.py: Lloyd with Hamerly's bounds), never the kernel-source schemes."""
     from kkmeans_cli.engine import features as features_module
-    from kkmeans_cli.model import estimator
+    from kkmeans_cli.engine import iterate as iterate_module
 
     calls = []
 
@@ -327,8 +329,8 @@ def test_auto_runs_the_scheme_it_should(storage, approx, want, monkeypatch):
             return function(*args, **kwargs)
         return run_and_count
 
-    monkeypatch.setattr(elkan_module, "elkan", counting("elkan", elkan))
-    monkeypatch.setattr(estimator, "lloyd", counting("lloyd", lloyd))
+    monkeypatch.setattr(iterate_module, "elkan", counting("elkan", elkan))
+    monkeypatch.setattr(iterate_module, "lloyd", counting("lloyd", lloyd))
     monkeypatch.setattr(features_module, "lloyd", counting("features", features_module.lloyd))
     X = _data("blobs", 200, 2, seed=5)
     # Random starts (no spectral start, whose inner k-means runs Elkan), no refinement.

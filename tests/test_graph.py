@@ -11,7 +11,7 @@ from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine import _graph, graph_starts
 from kkmeans_cli.engine.graph import (GraphKernel, cluster_sums, distances, hartigan, lloyd,
                                       normalized_cut, refine, update_sums)
-from kkmeans_cli.engine.graph_fit import (fit_graph, new_point_distances, new_point_rows,
+from kkmeans_cli.kernels.graph_fit import (fit_graph, new_point_distances, new_point_rows,
                                           predict_graph)
 from kkmeans_cli.errors import DataError, KKMeansWarning
 from kkmeans_cli.kernels import graph as kgraph

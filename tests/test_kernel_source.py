@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
 
-from kkmeans_cli.kernels import functions as kernels
+from kkmeans_cli import memory as memory_module
 from kkmeans_cli.engine.starts import kmeans_plusplus
 from kkmeans_cli.kernels.sources import BlockedKernel, InMemoryKernel
 from kkmeans_cli.kernels.functions import Kernel
@@ -12,7 +12,7 @@ from kkmeans_cli.engine.lloyd import lloyd
 
 @pytest.mark.parametrize("name, gamma", [("rbf", 0.2), ("laplacian", 0.3), ("linear", None)])
 def test_blocked_lloyd_equals_in_memory_lloyd(name, gamma, monkeypatch):
-    monkeypatch.setattr(kernels, "BLOCK_BYTES", 8 * 400 * 13)  # 13-row blocks
+    monkeypatch.setattr(memory_module, "BLOCK_BYTES", 8 * 400 * 13)  # 13-row blocks
     X, _ = make_blobs(400, n_features=3, centers=6, cluster_std=2.0, random_state=2)
     kern = Kernel(name, gamma)
     w = np.random.default_rng(0).uniform(0.5, 2.0, len(X))

@@ -5,6 +5,7 @@ from sklearn.metrics.pairwise import pairwise_kernels
 
 import reference as ref
 from helpers import gaussian
+from kkmeans_cli import memory as memory_module
 from kkmeans_cli.kernels import functions as kernels
 from kkmeans_cli.kernels.functions import Kernel
 
@@ -23,7 +24,7 @@ CASES = {
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_matrix_matches_sklearn_and_is_symmetric(name, dtype, monkeypatch):
     # Tiny blocks so several row blocks and the mirroring between them are exercised.
-    monkeypatch.setattr(kernels, "BLOCK_BYTES", 8 * 120 * 7)
+    monkeypatch.setattr(memory_module, "BLOCK_BYTES", 8 * 120 * 7)
     X = gaussian(120, 4, positive=name == "chi2")
     params = CASES[name]
     kern = Kernel(name, params.get("gamma"), params.get("degree", 3), params.get("coef0", 1.0))

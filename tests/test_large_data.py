@@ -8,8 +8,9 @@ from sklearn.datasets import make_blobs, make_circles, make_moons
 from sklearn.metrics import adjusted_rand_score
 
 from kkmeans_cli import KernelKMeans
-from kkmeans_cli.model import memory
+from kkmeans_cli import memory
 from kkmeans_cli.kernels import nystroem
+from kkmeans_cli.measures import features as feature_measures
 from kkmeans_cli.engine import features
 from kkmeans_cli.errors import MemoryPlanError
 from kkmeans_cli.kernels.functions import Kernel
@@ -72,7 +73,7 @@ def test_plan_of_the_feature_engine_counts_float32_features_of_its_rank():
     assert eng.items["Nyström features"] < old.items["Nyström features"] / 10
 
 
-def test_plan_repeats_the_engine_constants_it_cannot_import():
+def test_plan_and_engine_share_their_constants():
     from kkmeans_cli.engine import restarts
 
     assert memory.FEATURE_EPSILON == features.EPSILON
@@ -350,7 +351,7 @@ def test_nystroem_sweep_shares_features(tmp_path, monkeypatch):
     original = nystroem.fit_features
     monkeypatch.setattr(nystroem, "fit_features",
                         lambda *a, **kw: calls.append(1) or original(*a, **kw))
-    from kkmeans_cli.measures.sweep import sweep
+    from kkmeans_cli.model.sweep import sweep
 
     result = sweep(X, "2..6", gamma=0.05, n_init=2, random_state=0, n_threads=1,
                    approx="nystroem")
@@ -360,7 +361,7 @@ def test_nystroem_sweep_shares_features(tmp_path, monkeypatch):
     direct = KernelKMeans(5, gamma=0.05, n_init=2, random_state=0, n_threads=1,
                           approx="nystroem", n_landmarks=best.n_landmarks_).fit(X)
     np.testing.assert_array_equal(direct.labels_, best.labels_)
-    sil = nystroem.silhouette_score(nystroem.fit_features(
+    sil = feature_measures.silhouette_score(nystroem.fit_features(
         X, best.kernel_, best.n_landmarks_, 0).Phi, best.labels_).score
     assert result.best_row["silhouette"] == pytest.approx(sil, rel=1e-9)
 
@@ -372,10 +373,10 @@ def test_nystroem_silhouette_blocks_match_exact_metric():
     Phi = rng.normal(size=(700, 10))
     labels = rng.integers(0, 4, 700)
     want = scores(Phi @ Phi.T, labels)
-    got = nystroem.scores(Phi, labels)
+    got = feature_measures.scores(Phi, labels)
     for key in want:
         assert got[key] == pytest.approx(want[key], rel=1e-9, abs=1e-9), key
-    sampled = nystroem.scores(Phi, labels, max_exact=500, sample_size=300)
+    sampled = feature_measures.scores(Phi, labels, max_exact=500, sample_size=300)
     assert sampled["silhouette_n_used"] == 300
 
 
@@ -384,8 +385,7 @@ def test_feature_progress_and_estimator_scores():
     seen = []
     est = KernelKMeans(k, gamma=gamma, random_state=0, n_init=2, approx="nystroem",
                        n_landmarks=100)
-    est.progress_callback = lambda done, total: seen.append((done, total))
-    est.fit(X)
+    est.fit(X, progress=lambda done, total: seen.append((done, total)))
     assert seen and seen[-1] == (3000, 3000)
     with pytest.raises(ValueError, match="features"):
         est.scores()
@@ -397,7 +397,7 @@ def test_nystroem_spectral_start_uses_the_features_not_kernel_rows(monkeypatch):
     from sklearn.datasets import make_blobs
 
     from kkmeans_cli import KernelKMeans
-    from kkmeans_cli.kernels.nystroem import FeatureSpaceSource
+    from kkmeans_cli.engine.feature_source import FeatureSpaceSource
 
     X, _ = make_blobs(600, centers=3, random_state=0)
     # rows(idx) of the Nyström features costs n·m per index: the spectral start must not read

@@ -20,7 +20,7 @@ from kkmeans_cli.engine.starts import kmeans_plusplus
 from kkmeans_cli.kernels.sources import BlockedKernel, InMemoryKernel
 from kkmeans_cli.errors import KKMeansWarning
 from kkmeans_cli.kernels.functions import Kernel, resolve_gamma
-from kkmeans_cli.engine.optima import blocked_hartigan, hartigan
+from kkmeans_cli.engine.hartigan import blocked_hartigan, hartigan
 
 
 @pytest.fixture
@@ -134,7 +134,7 @@ def test_the_matrix_route_where_lazy_cannot_help(small_lazy, params, why):
 
 
 def test_many_features_and_few_clusters_use_the_matrix(small_lazy):
-    # The blocked rule of algorithm='auto': Lloyd there, so no lazy start (KernelKMeans._scheme).
+    # The blocked rule of algorithm='auto': Lloyd there, so no lazy start (engine.iterate.scheme).
     X = np.random.default_rng(0).normal(size=(400, 40))
     assert KernelKMeans(3, n_init=1, random_state=0).fit(X).fit_stats_["storage"] == "matrix"
     est = KernelKMeans(3, n_init=1, random_state=0, algorithm="elkan").fit(X)

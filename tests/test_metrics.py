@@ -225,10 +225,10 @@ def test_silhouettes_of_many_labellings_in_one_pass(name, gamma, block_bytes, mo
     """A sweep's measures: every labelling (k = 2, singletons, labels with gaps, k = 7) gets
     the silhouette scikit-learn gives and the sums a pass of its own gives, also when the
     labellings are taken one group at a time (block_bytes=1: groups of one)."""
-    from kkmeans_cli.kernels import functions as kernels
+    from kkmeans_cli import memory
 
     if block_bytes is not None:
-        monkeypatch.setattr(kernels, "BLOCK_BYTES", block_bytes)
+        monkeypatch.setattr(memory, "BLOCK_BYTES", block_bytes)
     X, y = sklearn_blobs(240, k=4)
     K = Kernel(name, gamma).matrix(X)
     D = feature_distances(K)
@@ -295,13 +295,13 @@ def test_feature_sums_any_number_of_clusters(case):
 def test_nystroem_feature_sums_any_number_of_clusters(case):
     """The feature-space sums of Nyström features (K = Φ Φᵀ, never formed) equal the exact sums
     of the same Gram matrix for 1 ≤ k ≤ n, as metrics.feature_sums does."""
-    from kkmeans_cli.kernels import nystroem
+    from kkmeans_cli.measures import features as feature_measures
 
     rng = np.random.default_rng(5)
     Phi = rng.integers(-20, 21, size=(9, 3)).astype(np.float64)  # integers: exact products
     w = rng.integers(1, 5, size=9).astype(np.float64)
     labels = np.zeros(9, int) if case == "one cluster" else np.arange(9)[::-1]
-    fs = nystroem.feature_sums(Phi, labels, sample_weight=w)
+    fs = feature_measures.feature_sums(Phi, labels, sample_weight=w)
     codes = np.unique(labels, return_inverse=True)[1]
     k = int(codes.max()) + 1
     F, C, W = _exact_sums(Phi, codes, w, k)

@@ -184,7 +184,7 @@ def test_cli_fit_predict_and_silhouette_of_shifted_data(tmp_path, kernel, storag
 def test_sweep_of_shifted_data(kernel):
     """A sweep (one kernel matrix shared by every k, measures from one pass) of data
     shifted by 10⁸ gives the unshifted sweep's rows and best k."""
-    from kkmeans_cli.measures.sweep import sweep
+    from kkmeans_cli.model.sweep import sweep
 
     X, _ = _data(n=200)
     base = sweep(X, [2, 3, 4, 5], kernel=kernel, random_state=0, n_init=3)

@@ -1,4 +1,5 @@
-"""Spectral starts, Hartigan refinement and the normalized-cut objective (``optima.py``)."""
+"""Spectral starts, Hartigan refinement and the normalized-cut objective (``engine/spectral.py``,
+``engine/hartigan.py``, ``engine/ncut.py``; the start mix, ``engine/optima.py``)."""
 import json
 import os
 
@@ -170,10 +171,10 @@ def test_spectral_start_on_blobs_equals_kmeanspp():
 
 
 def test_spectral_start_uses_landmarks_for_large_n(monkeypatch):
-    from kkmeans_cli.engine import optima
+    from kkmeans_cli.engine import spectral
 
-    monkeypatch.setattr(optima, "SPECTRAL_EXACT_MAX", 100)
-    monkeypatch.setattr(optima, "SPECTRAL_LANDMARKS", 80)
+    monkeypatch.setattr(spectral, "SPECTRAL_EXACT_MAX", 100)
+    monkeypatch.setattr(spectral, "SPECTRAL_LANDMARKS", 80)
     X, y = make_blobs(300, centers=4, cluster_std=0.6, random_state=2)
     est = KernelKMeans(4, gamma=0.1, init="spectral", n_init=1, random_state=0).fit(X)
     assert est.fit_stats_["spectral_method"] == "landmarks(80)"
@@ -254,7 +255,7 @@ def test_every_storage_route_gets_the_same_starts(dtype):
 def test_spectral_starts_equal_on_matrix_blocked_and_lazy_sources():
     """The start code itself, source by source: both spectral kinds give the same labels
     from the matrix, from blocked rows and from a lazy source that has not built K."""
-    from kkmeans_cli.engine.optima import SpectralStarts
+    from kkmeans_cli.engine.spectral import SpectralStarts
     from kkmeans_cli.kernels.functions import Kernel
     from kkmeans_cli.kernels.sources import BlockedKernel, InMemoryKernel, LazyKernel
 

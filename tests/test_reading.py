@@ -302,8 +302,8 @@ def test_weights_and_init_files_go_through_the_same_checks(work, links):
 
 
 def test_hdf5_dataset_larger_than_memory_is_refused_unread(work, monkeypatch):
-    from kkmeans_cli.model import memory
-    from kkmeans_cli.model.memory import format_bytes
+    from kkmeans_cli import memory
+    from kkmeans_cli.memory import format_bytes
 
     monkeypatch.setattr(memory, "default_limit", lambda: 2 ** 30)  # fixed: the machine's varies
     path = work / "big.h5"

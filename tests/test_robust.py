@@ -18,9 +18,9 @@ from kkmeans_cli import KernelKMeans
 from kkmeans_cli.errors import (DataError, KKMeansError, KKMeansWarning, TooFewDistinctPointsError,
                                 ValueRangeError)
 from kkmeans_cli.kernels.functions import FLOAT_MAX, check_range, count_distinct
-from kkmeans_cli.measures.sweep import parse_ks, sweep
+from kkmeans_cli.model.sweep import parse_ks, sweep
 from kkmeans_cli.model import planning as estimator_module
-from kkmeans_cli.model.memory import plan
+from kkmeans_cli.memory import plan
 
 
 def _write(path, X, fmt="%.6g"):

@@ -1,4 +1,6 @@
-"""The package's import structure: no cycles, no private names across modules, a fast --help.
+"""The package's structure: folders in layers that import downward only, no cycles, no
+private names across modules, deferred imports only where declared, a fast --help, and the
+estimator's fitted state written in one place (docs/architecture.md).
 
 The graph counts every import, also the ones inside functions (a cycle through a deferred
 import is still a cycle: it only moves the failure to run time). Cython extension modules
@@ -21,6 +23,30 @@ import kkmeans_cli
 PACKAGE = Path(kkmeans_cli.__file__).parent
 EXT = Path(__file__).resolve().parent.parent / "ext"
 ROOT = "kkmeans_cli"
+
+#: The folders in layers, lowest first; "" holds the top-level modules (errors, _options,
+#: _text, _version, memory). A module imports only from its own layer and the layers before
+#: it, deferred imports included (docs/architecture.md, "The layers").
+LAYERS = ("", "io", "engine", "kernels", "measures", "distributed", "model", "cli")
+#: The package's entry points, which import the layer they start: ``import kkmeans_cli``
+#: (KernelKMeans on first use) and ``python -m kkmeans_cli`` (the command line).
+ENTRY_POINTS = ("kkmeans_cli", "kkmeans_cli.__main__")
+#: Function-level imports of package modules outside the command line (where they keep
+#: ``kkmeans --help`` from loading NumPy), each with its reason.
+DEFERRED_IMPORTS = {
+    ("kkmeans_cli", "kkmeans_cli.model.estimator"):
+        "KernelKMeans on first use: kkmeans --help never loads NumPy or scikit-learn",
+    ("kkmeans_cli.model.estimator", "kkmeans_cli.distributed.api"):
+        "the Dask route: Dask is imported only when a fit or predict uses a cluster",
+    ("kkmeans_cli.io.readers", "kkmeans_cli.memory"):
+        "the available memory is read through the module at each call (a test fixes it)",
+    ("kkmeans_cli.kernels.nystroem", "kkmeans_cli.engine.features"):
+        "the explicit-feature engine loads SciPy's BLAS: only for a Nyström model",
+    ("kkmeans_cli.model.model_file", "kkmeans_cli.kernels.nystroem"):
+        "the check of a Nyström map: kkmeans predict of an exact model loads no SciPy",
+    ("kkmeans_cli.model.model_file", "kkmeans_cli.model.estimator"):
+        "LoadedModel.estimator: kkmeans predict and info of a model need no scikit-learn",
+}
 
 
 def _modules():
@@ -56,18 +82,22 @@ def _resolve(module, path, node):
     return f"{base}.{node.module}" if node.module else base
 
 
-def _imports(mods, extensions):
-    """(edges, private) where edges maps a module to the package modules it imports."""
+def _imports(mods, extensions, deferred=None):
+    """(edges, private) where edges maps a module to the package modules it imports.
+    ``deferred``: a list that receives (module, imported module) of every import inside a
+    function or class body."""
     known = set(mods) | extensions
     edges = {m: set() for m in mods}
     private = []
     for module, path in mods.items():
         tree = ast.parse(path.read_text(), filename=str(path))
+        top = {id(node) for node in tree.body}
         for node in ast.walk(tree):
+            found = set()
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name.startswith(ROOT) and alias.name in known:
-                        edges[module].add(alias.name)
+                        found.add(alias.name)
             elif isinstance(node, ast.ImportFrom):
                 source = _resolve(module, path, node)
                 if not source.startswith(ROOT):
@@ -75,13 +105,23 @@ def _imports(mods, extensions):
                 for alias in node.names:
                     sub = f"{source}.{alias.name}"
                     if sub in known:  # a submodule
-                        edges[module].add(sub)
+                        found.add(sub)
                         continue
-                    edges[module].add(source)
+                    found.add(source)
                     if (alias.name.startswith("_") and not alias.name.startswith("__")
                             and source != module):
                         private.append(f"{module} imports {alias.name} from {source}")
+            edges[module] |= found
+            if deferred is not None and id(node) not in top:
+                deferred.extend((module, target) for target in found)
     return edges, private
+
+
+def _layer(module):
+    """The layer (index in ``LAYERS``) of a package module: its folder's."""
+    parts = module.split(".")
+    folder = parts[1] if len(parts) > 1 and (PACKAGE / parts[1]).is_dir() else ""
+    return LAYERS.index(folder)
 
 
 def _cycles(edges):
@@ -170,6 +210,82 @@ def test_help_imports_no_numerical_stack():
                          env=env, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "HEAVY []" in res.stderr, res.stderr
+
+
+def test_folders_import_downward_only():
+    """Every import, deferred ones included, goes to the module's own layer or a lower one:
+    no two folders import each other, and io/, engine/, kernels/, measures/ import nothing
+    from distributed/, model/ or cli/."""
+    mods = _modules()
+    edges, _ = _imports(mods, _extension_modules())
+    assert {path.parent.name for path in PACKAGE.glob("*/__init__.py")} == set(LAYERS) - {""}
+    upward = sorted(f"{module} ({LAYERS[_layer(module)] or 'top level'}) imports {target} "
+                    f"({LAYERS[_layer(target)] or 'top level'})"
+                    for module, targets in edges.items() if module not in ENTRY_POINTS
+                    for target in targets if _layer(target) > _layer(module))
+    assert upward == [], "imports against the layers:\n" + "\n".join(upward)
+
+
+def test_deferred_imports_only_where_declared():
+    """Package modules are imported at the top of a module, except in the command line
+    (``kkmeans --help`` stays quick) and where ``DEFERRED_IMPORTS`` says why."""
+    mods = _modules()
+    deferred = []
+    _imports(mods, _extension_modules(), deferred)
+    found = sorted({(module, target) for module, target in deferred
+                    if not module.startswith(f"{ROOT}.cli")})
+    assert found == sorted(DEFERRED_IMPORTS), "\n".join(f"{m} imports {t} in a function"
+                                                     for m, t in found)
+
+
+ESTIMATOR_NAMES = ("est", "estimator")
+
+
+def test_code_below_the_estimator_never_sees_it():
+    """No function of io/, engine/, kernels/, measures/ or distributed/ takes the estimator,
+    and no module outside model/ reads or writes an estimator's private attributes."""
+    below = ("io", "engine", "kernels", "measures", "distributed")
+    found = []
+    for module, path in _modules().items():
+        folder = LAYERS[_layer(module)]
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and folder in below:
+                names = [a.arg for a in node.args.args + node.args.kwonlyargs]
+                found += [f"{module}.{node.name} takes {name}" for name in names
+                          if name in ESTIMATOR_NAMES]
+            if (isinstance(node, ast.Attribute) and folder != "model"
+                    and isinstance(node.value, ast.Name) and node.value.id in ESTIMATOR_NAMES
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                found.append(f"{module} line {node.lineno}: {node.value.id}.{node.attr}")
+    assert found == [], "\n".join(found)
+
+
+def test_fitted_attributes_are_written_in_one_place():
+    """Attributes ending in '_' (the fitted state) are assigned only in
+    ``KernelKMeans._set_fitted``, which every route (matrix, blocked, lazy, Nyström, Dask,
+    a model file) calls with its FitResult."""
+    found = []
+    for module, path in _modules().items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        owner = {}
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    owner.setdefault(id(node), fn.name)
+        for node in ast.walk(tree):
+            targets = []
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            for target in targets:
+                bound = target.elts if isinstance(target, ast.Tuple) else [target]
+                for t in bound:
+                    if (isinstance(t, ast.Attribute) and t.attr.endswith("_")
+                            and not t.attr.startswith("_")
+                            and owner.get(id(node)) != "_set_fitted"):
+                        found.append(f"{module} line {node.lineno}: {t.attr}")
+    assert found == [], "\n".join(found)
 
 
 @pytest.mark.parametrize("approx", ["none", "nystroem"])

@@ -7,7 +7,7 @@ import pytest
 from sklearn.datasets import make_blobs
 
 from kkmeans_cli import KernelKMeans
-from kkmeans_cli.measures.sweep import COLUMNS, choose_k, parse_ks, sweep, to_csv
+from kkmeans_cli.model.sweep import COLUMNS, choose_k, parse_ks, sweep, to_csv
 
 PARAMS = dict(kernel="rbf", gamma="median", n_init=3, random_state=0, n_threads=2)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -146,7 +146,9 @@ def test_every_row_measures_like_a_direct_fit(blobs, objective, weighted):
         for name in ("silhouette", "simplified_silhouette", "calinski_harabasz",
                      "davies_bouldin"):
             assert row[name] == pytest.approx(alone[name], rel=1e-9, abs=1e-12), name
-    assert res.best_estimator._fit_outer_sums is None  # not kept after the measures
+    # the fits' outer sums (k×n) are not kept after the measures
+    best = res.best_estimator
+    assert not any(np.shape(v) == (best.n_clusters, len(X)) for v in vars(best).values())
 
 
 def test_sweep_with_the_embedding_solver(blobs):

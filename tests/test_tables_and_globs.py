@@ -172,3 +172,13 @@ def test_output_may_not_replace_a_part(parts):
     assert result.exit_code == 2
     assert "--labels names the input DATA" in result.stderr
     assert (work / "parts" / "p1.csv").read_bytes() == before
+
+
+def test_zstandard_text(tmp_path):
+    """Zstandard-compressed CSV, by its magic bytes (through pyarrow or zstandard)."""
+    X, _ = blobs(n=40, d=2)
+    path = write_csv(tmp_path / "X.csv", X)
+    with open(path, "rb") as f, pa.CompressedOutputStream(str(tmp_path / "X.dat"), "zstd") as z:
+        z.write(f.read())
+    packed, plain = read_data(str(tmp_path / "X.dat")), read_data(path)
+    assert packed.X.tobytes() == plain.X.tobytes() and packed.columns == plain.columns

@@ -4,11 +4,12 @@ import time
 import click
 
 from ..errors import DataError, UsageError
-from .options import (PRECOMPUTED_KERNELS, check_distinct, check_memory_plan,
-                      check_option_combination, cluster_options, data_options,
-                      effective_options, estimator_kwargs, on_cluster,
-                      fit_options, init_is_file, input_paths, labels_text, prepare_fit_data,
-                      require_matplotlib, run_options, stored_options, warn_unused_options)
+from .inputs import (check_distinct, init_is_file, input_paths, labels_text,
+                     prepare_fit_data)
+from .options import (PRECOMPUTED_KERNELS, check_memory_plan, check_option_combination,
+                      cluster_options, data_options, effective_options, estimator_kwargs,
+                      fit_options, on_cluster, require_matplotlib, run_options,
+                      stored_options, warn_unused_options)
 
 
 FIT_EPILOG = """\b
@@ -83,7 +84,7 @@ def fit(ctx, **_):
     reporter = Reporter(opts["quiet"])
     warn_unused_options(opts, reporter)
     if on_cluster(opts):
-        from ..distributed.command import fit_command
+        from .distributed import fit_command
 
         return fit_command(opts, reporter, model_path,
                            estimator_kwargs(opts, opts["n_clusters"], opts["init"]))
@@ -103,13 +104,11 @@ def fit(ctx, **_):
                        blocked_silhouette=opts["silhouette"] and not share_K)
     with reporter.engine_warnings(), \
             reporter.progress(f"fitting k = {k} on {data.source}") as update:
-        estimator.progress_callback = (lambda done, total, what="":
-                                       update(done, total, what))
         try:
             t0 = time.perf_counter()
             K = estimator.kernel_matrix(X) if share_K else None
             built = time.perf_counter() - t0
-            estimator.fit(X, sample_weight=weights, kernel_matrix=K)
+            estimator.fit(X, sample_weight=weights, kernel_matrix=K, progress=update)
             if K is not None:  # its time, not the 0 s of a fit given K
                 estimator.fit_stats_["kernel_seconds"] += built
         except UsageError:
@@ -153,10 +152,12 @@ def _fit_silhouette(estimator, X, K, opts, reporter, source):
         return None
     seed = opts["seed"]
     if getattr(estimator, "approx", "none") == "nystroem":
-        from ..kernels.nystroem import fit_silhouette
+        from ..measures.features import fit_silhouette
 
         with reporter.engine_warnings(), reporter.progress("computing the silhouette"):
-            return fit_silhouette(estimator, X, random_state=seed, n_threads=opts["threads"])
+            return fit_silhouette(X, estimator.labels_, estimator.landmarks_,
+                                  estimator.nystroem_transform_, estimator.kernel_,
+                                  random_state=seed, n_threads=opts["threads"])
     with reporter.engine_warnings(), reporter.progress("computing the silhouette"):
         try:
             # Without K (--storage blocked) the kernel rows are recomputed in blocks from X.

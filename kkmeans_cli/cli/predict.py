@@ -8,9 +8,9 @@ import click
 
 from .._text import plural
 from ..errors import DataError, UsageError
-from .options import (check_values, cluster_options, data_options, effective_options,
-                      input_paths, labels_text, on_cluster, read_input, run_options, stdin_open,
-                      warn_unused_options)
+from .inputs import check_values, input_paths, labels_text, read_input, stdin_open
+from .options import (cluster_options, data_options, effective_options, on_cluster,
+                      run_options, warn_unused_options)
 
 
 PREDICT_EPILOG = """\b
@@ -49,9 +49,10 @@ def predict(ctx, **_):
     opts = effective_options(ctx)
     import numpy as np
 
-    from ..engine.predict import nearest
+    from ..engine.threads import effective_n_threads
     from ..io.outputs import AtomicOutputs, check_outputs, write_matrix
     from ..model.model_file import load_model
+    from ..model.predictor import nearest
     from .report import Reporter
 
     check_outputs([(opts["labels"], "labels", "--labels"),
@@ -67,7 +68,7 @@ def predict(ctx, **_):
                          f"fit the points with their kernel (--kernel rbf, poly, ...) to get "
                          f"distances")
     if on_cluster(opts):
-        from ..distributed.command import predict_command
+        from .distributed import predict_command
 
         return predict_command(opts, reporter, loaded)
     data, by_name = _read_model_columns(opts, loaded.meta.get("columns"), reporter)
@@ -79,15 +80,15 @@ def predict(ctx, **_):
                         f"{opts['model_path']} expects {expected} {what}"
                         + ("; pick them with --columns" if data.X.shape[1] > expected else ""))
     # The fitted arrays straight from the model file: no estimator (nor scikit-learn).
-    fitted = loaded.fitted
-    fitted.n_threads = opts["threads"]
+    result, kernel = loaded.result, loaded.result.kernel
     X = np.ascontiguousarray(loaded.scaler.transform(data.X), dtype=np.float64)
-    check_values(data, X, fitted.kernel, max(len(fitted.labels_),
-                                             float(np.sum(fitted.sample_weight_))),
-                 loaded.meta.get("scale", "none"), resolved=fitted.kernel_)
+    check_values(data, X, kernel.name, max(len(result.labels),
+                                           float(np.sum(result.sample_weight))),
+                 loaded.meta.get("scale", "none"), resolved=kernel)
     with reporter.engine_warnings(), reporter.progress(f"predicting {data.source}"):
         try:
-            labels, dist = nearest(fitted, X, want_distances=bool(opts["distances"]))
+            labels, dist = nearest(loaded.predictor, X, want_distances=bool(opts["distances"]),
+                                   n_threads=effective_n_threads(opts["threads"]))
         except ValueError as exc:
             raise DataError(f"{data.source}: {exc}") from exc
     with AtomicOutputs(opts["force"]) as out:
@@ -96,12 +97,12 @@ def predict(ctx, **_):
             full = np.full((data.n_rows, dist.shape[1]), np.nan)
             full[data.kept] = dist
             write_matrix(out.open(opts["distances"], "distances"), opts["distances"], full)
-    sizes = np.bincount(labels, minlength=fitted.n_clusters)
+    k = loaded.params["n_clusters"]
+    sizes = np.bincount(labels, minlength=k)
     reporter.table("kkmeans predict", [
         ("data", f"{data.source}: {plural(data.X.shape[0], 'row')}"
                  + (f" ({data.n_dropped} dropped)" if data.n_dropped else "")),
-        ("model", f"{opts['model_path']}: {fitted.kernel_.describe()}, "
-                  f"k = {fitted.n_clusters}"),
+        ("model", f"{opts['model_path']}: {kernel.describe()}, k = {k}"),
         *([("columns", f"{', '.join(data.columns)} (the model's, taken by name)")]
           if by_name else []),
         ("cluster sizes", ", ".join(str(int(s)) for s in sizes)),

@@ -91,7 +91,7 @@ class Reporter:
         """A spinner with ``message`` while the block runs, on a terminal only.
 
         Yields ``update(done, total, what)``, which shows ``message: what done/total`` (a no-op
-        when quiet or not on a terminal), e.g. the ``progress_callback`` of a Nyström fit.
+        when quiet or not on a terminal), e.g. the ``progress`` of a Nyström fit.
         """
         if self.quiet or not self.on_terminal():
             yield lambda *args: None
@@ -123,7 +123,7 @@ class Reporter:
         """A progress bar over ``total`` steps, on a terminal only.
 
         Yields ``advance(done, total, row)`` (the ``progress`` callback of
-        :func:`kkmeans_cli.sweep.sweep`); a no-op when quiet or not on a terminal.
+        :func:`kkmeans_cli.model.sweep.sweep`); a no-op when quiet or not on a terminal.
         """
         if self.quiet or not self.on_terminal():
             yield lambda *args: None
@@ -247,17 +247,82 @@ def fit_report(estimator, data, scaler, model_path):
         ("time", _time_text(stats, _threads_text(estimator, stats["n_threads"], n),
                             getattr(estimator, "approx", "none"))),
     ]
-    from ..kernels.psd import report_rows as psd_rows
-
-    rows[-2:-2] = psd_rows(stats)
-    from ..engine.optima import report_rows as optima_rows
-
-    rows[-2:-2] = optima_rows(estimator)
-    from ..kernels.nystroem import report_rows as nystroem_rows
-
-    rows[-2:-2] = nystroem_rows(estimator)
+    rows[-2:-2] = _psd_rows(stats)
+    rows[-2:-2] = _optima_rows(estimator)
+    rows[-2:-2] = _nystroem_rows(estimator)
     if stats.get("storage_reason") and stats.get("storage", "matrix") != "matrix":
         rows[-2:-2] = [("route", _route_text(stats))]
+    return rows
+
+
+def _optima_rows(est):
+    """Rows of the fit report: the objective (with the ncut value), the winning start and
+    what each stage lowered the objective by."""
+    stats = est.fit_stats_
+    rows = []
+    if est.objective == "ncut":
+        rows.append(("objective", f"ncut = {est.ncut_:.6g} (normalized cut, Σ cut/vol)"))
+    kinds = stats.get("start_kinds")
+    if kinds:
+        mix = ", ".join(f"{kinds.count(kind)} {kind}" for kind in dict.fromkeys(kinds))
+        rows.append(("starts", f"{mix}; best: {stats.get('best_start')}"))
+    start, lloyd_obj = stats.get("start_objective"), stats.get("lloyd_objective")
+    refined = stats.get("refined_objective")
+    if lloyd_obj is not None and refined is not None:
+        text = (f"start {start:.6g} → Lloyd {lloyd_obj:.6g}" if start is not None
+                else f"Lloyd {lloyd_obj:.6g}")
+        if stats.get("refine") == "hartigan":
+            moves = plural(stats.get("refine_moves", 0), "move")
+            text += (f" → Hartigan {refined:.6g} ({moves}, "
+                     f"−{lloyd_obj - refined:.3g})")
+        rows.append(("stages", text))
+    return rows
+
+
+def _nystroem_rows(estimator):
+    """Rows of the fit report: the Nyström approximation, when there is one."""
+    if getattr(estimator, "approx", "none") != "nystroem":
+        return []
+    stats = getattr(estimator, "nystroem_stats_", None)
+    if stats:
+        rows = [("approximation",
+                 f"Nyström, {plural(estimator.n_landmarks_, 'landmark')}, rank {estimator.nystroem_rank_} "
+                 f"({estimator.nystroem_dtype_} features); estimated error "
+                 f"trace(K − K̃)/trace(K) = {stats['approximation_error']:.3g}; inertia in the "
+                 f"Nyström feature space")]
+        # (the restarts screened on a sample: the report's own "restarts" row)
+        sec = stats["stage_seconds"]
+        rows.append(("stages time", ", ".join(f"{name} {sec[name]:.2f} s" for name in
+                                              ("landmarks", "features", "restarts")
+                                              if name in sec)))
+        return rows
+    return [("approximation", f"Nyström, {plural(estimator.n_landmarks_, 'landmark')} (rank "
+                              f"{estimator.nystroem_rank_}); inertia in the Nyström feature "
+                              f"space")]
+
+
+def _psd_rows(stats):
+    """(label, value) rows of the fit report for the PSD check, repair and solver."""
+    rows = []
+    if stats.get("psd_checked"):
+        rows.append(("psd check", f"{'PSD' if stats['psd'] else 'not PSD'}: smallest eigenvalue "
+                                  f"{stats['lambda_min']:.6g} (largest |λ| "
+                                  f"{stats['lambda_max_abs']:.6g}; {stats['eig_method']})"))
+    repair = stats.get("psd_repair", "none")
+    if repair == "lingoes":
+        rows.append(("psd repair", f"lingoes, sigma = {stats['psd_sigma']:.6g}: objective "
+                                   f"{stats['objective_used']:.6g} repaired, "
+                                   f"{stats['objective_original']:.6g} on the original kernel"
+                     if stats["psd_sigma"] > 0 else "lingoes: not needed (PSD)"))
+    elif repair == "clip":
+        rows.append(("psd repair", f"clip: objective {stats['objective_used']:.6g} "
+                                   f"clipped, {stats['objective_original']:.6g} on the "
+                                   f"original kernel (clipping changes the clustering)"))
+    elif stats.get("psd_checked") and not stats.get("psd"):
+        rows.append(("psd repair", f"none (objective {stats['objective_used']:.6g}); "
+                                   f"--psd-repair lingoes keeps the optimal clustering"))
+    if stats.get("solver") == "embed":
+        rows.append(("solver", "embed (k-means on the eigen-embedding of K)"))
     return rows
 
 
@@ -330,14 +395,10 @@ def _route_text(stats):
     return f"{name}: {stats['storage_reason']}"
 
 
-def _nystroem_summary(estimator):
-    from ..kernels.nystroem import model_meta
-
-    return model_meta(estimator)
-
-
 def fit_summary(estimator, data, model_path):
     """The JSON summary of a fit (``--summary``, ``--json``)."""
+    from ..model.parts import NystroemPart, ObjectivePart
+
     stats = estimator.fit_stats_
     return {
         "source": data.source,
@@ -362,103 +423,12 @@ def fit_summary(estimator, data, model_path):
         "kernel_seconds": float(stats["kernel_seconds"]),
         "iteration_seconds": float(stats["iteration_seconds"]),
         "n_threads": int(stats["n_threads"]),
-        **_optima_summary(estimator),
-        **_nystroem_summary(estimator),
+        **ObjectivePart.model_meta(estimator),
+        **NystroemPart.model_meta(estimator),
         **{key: stats[key] for key in ("solver", "psd_checked", "psd", "lambda_min",
                                        "psd_repair", "psd_sigma", "objective_used",
                                        "objective_original") if key in stats},
     }
-
-
-def _optima_summary(estimator):
-    from ..engine.optima import model_meta
-
-    return model_meta(estimator)
-
-
-def model_info(path, loaded):
-    """The metadata ``kkmeans info`` shows, as a JSON-ready dict.
-
-    Parameters
-    ----------
-    path : str
-    loaded : LoadedModel
-    """
-    meta = loaded.meta
-    est = loaded.fitted
-    info = {"file": path, "format": meta["format"], "format_version": meta["format_version"],
-            "kkmeans_version": meta.get("kkmeans_version"), **est.kernel_.params(),
-            "n_clusters": meta["n_clusters"], "n_samples": meta["n_samples"],
-            "n_features": meta["n_features"],
-            "cluster_sizes": [int(s) for s in est.cluster_sizes_],
-            "inertia": float(est.inertia_), "scale": meta["scale"], "dtype": meta["dtype"]}
-    if loaded.scaler.method != "none":
-        info["scale_offset"] = [float(v) for v in loaded.scaler.offset]
-        info["scale_factor"] = [float(v) for v in loaded.scaler.factor]
-    if getattr(est.kernel_, "offset", None) is not None:  # the kernel's centring (format 2)
-        info["kernel_offset"] = [float(v) for v in est.kernel_.offset]
-    for key in ("algorithm", "seed", "n_init", "n_iter", "converged", "approx", "n_landmarks",
-                "nystroem_rank", "source",
-                "columns", "silhouette", "silhouette_n_used", "silhouette_exact", "sweep",
-                "created", "fit_stats", "options"):
-        if key in meta:
-            info[key] = meta[key]
-    from ..kernels.psd import INFO_KEYS as PSD_KEYS
-
-    info.update({key: meta[key] for key in PSD_KEYS if key in meta})
-    info.update({key: meta[key] for key in ("objective", "refine", "ncut", "optima")
-                 if key in meta})
-    return info
-
-
-def model_info_rows(info):
-    """(label, value) rows of :func:`model_info` for people."""
-    params = ", ".join(f"{key}={info[key]:g}" for key in ("gamma", "degree", "coef0")
-                       if key in info)
-    options = info.get("options", {})
-    fitted = " ".join(f"--{key.replace('_', '-')}={value}" for key, value in options.items()
-                      if value not in (None, False) and key not in ("data", "quiet", "debug", "json"))
-    rows = [
-        ("file", info["file"]),
-        ("format", f"{info['format']} version {info['format_version']} "
-                   f"(written by kkmeans {info.get('kkmeans_version')})"),
-        ("kernel", f"{info['kernel']}({params})" if params else info["kernel"]),
-        ("k", str(info["n_clusters"])),
-        ("samples", str(info["n_samples"])),
-        ("features", str(info["n_features"])
-         + (f" ({', '.join(info['columns'])})" if info.get("columns") else "")),
-        ("cluster sizes", ", ".join(str(s) for s in info["cluster_sizes"])),
-        ("inertia", f"{info['inertia']:.6g}"),
-        ("scaling", info["scale"]),
-        ("dtype", info["dtype"]),
-        ("fit", f"seed={info.get('seed')} n_init={info.get('n_init')} "
-                f"n_iter={info.get('n_iter')} converged={info.get('converged')} "
-                f"algorithm={info.get('algorithm')}"),
-    ]
-    if info.get("silhouette") is not None:
-        how = ("exact" if info.get("silhouette_exact")
-               else f"sample of {plural(info.get('silhouette_n_used'), 'point')}")
-        rows.insert(-1, ("silhouette", f"{info['silhouette']:.6f} ({how})"))
-    if info.get("sweep"):
-        sweep = info["sweep"]
-        rows.insert(-1, ("sweep", f"k = {sweep.get('best_k')} chosen by "
-                                  f"{sweep.get('metric')} among {sweep.get('ks')}"))
-    if info.get("source"):
-        rows.insert(4, ("trained on", str(info["source"])))
-    from ..kernels.psd import info_rows as psd_rows
-
-    rows[-1:-1] = psd_rows(info)
-    if info.get("approx") == "nystroem":
-        landmarks = plural(info.get("n_landmarks"), "landmark")
-        rows.insert(-1, ("approximation", f"Nyström, {landmarks} "
-                                          f"(rank {info.get('nystroem_rank')})"))
-    if info.get("objective") == "ncut":
-        rows[-1:-1] = [("objective", f"ncut = {info.get('ncut', float('nan')):.6g} "
-                                     f"(normalized cut)")]
-    if fitted:
-        rows.append(("options", fitted))
-    rows.append(("created", str(info.get("created"))))
-    return rows
 
 
 def format_rows(rows):

@@ -5,10 +5,10 @@ import click
 
 from .._text import plural
 from ..errors import DataError, UsageError
-from .options import (check_distinct, check_memory_plan, check_option_combination, data_options,
-                      effective_options, estimator_kwargs, fit_options, init_is_file, input_paths,
-                      prepare_fit_data, require_matplotlib, run_options, stored_options,
-                      warn_unused_options)
+from .inputs import check_distinct, init_is_file, input_paths, prepare_fit_data
+from .options import (check_memory_plan, check_option_combination, data_options,
+                      effective_options, estimator_kwargs, fit_options, require_matplotlib,
+                      run_options, stored_options, warn_unused_options)
 
 
 SWEEP_METRICS = ("silhouette", "simplified-silhouette", "calinski-harabasz", "davies-bouldin",
@@ -57,7 +57,7 @@ def sweep_command(ctx, **_):
     if opts["k"] is None:
         raise UsageError("missing option --k (e.g. --k 2..10 or --k 2,3,5; or k in --config) "
                          "(see 'kkmeans sweep --help')")
-    from ..measures.sweep import parse_k_ranges, parse_ks
+    from ..model.sweep import parse_k_ranges, parse_ks
 
     try:
         k_ranges = parse_k_ranges(opts["k"])  # expanded once checked against the rows
@@ -79,7 +79,7 @@ def sweep_command(ctx, **_):
     from ..io.outputs import AtomicOutputs, check_outputs
     from ..model.model_file import model_meta, save_model
     from .report import Reporter
-    from ..measures.sweep import sweep, to_csv
+    from ..model.sweep import sweep, to_csv
 
     check_outputs([(opts["model"], "model", "-o/--model"), (opts["table"], "table", "--table"),
                    (opts["plot"], "plot", "--plot")], opts["force"], input_paths(opts))

@@ -16,6 +16,7 @@ Lloyd pass sends the centres to every chunk and gets back k × m partial sums, w
 adds in chunk order, so the result does not depend on the number of workers or which worker
 ran which chunk.
 """
+from ..errors import KKMeansError
 
 INSTALL_HINT = "pip install 'kkmeans-cli[dask]'"
 
@@ -23,8 +24,6 @@ INSTALL_HINT = "pip install 'kkmeans-cli[dask]'"
 def require_dask():
     """Import ``distributed`` (and ``dask``) or raise a one-line ``KKMeansError`` telling the
     user how to install the extra."""
-    from ..errors import KKMeansError
-
     try:
         import dask  # noqa: F401
         import distributed  # noqa: F401

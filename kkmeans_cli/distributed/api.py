@@ -1,17 +1,16 @@
-"""The estimator's hooks for the Dask route: ``KernelKMeans(cluster=...)`` or a Dask array
-as X (``estimator.py`` calls these only then, so Dask is imported only then)."""
+"""The Dask route's entry points for ``KernelKMeans(cluster=...)`` or a Dask array as X
+(``model/estimator.py`` imports this module only then, so Dask is imported only then). They
+take the estimator's parameters and records, and return records: nothing here reads or
+writes an estimator."""
 import contextlib
 
 import numpy as np
 
-
-def is_dask_array(X):
-    """Whether X is a ``dask.array.Array`` (checked without importing Dask)."""
-    return type(X).__module__.split(".")[0] == "dask" and hasattr(X, "to_delayed")
-
-
-def wants_cluster(estimator, X):
-    return getattr(estimator, "cluster", None) is not None or is_dask_array(X)
+from ..progress import progress_adapter
+from . import require_dask
+from .cluster import open_client
+from .fit import fit_on_cluster, predict_on_cluster
+from .readers import open_data
 
 
 @contextlib.contextmanager
@@ -19,9 +18,6 @@ def client_for(cluster):
     """A Client for ``cluster``: a ``Client`` as it is; ``'local[:N]'`` a LocalCluster on
     127.0.0.1 for the call; ``'tcp://…'`` or a scheduler file a connection; None the
     current default client of ``distributed`` (e.g. one made with ``Client(...)``)."""
-    from . import require_dask
-    from .cluster import open_client
-
     require_dask()
     if cluster is None:
         from distributed import get_client
@@ -43,51 +39,43 @@ def client_for(cluster):
 
 
 def _chunked(client, X):
-    from .readers import open_data
-
     if isinstance(X, str):
         return open_data(client, X)
     return X
 
 
-def fit(estimator, X, sample_weight, rngs):
-    """``KernelKMeans.fit`` on a cluster: X a Dask array, a NumPy array (sent in chunks), a
-    file path (read by the workers) or ``readers.ChunkedData``; ``rngs`` the estimator's
-    (gamma, fit) generators."""
-    from .fit import fit_on_cluster
-
+def fit(X, sample_weight, params, rngs, progress=None):
+    """A fit on a cluster: X a Dask array, a NumPy array (sent in chunks), a file path (read
+    by the workers) or ``readers.ChunkedData``; ``params`` the estimator's validated
+    parameters (``cluster`` among them), ``rngs`` its (gamma, fit) generators, ``progress``
+    the fit's callback (``progress.py``). Returns the ``FitResult``."""
     if sample_weight is not None:
         raise ValueError("sample_weight is not supported on a Dask cluster yet")
-    with client_for(getattr(estimator, "cluster", None)) as client:
-        fit_on_cluster(estimator, _chunked(client, X), client, rngs,
-                       progress=_progress(estimator))
-    return estimator
+    with client_for(params.get("cluster")) as client:
+        return fit_on_cluster(_chunked(client, X), client, params, rngs,
+                              progress=_progress(progress, params["max_iter"]))
 
 
-def _progress(estimator):
-    """The estimator's ``progress_callback(done, total, what)`` (three parameters) told of
-    the starts on the sample and of every Lloyd pass on all data."""
-    callback = getattr(estimator, "progress_callback", None)
-    if callback is None:
+def _progress(callback, max_iter):
+    """The stages of a fit on a cluster told to ``callback`` (``progress.py``): the starts
+    on the sample and every Lloyd pass on all data."""
+    report = progress_adapter(callback, stages=True)
+    if report is None:
         return None
 
     def progress(stage, **info):
-        try:
-            if stage == "iteration":
-                callback(info["iteration"], estimator.max_iter,
-                         f"Lloyd on all data (completion {info['restart'] + 1}), objective "
-                         f"{info['objective']:.6g}, moved {info['moved']:,}; iteration")
-            elif stage == "start":
-                callback(info["done"], info["total"], "starts on the sample")
-        except TypeError:   # a callback of (done, total): the feature rows only
-            pass
+        if stage == "iteration":
+            report(info["iteration"], max_iter,
+                   f"Lloyd on all data (completion {info['restart'] + 1}), objective "
+                   f"{info['objective']:.6g}, moved {info['moved']:,}; iteration")
+        elif stage == "start":
+            report(info["done"], info["total"], "starts on the sample")
     return progress
 
 
-def predict(estimator, X):
-    """Labels of X (a Dask array or a file path) computed on the cluster, as an ndarray."""
-    from .fit import predict_on_cluster
-
-    with client_for(getattr(estimator, "cluster", None)) as client:
-        futures = predict_on_cluster(estimator, _chunked(client, X), client)
+def predict(model, X, cluster=None):
+    """Labels of X (a Dask array or a file path) computed on the cluster, as an ndarray
+    (``model``: the fitted ``kernels.nystroem.NystroemModel``)."""
+    with client_for(cluster) as client:
+        futures = predict_on_cluster(model, _chunked(client, X), client)
         return np.concatenate(client.gather(futures)).astype(np.intp)

@@ -13,7 +13,11 @@ and their partial sums are those of the one-process fit (see ``engine/features.p
 """
 import numpy as np
 
+from ..engine import _features
 from ..engine import features as F
+from ..errors import OptionConflictError, ValueRangeError
+from ..kernels.functions import check_domain, check_range, distinct_rows
+from ..kernels.nystroem import nearest as nystroem_nearest
 
 
 def rows_of(src):
@@ -86,12 +90,9 @@ def feature_totals(src, fmap):
 # -- the checks of a fit in one process, chunk by chunk ----------------------------------------
 def screen(src, kernel, n_clusters):
     """A chunk's part of the data checks made before any kernel value (the rules of
-    ``kernels.check_domain`` and ``count_distinct``): (the chunk's first value outside the
-    kernel's domain as (row, column, detail), or None; the chunk's distinct rows, all of them
-    when fewer than ``n_clusters``)."""
-    from ..errors import ValueRangeError
-    from ..kernels.functions import check_domain, distinct_rows
-
+    ``kernels.functions.check_domain`` and ``count_distinct``): (the chunk's first value
+    outside the kernel's domain as (row, column, detail), or None; the chunk's distinct rows,
+    all of them when fewer than ``n_clusters``)."""
     X = rows_of(src)
     try:
         check_domain(kernel, X)
@@ -101,12 +102,9 @@ def screen(src, kernel, n_clusters):
 
 
 def range_problem(src, name, total_weight, kernel, gamma_from):
-    """A chunk's rows against ``kernels.check_range`` with the whole data's total weight,
-    resolved kernel and offset: None, ``("row", row, column, detail)`` or ``("options",
-    message)`` when the kernel's parameters are at fault."""
-    from ..errors import OptionConflictError, ValueRangeError
-    from ..kernels.functions import check_range
-
+    """A chunk's rows against ``kernels.functions.check_range`` with the whole data's total
+    weight, resolved kernel and offset: None, ``("row", row, column, detail)`` or
+    ``("options", message)`` when the kernel's parameters are at fault."""
     try:
         check_range(name, rows_of(src), total_weight, kernel=kernel, offset=kernel.offset,
                     gamma_from=gamma_from)
@@ -151,8 +149,6 @@ def step(src, fmap, state, centres, per_chunk_sums=False):
 
 
 def _sum_parts(parts):
-    from ..engine import _features
-
     t, k, s = parts.sums.shape
     S, W, tot = np.empty(k * s), np.empty(k), np.empty(1)
     _features.sum_in_order(np.ascontiguousarray(parts.sums.reshape(t, k * s)), S)
@@ -198,11 +194,9 @@ def weighted_dist(state):
 
 # -- predict -----------------------------------------------------------------------------------
 def nearest(src, model):
-    """Labels (int32) of a chunk's rows: ``nystroem.nearest`` of the model (a namespace of
-    the fitted attributes it reads), the code of a predict in one process."""
-    from ..kernels.nystroem import nearest as nystroem_nearest
-
-    labels, _ = nystroem_nearest(model, rows_of(src), want_distances=False)
+    """Labels (int32) of a chunk's rows: ``nystroem.nearest`` of the fitted model (a
+    ``NystroemModel``), the code of a predict in one process, on one thread."""
+    labels, _ = nystroem_nearest(model, rows_of(src), want_distances=False, n_threads=1)
     return labels.astype(np.int32)
 
 

@@ -13,6 +13,8 @@ import os
 import re
 
 from ..errors import KKMeansError, UsageError
+from ..memory import format_bytes
+from . import require_dask
 
 #: Seconds to wait for a scheduler to answer and for its first worker (the environment
 #: variable ``KKMEANS_CONNECT_TIMEOUT`` overrides it).
@@ -147,8 +149,6 @@ def open_client(cluster=None, scheduler=None, *, worker_memory=None, timeout=Non
         check_worker_memory(worker_memory)
     if timeout is None:
         timeout = connect_timeout()
-    from . import require_dask
-
     require_dask()
     from distributed import Client
 
@@ -210,7 +210,7 @@ def _cluster_failures(client, worker_memory=None):
         if isinstance(exc, KilledWorker):
             memory = ("" if worker_memory is None else
                       f" (out of memory? each worker has --worker-memory "
-                      f"{_format_bytes(worker_memory)})")
+                      f"{format_bytes(worker_memory)})")
             raise ClusterError(f"a worker of the Dask cluster{where} died each time it ran a "
                                f"task{memory}") from None
         if isinstance(exc, (FutureCancelledError, CommClosedError, ConnectionError)) or \
@@ -228,12 +228,6 @@ def _where(client):
         return f" at {client.scheduler.address}"
     except Exception:  # noqa: BLE001
         return ""
-
-
-def _format_bytes(n):
-    from ..model.memory import format_bytes
-
-    return format_bytes(n)
 
 
 @contextlib.contextmanager
@@ -344,8 +338,6 @@ def check_worker_memory(worker_memory, chunk_bytes=0, rows=None):
         return
     need = WORKER_PROCESS_BYTES + 2 * int(chunk_bytes)
     if worker_memory < need:
-        from ..model.memory import format_bytes
-
         what = (f"its process ({format_bytes(WORKER_PROCESS_BYTES)})" if not chunk_bytes else
                 f"its process ({format_bytes(WORKER_PROCESS_BYTES)}) and twice one chunk of "
                 f"{rows:,} rows ({format_bytes(chunk_bytes)}: the rows, their Nyström features "

@@ -4,7 +4,7 @@ The steps and the numbers are those of a fit in one process on the explicit-feat
 (``engine/features.py``, ``engine/restarts.py``, ``nystroem.FeatureEngine``), with every pass
 over the data split into chunks that the workers run (``chunks.py``):
 
-1. gamma from the seeded sample of pairs of ``kernels.resolve_gamma`` (only the sampled rows
+1. gamma from the seeded sample of pairs of ``functions.resolve_gamma`` (only the sampled rows
    come to the client; ``'scale'`` from per-chunk moments);
 2. the m landmarks (the rows ``nystroem.choose_landmarks`` draws) and the feature map
    (``features.feature_map``: the m × s projection), on the client;
@@ -22,14 +22,22 @@ reads the rows from the file), so when a worker dies the scheduler recomputes wh
 on the others and the run ends with the same result.
 """
 import time
-import warnings
 
 import numpy as np
 
 from ..engine import features as F
-from ..engine.lloyd import warn_relocated
-from ..errors import KKMeansWarning
+from ..engine.lloyd import warn_not_converged, warn_relocated
+from ..engine.optima import start_kinds
+from ..engine.records import FitResult, NystroemState
+from ..engine.restarts import default_sample_size, sampled_restarts
+from ..errors import OptionConflictError, TooFewDistinctPointsError, ValueRangeError
+from ..kernels.functions import (CENTRED_KERNELS, GAMMA_KERNELS, Kernel, distinct_rows,
+                                 median_gamma, pair_distances, pair_sample, resolve_gamma,
+                                 variance_gamma)
+from ..kernels.nystroem import (choose_landmarks, engine_stats, landmark_rng,
+                                resolve_landmarks)
 from . import chunks
+from .cluster import worker_memory_total
 from .readers import ChunkedData, chunk_rows, from_array
 
 #: Features are held on the workers when they take at most this fraction of their memory.
@@ -85,8 +93,6 @@ class ClusterRun:
     # -- features ------------------------------------------------------------------------------
     def build_features(self, fmap, persist="auto"):
         """Send the feature map to the workers; hold the features there when they fit."""
-        from .cluster import worker_memory_total
-
         self.fmap = self.submit(_identity, fmap)
         item = np.dtype(fmap.dtype).itemsize
         need = float(self.data.n) * (fmap.rank * item + 8)
@@ -104,28 +110,23 @@ class ClusterRun:
     # -- the checks of a fit in one process ------------------------------------------------
     def screen(self, kernel, n_clusters):
         """The checks made before any kernel value, as one process makes them on all of X:
-        the kernel's domain (``kernels.check_domain``: chi2 needs non-negative data) and at
-        least ``n_clusters`` distinct points (``count_distinct``), from each chunk's distinct
-        rows united on the client."""
-        from ..errors import TooFewDistinctPointsError, ValueRangeError
-
+        the kernel's domain (``kernels.functions.check_domain``: chi2 needs non-negative
+        data) and at least ``n_clusters`` distinct points (``count_distinct``), from each
+        chunk's distinct rows united on the client."""
         found = self.gather([self.submit(chunks.screen, src, kernel, n_clusters)
                              for src in self.data.sources])
         for (i0, _), (problem, _) in zip(self.data.bounds, found):
             if problem is not None:
                 row, column, detail = problem
                 raise ValueRangeError(i0 + row, column, detail)
-        from ..kernels.functions import distinct_rows
-
         union = distinct_rows(np.concatenate([rows for _, rows in found]), n_clusters)
         if union.shape[0] < n_clusters:
             raise TooFewDistinctPointsError(union.shape[0], n_clusters)
 
     def check_range(self, kernel, gamma_from=None):
-        """``kernels.check_range`` on every chunk with the whole data's total weight and the
-        resolved kernel (gamma, the offset): the first chunk's first row that breaks it."""
-        from ..errors import OptionConflictError, ValueRangeError
-
+        """``kernels.functions.check_range`` on every chunk with the whole data's total
+        weight and the resolved kernel (gamma, the offset): the first chunk's first row that
+        breaks it."""
         found = self.gather([self.submit(chunks.range_problem, src, kernel.name,
                                          float(self.data.n), kernel, gamma_from)
                              for src in self.data.sources])
@@ -184,8 +185,6 @@ class ClusterRun:
         else:
             inertia = _sum_in_order(self.gather([self.submit(chunks.weighted_dist, st)
                                                  for st in states]))
-            from ..engine.lloyd import warn_not_converged
-
             warn_not_converged("Lloyd", False, max_iter)
         return F.FeatureResult(labels=states, centres=mu, S=S, W=W, inertia=inertia,
                                n_iter=n_iter + 1 if converged else n_iter,
@@ -255,41 +254,30 @@ def _objective_at(wx, S, W, mu):
 
 
 # -- gamma -------------------------------------------------------------------------------------
-def resolve_gamma_on_cluster(run, est, gamma_rng):
-    """``kernels.resolve_gamma`` with only the sampled rows brought to the client, and the
-    offset of ``kernels.data_offset`` (the column means) from sums chained through the
-    chunks in order."""
-    from ..kernels.functions import (CENTRED_KERNELS, GAMMA_KERNELS, MEDIAN_PAIRS, Kernel,
-                                     resolve_gamma)
-
-    kernel, gamma, n = est.kernel, est.gamma, run.data.n
+def resolve_gamma_on_cluster(run, params, gamma_rng):
+    """``functions.resolve_gamma`` with only the sampled rows brought to the client, and the
+    offset of ``functions.data_offset`` (the column means) from sums chained through the
+    chunks in order (``params``: the estimator's)."""
+    kernel, gamma, n = params["kernel"], params["gamma"], run.data.n
     if kernel not in GAMMA_KERNELS or not isinstance(gamma, str):
         value = resolve_gamma(kernel, gamma, np.zeros((1, 1)), gamma_rng)
     elif gamma == "scale" or kernel in ("poly", "sigmoid"):
-        var = _variance(run.gather([run.submit(chunks.moments, s) for s in run.data.sources]))
-        if var > 0 and np.isfinite(var):
-            value = 1.0 / (run.data.d * var)
-        else:
-            warnings.warn("the median heuristic for gamma is undefined (the data have zero "
-                          "variance); using gamma = 1.0", KKMeansWarning, stacklevel=2)
-            value = 1.0
-    elif n * (n - 1) // 2 <= MEDIAN_PAIRS:
-        value = resolve_gamma(kernel, gamma, run.take_rows(np.arange(n)), gamma_rng)
+        value = variance_gamma(_variance(run.gather([run.submit(chunks.moments, s)
+                                                     for s in run.data.sources])), run.data.d)
     else:
-        i = gamma_rng.integers(0, n, size=MEDIAN_PAIRS)
-        j = (i + gamma_rng.integers(1, n, size=MEDIAN_PAIRS)) % n
+        i, j = pair_sample(n, gamma_rng)
         wanted = np.union1d(i, j)
         rows = run.take_rows(wanted)
-        value = _median_gamma(kernel, rows[np.searchsorted(wanted, i)],
-                              rows[np.searchsorted(wanted, j)])
+        value = median_gamma(pair_distances(kernel, rows[np.searchsorted(wanted, i)],
+                                            rows[np.searchsorted(wanted, j)]))
     offset = None
-    if kernel in CENTRED_KERNELS and (kernel != "linear" or est.objective == "kmeans"):
+    if kernel in CENTRED_KERNELS and (kernel != "linear" or params["objective"] == "kmeans"):
         carry = None
         for src in run.data.sources:   # a chain of tasks: chunk j adds onto chunk j − 1
             carry = run.submit(chunks.column_sums, src, carry)
         offset = np.asarray(run.gather(carry), dtype=np.float64) / n
         offset.flags.writeable = False
-    return Kernel(kernel, value, int(est.degree), float(est.coef0), offset)
+    return Kernel(kernel, value, int(params["degree"]), float(params["coef0"]), offset)
 
 
 def _variance(parts):
@@ -306,67 +294,42 @@ def _variance(parts):
     return m2 / n
 
 
-def _median_gamma(kernel, Xi, Xj):
-    """γ = 1/(2·median distance) of the sampled pairs (``kernels.resolve_gamma``'s rule)."""
-    diff = Xi - Xj
-    if kernel == "rbf":
-        dist = np.einsum("ij,ij->i", diff, diff)
-    elif kernel == "laplacian":
-        dist = np.abs(diff).sum(axis=1)
-    else:
-        tot = Xi + Xj
-        with np.errstate(divide="ignore", invalid="ignore"):
-            dist = np.where(tot != 0, diff * diff / np.where(tot != 0, tot, 1), 0.0).sum(1)
-    positive = dist[dist > 0]
-    if positive.size == 0:
-        warnings.warn("the median heuristic for gamma is undefined (all points are "
-                      "identical); using gamma = 1.0", KKMeansWarning, stacklevel=3)
-        return 1.0
-    med = float(np.median(dist))
-    if med <= 0:
-        med = float(np.median(positive))
-    return 1.0 / (2.0 * med)
-
-
-# -- the estimator's fit on a cluster --------------------------------------------------------
-def check_estimator(est):
-    """The options the cluster route runs (ValueError otherwise)."""
-    if est.approx != "nystroem":
+# -- a fit on a cluster -------------------------------------------------------------------------
+def check_params(params):
+    """The options the cluster route runs (ValueError otherwise); ``params``: the
+    estimator's validated parameters (``get_params()``)."""
+    if params["approx"] != "nystroem":
         raise ValueError("a fit on a Dask cluster runs the Nyström route; use "
                          "approx='nystroem' (--approx nystroem)")
-    if est.kernel in ("precomputed", "precomputed-distance"):
+    if params["kernel"] in ("precomputed", "precomputed-distance"):
         raise ValueError("a fit on a Dask cluster needs the data, not a precomputed kernel")
-    if not isinstance(est.init, str):
+    if not isinstance(params["init"], str):
         raise ValueError("a fit on a Dask cluster draws its starts; initial labels need the "
                          "whole data on one machine")
-    if est.objective != "kmeans" or est.refine == "hartigan":
+    if params["objective"] != "kmeans" or params["refine"] == "hartigan":
         raise ValueError("a fit on a Dask cluster runs the explicit-feature engine: "
                          "objective='kmeans' and refine 'auto' or 'none'")
 
 
-def fit_on_cluster(est, data, client, rngs, *, persist="auto", progress=None, rows=None,
+def fit_on_cluster(data, client, params, rngs, *, persist="auto", progress=None, rows=None,
                    per_chunk_sums=False):
-    """Fit ``est`` (a ``KernelKMeans`` with ``approx='nystroem'``) on ``data``
-    (:class:`ChunkedData`, or a Dask or NumPy array) with ``client``; ``rngs`` are the
-    estimator's (gamma, fit) generators. ``KernelKMeans.fit`` calls this (``api.py``).
+    """A Nyström fit of ``data`` (:class:`ChunkedData`, or a Dask or NumPy array) with
+    ``client``: ``params`` are the estimator's validated parameters (``get_params()``, with
+    ``approx='nystroem'``), ``rngs`` its (gamma, fit) generators. ``KernelKMeans.fit`` calls
+    this (``api.py``).
 
-    Sets the fitted attributes as ``fit`` in one process does; ``labels_`` is gathered on the
-    client (n integers), the data never are. ``rows``: rows per chunk (rounded up to a
-    multiple of ``features.CHUNK_ROWS``); None keeps chunks that start at such multiples and
-    cuts others (a whole file, files of a glob) to about 64 MB of data.
-    ``persist``: hold the features on the workers (True), recompute them at every pass
-    (False), or 'auto' (held when they take at most half the workers' memory).
-    ``per_chunk_sums``: see ``chunks.step``.
+    Returns the :class:`~kkmeans_cli.engine.records.FitResult` of the fit, as a fit in one
+    process on the explicit-feature engine would; ``labels`` are gathered on the client (n
+    integers), the data never are. ``rows``: rows per chunk (rounded up to a multiple of
+    ``features.CHUNK_ROWS``); None keeps chunks that start at such multiples and cuts others
+    (a whole file, files of a glob) to about 64 MB of data. ``persist``: hold the features on
+    the workers (True), recompute them at every pass (False), or 'auto' (held when they take
+    at most half the workers' memory). ``per_chunk_sums``: see ``chunks.step``.
     """
-    from ..engine.restarts import default_sample_size, sampled_restarts
-    from ..kernels.nystroem import choose_landmarks, landmark_rng, resolve_landmarks
-    from ..engine.optima import start_kinds
-
-    est._validate_params()
-    check_estimator(est)
+    check_params(params)
     if not isinstance(data, ChunkedData):
         data = from_array(client, data)
-    n, k = data.n, est.n_clusters
+    n, k = data.n, int(params["n_clusters"])
     if k > n:
         raise ValueError(f"n_clusters={k} is larger than the number of samples ({n})")
     if rows is not None or len(data.bounds) == 1 or not data.is_aligned():
@@ -374,23 +337,24 @@ def fit_on_cluster(est, data, client, rngs, *, persist="auto", progress=None, ro
     run = ClusterRun(client, data, progress, per_chunk_sums)
     gamma_rng, fit_rng = rngs
     t0 = time.perf_counter()
-    run.screen(est.kernel, k)     # the checks of a fit in one process, chunk by chunk
-    kernel = resolve_gamma_on_cluster(run, est, gamma_rng)
-    run.check_range(kernel, est.gamma if isinstance(est.gamma, str) else None)
-    est.kernel_ = kernel
-    m = resolve_landmarks(est.n_landmarks, n, k)
-    rank = getattr(est, "nystroem_rank", None)
+    run.screen(params["kernel"], k)     # the checks of a fit in one process, by chunk
+    kernel = resolve_gamma_on_cluster(run, params, gamma_rng)
+    gamma = params["gamma"]
+    run.check_range(kernel, gamma if isinstance(gamma, str) else None)
+    m = resolve_landmarks(params["n_landmarks"], n, k)
+    rank = params["nystroem_rank"]
     rank = F.default_rank(k, m) if rank is None else min(int(rank), m)
-    idx = choose_landmarks(n, m, landmark_rng(est.random_state))
+    idx = choose_landmarks(n, m, landmark_rng(params["random_state"]))
     fmap = F.feature_map(kernel, run.take_rows(idx), rank)
     t1 = time.perf_counter()
     run.build_features(fmap, persist)
     t2 = time.perf_counter()
     stats = {"stage_seconds": {"landmarks": t1 - t0, "features": t2 - t1},
              "approximation_error": run.approximation_error()}
-    kinds = start_kinds(est.init, est.n_init)
+    kinds = start_kinds(params["init"], params["n_init"])
     used = list(kinds)
     sample_cache = {}
+    max_iter = params["max_iter"]
 
     def solve_sample(sample, restart, r):
         if "Y" not in sample_cache:
@@ -398,7 +362,7 @@ def fit_on_cluster(est, data, client, rngs, *, persist="auto", progress=None, ro
         Y, ys = sample_cache["Y"], sample_cache["ys"]
         ws = np.ones(sample.size)
         mu, used[restart] = F.sample_start(Y, ws, k, kinds[restart], r)
-        res = F.lloyd(Y, ys, ws, mu, est.max_iter, 1)
+        res = F.lloyd(Y, ys, ws, mu, max_iter, 1)
         run.progress("start", done=restart + 1, total=len(kinds))
         return res.inertia, res.centres
 
@@ -406,9 +370,9 @@ def fit_on_cluster(est, data, client, rngs, *, persist="auto", progress=None, ro
 
     def complete(mu):
         restart_no[0] += 1
-        return run.lloyd(mu, est.max_iter, fmap.dtype, restart_no[0] - 1)
+        return run.lloyd(mu, max_iter, fmap.dtype, restart_no[0] - 1)
 
-    out = sampled_restarts(n, est.n_init, fit_rng, solve_sample, complete,
+    out = sampled_restarts(n, params["n_init"], fit_rng, solve_sample, complete,
                            sample_size=default_sample_size(n, k))
     best = out.best
     t3 = time.perf_counter()
@@ -421,80 +385,36 @@ def fit_on_cluster(est, data, client, rngs, *, persist="auto", progress=None, ro
     labels = np.concatenate(client.gather([run.submit(chunks.labels_of, st)
                                            for st in best.labels])).astype(np.intp)
     W = best.W
-    est.gamma_ = kernel.gamma
-    est.labels_ = labels
-    est.inertia_ = best.inertia
-    est.inner_sums_ = W ** 2 * np.einsum("ij,ij->i", best.centres, best.centres)
-    est.cluster_weights_ = W
-    est.cluster_sizes_ = np.bincount(labels, minlength=k).astype(np.int64)
-    est.n_iter_ = best.n_iter
-    est.converged_ = best.converged
-    est.sample_weight_ = np.ones(n)
-    est.X_fit_ = None
-    est.psd_ = None
-    est.landmarks_ = fmap.landmarks
-    est.nystroem_transform_ = fmap.projection
-    est.n_landmarks_ = fmap.n_landmarks
-    est.nystroem_rank_ = fmap.rank
-    est.nystroem_dtype_ = np.dtype(fmap.dtype).name
-    est.centers_ = best.centres
-    est.nystroem_stats_ = stats
-    est.n_features_in_ = data.d
-    est._fit_outer_sums = None
-    est.fit_stats_ = {"kernel_seconds": t2 - t0, "iteration_seconds": t3 - t2,
-                      "restart_inertias": inertias, "best_restart": int(np.argmin(inertias)),
-                      "n_threads": 1, "storage": "features held on the workers" if run.persisted
-                      else "features recomputed at every pass",
-                      "cluster": {"workers": len(client.scheduler_info().get("workers", {})),
-                                  "chunks": len(data.bounds),
-                                  "bytes_per_pass": int(run.bytes_per_pass),
-                                  "pass_seconds": [float(t) for t in run.pass_seconds]}}
-    # (as nystroem's engine reports its starts in fit_stats_)
-    est.fit_stats_.update({"start_kinds": list(used), "best_start": stats["best_start"],
-                           "refine": "none", "spectral_method": "features",
-                           "lloyd_objective": float(best.inertia),
-                           "refined_objective": float(best.inertia), "refine_moves": 0,
-                           "nystroem": dict(stats)})
-    return est
+    fit_stats = {"kernel_seconds": t2 - t0, "iteration_seconds": t3 - t2,
+                 "restart_inertias": inertias, "best_restart": int(np.argmin(inertias)),
+                 "n_threads": 1, "storage": "features held on the workers" if run.persisted
+                 else "features recomputed at every pass",
+                 "cluster": {"workers": len(client.scheduler_info().get("workers", {})),
+                             "chunks": len(data.bounds),
+                             "bytes_per_pass": int(run.bytes_per_pass),
+                             "pass_seconds": [float(t) for t in run.pass_seconds]}}
+    # (as the explicit-feature engine in one process reports its starts)
+    fit_stats.update(engine_stats(stats, best.inertia))
+    state = NystroemState(landmarks=fmap.landmarks, transform=fmap.projection,
+                          n_landmarks=fmap.n_landmarks, rank=fmap.rank,
+                          dtype=np.dtype(fmap.dtype).name, centers=best.centres, stats=stats)
+    return FitResult(labels=labels, inertia=best.inertia,
+                     inner_sums=W ** 2 * np.einsum("ij,ij->i", best.centres, best.centres),
+                     cluster_weights=W, n_iter=best.n_iter, converged=best.converged,
+                     kernel=kernel, sample_weight=np.ones(n), X_fit=None, n_features=data.d,
+                     fit_stats=fit_stats, nystroem=state)
 
 
 # -- predict ---------------------------------------------------------------------------------
-def model_namespace(est):
-    """The fitted attributes ``nystroem.nearest`` reads, as a small picklable object."""
-    from types import SimpleNamespace
-
-    # nystroem.nearest checks the new rows' range against the training size and weight
-    # (len(labels_), Σ sample_weight_): stand-ins of one entry carry them, not n values.
-    return SimpleNamespace(kernel=est.kernel, labels_=_Sized(len(est.labels_)),
-                           sample_weight_=np.array([float(np.sum(est.sample_weight_))]),
-                           n_threads=1, n_features_in_=est.n_features_in_,
-                           n_clusters=est.n_clusters, cluster_weights_=est.cluster_weights_,
-                           inner_sums_=est.inner_sums_, centers_=est.centers_,
-                           landmarks_=est.landmarks_,
-                           nystroem_transform_=est.nystroem_transform_, kernel_=est.kernel_,
-                           nystroem_dtype_=getattr(est, "nystroem_dtype_", None))
-
-
-class _Sized:
-    """An object whose ``len`` is the number of training points."""
-
-    def __init__(self, n):
-        self.n = int(n)
-
-    def __len__(self):
-        return self.n
-
-
-def predict_on_cluster(est, data, client, rows=None):
+def predict_on_cluster(model, data, client, rows=None):
     """Per-chunk futures of the labels (int32) of ``data`` (:class:`ChunkedData` or an
-    array), in input order; ``nystroem.nearest`` runs on each chunk on the workers."""
-    if getattr(est, "approx", "none") != "nystroem":
-        raise ValueError("predict on a Dask cluster needs a Nyström model (approx='nystroem')")
+    array), in input order; ``nystroem.nearest`` of the fitted Nyström ``model``
+    (``kernels.nystroem.NystroemModel``) runs on each chunk on the workers."""
     if not isinstance(data, ChunkedData):
         data = from_array(client, data)
-    if data.d != est.n_features_in_:
-        raise ValueError(f"X has {data.d} features, the model expects {est.n_features_in_}")
+    if data.d != model.n_features:
+        raise ValueError(f"X has {data.d} features, the model expects {model.n_features}")
     if rows is not None or len(data.bounds) == 1 or not data.is_aligned():
         data = data.aligned(client, chunk_rows(data.d, rows))
-    model = client.submit(_identity, model_namespace(est), pure=False)
-    return [client.submit(chunks.nearest, src, model, pure=False) for src in data.sources]
+    future = client.submit(_identity, model, pure=False)
+    return [client.submit(chunks.nearest, src, future, pure=False) for src in data.sources]

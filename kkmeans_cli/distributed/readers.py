@@ -17,7 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine.features import CHUNK_ROWS
 from ..errors import DataError, UsageError
+from ..io.readers import (HDF5_SUFFIXES, NPY_SUFFIXES, expand_glob, is_glob, read_data,
+                          split_hdf5_spec)
+from . import chunks
 
 #: Bytes of a chunk's rows or features at most (about): the chunks never depend on the
 #: number of workers, and start at multiples of the engine's block of rows.
@@ -27,8 +31,6 @@ CHUNK_BYTES = 64 * 2**20
 def chunk_rows(width, wanted=None):
     """Rows per chunk: ``wanted`` (or what keeps ``width`` float64 columns near
     ``CHUNK_BYTES``) rounded up to a multiple of ``features.CHUNK_ROWS``."""
-    from ..engine.features import CHUNK_ROWS
-
     rows = int(wanted) if wanted else CHUNK_BYTES // (8 * max(int(width), 1))
     return max(1, -(-rows // CHUNK_ROWS)) * CHUNK_ROWS
 
@@ -123,8 +125,6 @@ class FileReader:
     shown: str = None
 
     def rows(self, i0, i1):
-        from ..io.readers import read_data
-
         shown = self.shown or self.path
         if not os.path.exists(self.path):
             error = _unreadable(shown, self.path, FileNotFoundError(
@@ -162,8 +162,6 @@ class ChunkedData:
 
     def is_aligned(self):
         """Whether every chunk starts at a multiple of the engine's ``CHUNK_ROWS``."""
-        from ..engine.features import CHUNK_ROWS
-
         return all(i0 % CHUNK_ROWS == 0 for i0, _ in self.bounds)
 
     def aligned(self, client, rows):
@@ -178,8 +176,6 @@ class ChunkedData:
                                       and s[1] is reader for s in self.sources):
             sources = [("read", reader, i0, i1) for i0, i1 in bounds]
         else:
-            from . import chunks
-
             sources = []
             for i0, i1 in bounds:
                 pieces = [(src, max(i0, a) - a, min(i1, b) - a)
@@ -214,8 +210,6 @@ def open_data(client, spec, *, dataset=None, columns=None, header=None, delimite
               missing="error"):
     """DATA as :class:`ChunkedData` for the workers to read (one chunk per file until the
     fit or predict cuts it with :meth:`ChunkedData.aligned`)."""
-    from ..io.readers import HDF5_SUFFIXES, NPY_SUFFIXES, is_glob, split_hdf5_spec
-
     if missing != "error":
         raise UsageError("--missing drop cannot be used with a cluster (the kept rows would "
                          "have to be gathered on the client); clean the data first")
@@ -314,16 +308,12 @@ def _zarr(path, component, columns):
 
 
 def _open_glob(client, spec, **options):
-    from ..io.readers import expand_glob
-
     return _open_files(client, expand_glob(spec), spec, options)
 
 
 def _open_files(client, paths, spec, options):
     """Each file one chunk: read on a worker and held there (``("x", X)``); the client
     gets only each file's shape."""
-    from . import chunks
-
     futures = [client.submit(chunks.hold_rows,
                              ("read", FileReader(os.path.abspath(p), options, shown=p), 0, None),
                              pure=False) for p in paths]
@@ -343,8 +333,6 @@ def _open_files(client, paths, spec, options):
 def from_array(client, X):
     """A Dask or NumPy array as :class:`ChunkedData` (a Dask array is computed on the
     workers, chunk by chunk along the rows; a NumPy array is scattered in row chunks)."""
-    from . import chunks
-
     if hasattr(X, "dask") and hasattr(X, "to_delayed"):
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D (n_samples, n_features); got {X.ndim}-D")

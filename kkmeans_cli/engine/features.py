@@ -70,17 +70,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .lloyd import relocation_moves, warn_relocated
-from .threads import blas_threads, thread_pool
+from .. import memory
 from . import _features
+from .lloyd import relocation_moves, warn_not_converged, warn_relocated
+from .starts import kmeans_plusplus, random_centres
+from .threads import blas_threads, thread_pool
 
 #: Rows per block of every chunk computation (fixed: results independent of the thread count).
-CHUNK_ROWS = 2048
+CHUNK_ROWS = memory.FEATURE_BLOCK_ROWS
 #: Rows per part of the work shared by the threads when building features or predicting.
-PART_ROWS = 4 * CHUNK_ROWS
+PART_ROWS = memory.FEATURE_PART_ROWS
 #: ε of the default rank s = ⌈k/ε⌉ (Wang, Gittens & Mahoney: s ≈ k/ε features give a
 #: (1 + ε)-approximation); measured in benchmarks/bench_nystroem.py.
-EPSILON = 0.2
+EPSILON = memory.FEATURE_EPSILON
 #: Eigenvalues of K(L, L) at most this fraction of the largest are dropped.
 EIG_RTOL = 1e-10
 DTYPES = {"float32": np.float32, "float64": np.float64}
@@ -464,8 +466,6 @@ def lloyd(Phi, x_sq, w, means, max_iter=300, n_threads=1, labels=None, bounds=Tr
         previous, mu = mu, centres_from_sums(S, W, mu)
     inertia = objective_at(x_sq, w, S, W, mu)
     if not converged:
-        from .lloyd import warn_not_converged
-
         warn_not_converged("Lloyd", False, max_iter)
     res = FeatureResult(labels=labels, centres=mu, S=S, W=W, inertia=inertia,
                         n_iter=n_iter + 1 if converged else n_iter, converged=converged,
@@ -545,8 +545,6 @@ def sample_start(Y, w, k, kind, rng):
     """Starting centres (k×s float64) on the sample features Y for a start ``kind``:
     'k-means++', 'random', 'spectral' or 'normalized-spectral' (k-means++ and Lloyd on the
     spectral embedding, its clusters' means in feature space). Returns (means, kind used)."""
-    from .starts import kmeans_plusplus, random_centres
-
     if kind in ("spectral", "normalized-spectral"):
         A = _spectral_embedding(Y, w, k, kind == "normalized-spectral")
         if A is not None and A.shape[1] > 0:

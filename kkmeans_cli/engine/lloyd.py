@@ -41,7 +41,7 @@ class LloydResult:
     objective_trace: list
     n_distances: int = 0  # point–centre distances evaluated
     # Elkan only: (upper, lower) bounds on the distances to the final centres when converged
-    # (``optima.hartigan_may_move`` settles most points with them), and whether the run was
+    # (``hartigan.blocked_hartigan`` settles most points with them), and whether the run was
     # stopped at its kernel budget (``elkan(kernel_budget=...)``) before converging.
     bounds: tuple = None
     interrupted: bool = False

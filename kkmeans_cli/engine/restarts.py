@@ -21,11 +21,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import memory
+
 #: Sample size: max(SAMPLE_MIN, SAMPLE_PER_CLUSTER · k) points (all of them when fewer).
 SAMPLE_MIN = 20_000
 SAMPLE_PER_CLUSTER = 500
-#: Candidates completed on all the data.
-N_COMPLETE = 3
+#: Candidates completed on all the data (the memory plan counts their labels).
+N_COMPLETE = memory.RESTARTS_COMPLETED
 #: Objectives this close (relative) are one solution: sample objectives are completed once,
 #: and of restarts that end this close the first wins.
 SAME_RTOL = 1e-12

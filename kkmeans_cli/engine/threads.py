@@ -4,11 +4,11 @@ import os
 import sys
 import threading
 
+from . import _openmp
+
 
 def effective_n_threads(n_threads=None):
     """The number of threads to use: ``n_threads`` if given, else every core."""
-    from . import _openmp
-
     if not _openmp.openmp_enabled():
         return 1
     if n_threads is None:

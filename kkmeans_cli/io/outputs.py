@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._signals import committed, deferred
+from .._signals import committed, deferred, pending
 from .._streams import CLOSED_STREAMS
 from ..errors import BrokenPipeOutput, OutputError, UsageError
 from .readers import STDIN, is_glob, split_hdf5_spec
@@ -448,8 +448,6 @@ def _rename_all(files):
     first linked to a backup name, so a failed rename (or a signal held meanwhile) puts the
     ones already replaced back. Files whose backup cannot be made (no hard links there) go
     last. Returns True when all are in place, False when a held signal undid them."""
-    from .._signals import pending
-
     plans = []
     for entry in files:
         real = entry.target.real

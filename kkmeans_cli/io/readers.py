@@ -480,7 +480,7 @@ def _check_array_header(shape, dtype, source, ndim):
 def _check_fits_in_memory(shape, source):
     """Refuse before reading an array whose float64 copy would not fit in the memory
     available (a compressed HDF5 dataset can declare far more than its file holds)."""
-    from ..model.memory import default_limit, format_bytes
+    from ..memory import default_limit, format_bytes
 
     need, limit = int(np.prod(shape, dtype=object)) * 8, default_limit()
     if limit is not None and need > limit:

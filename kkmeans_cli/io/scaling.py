@@ -5,6 +5,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._options import SCALES as SCALE_METHODS
+from ..errors import DataError
 
 
 @dataclass
@@ -25,7 +26,7 @@ class Scaler:
     def transform(self, X):
         """(X − offset) / factor, or X unchanged for ``'none'``. Values that overflow come out
         infinite, without a NumPy warning: the caller refuses them with their row and column
-        (``kernels.check_range`` / ``check_finite``)."""
+        (``functions.check_range`` / ``check_finite``)."""
         if self.method == "none":
             return X
         with np.errstate(over="ignore", invalid="ignore"):
@@ -69,8 +70,6 @@ def fit_scaler(X, method):
             factor = X.max(axis=0) - offset
     bad = ~(np.isfinite(offset) & np.isfinite(factor))
     if bad.any():
-        from ..errors import DataError
-
         c = int(np.flatnonzero(bad)[0])
         raise DataError(f"--scale {method}: column {c + 1} spans {X[:, c].min():g} to "
                         f"{X[:, c].max():g}, a range wider than floating point holds "

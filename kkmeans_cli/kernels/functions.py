@@ -29,7 +29,10 @@ import numpy as np
 
 from .. import _options
 from ..engine.threads import blas_threads, thread_pool
-from ..errors import KKMeansWarning
+from ..errors import KKMeansWarning, OptionConflictError, ValueRangeError
+from ..memory import row_blocks
+from . import _kernel_matrix
+from .psd import gower_kernel
 
 KERNELS = _options.KERNELS
 GAMMA_KERNELS = ("rbf", "poly", "sigmoid", "laplacian", "chi2")
@@ -38,8 +41,6 @@ GAMMA_KERNELS = ("rbf", "poly", "sigmoid", "laplacian", "chi2")
 CENTRED_KERNELS = ("rbf", "linear")
 _GRAM_CODE = {"linear": 0, "poly": 1, "rbf": 2, "sigmoid": 3, "cosine": 4}
 _L1_CODE = {"laplacian": 5, "chi2": 6}
-# Bytes of float64 work space for one block of the Gram matrix.
-BLOCK_BYTES = 64 * 2**20
 # Below this many features a Gram block is cheap and one BLAS thread is best: idle OpenBLAS
 # threads spin-wait and slow the OpenMP pass that follows (measured 10x on 2 cores).
 # Blocks with fewer entries than this are computed on one thread: waking the other threads
@@ -115,15 +116,11 @@ class Kernel:
 
         The lower triangle is computed in row blocks and mirrored, so K is exactly symmetric.
         """
-        from . import _kernel_matrix
-
         X = np.ascontiguousarray(X, dtype=np.float64)
         n = X.shape[0]
         if self.name == "precomputed":
             return np.ascontiguousarray(X, dtype=dtype)
         if self.name == "precomputed-distance":  # Gower: K = −½ J D∘² J (see psd.py)
-            from .psd import gower_kernel
-
             return gower_kernel(X, dtype=dtype)
         X = self.centred(X)
         K = np.empty((n, n), dtype=dtype) if out is None else out
@@ -170,8 +167,6 @@ class Kernel:
         (``_rbf_sums.h``), so predict reads each kernel value once, from registers. rbf only
         (None for the other kernels, which go through :meth:`cross`). Results do not depend
         on ``n_threads``; they equal the sums over :meth:`cross`'s rows up to rounding."""
-        from . import _kernel_matrix
-
         if self.name != "rbf":
             return None
         A = np.ascontiguousarray(A, dtype=np.float64)
@@ -213,8 +208,6 @@ class Kernel:
         raise ValueError("a precomputed kernel has no kernel function")  # or distance
 
     def _fill_block(self, A, B, sq_a, sq_b, out, row_start, n_threads, work):
-        from . import _kernel_matrix
-
         if A.shape[0] * B.shape[0] < SMALL_BLOCK:
             n_threads = 1
         gamma = float(self.gamma) if self.gamma is not None else 0.0
@@ -267,12 +260,6 @@ def _row_sq_norms(X):
     return np.einsum("ij,ij->i", X, X)
 
 
-def row_blocks(n_rows, n_cols, block_bytes=BLOCK_BYTES):
-    step = max(1, min(n_rows, block_bytes // (8 * max(n_cols, 1))))
-    for i0 in range(0, n_rows, step):
-        yield i0, min(i0 + step, n_rows)
-
-
 def data_offset(kernel, X, objective="kmeans", quiet=False):
     """The point a kernel subtracts from the data (``Kernel.offset``), or None.
 
@@ -314,6 +301,12 @@ def with_offset(kernel, offset):
 
 
 # -- gamma ------------------------------------------------------------------------------------
+def resolve_dtype(dtype):
+    """The numpy type of kernel values stored as a valid ``dtype`` parameter ('float64',
+    np.float32, ...)."""
+    return np.float32 if np.dtype(dtype) == np.float32 else np.float64
+
+
 def resolve_gamma(kernel, gamma, X, rng):
     """The numeric gamma for ``kernel`` on data X.
 
@@ -330,11 +323,21 @@ def resolve_gamma(kernel, gamma, X, rng):
         return float(gamma)
     X = np.asarray(X, dtype=np.float64)
     if gamma == "scale" or kernel in ("poly", "sigmoid"):
-        var = float(X.var()) if X.size else 0.0
-        if var > 0 and math.isfinite(var):
-            return 1.0 / (X.shape[1] * var)
-        return _fallback_gamma("the data have zero variance")
-    dist = _sample_pair_distances(kernel, X, rng)
+        return variance_gamma(float(X.var()) if X.size else 0.0, X.shape[1])
+    i, j = pair_sample(X.shape[0], rng)
+    return median_gamma(pair_distances(kernel, X[i], X[j]))
+
+
+def variance_gamma(var, n_features):
+    """'scale': γ = 1/(d·Var(X)) (γ = 1 with a warning when the variance is 0)."""
+    if var > 0 and math.isfinite(var):
+        return 1.0 / (n_features * var)
+    return _fallback_gamma("the data have zero variance")
+
+
+def median_gamma(dist):
+    """'median': γ = 1/(2·median dist) of the sampled pairs' distances (of the positive ones
+    when the median is 0; γ = 1 with a warning when all are 0)."""
     positive = dist[dist > 0]
     if positive.size == 0:
         return _fallback_gamma("all points are identical")
@@ -346,25 +349,28 @@ def resolve_gamma(kernel, gamma, X, rng):
 
 def _fallback_gamma(why):
     warnings.warn(f"the median heuristic for gamma is undefined ({why}); using gamma = 1.0",
-                  KKMeansWarning, stacklevel=3)
+                  KKMeansWarning, stacklevel=4)
     return 1.0
 
 
-def _sample_pair_distances(kernel, X, rng, n_pairs=MEDIAN_PAIRS):
-    n = X.shape[0]
-    if n < 2:
-        return np.zeros(0)
+def pair_sample(n, rng, n_pairs=MEDIAN_PAIRS):
+    """(i, j) of the pairs the median rule measures: every pair i < j when there are at most
+    ``n_pairs``, else ``n_pairs`` seeded pairs with j ≠ i."""
     if n * (n - 1) // 2 <= n_pairs:
-        i, j = np.triu_indices(n, k=1)
-    else:
-        i = rng.integers(0, n, size=n_pairs)
-        j = (i + rng.integers(1, n, size=n_pairs)) % n  # j != i
-    diff = X[i] - X[j]
+        return np.triu_indices(n, k=1)
+    i = rng.integers(0, n, size=n_pairs)
+    return i, (i + rng.integers(1, n, size=n_pairs)) % n  # j != i
+
+
+def pair_distances(kernel, A, B):
+    """The distance inside the kernel's exponential between the rows of A and B: squared
+    Euclidean (rbf), L1 (laplacian), chi-squared (chi2)."""
+    diff = A - B
     if kernel == "rbf":
         return np.einsum("ij,ij->i", diff, diff)
     if kernel == "laplacian":
         return np.abs(diff).sum(axis=1)
-    tot = X[i] + X[j]
+    tot = A + B
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(tot != 0, diff * diff / np.where(tot != 0, tot, 1), 0.0)
     return terms.sum(axis=1)
@@ -429,7 +435,6 @@ def check_domain(name, X, what="X"):
         return
     X = np.asarray(X)
     if X.size and X.min() < 0:
-        from ..errors import ValueRangeError
 
         r, c = np.argwhere(X < 0)[0]
         raise ValueRangeError(r, c, f"the value {X[r, c]:g} is negative; the chi2 kernel "
@@ -472,8 +477,6 @@ def _within_limits(name, b, d, m, kernel):
 
 def _check_rows(name, X, m, kernel, what, offset, gamma_from=None):
     """:func:`check_range` row by row: refuses the first row that breaks the rule."""
-    from ..errors import OptionConflictError, ValueRangeError
-
     if offset is not None:
         raw = X
         with np.errstate(over="ignore", invalid="ignore"):

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine.threads import blas_threads
 from ..errors import DataError
 from . import _knn_graph
 
@@ -135,8 +136,6 @@ def tree_nearest(points, queries, k, n_threads=1):
 def exact_nearest(points, queries, k, n_threads=1, self_first=False):
     """Exact k nearest neighbours by blocks of ‖x‖² + ‖y‖² − 2x·y (one BLAS product a block),
     the k chosen distances recomputed as ‖x − y‖ and sorted (ties by index)."""
-    from ..engine.threads import blas_threads
-
     m, q = points.shape[0], queries.shape[0]
     pn = np.einsum("ij,ij->i", points, points)
     rows = max(1, SEARCH_BLOCK_BYTES // (8 * max(m, 1)))

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _options
+from ..engine import _lloyd
+from ..engine.lloyd import objective
 from ..engine.threads import blas_threads
 from ..errors import KKMeansWarning
 
@@ -55,7 +57,7 @@ LANCZOS_MARGIN = 1e-7
 
 
 def needs_psd_check(kernel):
-    """Whether fitting with ``kernel`` (a :class:`~kkmeans_cli.kernels.Kernel`) needs the
+    """Whether fitting with ``kernel`` (a :class:`~kkmeans_cli.kernels.functions.Kernel`) needs the
     PSD check: sigmoid, precomputed matrices, distances, and poly with a negative coef0."""
     return (kernel.name in ("sigmoid",) + PRECOMPUTED
             or (kernel.name == "poly" and kernel.coef0 < 0))
@@ -361,8 +363,6 @@ def _coincide(Kb, diag, train_diag):
 def trace_objective(K, diag, labels, weights, n_clusters):
     """Σ_i w_i K_ii − Σ_c g_c / W_c of ``labels`` on K (one pass; no clamping of negative
     distances, unlike the assignment step's inertia)."""
-    from ..engine import _lloyd
-
     F = np.empty((n_clusters, K.shape[0]))
     _lloyd.outer_sums_rows(np.ascontiguousarray(K), 0, labels.astype(np.int32), weights, F, 1)
     own = F[labels, np.arange(K.shape[0])]
@@ -381,49 +381,29 @@ def lingoes_shift(sigma, labels, weights, n_clusters):
     return float(sigma * (W.sum() - np.sum(S2[nz] / W[nz])))
 
 
+# -- after the fit ---------------------------------------------------------------------------
+def fit_stats(state, weights, labels, inner_sums, cluster_weights, n_clusters):
+    """The ``fit_stats_`` entries of the PSD check and repair of a fit (``state``): the
+    check's numbers, and the objective on the kernel used and on the original one. Drops
+    the arrays kept only for this (``original_K``, ``fit_diag``)."""
+    stats = state.stats()
+    if state.checked or state.repair != "none":
+        used = objective(state.fit_diag, weights, inner_sums, cluster_weights)
+        stats["objective_used"] = used
+        if state.repair == "lingoes":
+            stats["objective_original"] = used - lingoes_shift(
+                state.sigma, labels, weights, n_clusters)
+        elif state.repair == "clip":
+            stats["objective_original"] = trace_objective(
+                state.original_K, state.train_diag, labels, weights, n_clusters)
+    state.original_K = state.fit_diag = None
+    return stats
+
+
 # -- model files ------------------------------------------------------------------------------
-def model_meta(estimator):
-    """Meta entries of a fitted estimator's PSD state (for ``model_file.model_meta``)."""
-    state = getattr(estimator, "psd_", None)
-    out = {"solver": getattr(estimator, "solver", "lloyd")}
-    if state is None:
-        return out
-    out.update({"psd_repair": state.repair, "psd_sigma": float(state.sigma),
-                "psd_checked": bool(state.checked), "psd": bool(state.psd),
-                "psd_lambda_min": state.lambda_min, "psd_grand_mean": float(state.grand_mean)})
-    stats = getattr(estimator, "fit_stats_", {})
-    for key, name in (("objective_used", "psd_objective"),
-                      ("objective_original", "psd_objective_original")):
-        if key in stats:
-            out[name] = float(stats[key])
-    return out
-
-
-def model_arrays(estimator):
-    """Arrays of the PSD state: ``psd_train_diag`` (n), and for clip ``psd_components``
-    (n×r), ``psd_eigenvalues`` (r), ``psd_col_means`` (n)."""
-    state = getattr(estimator, "psd_", None)
-    arrays = {}
-    if state is None:
-        return arrays
-    if state.train_diag is not None:
-        arrays["psd_train_diag"] = np.asarray(state.train_diag, dtype=np.float64)
-    if state.repair == "clip" and state.components is not None:
-        arrays["psd_components"] = np.asarray(state.components, dtype=np.float64)
-        arrays["psd_eigenvalues"] = np.asarray(state.eigenvalues, dtype=np.float64)
-        arrays["psd_col_means"] = np.asarray(state.col_means, dtype=np.float64)
-    return arrays
-
-
-def load_state(estimator, meta, arrays, n, fail):
-    """Restore ``psd_`` (the ``PSDState`` of a model file, checked; None when the model has
-    no PSD state and needs none) and ``psd_repair`` on a loaded estimator; ``fail(problem)``
-    raises."""
-    estimator.psd_ = _loaded_state(meta, arrays, n, fail)
-    estimator.psd_repair = estimator.psd_.repair if estimator.psd_ is not None else "none"
-
-
-def _loaded_state(meta, arrays, n, fail):
+def loaded_state(meta, arrays, n, fail):
+    """The ``PSDState`` of a model file's entries, checked (``fail(problem)`` raises); None
+    when the model has no PSD state and needs none."""
     repair = meta.get("psd_repair", "none")
     if repair not in PSD_REPAIRS:
         fail(f"unknown psd_repair {repair!r}")
@@ -465,52 +445,3 @@ def _loaded_state(meta, arrays, n, fail):
             fail("meta 'psd_grand_mean' must be a finite number")
         state.grand_mean = float(grand)
     return state
-
-
-# -- report lines -----------------------------------------------------------------------------
-INFO_KEYS = ("solver", "psd_repair", "psd_sigma", "psd_checked", "psd", "psd_lambda_min",
-             "psd_objective", "psd_objective_original")
-
-
-def report_rows(stats):
-    """(label, value) rows of the fit report for the PSD check, repair and solver."""
-    rows = []
-    if stats.get("psd_checked"):
-        rows.append(("psd check", f"{'PSD' if stats['psd'] else 'not PSD'}: smallest eigenvalue "
-                                  f"{stats['lambda_min']:.6g} (largest |λ| "
-                                  f"{stats['lambda_max_abs']:.6g}; {stats['eig_method']})"))
-    repair = stats.get("psd_repair", "none")
-    if repair == "lingoes":
-        rows.append(("psd repair", f"lingoes, sigma = {stats['psd_sigma']:.6g}: objective "
-                                   f"{stats['objective_used']:.6g} repaired, "
-                                   f"{stats['objective_original']:.6g} on the original kernel"
-                     if stats["psd_sigma"] > 0 else "lingoes: not needed (PSD)"))
-    elif repair == "clip":
-        rows.append(("psd repair", f"clip: objective {stats['objective_used']:.6g} "
-                                   f"clipped, {stats['objective_original']:.6g} on the "
-                                   f"original kernel (clipping changes the clustering)"))
-    elif stats.get("psd_checked") and not stats.get("psd"):
-        rows.append(("psd repair", f"none (objective {stats['objective_used']:.6g}); "
-                                   f"--psd-repair lingoes keeps the optimal clustering"))
-    if stats.get("solver") == "embed":
-        rows.append(("solver", "embed (k-means on the eigen-embedding of K)"))
-    return rows
-
-
-def info_rows(info):
-    """(label, value) rows of ``kkmeans info`` for the PSD state and solver."""
-    rows = []
-    if info.get("solver", "lloyd") != "lloyd":
-        rows.append(("solver", str(info["solver"])))
-    if info.get("psd_checked"):
-        rows.append(("psd check", f"{'PSD' if info.get('psd') else 'not PSD'}, smallest "
-                                  f"eigenvalue {info.get('psd_lambda_min'):.6g}"))
-    repair = info.get("psd_repair", "none")
-    if repair != "none":
-        text = repair + (f", sigma = {info.get('psd_sigma', 0.0):.6g}"
-                         if repair == "lingoes" else "")
-        if "psd_objective_original" in info:
-            text += (f" (objective {info['psd_objective']:.6g} repaired, "
-                     f"{info['psd_objective_original']:.6g} original)")
-        rows.append(("psd repair", text))
-    return rows

@@ -1,26 +1,20 @@
-"""Where the engine gets kernel values from.
-
-The iteration code never touches K directly: it asks a *kernel source* for what it needs, so
-that a kernel matrix held in memory, one recomputed in blocks (for data whose n×n matrix does
-not fit), the lazy hand-off between the two and explicit Nyström features run the same
-algorithms (Lloyd, Elkan, k-means++, Hartigan). :class:`KernelSource` declares the contract;
-each implementation states it with ``class X(KernelSource)`` and says what it can do through
-two capability flags instead of being probed with ``hasattr``:
-
-- ``holds_matrix``: K is in memory as ``source.K`` (spectral starts and Hartigan read it);
-- ``explicit_features``: the source holds explicit feature vectors Φ (Nyström), so F is
-  recomputed from cluster sums instead of by replaying a log of moves (``replays_log`` is
-  its negation, kept as the name Elkan uses).
+"""The kernel sources made from kernel values: a matrix in memory (:class:`InMemoryKernel`),
+rows recomputed from the data in blocks (:class:`BlockedKernel`) and the lazy hand-off
+between the two (:class:`LazyKernel`). Each implements the contract the iterations read,
+``engine.sources.KernelSource`` (its capability flags are listed there).
 
 ``kernel_evaluations`` counts the kernel values read (in memory) or computed (blocked).
 """
 import time
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 
 import numpy as np
 
 from ..engine import _elkan, _lloyd
-from .functions import BLOCK_BYTES, SMALL_BLOCK, row_blocks, Workspace
+from ..engine.sources import KernelSource
+from .. import memory
+from ..memory import row_blocks
+from .functions import SMALL_BLOCK, Workspace
 
 # Own sums of a cluster of m points (BlockedKernel): block rows of at least this many rows,
 # about OWN_SUM_BLOCKS of them, so ~(½ + 1/16) of K(Y, Y) is computed.
@@ -28,63 +22,18 @@ OWN_SUM_MIN_ROWS = 128
 OWN_SUM_BLOCKS = 8
 
 
-class KernelSource(ABC):
-    """The contract between the iterations and the kernel values.
+class _KernelLogSource(KernelSource):
+    """What the kernel sources share: Elkan's lazy updates cost one kernel value per point
+    and log entry, replayed from its log of moves (``replays_log``), and nothing to
+    record."""
 
-    Notation: F is the k×n array of outer sums F[c, i] = Σ_{j∈c} w_j K_ij (float64).
-
-    Attributes every source has: ``n`` (points), ``diag`` (K_ii, float64, shape (n,)),
-    ``kernel_evaluations`` (kernel values read or computed so far), and the capability flags
-    ``holds_matrix`` and ``explicit_features``.
-    """
-
-    holds_matrix = False
-    explicit_features = False
-    runs_restarts = False  # a source that runs the restarts itself (the Nyström engine)
-
-    @property
-    def replays_log(self):
-        """Whether Elkan brings F up to date by replaying its log of moves (kernel sources) or
-        recomputes it per pair from explicit cluster sums (feature sources)."""
-        return not self.explicit_features
-
-    @abstractmethod
-    def full_outer_sums(self, labels, weights, F):
-        """F[c, i] = Σ_{j∈c} w_j K_ij for every c and i: one pass over K."""
-
-    @abstractmethod
-    def update_outer_sums(self, moved, src, dst, w_moved, F):
-        """F[src] −= w K[moved], F[dst] += w K[moved] for the points that moved."""
-
-    @abstractmethod
     def record_moves(self, moved, src, dst, w_moved):
-        """Moves made without updating F (Elkan keeps a log; a source with explicit cluster
-        sums updates them here)."""
+        pass
 
     @abstractmethod
     def refresh_outer_sums(self, points, stamps, log, F):
         """F[:, i] brought up to date for the given points, replaying the log entries from
         ``stamps[i]`` on."""
-
-    @abstractmethod
-    def pair_sums(self, points, clusters, labels, weights, F):
-        """F[c, i] from scratch for the given (point, cluster) pairs (n_c kernel values each)."""
-
-    @abstractmethod
-    def own_outer_sums(self, labels, weights, n_clusters):
-        """Σ_{j∈own cluster} w_j K_ij for every point, from scratch (Σ n_c² kernel values)."""
-
-    @abstractmethod
-    def rows(self, idx):
-        """Rows K[idx] as float64 (k-means++ reads columns of K, which are its rows)."""
-
-
-class _KernelLogSource(KernelSource):
-    """What the kernel sources share: Elkan's lazy updates cost one kernel value per point
-    and log entry, and nothing to record."""
-
-    def record_moves(self, moved, src, dst, w_moved):
-        pass
 
     @abstractmethod
     def submatrix(self, idx):
@@ -103,16 +52,19 @@ class InMemoryKernel(_KernelLogSource):
 
     ``diag`` is K_ii in float64 from the kernel function when there is one (then a float32 K
     does not round it, and fit and predict use the same values); K's diagonal otherwise.
+    ``not_euclidean``: why K is not positive semidefinite, when the PSD check found so and
+    nothing repaired it (None: K is taken as PSD).
     """
 
     holds_matrix = True
 
-    def __init__(self, K, n_threads=1, diag=None):
+    def __init__(self, K, n_threads=1, diag=None, not_euclidean=None):
         self.K = K
         self.n = K.shape[0]
         self.n_threads = n_threads
         self.diag = np.array(np.diagonal(K) if diag is None else diag, dtype=np.float64)
         self.kernel_evaluations = 0
+        self.not_euclidean = not_euclidean
 
     @property
     def dtype(self):
@@ -178,6 +130,8 @@ class BlockedKernel(_KernelLogSource):
     BLAS's rounding (see ``tests/test_kernels.py``).
     """
 
+    computes_rows = True
+
     def __init__(self, kernel, X, dtype=np.float64, n_threads=1, diag=None):
         self.kernel = kernel
         self.X = np.ascontiguousarray(X, dtype=np.float64)
@@ -190,6 +144,34 @@ class BlockedKernel(_KernelLogSource):
         # rbf in float64: sums of kernel values fused with their computation, never stored
         # (Kernel.fused_outer_sums); a float32 storage rounds each value first, as K would.
         self.fused = kernel.name == "rbf" and np.dtype(dtype) == np.float64
+
+    @property
+    def not_euclidean(self):
+        """Why the feature space may not be Euclidean (no PSD check without K): the sigmoid
+        kernel; None for the kernels that are positive semidefinite (planning.py lets no
+        other kernel that needs a check run blocked)."""
+        if self.kernel.name == "sigmoid":
+            return "the sigmoid kernel is not positive semidefinite in general"
+        return None
+
+    def subset(self, idx, n_threads=None):
+        """The blocked kernel of the points ``idx`` (a sample)."""
+        return BlockedKernel(self.kernel, self.X[idx], dtype=self.dtype,
+                             n_threads=self.n_threads if n_threads is None else n_threads)
+
+    def outer_sums_against(self, idx, labels, weights, n_clusters):
+        """F (k×n) of every point against the points ``idx`` in clusters ``labels`` with
+        ``weights`` (int32 labels and float64 weights of those points): Σ_{j∈idx, c} w_j
+        K(x_i, x_j), fused for rbf (``Kernel.fused_outer_sums``), else in row blocks."""
+        Y = self.X[idx]
+        F = self.kernel.fused_outer_sums(self.X, Y, labels, weights, n_clusters,
+                                         self.n_threads)
+        if F is None:
+            F = np.empty((n_clusters, self.n))
+            for i0, _, Kb in self.kernel.cross_blocks(self.X, Y, dtype=self.dtype,
+                                                      n_threads=self.n_threads):
+                _lloyd.outer_sums_rows(Kb, i0, labels, weights, F, self.n_threads)
+        return F
 
     def _fused(self, A, B, labels, weights, n_clusters):
         return self.kernel.fused_outer_sums(A, B, labels, weights, n_clusters, self.n_threads)
@@ -292,7 +274,7 @@ class BlockedKernel(_KernelLogSource):
         m = Y.shape[0]
         sums = np.zeros(m)
         step = max(1, min(max(OWN_SUM_MIN_ROWS, -(-m // OWN_SUM_BLOCKS)),
-                          BLOCK_BYTES // (8 * max(m, 1))))
+                          memory.BLOCK_BYTES // (8 * max(m, 1))))
         for p0 in range(0, m, step):
             p1 = min(p0 + step, m)
             Kb = self._out.block(p1 - p0, m - p0, self.dtype)
@@ -321,7 +303,7 @@ class LazyKernel:
     where Elkan's iterations need them (a :class:`BlockedKernel`), and the kernel matrix
     built only if they turn out to need most of it (``materialize``; then an
     :class:`InMemoryKernel`). Hartigan's refinement does not need it
-    (``optima.blocked_hartigan``).
+    (``engine.hartigan.blocked_hartigan``).
 
     Building K costs n²/2 kernel values plus writing n² entries of fresh memory; Elkan on
     well-separated data converges after a fraction of that (``benchmarks/bench_fit.py``).
@@ -333,7 +315,10 @@ class LazyKernel:
     # capability questions: no matrix held at the start, no explicit features.
     holds_matrix = False
     explicit_features = False
+    computes_rows = False
+    lazy = True
     runs_restarts = False
+    not_euclidean = None
 
     def __init__(self, blocked, build, budget):
         self.blocked, self._build, self.budget = blocked, build, budget

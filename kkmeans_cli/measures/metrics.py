@@ -25,7 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine import _lloyd
 from ..engine.threads import effective_n_threads
+from .. import memory
+from . import _silhouette
 
 #: Above this many points :func:`silhouette_score` samples instead of the exact O(n²) pass.
 MAX_EXACT = 20_000
@@ -101,8 +104,6 @@ class FeatureSums:
 
     def point_centre_sq(self):
         """d(i, c) = K_ii − 2 F[c, i]/W_c + g_c/W_c², shape (n, k), clamped at 0."""
-        from ..engine import _lloyd
-
         out = np.empty((self.F.shape[1], self.k))
         _lloyd.distances(self.F, self.g, self.W, self.diag, out, 1)
         return out
@@ -124,8 +125,6 @@ def feature_sums(K, labels, sample_weight=None, n_threads=None, *, F=None):
     ``F``, the outer sums of these labels and weights when already computed (e.g. by the fused
     pass of :func:`silhouette_and_sums`), saves the pass.
     """
-    from ..engine import _lloyd
-
     K = _check_K(K)
     n = K.shape[0]
     labels, k = check_labels(labels, n, min_clusters=1)
@@ -170,8 +169,6 @@ def silhouette_samples(K, labels, n_threads=None):
     -------
     ndarray (n,) float64
     """
-    from . import _silhouette
-
     K = _check_K(K)
     n = K.shape[0]
     codes, counts = stacked([labels], n)
@@ -208,14 +205,11 @@ def silhouettes_and_sums(K, labelings, sample_weight=None, n_threads=None, outer
     from ONE pass over K: each row is read, and its distances taken, once for all of them.
 
     The outer sums of all labellings are held at once (L × max k × n floats); labellings are
-    taken in groups that keep them within ``BLOCK_BYTES``. ``outer_sums``: F of every
+    taken in groups that keep them within ``memory.BLOCK_BYTES``. ``outer_sums``: F of every
     labelling (k_l × n, with these weights, on this K) when already known — e.g. from the
     fits' final passes — so the pass only sums distances. Returns a list of
     ``(samples, sums)``, one per labelling.
     """
-    from . import _silhouette
-    from ..kernels.functions import BLOCK_BYTES
-
     K = _check_K(K)
     n = K.shape[0]
     w = check_weights(sample_weight, n)
@@ -223,7 +217,7 @@ def silhouettes_and_sums(K, labelings, sample_weight=None, n_threads=None, outer
     n_threads = effective_n_threads(n_threads)
     codes, counts = stacked(labelings, n)
     known = outer_sums is not None and all(F is not None for F in outer_sums)
-    group = len(labelings) if known else max(1, BLOCK_BYTES // (8 * n * counts.shape[1]))
+    group = len(labelings) if known else max(1, memory.BLOCK_BYTES // (8 * n * counts.shape[1]))
     found = []
     for g0 in range(0, len(labelings), group):
         g1 = min(g0 + group, len(labelings))
@@ -251,12 +245,10 @@ def silhouette(K, labels, n_threads=None, *, return_samples=False):
 def silhouette_blocks(X, labels, kernel, n_threads=None, dtype=np.float64):
     """Exact silhouette samples from the data, without the n×n matrix.
 
-    Rows of K are recomputed in blocks by ``kernel`` (a :class:`~kkmeans_cli.kernels.Kernel`
+    Rows of K are recomputed in blocks by ``kernel`` (a :class:`~kkmeans_cli.kernels.functions.Kernel`
     with resolved parameters, e.g. ``estimator.kernel_``), each block passed once to the engine:
     memory is one block of rows, time is one kernel evaluation of all pairs.
     """
-    from . import _silhouette
-
     X = np.ascontiguousarray(X, dtype=np.float64)
     n = X.shape[0]
     labels, k = check_labels(labels, n)

@@ -1,23 +1,25 @@
 """``KernelKMeans``: weighted kernel k-means with a scikit-learn style API."""
-import time
-
 import numpy as np
 from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin,
                           TransformerMixin)
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from .. import _options
-from ..errors import DataError, OptionConflictError, TooFewDistinctPointsError
-from ..engine.lloyd import LloydResult, lloyd
-from ..engine.starts import kmeans_plusplus, random_centres
+from ..engine.records import NcutState, NystroemState
 from ..engine.threads import blas_threads, effective_n_threads
-FLOAT_TINY = float(np.finfo(np.float64).tiny)
-from ..kernels.functions import (FLOAT_MAX, Kernel, check_domain, check_range, count_distinct,
-                                 data_offset, resolve_gamma)
+from ..kernels.functions import check_range, data_offset, resolve_dtype
+from ..kernels.nystroem import NystroemFeatures, shared_features
 from ..kernels.psd import PRECOMPUTED
-from ..kernels.sources import BlockedKernel, InMemoryKernel, LazyKernel
-from .params import PARAMETER_CONSTRAINTS, fit_rngs, resolve_dtype, validate_params
-from .planning import ELKAN_MAX_FEATURES, elkan_pays_blocked, plan_fit, route_of
+from ..measures import features as feature_measures
+from ..measures import metrics as quality
+from ..memory import check, plan
+from .checks import check_data, check_fit_values, check_init_labels, check_weights
+from .fitting import fit_arrays, nystroem_plan, resolved_kernel
+from .params import PARAMETER_CONSTRAINTS, fit_rngs, validate_params
+from .planning import plan_fit, route_of
+from .predictor import nearest as predictor_nearest
+from .predictor import predictor
+
 
 # The planning thresholds (LAZY_MIN_N, LAZY_BUDGET, ELKAN_MAX_FEATURES, ELKAN_MIN_CLUSTERS,
 # SMALL_N) live with the rules that use them, in model/planning.py.
@@ -43,6 +45,18 @@ EXPECTED_FAILED_CHECKS = {
         "its fit asks for 8 clusters of 4 distinct points, which kernel k-means refuses "
         "(TooFewDistinctPointsError); fit does not modify sample_weight "
         "(tests/test_sklearn_api.py)"),
+}
+
+
+#: The fitted attributes of the parts of a FitResult that only some fits have
+#: (``engine/records.py``): attribute → field of the part's record.
+_PART_ATTRIBUTES = {
+    "ncut": (("degrees_", "degrees"), ("degree_weights_", "degree_weights"),
+             ("ncut_", "value")),
+    "nystroem": (("landmarks_", "landmarks"), ("nystroem_transform_", "transform"),
+                 ("n_landmarks_", "n_landmarks"), ("nystroem_rank_", "rank"),
+                 ("nystroem_dtype_", "dtype"), ("centers_", "centers"),
+                 ("nystroem_stats_", "stats")),
 }
 
 
@@ -80,7 +94,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         Offset of the poly and sigmoid kernels.
     init : 'k-means++', 'spectral', 'random' or array of shape (n_samples,), default 'k-means++'
         Starting centres chosen in feature space, or starting labels in 0..k−1. 'spectral':
-        k-means on the leading eigenvectors of K (the factor VΛ^½ of K; see ``optima.py``).
+        k-means on the leading eigenvectors of K (the factor VΛ^½ of K; see ``engine/spectral.py``).
         With 'k-means++' and several restarts (or ``objective='ncut'``) restart 0 is a
         spectral start and the others k-means++ (``fit_stats_['start_kinds']``).
     n_init : int, default 20
@@ -94,7 +108,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         The iteration scheme; both give the same labels, inertia and iterations from the same
         start. 'elkan' skips distances with bounds (``elkan.py``) and needs a positive
         semidefinite kernel. 'auto': Elkan on a blocked kernel and on Nyström features,
-        Lloyd on a kernel matrix in memory (see :meth:`_scheme`).
+        Lloyd on a kernel matrix in memory (``engine.iterate.scheme``).
     random_state : int, RandomState instance, numpy Generator or None
         Seeds every random choice (gamma sample, starts). Same int → same result, whatever
         ``n_threads``. A ``RandomState`` (or None: numpy's global one) is drawn from, as in
@@ -133,7 +147,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
     objective : {'kmeans', 'ncut'}, default 'kmeans'
         'ncut': the normalized cut, as weighted kernel k-means with weights u_i·d_i
         (degrees d_i = Σ_j u_j K_ij, u the sample weights) on the kernel K_ij/(d_i d_j)
-        (Dhillon, Guan & Kulis 2004; see ``optima.py``). ``ncut_`` holds its value.
+        (Dhillon, Guan & Kulis 2004; see ``engine/ncut.py``). ``ncut_`` holds its value.
     refine : {'auto', 'hartigan', 'none'}, default 'auto'
         'hartigan': after Lloyd converges, move single points while a move lowers the exact
         objective, alternating with Lloyd until both are stable. 'auto': 'hartigan' for the
@@ -222,7 +236,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
     # -- scikit-learn conventions ------------------------------------------------------------
     def _validate_params(self):
         """Every parameter against ``_parameter_constraints``, then the rules between them
-        (:func:`kkmeans_cli.params.validate_params`; raises ``InvalidParameterError``)."""
+        (:func:`kkmeans_cli.model.params.validate_params`; raises ``InvalidParameterError``)."""
         validate_params(self)
 
     def __sklearn_tags__(self):
@@ -242,7 +256,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         return self.n_clusters
 
     # -- fitting -----------------------------------------------------------------------------
-    def fit(self, X, y=None, sample_weight=None, *, kernel_matrix=None):
+    def fit(self, X, y=None, sample_weight=None, *, kernel_matrix=None, progress=None):
         """Cluster X.
 
         Parameters
@@ -256,108 +270,65 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             K(X, X) for this estimator's kernel, already computed (by :meth:`kernel_matrix`),
             e.g. shared by the fits of a sweep over k. Not copied. Its diagonal is checked
             against K(x, x) (a ``ValueError`` if it differs).
+        progress : callable, optional
+            Told how far the long stages are: ``progress(done, total, what)``, or
+            ``progress(done, total)`` for the Nyström feature rows only
+            (``kkmeans_cli/progress.py``).
 
         Returns
         -------
         self
         """
-        self._validate_params()
-        if _on_cluster(self, X):
-            from ..distributed import api
+        self._set_fitted(self._fit_result(X, sample_weight, kernel_matrix, progress))
+        return self
 
-            return api.fit(self, X, sample_weight, fit_rngs(self.random_state))
-        X = _check_data(X, self.kernel, estimator=self, reset=True)
+    def _fit_result(self, X, sample_weight, kernel_matrix, progress=None):
+        """Validate, plan and run a fit; return its :class:`FitResult` (nothing fitted is
+        written here: :meth:`_set_fitted` does that, for every route)."""
+        self._validate_params()
+        params = self.get_params(deep=False)
+        if _on_cluster(self, X):
+            from ..distributed import api  # imports Dask: only when a cluster is used
+
+            return api.fit(X, sample_weight, params, fit_rngs(self.random_state), progress)
+        X = check_data(X, self.kernel, estimator=self, reset=True)
         n = X.shape[0]
         if self.n_clusters > n:
             raise ValueError(f"n_clusters={self.n_clusters} is larger than the number of "
                              f"samples (n_samples={n})")
-        weights = _check_weights(sample_weight, n, self.n_clusters)
-        _check_fit_values(X, self.kernel, weights, self.n_clusters, self.objective)
-        init_labels = self._check_init_labels(n)
+        weights = check_weights(sample_weight, n, self.n_clusters)
+        check_fit_values(X, self.kernel, weights, self.n_clusters, self.objective)
+        init_labels = check_init_labels(self.init, n, self.n_clusters)
         # Resolved once, before anything large is allocated (like scikit-learn's self._n_threads).
-        self._plan = plan = plan_fit(self.get_params(), n, X.shape[1],
-                                     kernel_given=kernel_matrix is not None)
-        gamma_rng, fit_rng = fit_rngs(self.random_state)
-        n_threads = plan.n_threads
-        with blas_threads(1):  # OpenMP does the parallel work; see kernels.py for GEMMs
-            self.kernel_ = self._resolved_kernel(X, gamma_rng)
-            if self.kernel == "poly":
-                check_range("poly", X, weights.sum(), kernel=self.kernel_,
-                            gamma_from=self.gamma if isinstance(self.gamma, str) else None)
-            t0 = time.perf_counter()
-            source, weights = self._kernel_source(X, weights, kernel_matrix, plan)
-            _warn_unchecked_psd(self, source)
-            t1 = time.perf_counter()
-            restarts = self._run_restarts(source, weights, init_labels, fit_rng, n_threads)
-            best, inertias = restarts.best, restarts.inertias
-            t2 = time.perf_counter()
-        _check_finite_result(best)
-        self.gamma_ = self.kernel_.gamma
-        self.labels_ = best.labels.astype(np.intp)
-        self.inertia_ = best.inertia
-        self.inner_sums_ = best.inner_sums
-        self.cluster_weights_ = best.cluster_weights
-        self.cluster_sizes_ = np.bincount(self.labels_, minlength=self.n_clusters).astype(np.int64)
-        self.n_iter_ = best.n_iter
-        self.converged_ = best.converged
-        self.sample_weight_ = weights
-        self.X_fit_ = X if self.kernel not in PRECOMPUTED else None
-        if self.approx == "nystroem":
-            from ..kernels.nystroem import finish_fit
+        plan = plan_fit(params, n, X.shape[1], kernel_given=kernel_matrix is not None)
+        return fit_arrays(X, weights, init_labels, kernel_matrix, params, plan,
+                          fit_rngs(self.random_state), progress)
 
-            finish_fit(self, source, best, weights)
-        self.n_features_in_ = X.shape[1]
-        # F of labels_ on exactly the kernel_matrix given (not transformed), from Lloyd's
-        # final full pass: a sweep computes its measures with it (sweep.py).
-        self._fit_outer_sums = (getattr(best, "outer_sums", None) if kernel_matrix is not None
-                                and source.holds_matrix and source.K is kernel_matrix else None)
-        built = getattr(source, "build_seconds", 0.0)  # a LazyKernel that built K
-        self.fit_stats_ = {"kernel_seconds": t1 - t0 + built,
-                           "iteration_seconds": t2 - t1 - built,
-                           "restart_inertias": inertias,
-                           "best_restart": restarts.winner,
-                           "n_threads": n_threads, "storage": _storage_used(source)}
-        if plan.reason is not None:
-            self.fit_stats_["storage_reason"] = plan.reason
-        if not isinstance(source, InMemoryKernel) and hasattr(source, "kernel_evaluations"):
-            self.fit_stats_["kernel_evaluations"] = int(source.kernel_evaluations)
-        self._psd_finish(weights)
-        self._finish_optima(best, inertias)
-        self.fit_stats_.update(restarts.stats)
+    def _set_fitted(self, result):
+        """Write the fitted attributes (``*_``) from a :class:`FitResult`: the one place that
+        does, for every route (a kernel matrix, blocked or lazy kernel values, Nyström
+        features, a Dask cluster, a model file)."""
+        self.kernel_ = result.kernel
+        self.gamma_ = result.kernel.gamma
+        self.labels_ = np.asarray(result.labels).astype(np.intp)
+        self.inertia_ = result.inertia
+        self.inner_sums_ = result.inner_sums
+        self.cluster_weights_ = result.cluster_weights
+        self.cluster_sizes_ = np.bincount(self.labels_, minlength=self.n_clusters).astype(
+            np.int64)
+        self.n_iter_ = result.n_iter
+        self.converged_ = result.converged
+        self.sample_weight_ = result.sample_weight
+        self.X_fit_ = result.X_fit
+        self.n_features_in_ = result.n_features
+        self.fit_stats_ = result.fit_stats
+        self.psd_ = result.psd
+        for part, attributes in _PART_ATTRIBUTES.items():
+            state = getattr(result, part)
+            if state is not None:
+                for attribute, name in attributes:
+                    setattr(self, attribute, getattr(state, name))
         return self
-
-    def _kernel_source(self, X, weights, kernel_matrix, plan):
-        """Stage 1 of fit: where the iterations read kernel values from (``plan.route``).
-
-        Returns the kernel source and the weights the iterations use.
-        """
-        dtype, n_threads = plan.dtype, plan.n_threads
-        if plan.route == "nystroem":
-            from ..kernels.nystroem import fit_source
-
-            return fit_source(self, X, kernel_matrix, n_threads), weights
-        if plan.route in ("blocked", "lazy"):
-            self.psd_, self._psd_pending = None, False
-            blocked = BlockedKernel(self.kernel_, X, dtype=dtype, n_threads=n_threads)
-            if plan.route == "blocked":
-                return blocked, weights
-
-            def build():
-                K = self.kernel_.matrix(X, dtype=dtype, n_threads=n_threads)
-                return InMemoryKernel(K, n_threads=n_threads, diag=blocked.diag)
-
-            return LazyKernel(blocked, build, plan.lazy_budget), weights
-        n = X.shape[0]
-        if kernel_matrix is None:
-            K = self.kernel_.matrix(X, dtype=dtype, n_threads=n_threads)
-        else:
-            K = _check_kernel_matrix(kernel_matrix, n, dtype)
-        diag = np.array(np.diagonal(K), dtype=np.float64) if self.kernel in PRECOMPUTED \
-            else self.kernel_.diag(X)
-        if kernel_matrix is not None and self.kernel not in PRECOMPUTED:
-            _check_given_diagonal(K, diag, self.kernel_)
-        K, diag, weights = self._transform_fit_kernel(K, diag, weights, n_threads)
-        return InMemoryKernel(K, n_threads=n_threads, diag=diag), weights
 
     def starts_blocked(self, n_samples, n_features):
         """Whether :meth:`fit` of data of this shape (no ``kernel_matrix``) starts without the
@@ -365,159 +336,36 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         for other uses (a silhouette) would be work and memory the fit avoids."""
         return route_of(self.get_params(), n_samples, n_features)[0] in ("blocked", "lazy")
 
-    def _transform_fit_kernel(self, K, diag, weights, n_threads):
-        """Changes made to the training kernel matrix before clustering (none yet).
-
-        Whatever is changed here must be recorded on ``self`` so that
-        ``engine.predict.transform_rows`` can change kernel rows of new points the same way.
-        Returns K, diag (K_ii, float64) and the weights the iterations use.
-        """
-        K, diag = self._psd_transform(K, diag, n_threads)
-        K, diag, weights = self._ncut_transform(K, diag, weights, n_threads)
-        return K, diag, weights
-
-    def _run_restarts(self, source, weights, init_labels, rng, n_threads):
-        """Stage 2 of fit: every start, iterated; the lowest inertia wins (first on ties).
-        Returns the :class:`~kkmeans_cli.engine.restarts.Restarts`."""
-        from ..engine import exact_restarts
-        from ..engine.restarts import Restarts, improves
-
-        if self.solver == "embed":
-            return Restarts(*self._embed_restarts(source, weights, init_labels, rng,
-                                                  n_threads))
-        if source.runs_restarts:  # Nyström's explicit-feature engine
-            return source.run_restarts(self, weights, init_labels, rng, n_threads)
-        best, best_index, inertias = None, None, []
-        n_init = 1 if init_labels is not None else self.n_init
-        self._reset_optima(n_init, init_labels is not None, n_threads)
-        if exact_restarts.applies(self, source, init_labels, n_init):
-            # no kernel matrix to share: candidates on a sample, the best completed
-            return exact_restarts.screened_restarts(self, source, weights, rng, n_threads,
-                                                    n_init)
-        for restart in range(n_init):
-            start = (init_labels if init_labels is not None
-                     else self._start(source, weights, rng, restart))
-            result = self._iterate(source, weights, start, n_threads)
-            result = self._refine(source, weights, result, n_threads, start)
-            inertias.append(result.inertia)
-            if improves(result.inertia, None if best is None else best.inertia):
-                best, best_index = result, restart
-        return Restarts(best, inertias, best_index=best_index)
-
-    def _iterate(self, source, weights, start, n_threads, iterations_done=0):
-        """Iterations from one start (the scheme chosen by ``algorithm``)."""
-        if isinstance(source, LazyKernel):
-            return self._iterate_lazy(source, weights, start, n_threads)
-        if self._scheme(source) == "elkan":
-            from ..engine.elkan import elkan
-
-            return elkan(source, weights, start, self.n_clusters, max_iter=self.max_iter,
-                         tol=self.tol, n_threads=n_threads, iterations_done=iterations_done)
-        return lloyd(source, weights, start, self.n_clusters, max_iter=self.max_iter,
-                     tol=self.tol, n_threads=n_threads, iterations_done=iterations_done)
-
-    def _scheme(self, source, plan=None):
-        """'lloyd' or 'elkan' for this source (``plan``: this fit's :class:`FitPlan`).
-
-        Rule for 'auto', measured with benchmarks/bench_elkan.py (n = 20,000, blobs, rbf,
-        k ∈ {5, 20, 50, 200}, d ∈ {2, 10, 20, 50}; Lloyd time / Elkan time):
-
-        - kernel matrix in memory: Lloyd (Elkan 0.25–0.63× at d = 2, 1.2–2.3× only at d = 50
-          with k ≥ 50): one streaming pass over K is cheaper than Elkan's bookkeeping and
-          scattered reads of K;
-        - blocked kernel: Elkan (2.8–31×: it computes 2–100× fewer kernel values), except in
-          many dimensions with few clusters (d = 50, k = 5: 0.75×), where the bounds prune
-          little — Lloyd when d ≥ ``ELKAN_MAX_FEATURES`` and k < ``ELKAN_MIN_CLUSTERS``;
-        - Nyström features: Elkan for data of d < ``ELKAN_MAX_FEATURES`` (1.25–3.2× at
-          d ≤ 20), Lloyd above (0.41–0.66× at d = 50: one BLAS product per iteration wins).
-
-        Elkan's bounds need the triangle inequality, so a kernel that is not positive
-        semidefinite (and not repaired) always runs Lloyd; asking for Elkan there is an error.
-        """
-        euclidean, why = self._euclidean(source)
-        if self.algorithm == "elkan" and not euclidean:
-            # (a blocked fit holds no kernel matrix to repair: psd_repair needs storage='matrix')
-            remedy = ("algorithm='lloyd', or storage='matrix' with psd_repair='lingoes'"
-                      if self.storage == "blocked" or isinstance(source, BlockedKernel)
-                      else "algorithm='lloyd' or psd_repair='lingoes'")
-            raise OptionConflictError(
-                f"algorithm='elkan' needs a positive semidefinite kernel (its bounds use the "
-                f"triangle inequality in feature space); {why}. Use {remedy}")
-        if self.algorithm != "auto":
-            return self.algorithm
-        plan = plan or self.__dict__.get("_plan")
-        d = plan.n_features if plan is not None else 0
-        if not euclidean:
-            return "lloyd"
-        if source.explicit_features:  # explicit Nyström features
-            return "elkan" if d < ELKAN_MAX_FEATURES else "lloyd"
-        if isinstance(source, BlockedKernel):
-            return "elkan" if elkan_pays_blocked(self.n_clusters, d) else "lloyd"
-        return "lloyd"
-
-    def _iterate_lazy(self, source, weights, start, n_threads):
-        """Elkan on kernel values computed in blocks, within the source's budget; past it, the
-        kernel matrix is built and the iterations go on from where Elkan stopped (Elkan's
-        labels after t updates are Lloyd's, so the result is the same)."""
-        from ..engine.elkan import elkan
-
-        if source.matrix is not None:
-            return self._iterate(source.matrix, weights, start, n_threads)
-        first = elkan(source.blocked, weights, start, self.n_clusters, max_iter=self.max_iter,
-                      tol=self.tol, n_threads=n_threads, kernel_budget=source.budget)
-        if not first.interrupted:
-            return first
-        rest = self._iterate(source.materialize(), weights, first.labels, n_threads,
-                             iterations_done=first.n_iter)
-        return LloydResult(labels=rest.labels, distances=rest.distances,
-                           inner_sums=rest.inner_sums, cluster_weights=rest.cluster_weights,
-                           inertia=rest.inertia, n_iter=rest.n_iter,
-                           converged=rest.converged,
-                           n_relocated=first.n_relocated + rest.n_relocated,
-                           objective_trace=first.objective_trace + rest.objective_trace[1:],
-                           n_distances=first.n_distances + rest.n_distances,
-                           outer_sums=rest.outer_sums)
-
-    def _euclidean(self, source):
-        """Whether the feature-space distances of ``source`` are Euclidean, and why not."""
-        if source.explicit_features:
-            return True, ""  # explicit features
-        psd = getattr(self, "psd_", None)
-        if psd is not None and psd.checked and not psd.psd and psd.repair == "none":
-            return False, f"this kernel matrix has smallest eigenvalue {psd.lambda_min:.6g}"
-        if isinstance(source, BlockedKernel) and self.kernel == "sigmoid":
-            return False, "the sigmoid kernel is not positive semidefinite in general"
-        return True, ""
-
     def fit_predict(self, X, y=None, sample_weight=None, **fit_params):
         """Fit and return ``labels_``."""
         return self.fit(X, sample_weight=sample_weight, **fit_params).labels_
 
-    def kernel_matrix(self, X):
+    def kernel_matrix(self, X, *, progress=None):
         """K(X, X) for this estimator's kernel (gamma and the offset resolved as ``fit``
         would: for the linear kernel the Gram matrix of X − mean(X)), to pass to :meth:`fit`
-        as ``kernel_matrix`` for several fits of the same data."""
+        as ``kernel_matrix`` for several fits of the same data; with ``approx='nystroem'``
+        the Nyström features of X (``progress``: as in :meth:`fit`)."""
         self._validate_params()
-        X = _check_data(X, self.kernel)
+        X = check_data(X, self.kernel)
         check_range(self.kernel, X, X.shape[0],
                     offset=data_offset(self.kernel, X, self.objective, quiet=True))
         gamma_rng, _ = fit_rngs(self.random_state)
         n_threads = effective_n_threads(self.n_threads)
         with blas_threads(1):
-            kernel = self._resolved_kernel(X, gamma_rng)
+            params = self.get_params(deep=False)
+            kernel = resolved_kernel(params, X, gamma_rng)
             if self.kernel == "poly":
                 check_range("poly", X, X.shape[0], kernel=kernel,
                             gamma_from=self.gamma if isinstance(self.gamma, str) else None)
             if self.approx == "nystroem":
-                from ..kernels.nystroem import shared_features
-
-                return shared_features(self, X, kernel, n_threads)
+                return shared_features(X, kernel, nystroem_plan(params, X.shape[0]),
+                                       n_threads, progress)
             self._check_memory(X.shape[0], resolve_dtype(self.dtype))
             return kernel.matrix(X, dtype=resolve_dtype(self.dtype), n_threads=n_threads)
 
     def scores(self, metrics=("silhouette", "simplified_silhouette", "calinski_harabasz",
                               "davies_bouldin"), *, kernel_matrix=None, **options):
-        """Quality measures of ``labels_`` in feature space (see ``kkmeans_cli.metrics``).
+        """Quality measures of ``labels_`` in feature space (see ``kkmeans_cli.measures.metrics``).
 
         The training kernel matrix is rebuilt from ``X_fit_`` unless ``kernel_matrix`` is given
         (required for ``kernel='precomputed'``). ``options`` go to ``metrics.scores``
@@ -528,16 +376,16 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         dict
             name → value; with 'silhouette' also ``silhouette_n_used``.
         """
-        from ..measures import metrics as quality
-
         self._check_fitted()
         n_threads = effective_n_threads(self.n_threads)
         if self.approx == "nystroem":
-            if not hasattr(kernel_matrix, "scores"):
+            if not isinstance(kernel_matrix, NystroemFeatures):
                 raise ValueError("a Nyström model is scored on its features: pass "
                                  "kernel_matrix=estimator.kernel_matrix(X)")
-            return kernel_matrix.scores(self.labels_, self.sample_weight_, n_threads,
-                                        metrics=tuple(metrics), **options)
+            return feature_measures.scores(kernel_matrix.Phi, self.labels_,
+                                           metrics=tuple(metrics),
+                                           sample_weight=self.sample_weight_,
+                                           n_threads=n_threads, **options)
         if kernel_matrix is None:
             if self.X_fit_ is None:
                 raise ValueError("a precomputed model needs kernel_matrix to be scored")
@@ -557,10 +405,10 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         the labels.
         """
         if _on_cluster(self, X, fitted=True):
-            from ..distributed import api
+            from ..distributed import api  # imports Dask: only when a cluster is used
 
             self._check_fitted()
-            return api.predict(self, X)
+            return api.predict(self.nystroem_model(), X, getattr(self, "cluster", None))
         labels, _ = self._nearest(X, kernel_diag, want_distances=False)
         return labels
 
@@ -569,121 +417,61 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         _, dist = self._nearest(X, kernel_diag, want_distances=True)
         return dist
 
-    def _nearest(self, X, kernel_diag, want_distances):
-        from ..engine.predict import Fitted, nearest
-
+    def nystroem_model(self):
+        """What predicting with this fitted Nyström model needs, as one picklable record
+        (``kernels.nystroem.NystroemModel``; the Dask route sends it to the workers)."""
         self._check_fitted()
-        X = _check_data(X, self.kernel, square=False, estimator=self, reset=False)
-        return nearest(Fitted(**vars(self)), X, kernel_diag, want_distances)
+        if self.approx != "nystroem":
+            raise ValueError("predict on a Dask cluster needs a Nyström model "
+                             "(approx='nystroem')")
+        return self._predictor()
 
-    # -- PSD check and repair, embedding solver (see psd.py, embed.py) --------------------------
-    def _psd_transform(self, K, diag, n_threads):
-        """The PSD check and ``psd_repair`` of the training kernel; sets ``psd_``."""
-        from ..kernels.psd import check_and_repair
+    def _predictor(self):
+        """This fitted model as the record predictions read (``model/predictor.py``)."""
+        ncut = (NcutState(self.degrees_, self.degree_weights_) if self.objective == "ncut"
+                else None)
+        nys = (NystroemState(landmarks=self.landmarks_, transform=self.nystroem_transform_,
+                             n_landmarks=self.n_landmarks_, rank=self.nystroem_rank_,
+                             dtype=getattr(self, "nystroem_dtype_", None),
+                             centers=self.centers_) if self.approx == "nystroem" else None)
+        return predictor(self.get_params(deep=False), kernel=self.kernel_, labels=self.labels_,
+                         sample_weight=self.sample_weight_, inner_sums=self.inner_sums_,
+                         cluster_weights=self.cluster_weights_,
+                         n_features=self.n_features_in_, X_fit=self.X_fit_,
+                         psd=getattr(self, "psd_", None), ncut=ncut, nystroem=nys)
 
-        K, diag, self.psd_ = check_and_repair(K, diag, self.kernel_, self.psd_repair, n_threads)
-        self.psd_.fit_diag = diag
-        self._psd_pending = True
-        return K, diag
-
-    def _psd_finish(self, weights):
-        """Objectives on the kernel used and on the original one, into ``fit_stats_``."""
-        from ..engine.lloyd import objective
-        from ..kernels.psd import lingoes_shift, trace_objective
-
-        if not getattr(self, "_psd_pending", False):
-            self.psd_ = None
-            return
-        self._psd_pending = False
-        state = self.psd_
-        stats = state.stats()
-        if state.checked or state.repair != "none":
-            used = objective(state.fit_diag, weights, self.inner_sums_, self.cluster_weights_)
-            stats["objective_used"] = used
-            if state.repair == "lingoes":
-                stats["objective_original"] = used - lingoes_shift(
-                    state.sigma, self.labels_, weights, self.n_clusters)
-            elif state.repair == "clip":
-                stats["objective_original"] = trace_objective(
-                    state.original_K, state.train_diag, self.labels_, weights, self.n_clusters)
-        state.original_K = state.fit_diag = None
-        self.fit_stats_.update(stats)
-        self.fit_stats_["solver"] = self.solver
-
-    def _embed_restarts(self, source, weights, init_labels, rng, n_threads):
-        """``solver='embed'``: k-means on the eigen-embedding of K (``embed.solve``)."""
-        from ..engine.embed import solve
-
-        return solve(source, weights, self.n_clusters, rng, self.n_init, self.max_iter,
-                     init_labels=init_labels, n_threads=n_threads)
+    def _nearest(self, X, kernel_diag, want_distances):
+        self._check_fitted()
+        X = check_data(X, self.kernel, square=False, estimator=self, reset=False)
+        return predictor_nearest(self._predictor(), X, kernel_diag, want_distances,
+                                 effective_n_threads(self.n_threads))
 
     # -- helpers -----------------------------------------------------------------------------
     def _check_memory(self, n, dtype, kernel_given=False):
         """Refuse (``MemoryPlanError``) before allocating an exact fit past ``memory_limit``."""
-        from .memory import check, plan
-
         kernel_given = kernel_given or (self.kernel == "precomputed" and dtype == np.float64)
         check(plan(n, self.n_clusters, np.dtype(dtype).name, kernel_given=kernel_given),
               self.memory_limit, k=self.n_clusters, dtype=np.dtype(dtype).name)
 
-    def _start(self, source, weights, rng, restart=0):
-        state = getattr(self, "_optima", None)
-        if state is not None:   # spectral starts (optima.py); None for the other kinds
-            labels = state.spectral_start(source, weights, self.n_clusters, rng, restart)
-            if labels is not None:
-                return labels
-        kind = state.kinds[restart] if state is not None else self.init
-        if kind == "random":
-            labels, _ = random_centres(source, weights, self.n_clusters, rng)
-        else:
-            labels, _ = kmeans_plusplus(source, weights, self.n_clusters, rng)
-        return labels
-
-    # -- better optima (optima.py): start mix, Hartigan refinement, normalized cut ----------
-    def _reset_optima(self, n_init, given_labels, n_threads):
-        from ..engine.optima import OptimaState
-
-        self._optima = OptimaState(self, n_init, given_labels, n_threads)
-
-    def _refine(self, source, weights, result, n_threads, start):
-        return self._optima.refine(self, source, weights, result, n_threads, start)
-
-    def _finish_optima(self, best, inertias):
-        state = self.__dict__.pop("_optima", None)
-        if state is not None:
-            state.finish(self, best, inertias)
-
-    def _ncut_transform(self, K, diag, weights, n_threads):
-        if self.objective != "ncut":
-            return K, diag, weights
-        from ..engine.optima import ncut_fit_kernel
-
-        return ncut_fit_kernel(self, K, diag, weights, n_threads)
-
-    def _resolved_kernel(self, X, gamma_rng):
-        """The kernel with resolved parameters and, for rbf and the linear k-means objective,
-        the data's mean as ``offset`` (``kernels.data_offset``: results do not depend on a
-        common shift of the data, even at 10⁸)."""
-        gamma = resolve_gamma(self.kernel, self.gamma, X, gamma_rng)
-        offset = None if self.kernel in PRECOMPUTED else data_offset(self.kernel, X,
-                                                                      self.objective)
-        return Kernel(self.kernel, gamma, int(self.degree), float(self.coef0), offset)
-
-    def _check_init_labels(self, n):
-        if isinstance(self.init, str):
-            return None
-        labels = np.asarray(self.init)
-        if labels.shape != (n,):
-            raise ValueError(f"init labels must have shape ({n},), got {labels.shape}")
-        if not np.issubdtype(labels.dtype, np.integer):
-            if not np.all(np.isfinite(labels)) or np.any(labels != np.round(labels)):
-                raise ValueError("init labels must be integers")
-        if labels.min() < 0 or labels.max() >= self.n_clusters:
-            raise ValueError(f"init labels must lie in 0..{self.n_clusters - 1}")
-        return labels.astype(np.int32)
-
     def _check_fitted(self):
         check_is_fitted(self, "labels_")
+
+
+def fitted_estimator(params, result):
+    """A ``KernelKMeans`` of ``params`` fitted with ``result`` (a ``FitResult``, e.g. a model
+    file's), without fitting again."""
+    return KernelKMeans(**params)._set_fitted(result)
+
+
+def fit_with_sums(estimator, X, sample_weight=None, *, kernel_matrix=None, progress=None):
+    """Fit ``estimator`` as :meth:`KernelKMeans.fit` does and return the outer sums F (k×n)
+    of its labels on exactly ``kernel_matrix``, from the fit's final full pass (a sweep's
+    measures reuse them instead of another pass over K); None when the fit did not run on
+    that matrix itself (no matrix given, a transformed kernel, Nyström features). The
+    estimator does not keep them."""
+    result = estimator._fit_result(X, sample_weight, kernel_matrix, progress)
+    estimator._set_fitted(result)
+    return result.outer_sums
 
 
 def _on_cluster(estimator, X, fitted=False):
@@ -694,135 +482,3 @@ def _on_cluster(estimator, X, fitted=False):
     if fitted:
         return dask_array or isinstance(X, str) and getattr(estimator, "cluster", None)
     return dask_array or getattr(estimator, "cluster", None) is not None
-
-
-def _storage_used(source):
-    """How the fit held the kernel: 'matrix', 'blocked', 'blocked, then matrix' (a
-    :class:`LazyKernel` that built K), or 'features' (Nyström)."""
-    if isinstance(source, LazyKernel):
-        return "blocked" if source.matrix is None else "blocked, then matrix"
-    if isinstance(source, BlockedKernel):
-        return "blocked"
-    if isinstance(source, InMemoryKernel):
-        return "matrix"
-    return "features"
-
-
-def _check_data(X, kernel, square=True, estimator=None, reset=False):
-    """X as a C-contiguous float64 array, checked: scikit-learn's ``validate_data`` when an
-    ``estimator`` is given (``reset=True`` in fit records ``n_features_in_`` and feature names,
-    ``reset=False`` in predict checks them), else ``check_array``; then finite values (the
-    first bad entry named), non-negative data for chi2, and a square matrix for a precomputed
-    kernel in fit."""
-    options = dict(dtype=np.float64, order="C", ensure_all_finite=False)
-    if estimator is not None:
-        X = validate_data(estimator, X, reset=reset, **options)
-    else:
-        X = check_array(X, **options)
-    if not np.all(np.isfinite(X)):
-        bad = np.argwhere(~np.isfinite(X))[0]
-        raise ValueError(f"X contains NaN or infinity (first at row {bad[0]}, column {bad[1]})")
-    check_domain(kernel, X)  # chi2: non-negative data (the rule of every route)
-    if kernel in PRECOMPUTED and square:
-        from ..kernels.psd import check_square
-
-        X = check_square(X, kernel)
-    if not X.flags.writeable:  # a read-only buffer (memory map): the engine's views need write
-        X = X.copy()
-    return np.ascontiguousarray(X)
-
-
-def _check_fit_values(X, kernel, weights, n_clusters, objective="kmeans"):
-    """Refuse data whose kernel sums overflow (``kernels.check_range``) and data with fewer
-    distinct points of positive weight than clusters (:class:`TooFewDistinctPointsError`:
-    clusters would have to share a point; Lloyd would cycle between coinciding centres)."""
-    check_range(kernel, X, float(weights.sum()),
-                offset=data_offset(kernel, X, objective, quiet=True))
-    distinct = count_distinct(X, n_clusters, weights, kernel)
-    if distinct < n_clusters:
-        raise TooFewDistinctPointsError(distinct, n_clusters)
-
-
-def _warn_unchecked_psd(estimator, source):
-    """A blocked fit holds no kernel matrix, so the eigenvalue check of the matrix route
-    (``kernels.psd``) cannot run: a kernel that is not positive semidefinite in general
-    (sigmoid) gets the same warning, said as a possibility."""
-    if not isinstance(source, BlockedKernel):
-        return
-    euclidean, why = estimator._euclidean(source)
-    if not euclidean:
-        import warnings
-
-        from ..errors import KKMeansWarning
-
-        warnings.warn(f"{why}, and a blocked fit holds no kernel matrix to check it: the "
-                      f"feature-space distances may not be Euclidean and kernel k-means may not "
-                      f"minimise its objective; storage='matrix' checks the kernel matrix and "
-                      f"with psd_repair='lingoes' repairs it", KKMeansWarning, stacklevel=3)
-
-
-def _check_finite_result(best):
-    """Nothing non-finite leaves a fit (a model file, a table, labels): a last guard behind
-    ``kernels.check_range``."""
-    values = [np.asarray(best.inertia), best.inner_sums, best.cluster_weights]
-    if not all(np.all(np.isfinite(v)) for v in values):
-        raise DataError("the kernel sums of this fit are not finite (the data's kernel "
-                        "values overflow floating point); rescale the data")
-
-
-def _check_weights(sample_weight, n, n_clusters):
-    if sample_weight is None:
-        return np.ones(n)
-    w = np.asarray(sample_weight, dtype=np.float64)
-    if w.shape != (n,):
-        raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError("sample_weight must be finite and non-negative")
-    if np.count_nonzero(w) < n_clusters:
-        raise ValueError(f"sample_weight has fewer non-zero entries ({np.count_nonzero(w)}) "
-                         f"than n_clusters={n_clusters}")
-    problem = weights_too_large(w)
-    if problem:
-        raise DataError(f"sample_weight {problem}")
-    return np.ascontiguousarray(w)
-
-
-def weights_too_large(w):
-    """Why sample weights are too large (or too small) for floating point, or None: kernel
-    k-means forms sums of up to (Σ w)² weighted kernel values (the inner sums), so 4·(Σ w)²
-    must stay below 1.8e308, and (Σ w)² above the smallest normal number 2.2e-308 (below it
-    the weight products underflow: k-means++ draws from 0/0). Only the ratios of the weights matter: dividing them all by one number keeps the
-    clustering."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        total = float(np.sum(w, dtype=np.float64))
-    if 0.0 < total < FLOAT_TINY ** 0.5:
-        return (f"sums to {total:.6g}: (Σw)² must stay above {FLOAT_TINY:.3g} (below it the "
-                f"products of weights underflow floating point); multiply the weights by a "
-                f"common factor (only their ratios matter)")
-    if 4.0 * total * total < FLOAT_MAX:
-        return None
-    return (f"sums to {total:.6g}: 4·(Σw)² must stay below {FLOAT_MAX:.3g} (kernel k-means "
-            f"sums up to (Σw)² weighted kernel values); divide the weights by a common "
-            f"factor (only their ratios matter)")
-
-
-def _check_given_diagonal(K, diag, kernel):
-    """A given kernel_matrix must be this estimator's K(X, X): its diagonal is compared with
-    K(x, x) (O(n); catches e.g. X Xᵀ of uncentred data for the linear kernel, whose matrix
-    is the Gram matrix of X − ``kernel.offset``)."""
-    scale = max(float(np.max(np.abs(diag))), np.finfo(np.float64).tiny)
-    rtol = 1e-5 if K.dtype == np.float32 else 1e-9
-    if np.max(np.abs(np.diagonal(K) - diag)) > rtol * scale:
-        centred = (" (for the linear kernel: the Gram matrix of the centred data X − mean(X))"
-                   if kernel.offset is not None and kernel.name == "linear" else "")
-        raise ValueError(f"kernel_matrix is not this estimator's kernel matrix of X: its "
-                         f"diagonal differs from K(x, x); compute it with "
-                         f"kernel_matrix(X){centred}")
-
-
-def _check_kernel_matrix(K, n, dtype):
-    if not isinstance(K, np.ndarray) or K.shape != (n, n):
-        raise ValueError(f"kernel_matrix must be an ({n}, {n}) array")
-    if K.dtype != dtype or not K.flags.c_contiguous:
-        K = np.ascontiguousarray(K, dtype=dtype)
-    return K

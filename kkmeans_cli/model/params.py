@@ -1,4 +1,4 @@
-"""The parameters of :class:`~kkmeans_cli.estimator.KernelKMeans`: what each may be, which
+"""The parameters of :class:`~kkmeans_cli.model.estimator.KernelKMeans`: what each may be, which
 combinations are refused, and how ``random_state`` becomes generators.
 
 - :data:`PARAMETER_CONSTRAINTS` declares each parameter's allowed types and values with
@@ -10,16 +10,19 @@ combinations are refused, and how ``random_state`` becomes generators.
   tooling work) and our :class:`~kkmeans_cli.errors.UsageError` (so the command line reports
   it with exit code 2 by its type alone).
 """
+import math
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import InvalidParameterError as _SklearnInvalidParameter
 from sklearn.utils._param_validation import (Interval, Options, StrOptions,
                                              validate_parameter_constraints)
+from sklearn.utils._param_validation import InvalidParameterError as _SklearnInvalidParameter
 
 from .. import _options
 from ..errors import UsageError
+from ..kernels.functions import FLOAT_MAX
+from ..memory import parse_size
 
 
 class InvalidParameterError(UsageError, _SklearnInvalidParameter):
@@ -135,10 +138,6 @@ def check_param_combination(params):
             "0; use objective='kmeans', or give a similarity matrix with "
             "kernel='precomputed'")
     if params["kernel"] == "poly" and abs(params["coef0"]) > 1:
-        import math
-
-        from ..kernels.functions import FLOAT_MAX
-
         if math.log(4.0) + params["degree"] * math.log(abs(params["coef0"])) > math.log(
                 FLOAT_MAX):
             raise InvalidParameterError(
@@ -146,17 +145,10 @@ def check_param_combination(params):
                 f"4·|coef0|^degree overflows floating point ({FLOAT_MAX:.3g}) whatever the "
                 f"data; use a smaller |coef0| or degree")
     if isinstance(params["memory_limit"], str):
-        from .memory import parse_size
-
         try:
             parse_size(params["memory_limit"])
         except ValueError as exc:
             raise InvalidParameterError(f"memory_limit: {exc}") from None
-
-
-def resolve_dtype(dtype):
-    """The numpy type of a valid ``dtype`` parameter ('float64', np.float32, ...)."""
-    return np.float32 if np.dtype(dtype) == np.float32 else np.float64
 
 
 def fit_rngs(random_state):

@@ -19,20 +19,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine.iterate import elkan_pays_blocked
 from ..engine.threads import effective_n_threads
-from ..kernels.functions import Kernel
+from ..kernels.functions import Kernel, resolve_dtype
+from ..kernels.nystroem import feature_engine_applies
 from ..kernels.psd import PRECOMPUTED, needs_psd_check
-from .params import resolve_dtype
+from ..memory import check, choose_storage, plan
 
 # storage='auto' (route 'lazy'): a fit with one start of at least LAZY_MIN_N points starts
 # without the kernel matrix and builds it once the blocked iterations have computed
 # LAZY_BUDGET·n² kernel values (building K computes n²/2 and writes n²).
 LAZY_MIN_N = 4096
 LAZY_BUDGET = 0.5
-# algorithm='auto': Elkan's bounds prune little in many dimensions with few clusters
-# (benchmarks/bench_elkan.py).
-ELKAN_MAX_FEATURES = 32
-ELKAN_MIN_CLUSTERS = 20
 # Below this many points a parallel region costs more than its work (and waits on a busy
 # core); results do not depend on the thread count, so small fits run on one thread.
 SMALL_N = 2000
@@ -56,8 +54,6 @@ class FitPlan:
         Storage type of the kernel matrix or of the blocked kernel values.
     n_features : int
         d, the data's dimension (the iteration scheme depends on it).
-    elkan_pays_blocked : bool
-        Whether Elkan beats Lloyd on kernel values computed in blocks (:func:`elkan_pays_blocked`).
     lazy_budget : float
         Kernel values the lazy route may compute before it builds the matrix.
     """
@@ -67,7 +63,6 @@ class FitPlan:
     n_threads: int
     dtype: type
     n_features: int
-    elkan_pays_blocked: bool
     lazy_budget: float = 0.0
 
 
@@ -85,12 +80,6 @@ def blocked_possible(params):
     return (_psd_by_construction(params) and params["objective"] == "kmeans"
             and params["solver"] == "lloyd" and params["psd_repair"] == "none"
             and params["approx"] == "none")
-
-
-def elkan_pays_blocked(n_clusters, n_features):
-    """Elkan on a blocked kernel unless d ≥ ``ELKAN_MAX_FEATURES`` and k <
-    ``ELKAN_MIN_CLUSTERS`` (there the bounds prune little)."""
-    return not (n_features >= ELKAN_MAX_FEATURES and n_clusters < ELKAN_MIN_CLUSTERS)
 
 
 def starts_lazy(params, n, n_features, kernel_given=False):
@@ -126,9 +115,6 @@ def route_of(params, n, n_features, kernel_given=False):
         return "nystroem", None
     if params["storage"] == "blocked":
         return "blocked", "asked for (storage='blocked')"
-    from ..kernels.nystroem import feature_engine_applies
-    from .memory import choose_storage
-
     storage, why = choose_storage(n, params["n_clusters"], np.dtype(dtype).name,
                                   limit=params["memory_limit"], storage=params["storage"],
                                   blocked_ok=blocked_possible(params),
@@ -160,8 +146,6 @@ def plan_fit(params, n, n_features, *, kernel_given=False):
     ValueError
         ``storage='blocked'`` with a given kernel matrix.
     """
-    from .memory import check, plan
-
     dtype = resolve_dtype(params["dtype"])
     k = params["n_clusters"]
     n_threads = effective_n_threads(params["n_threads"]) if n >= SMALL_N else 1
@@ -172,13 +156,40 @@ def plan_fit(params, n, n_features, *, kernel_given=False):
                              "cannot use a given kernel_matrix")
         check(plan(n, k, storage="blocked"), params["memory_limit"], k=k, storage="blocked")
     elif route in ("matrix", "lazy"):
-        from ..kernels.nystroem import feature_engine_applies
-
         kernel_matrix = _kernel_given(params, dtype, kernel_given)
         planned = dict(k=k, dtype=np.dtype(dtype).name, feature_engine=feature_engine_applies(
             params["objective"], params["refine"]))
         check(plan(n, kernel_given=kernel_matrix, **planned), params["memory_limit"],
               **planned)
     return FitPlan(route=route, reason=reason, n_threads=n_threads, dtype=dtype,
-                   n_features=n_features, elkan_pays_blocked=elkan_pays_blocked(k, n_features),
-                   lazy_budget=LAZY_BUDGET * float(n) * n if route == "lazy" else 0.0)
+                   n_features=n_features, lazy_budget=LAZY_BUDGET * float(n) * n if route == "lazy" else 0.0)
+
+
+def check_command_memory(params, n, ks, silhouette=None, blocked_silhouette=False,
+                         sweep=False):
+    """Refuse (``MemoryPlanError``) before any large allocation when a command's fits of n
+    points (the largest of ``ks``), with the silhouette when asked, would need more than
+    ``params['memory_limit']`` (``memory.py``).
+
+    ``silhouette``: None, 'exact' or 'from-kernel' (``memory.plan``); ``blocked_silhouette``:
+    the silhouette runs after the fit on kernel rows recomputed in blocks (the fit does not
+    share its kernel matrix with it), so the plan is the larger of the two; ``sweep``: the
+    fits of a sweep (shared features, no blocked route to offer). With ``storage='auto'`` the
+    exact route is chosen as :func:`plan_fit` chooses it (blocked when the kernel matrix does
+    not fit); a refusal when no exact route fits.
+    """
+    engine = not sweep and feature_engine_applies(params["objective"], params["refine"])
+    kw = dict(k=max(ks), dtype=params["dtype"], approx=params["approx"],
+              n_landmarks=params["n_landmarks"], silhouette=silhouette,
+              storage=params["storage"], offer_blocked=not sweep,
+              silhouette_after=blocked_silhouette, rank=params["nystroem_rank"],
+              feature_engine=engine,
+              n_threads=effective_n_threads(params["n_threads"]) if n >= SMALL_N else 1)
+    if params["kernel"] == "precomputed":  # DATA is K (a distance matrix becomes a new K)
+        kw["kernel_given"] = params["dtype"] == "float64"
+    if params["storage"] == "auto" and params["approx"] == "none" and not sweep:
+        rest = {key: value for key, value in kw.items()
+                if key not in ("k", "dtype", "storage", "approx", "n_landmarks")}
+        kw["storage"], _ = choose_storage(n, kw["k"], kw["dtype"], limit=params["memory_limit"],
+                                          blocked_ok=blocked_possible(params), **rest)
+    check(plan(n, **kw), params["memory_limit"], **kw)

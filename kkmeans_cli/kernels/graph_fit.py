@@ -1,6 +1,6 @@
 """A whole normalized-cut fit on a graph, and the prediction of new points: arrays in, records out.
 
-``fit_graph`` builds the graph (``kernels/graph.py``) or checks a given affinity, starts from
+``fit_graph`` builds the graph (``graph.py``) or checks a given affinity, starts from
 the connected components when there are at least k of them (ncut 0: the optimum), else from
 ``n_init`` multilevel starts and one spectral start up to ``SPECTRAL_MIX_MAX`` nodes
 (``engine/graph_starts.py``), refines each with the graph kernel k-means
@@ -27,11 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine import graph_starts
+from ..engine.graph import GraphKernel, GraphSums, refine
+from ..engine.threads import blas_threads, effective_n_threads
 from ..errors import DataError
-from ..kernels import graph as kgraph
-from . import graph_starts
-from .graph import GraphKernel, GraphSums, refine
-from .threads import blas_threads, effective_n_threads
+from . import graph as kgraph
 
 STARTS = ("auto", "multilevel", "spectral")
 SPECTRAL_MIX_MAX = 20_000     # 'auto': one spectral start more up to this many nodes

@@ -2,7 +2,7 @@
 
 :func:`sweep` computes K once, fits ``KernelKMeans(k, **params)`` for every k with
 ``kernel_matrix=K``, and measures each fit (inertia, exact or sampled silhouette, simplified
-silhouette, Calinski-Harabasz, Davies-Bouldin; :mod:`kkmeans_cli.metrics`). The chosen k is the
+silhouette, Calinski-Harabasz, Davies-Bouldin; :mod:`kkmeans_cli.measures.metrics`). The chosen k is the
 best by one measure:
 
 - ``silhouette``, ``simplified_silhouette``, ``calinski_harabasz``: the largest value;
@@ -18,11 +18,18 @@ import csv
 import io
 import re
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import metrics as _metrics
+from .. import memory
+from ..errors import KKMeansWarning, TooFewDistinctPointsError
+from ..kernels.functions import count_distinct
+from ..kernels.nystroem import NystroemFeatures
+from ..measures import features as feature_measures
+from ..measures import metrics as _metrics
+from .estimator import KernelKMeans, fit_with_sums
 
 COLUMNS = ("k", "inertia", "silhouette", "simplified_silhouette", "calinski_harabasz",
            "davies_bouldin", "n_iter", "seconds")
@@ -148,8 +155,6 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
     -------
     SweepResult
     """
-    from ..model.estimator import KernelKMeans
-
     if metric not in SWEEP_METRICS:
         raise ValueError(f"unknown metric {metric!r}; choose from {list(SWEEP_METRICS)}")
     if "n_clusters" in params:
@@ -175,9 +180,7 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
     t0 = time.perf_counter()
     if params.get("approx") == "nystroem" and params.get("n_landmarks") is None:
         # One set of landmarks for every k: the default count of the largest k.
-        from ..model.memory import default_landmarks
-
-        params["n_landmarks"] = default_landmarks(len(X), max(ks))
+        params["n_landmarks"] = memory.default_landmarks(len(X), max(ks))
     # With approx='nystroem', K is the NystroemFeatures of X (features shared by every k).
     K = (KernelKMeans(ks[0], **params).kernel_matrix(X) if kernel_matrix is None
          else kernel_matrix)
@@ -189,15 +192,17 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
 
     rows, fits, fit_seconds = [], [], []
     held = 0  # bytes of the fits' outer sums kept for the measures
+    outer_sums = []  # per k: F of its labels on K from the fit's final pass, or None
     for done, k in enumerate(ks, start=1):
         t_start = time.perf_counter()
-        est = KernelKMeans(k, **params).fit(X, sample_weight=sample_weight, kernel_matrix=K)
+        est = KernelKMeans(k, **params)
+        F = fit_with_sums(est, X, sample_weight, kernel_matrix=K)
         fit_seconds.append(time.perf_counter() - t_start)
-        F = getattr(est, "_fit_outer_sums", None)
         if F is not None:
             held += F.nbytes
             if held > MAX_HELD_SUMS:  # past it, the measures' pass computes the sums itself
-                est._fit_outer_sums = None
+                F = None
+        outer_sums.append(F)
         row = dict.fromkeys(COLUMNS, float("nan"))
         row.update(k=k, inertia=float(est.inertia_), n_iter=int(est.n_iter_),
                    seconds=fit_seconds[-1])
@@ -211,14 +216,11 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
     options = dict(sample_weight=sample_weight, n_threads=n_threads, max_exact=max_exact,
                    sample_size=sample_size, random_state=params["random_state"])
     labelings = [est.labels_ for est in fits]
-    if hasattr(K, "scores"):  # Nyström features
-        measured = [K.scores(labels, **options) for labels in labelings]
+    if isinstance(K, NystroemFeatures):
+        measured = [feature_measures.scores(K.Phi, labels, **options) for labels in labelings]
     else:  # the fits' own final outer sums, when they were made on K itself
-        measured = _metrics.scores_many(
-            K, labelings, outer_sums=[getattr(e, "_fit_outer_sums", None) for e in fits],
-            **options)
-    for est in fits:
-        est._fit_outer_sums = None
+        measured = _metrics.scores_many(K, labelings, outer_sums=outer_sums, **options)
+    del outer_sums
     share = (time.perf_counter() - t_start) / len(ks)
     n_used = []
     for row, m in zip(rows, measured):
@@ -239,11 +241,6 @@ def _distinct_ks(X, ks, sample_weight, kernel):
     """The ks up to the number of distinct points of positive weight, and those skipped (with
     a ``KKMeansWarning``): above it clusters would share points, and their measures mean
     nothing. None left: :class:`~kkmeans_cli.errors.TooFewDistinctPointsError`."""
-    import warnings
-
-    from ..errors import KKMeansWarning, TooFewDistinctPointsError
-    from ..kernels.functions import count_distinct
-
     distinct = count_distinct(X, ks[-1], sample_weight, kernel)
     kept = [k for k in ks if k <= distinct]
     skipped = [k for k in ks if k > distinct]

@@ -12,7 +12,7 @@ The planned arrays (bytes; b = 8 for float64, 4 for float32):
 
 ===========================  ==============================================================
 kernel matrix                n² · b (exact; not counted when it is passed in already)
-kernel blocks                one float64 Gram block of at most 64 MB (``kernels.BLOCK_BYTES``)
+kernel blocks                one float64 Gram block of at most 64 MB (:data:`BLOCK_BYTES`)
 outer sums                   k · n · 8 (F), and as much again for the update temporaries
 k-means++ rows               3 · (2 + ⌊ln k⌋) · n · 8 (candidate rows, distances, potentials)
 per-point arrays             n · 40 (labels, distances, weights, diagonal)
@@ -34,15 +34,17 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from .errors import MemoryPlanError
+
 #: Fraction of the available RAM used when no limit is given.
 DEFAULT_FRACTION = 0.8
-#: Bytes of one block of kernel rows (the same as ``kernels.BLOCK_BYTES``; not imported to
-#: keep NumPy out of ``kkmeans --help``).
+#: Bytes of float64 work space for one block of kernel rows (the Gram blocks of
+#: ``kernels/functions.py``, the blocks of ``measures/metrics.py``; see :func:`row_blocks`).
 BLOCK_BYTES = 64 * 2**20
-#: The explicit-feature engine's ε of the default rank ⌈k/ε⌉ (``features.EPSILON``), rows
-#: per kernel block (``features.CHUNK_ROWS``) and per part shared by the threads
-#: (``features.PART_ROWS``), and the restarts it completes on all the data
-#: (``restarts.N_COMPLETE``): repeated, not imported, to keep NumPy out of ``kkmeans --help``.
+#: The explicit-feature engine's ε of the default rank ⌈k/ε⌉, rows per kernel block and per
+#: part shared by the threads, and the restarts it completes on all the data: defined here,
+#: where NumPy is not imported (``kkmeans --help``), and read by ``engine/features.py`` and
+#: ``engine/restarts.py``.
 FEATURE_EPSILON = 0.2
 FEATURE_BLOCK_ROWS = 2048
 FEATURE_PART_ROWS = 4 * 2048
@@ -50,6 +52,15 @@ RESTARTS_COMPLETED = 3
 _UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "KIB": 2**10, "M": 2**20, "MB": 2**20,
           "MIB": 2**20, "G": 2**30, "GB": 2**30, "GIB": 2**30, "T": 2**40, "TB": 2**40,
           "TIB": 2**40}
+
+
+def row_blocks(n_rows, n_cols, block_bytes=None):
+    """(i0, i1) of blocks of rows of an n_rows × n_cols float64 array, each within
+    ``block_bytes`` (:data:`BLOCK_BYTES`, read at the call, by default; at least one row)."""
+    block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
+    step = max(1, min(n_rows, block_bytes // (8 * max(n_cols, 1))))
+    for i0 in range(0, n_rows, step):
+        yield i0, min(i0 + step, n_rows)
 
 
 @dataclass
@@ -373,8 +384,6 @@ def check(memory_plan, limit=None, **largest_kwargs):
     int or None
         The limit used.
     """
-    from ..errors import MemoryPlanError
-
     given = limit is not None
     limit = resolve_limit(limit)
     if limit is None or memory_plan.total <= limit:

@@ -45,7 +45,8 @@ def check_where(opts):
     """Where to run, checked before any work (and before Dask is imported): the --cluster
     and --scheduler values, not both, KKMEANS_CONNECT_TIMEOUT, and a --worker-memory a
     worker process fits in."""
-    from .cluster import check_worker_memory, connect_timeout, parse_local, parse_scheduler
+    from ..distributed.cluster import (check_worker_memory, connect_timeout, parse_local,
+                                       parse_scheduler)
 
     if opts.get("cluster") is not None and opts.get("scheduler") is not None:
         raise UsageError("give --cluster local[:N] or --scheduler ADDRESS, not both")
@@ -60,7 +61,7 @@ def check_where(opts):
 def _client(opts, reporter):
     import logging
 
-    from .cluster import open_client
+    from ..distributed.cluster import open_client
 
     from .. import _streams
 
@@ -78,8 +79,8 @@ def _client(opts, reporter):
 
 
 def _data(client, opts, spec):
-    from ..cli.options import columns_list
-    from .readers import open_data
+    from ..distributed.readers import open_data
+    from .inputs import columns_list
 
     return open_data(client, spec, dataset=opts["dataset"],
                      columns=columns_list(opts["columns"]), header=opts["header"],
@@ -91,7 +92,7 @@ def _check_chunk_memory(opts, data, k, rows):
     state) is refused before the fit (see ``cluster.check_worker_memory``)."""
     from ..engine.features import CHUNK_ROWS, default_rank
     from ..kernels.nystroem import resolve_landmarks
-    from .cluster import check_worker_memory
+    from ..distributed.cluster import check_worker_memory
 
     if opts.get("worker_memory") is None or opts.get("cluster") is None:
         return
@@ -150,9 +151,9 @@ def fit_command(opts, reporter, model_path, params):
     ``params`` the estimator's keyword arguments)."""
     from ..io.outputs import format_labels
     from ..model.estimator import KernelKMeans
-    from ..cli.report import fit_report, fit_summary, write_fit_results
+    from .report import fit_report, fit_summary, write_fit_results
     from ..io.scaling import Scaler
-    from .readers import chunk_rows
+    from ..distributed.readers import chunk_rows
 
     check_fit_options(opts)
     k = opts["n_clusters"]
@@ -169,9 +170,8 @@ def fit_command(opts, reporter, model_path, params):
         estimator.cluster = client
         with reporter.engine_warnings(), \
                 reporter.progress(f"fitting k = {k} on {data.source} (Dask)") as update:
-            estimator.progress_callback = update
             try:
-                estimator.fit(data)
+                estimator.fit(data, progress=update)
             except ValueRangeError as exc:  # said as a fit in one process says it
                 column = data.columns[exc.column] if data.columns else exc.column + 1
                 raise DataError(f"{data.source}: row {exc.row + 1}, column {column}: "
@@ -202,7 +202,7 @@ def fit_command(opts, reporter, model_path, params):
 def predict_command(opts, reporter, loaded):
     """The body of ``kkmeans predict`` on a cluster: labels in input order, chunk by chunk."""
     from ..io.outputs import AtomicOutputs
-    from .fit import predict_on_cluster
+    from ..distributed.fit import predict_on_cluster
 
     if opts["distances"] is not None:
         raise UsageError("--distances cannot be used with a cluster yet (n × k values on the "
@@ -213,8 +213,7 @@ def predict_command(opts, reporter, loaded):
         raise UsageError("--with-data cannot be used with a cluster yet (it needs the data on "
                          "the client); run without --cluster/--scheduler")
     check_where(opts)
-    estimator = loaded.estimator
-    if getattr(estimator, "approx", "none") != "nystroem":
+    if loaded.params.get("approx", "none") != "nystroem":
         raise UsageError(f"{opts['model_path']}: predict on a cluster needs a Nyström model "
                          f"(fitted with --approx nystroem)")
     if loaded.scaler.method != "none":
@@ -230,7 +229,7 @@ def predict_command(opts, reporter, loaded):
         with reporter.engine_warnings(), \
                 reporter.progress(f"predicting {data.source} (Dask)"):
             try:
-                futures = predict_on_cluster(estimator, data, client,
+                futures = predict_on_cluster(loaded.predictor, data, client,
                                              rows=opts.get("chunk_rows"))
                 # Chunk by chunk into the one commit of the command's outputs (standard
                 # output included: nothing is printed before every chunk is done).
@@ -242,11 +241,11 @@ def predict_command(opts, reporter, loaded):
                 raise DataError(f"{data.source}: {exc}") from exc
     import numpy as np
 
-    sizes = np.pad(sizes, (0, max(0, estimator.n_clusters - sizes.size)))
+    k = loaded.params["n_clusters"]
+    sizes = np.pad(sizes, (0, max(0, k - sizes.size)))
     reporter.table("kkmeans predict", [
         ("data", f"{data.source}: {data.n} rows"),
-        ("model", f"{opts['model_path']}: {estimator.kernel_.describe()}, "
-                  f"k = {estimator.n_clusters}"),
+        ("model", f"{opts['model_path']}: {loaded.result.kernel.describe()}, k = {k}"),
         ("cluster", f"Dask, {len(data.bounds)} chunk(s)"),
         ("cluster sizes", ", ".join(str(int(s)) for s in sizes)),
     ])

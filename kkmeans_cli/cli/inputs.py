@@ -1,0 +1,248 @@
+"""What the commands read and write per row: DATA, the weights and initial labels (checked
+with the estimator's own checks, their errors worded with the file, row and column), the
+checks made on what was read before any work, and the label output."""
+import difflib
+import os
+import sys
+
+import click
+
+from .._options import INITS as INIT_CHOICES
+from .._options import PRECOMPUTED_KERNELS
+from .._text import plural
+from ..errors import DataError, UsageError
+
+
+def read_input(opts, spec):
+    """DATA read with the data options."""
+    from ..io.readers import read_data
+
+    stdin_open("DATA", spec)
+    return read_data(spec, header=opts["header"], delimiter=opts["delimiter"],
+                     columns=columns_list(opts["columns"]), dataset=opts["dataset"],
+                     missing=opts["missing"], stdin=sys.stdin,
+                     announce=None if opts.get("quiet") else
+                     lambda text: click.echo(f"kkmeans: {text}", err=True))
+
+
+def columns_list(text):
+    """``--columns`` as a list: split at commas as CSV is (a name holding a comma or a quote
+    in double quotes, ``"a,b",c``); an index is written in ASCII digits (``１``, a full-width
+    digit, is not the index 1). None stays None; a list is taken as it is."""
+    if text is None or not isinstance(text, str):
+        return text
+    import csv
+
+    try:
+        items = next(csv.reader([text], skipinitialspace=True, strict=True))
+    except (csv.Error, StopIteration):
+        raise UsageError(f"--columns {text!r}: a name in double quotes must end in one "
+                         f"(\"a,b\",c)") from None
+    for item in items:
+        bare = item.strip().lstrip("-")
+        if bare.isdigit() and not bare.isascii():
+            raise UsageError(f"--columns: {item!r} is not an index: write indexes with the "
+                             f"digits 0-9")
+    return items
+
+
+def stdin_open(option, path):
+    """Refuse (exit 1) to read ``-`` when the command was started with stdin closed
+    (``<&-``)."""
+    if path == "-" and sys.stdin is None:
+        raise DataError(f"{option} -: standard input is closed; give a file instead of -")
+
+
+def prepare_fit_data(opts):
+    """Read DATA, the weights and initial labels, and fit the scaling.
+
+    Returns
+    -------
+    data : DataSet
+    scaler : Scaler
+    X : ndarray
+        The scaled kept rows.
+    weights : ndarray or None
+    init : str or ndarray
+    """
+    import numpy as np
+
+    from ..io.scaling import fit_scaler
+
+    if opts["kernel"] in PRECOMPUTED_KERNELS and opts["scale"] != "none":
+        raise UsageError(f"--scale cannot be used with --kernel {opts['kernel']} (DATA is an "
+                         f"n×n matrix)")
+    data = read_input(opts, opts["data"])
+    weights = _per_row(opts["weights"], "--weights", "weights", data)
+    if weights is not None:
+        _check_weights(weights, opts["weights"])
+    init = opts["init"]
+    if init_is_file(init):
+        init = _per_row(init, "--init", "initial labels", data, integer=True)
+        k = opts.get("n_clusters")
+        outside = np.flatnonzero((init < 0) | (init >= (k or 0)))
+        if k is not None and outside.size:
+            raise DataError(f"--init {opts['init']}: label {init[outside[0]]} (value "
+                            f"{outside[0] + 1}) is outside 0..{k - 1} (-k {k})")
+    scaler = fit_scaler(data.X, opts["scale"])
+    X = scaler.transform(data.X)
+    total = data.X.shape[0] if weights is None else float(weights.sum())
+    check_values(data, X, opts["kernel"], total, opts["scale"], objective=opts["objective"])
+    return data, scaler, X, weights, init
+
+
+def _check_weights(weights, path):
+    """The estimator's check of the weights read from ``path`` (``model/checks.py``), its
+    error worded for the command line (exit 1)."""
+    from ..errors import WeightsError
+    from ..model.checks import check_weight_values
+
+    try:
+        check_weight_values(weights)
+    except WeightsError as exc:
+        if exc.problem == "negative":
+            what = "negative" if exc.value < 0 else "not a finite number"
+            why = (f"weight {exc.index + 1} is {what} ({exc.value:g}); sample weights must "
+                   f"be >= 0")
+        elif exc.problem == "all zero":
+            why = "every weight is 0; give the points to cluster a positive weight"
+        else:
+            why = exc.detail or str(exc)
+        raise DataError(f"--weights {path}: {why}") from None
+
+
+def check_distinct(data, X, k, weights, kernel, option="-k"):
+    """Refuse (exit 1) a k above the number of distinct points of DATA, before any work."""
+    from ..errors import TooFewDistinctPointsError
+    from ..kernels.functions import count_distinct
+
+    distinct = count_distinct(X, k, weights, kernel)
+    if distinct < k:
+        raise DataError(f"{data.source}: {TooFewDistinctPointsError(distinct, k)}; use a "
+                        f"smaller {option}")
+
+
+def check_values(data, X, kernel, total_weight, scale="none", resolved=None,
+                 objective="kmeans"):
+    """Refuse (exit 1) data whose kernel cannot be computed in floating point, before any
+    work: non-finite values after ``--scale``, and the rule of ``functions.check_range`` (the
+    message states it), with the row of DATA (1-based, header not counted) and its column."""
+    import numpy as np
+
+    from ..errors import ValueRangeError
+    from ..kernels.functions import check_range, data_offset
+
+    rows = np.flatnonzero(data.kept)
+
+    def where(r, c):
+        name = data.columns[c] if data.columns else str(c + 1)
+        source, row = data.locate(int(rows[r]))
+        return f"{source}: row {row + 1}, column {name}"
+
+    finite = np.isfinite(X)
+    if not finite.all():
+        r, c = np.argwhere(~finite)[0]
+        raise DataError(f"{where(r, c)}: the value {data.X[r, c]:g} is {X[r, c]} after "
+                        f"--scale {scale} (the scaling overflows floating point)")
+    try:
+        offset = (resolved.offset if resolved is not None else
+                  None if kernel in PRECOMPUTED_KERNELS else
+                  data_offset(kernel, X, objective, quiet=True))
+        check_range(kernel, X, total_weight, kernel=resolved, offset=offset)
+    except ValueRangeError as exc:
+        raise DataError(f"{where(exc.row, exc.column)}: {exc.detail}") from None
+
+
+def _per_row(path, option, what, data, integer=False):
+    """One value per row of DATA from ``path`` (given as ``option``), keeping the rows DATA
+    kept; every error names the option and the file."""
+    from ..io.readers import read_vector
+
+    if path is None:
+        return None
+    if path == "-" and data.source == "<stdin>":
+        raise UsageError(f"DATA is read from standard input, so the {what} cannot be too; "
+                         f"give the {what} as a file")
+    stdin_open(option, path)
+    try:
+        values = read_vector(path, what, integer=integer)
+    except DataError as exc:
+        raise DataError(f"{option} {exc}") from None
+    if values.shape[0] != data.n_rows:
+        raise DataError(f"{option} {path}: has {plural(values.shape[0], what[:-1], what)}, "
+                        f"{data.source} has {plural(data.n_rows, 'row')}")
+    return values[data.kept]
+
+
+def init_is_file(value):
+    """Whether ``--init VALUE`` names a file of initial labels (else it is a start method).
+
+    Raises
+    ------
+    UsageError
+        VALUE is neither a method nor an existing file and does not look like a path (no
+        folder, no extension) or is close to a method name: ``--init kmeans++``.
+    DataError
+        VALUE looks like a path to a file that does not exist.
+    """
+    if value in INIT_CHOICES:
+        return False
+    from ..io.readers import split_hdf5_spec
+
+    # file.h5:/labels names an HDF5 file; - is standard input (when DATA is a file)
+    if value == "-" or os.path.exists(split_hdf5_spec(value)[0]):
+        return True
+    close = difflib.get_close_matches(value.lower(), INIT_CHOICES, n=1, cutoff=0.6)
+    if close or not (os.sep in value or os.path.splitext(value)[1]):
+        hint = f"; did you mean --init {close[0]}?" if close else ""
+        raise UsageError(f"--init {value}: not a start method ({', '.join(INIT_CHOICES)}) "
+                         f"and no such file{hint}")
+    raise DataError(f"--init {value}: no such file")
+
+
+def labels_text(opts, labels, data):
+    """What goes where the labels go: one label per row of DATA (-1 for a dropped row), or
+    with ``--with-data`` each row's values and then its label, as CSV."""
+    from ..io.outputs import format_labels
+
+    if not opts.get("with_data"):
+        return format_labels(labels, data.kept)
+    return format_data_with_labels(data, labels)
+
+
+def format_data_with_labels(data, labels):
+    """CSV of DATA's rows (the columns used, values as read) each followed by its label.
+
+    A header line, when DATA has one, names the columns and then ``label``. A row dropped by
+    ``--missing drop`` keeps its place with empty cells and the label -1. Numbers are written
+    in the shortest form that reads back to the same float64 (``3`` for 3.0).
+    """
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    if data.columns is not None:
+        writer.writerow([*data.columns, "label"])
+    labels = iter(int(v) for v in labels)
+    rows = iter(data.X.tolist())
+    empty = [""] * data.X.shape[1]
+    for kept in data.kept.tolist():
+        if kept:
+            writer.writerow([*map(_number_text, next(rows)), next(labels)])
+        else:
+            writer.writerow([*empty, -1])
+    return out.getvalue()
+
+
+def _number_text(value):
+    text = repr(value)
+    return text[:-2] if text.endswith(".0") else text
+
+
+def input_paths(opts):
+    """The files a command reads, (path, option) for :func:`check_outputs`."""
+    init = opts.get("init")
+    return [(opts["data"], "DATA"), (opts.get("weights"), "--weights"),
+            (init if init not in INIT_CHOICES else None, "--init"),
+            (opts.get("config"), "--config")]

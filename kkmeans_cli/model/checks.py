@@ -1,0 +1,114 @@
+"""The checks of what ``KernelKMeans`` is given: the data (scikit-learn's ``validate_data``
+and the kernel's own conditions), the sample weights, the starting labels, and the data's
+kernel sums. The command line runs the same checks on what it read and rewords their errors
+with the file, row and option (``cli/options.py``)."""
+import numpy as np
+from sklearn.utils.validation import check_array, validate_data
+
+from ..errors import TooFewDistinctPointsError, WeightsError
+from ..kernels.functions import (FLOAT_MAX, check_domain, check_range, count_distinct,
+                                 data_offset)
+from ..kernels.psd import PRECOMPUTED, check_square
+
+FLOAT_TINY = float(np.finfo(np.float64).tiny)
+
+
+def check_data(X, kernel, square=True, estimator=None, reset=False):
+    """X as a C-contiguous float64 array, checked: scikit-learn's ``validate_data`` when an
+    ``estimator`` is given (``reset=True`` in fit records ``n_features_in_`` and feature names,
+    ``reset=False`` in predict checks them), else ``check_array``; then finite values (the
+    first bad entry named), non-negative data for chi2, and a square matrix for a precomputed
+    kernel in fit."""
+    options = dict(dtype=np.float64, order="C", ensure_all_finite=False)
+    if estimator is not None:
+        X = validate_data(estimator, X, reset=reset, **options)
+    else:
+        X = check_array(X, **options)
+    if not np.all(np.isfinite(X)):
+        bad = np.argwhere(~np.isfinite(X))[0]
+        raise ValueError(f"X contains NaN or infinity (first at row {bad[0]}, column {bad[1]})")
+    check_domain(kernel, X)  # chi2: non-negative data (the rule of every route)
+    if kernel in PRECOMPUTED and square:
+        X = check_square(X, kernel)
+    if not X.flags.writeable:  # a read-only buffer (memory map): the engine's views need write
+        X = X.copy()
+    return np.ascontiguousarray(X)
+
+
+def check_fit_values(X, kernel, weights, n_clusters, objective="kmeans"):
+    """Refuse data whose kernel sums overflow (``functions.check_range``) and data with fewer
+    distinct points of positive weight than clusters (:class:`TooFewDistinctPointsError`:
+    clusters would have to share a point; Lloyd would cycle between coinciding centres)."""
+    check_range(kernel, X, float(weights.sum()),
+                offset=data_offset(kernel, X, objective, quiet=True))
+    distinct = count_distinct(X, n_clusters, weights, kernel)
+    if distinct < n_clusters:
+        raise TooFewDistinctPointsError(distinct, n_clusters)
+
+
+def check_weights(sample_weight, n, n_clusters):
+    """The sample weights of a fit as a C-contiguous float64 array (ones when None):
+    shape (n,), then :func:`check_weight_values` (a :class:`WeightsError`)."""
+    if sample_weight is None:
+        return np.ones(n)
+    w = np.asarray(sample_weight, dtype=np.float64)
+    if w.shape != (n,):
+        raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
+    check_weight_values(w, n_clusters)
+    return np.ascontiguousarray(w)
+
+
+def check_weight_values(w, n_clusters=None):
+    """Refuse sample weights that cannot be used, with a :class:`WeightsError` saying which
+    problem (and where): a weight not finite or negative, fewer positive weights than
+    ``n_clusters`` (or none at all when k is not known yet), a sum too large or too small for
+    floating point (:func:`weights_too_large`). The estimator's message is the error's text;
+    the command line rewords the same error with the file and row."""
+    bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
+    if bad.size:
+        raise WeightsError("negative", "sample_weight must be finite and non-negative",
+                           index=int(bad[0]), value=float(w[bad[0]]))
+    count = int(np.count_nonzero(w))
+    if n_clusters is not None and count < n_clusters:
+        raise WeightsError("too few", f"sample_weight has fewer non-zero entries ({count}) "
+                                      f"than n_clusters={n_clusters}")
+    if count == 0:
+        raise WeightsError("all zero", "sample_weight is 0 everywhere")
+    problem = weights_too_large(w)
+    if problem:
+        raise WeightsError("scale", f"sample_weight {problem}", detail=problem)
+
+
+def weights_too_large(w):
+    """Why sample weights are too large (or too small) for floating point, or None: kernel
+    k-means forms sums of up to (Σ w)² weighted kernel values (the inner sums), so 4·(Σ w)²
+    must stay below 1.8e308, and (Σ w)² above the smallest normal number 2.2e-308 (below it
+    the weight products underflow: k-means++ draws from 0/0). Only the ratios of the weights matter: dividing them all by one number keeps the
+    clustering."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(np.sum(w, dtype=np.float64))
+    if 0.0 < total < FLOAT_TINY ** 0.5:
+        return (f"sums to {total:.6g}: (Σw)² must stay above {FLOAT_TINY:.3g} (below it the "
+                f"products of weights underflow floating point); multiply the weights by a "
+                f"common factor (only their ratios matter)")
+    if 4.0 * total * total < FLOAT_MAX:
+        return None
+    return (f"sums to {total:.6g}: 4·(Σw)² must stay below {FLOAT_MAX:.3g} (kernel k-means "
+            f"sums up to (Σw)² weighted kernel values); divide the weights by a common "
+            f"factor (only their ratios matter)")
+
+
+def check_init_labels(init, n, n_clusters):
+    """Starting labels given as ``init`` (int32 of shape (n,) in 0..k−1), or None when
+    ``init`` names a method."""
+    if isinstance(init, str):
+        return None
+    labels = np.asarray(init)
+    if labels.shape != (n,):
+        raise ValueError(f"init labels must have shape ({n},), got {labels.shape}")
+    if not np.issubdtype(labels.dtype, np.integer):
+        if not np.all(np.isfinite(labels)) or np.any(labels != np.round(labels)):
+            raise ValueError("init labels must be integers")
+    if labels.min() < 0 or labels.max() >= n_clusters:
+        raise ValueError(f"init labels must lie in 0..{n_clusters - 1}")
+    return labels.astype(np.int32)

@@ -1,0 +1,194 @@
+"""The parts of a fitted model kept beside the labels and sums, as the model file stores them
+(``docs/model-format.md``): the PSD check and repair, the objective and its optima (the
+normalized cut's degrees), the Nyström map.
+
+Each part owns its meta entries, its arrays and their checks:
+
+- ``model_meta(estimator) -> dict`` and ``model_arrays(estimator) -> dict`` read a fitted
+  estimator's public attributes for :func:`~kkmeans_cli.model.model_file.save_model`;
+- ``load(meta, arrays, n, fail) -> (params, state)`` checks the part's entries of a file
+  (``fail(problem)`` raises the model file error) and returns the estimator parameters they
+  set and the part's record for the :class:`~kkmeans_cli.engine.records.FitResult` the
+  loaded estimator is made from (``psd``, ``ncut`` or ``nystroem``). Nothing here writes
+  to an estimator.
+
+A new kind of fitted state adds a part to :data:`PARTS` and its arrays to
+``archive.MEMBER_KINDS``.
+"""
+import numpy as np
+
+from .. import _options
+from ..engine.records import NcutState, NystroemState
+from ..kernels.psd import loaded_state
+
+OBJECTIVES = _options.OBJECTIVES
+REFINES = _options.REFINES
+
+
+class PSDPart:
+    """The PSD check and repair (``kernels/psd.py``) and the solver."""
+
+    @staticmethod
+    def model_meta(estimator):
+        """Meta entries of a fitted estimator's PSD state."""
+        state = getattr(estimator, "psd_", None)
+        out = {"solver": getattr(estimator, "solver", "lloyd")}
+        if state is None:
+            return out
+        out.update({"psd_repair": state.repair, "psd_sigma": float(state.sigma),
+                    "psd_checked": bool(state.checked), "psd": bool(state.psd),
+                    "psd_lambda_min": state.lambda_min,
+                    "psd_grand_mean": float(state.grand_mean)})
+        stats = getattr(estimator, "fit_stats_", {})
+        for key, name in (("objective_used", "psd_objective"),
+                          ("objective_original", "psd_objective_original")):
+            if key in stats:
+                out[name] = float(stats[key])
+        return out
+
+    @staticmethod
+    def model_arrays(estimator):
+        """``psd_train_diag`` (n), and for clip ``psd_components`` (n×r),
+        ``psd_eigenvalues`` (r), ``psd_col_means`` (n)."""
+        state = getattr(estimator, "psd_", None)
+        arrays = {}
+        if state is None:
+            return arrays
+        if state.train_diag is not None:
+            arrays["psd_train_diag"] = np.asarray(state.train_diag, dtype=np.float64)
+        if state.repair == "clip" and state.components is not None:
+            arrays["psd_components"] = np.asarray(state.components, dtype=np.float64)
+            arrays["psd_eigenvalues"] = np.asarray(state.eigenvalues, dtype=np.float64)
+            arrays["psd_col_means"] = np.asarray(state.col_means, dtype=np.float64)
+        return arrays
+
+    @staticmethod
+    def load(meta, arrays, n, fail):
+        """``psd_repair`` and the ``PSDState`` (None when the model has none and needs none)."""
+        state = loaded_state(meta, arrays, n, fail)
+        return ({"psd_repair": state.repair if state is not None else "none"},
+                {"psd": state})
+
+
+class ObjectivePart:
+    """The objective, the refinement and how the winner was found (``engine/optima.py``);
+    the normalized cut's degrees (``engine/ncut.py``)."""
+
+    #: fit_stats_ entries stored as meta ``optima``
+    STAT_KEYS = ("start_kinds", "best_start", "start_objective", "lloyd_objective",
+                 "refined_objective", "refine_moves")
+
+    @classmethod
+    def model_meta(cls, estimator):
+        """``objective``, ``refine``, ``optima`` and, for ncut, ``ncut``."""
+        stats = getattr(estimator, "fit_stats_", {})
+        meta = {"objective": estimator.objective, "refine": estimator.refine,
+                "optima": {key: stats[key] for key in cls.STAT_KEYS if key in stats}}
+        if estimator.objective == "ncut":
+            meta["ncut"] = float(estimator.ncut_)
+        return meta
+
+    @staticmethod
+    def model_arrays(estimator):
+        """For ncut: ``degrees`` (d) and ``degree_weights`` (u), n float64 each."""
+        if estimator.objective != "ncut":
+            return {}
+        return {"degrees": np.asarray(estimator.degrees_, dtype=np.float64),
+                "degree_weights": np.asarray(estimator.degree_weights_, dtype=np.float64)}
+
+    @staticmethod
+    def load(meta, arrays, n, fail):
+        """``objective`` and ``refine``; for ncut the :class:`NcutState`."""
+        objective = meta.get("objective", "kmeans")
+        if objective not in OBJECTIVES:
+            fail(f"unknown objective {objective!r}")
+        refine = meta.get("refine", "auto")
+        params = {"objective": objective, "refine": refine if refine in REFINES else "auto"}
+        if objective != "ncut":
+            return params, {}
+        for key in ("degrees", "degree_weights"):
+            if key not in arrays:
+                fail(f"the array '{key}' (needed by objective 'ncut') is missing")
+            value = arrays[key]
+            if value.shape != (n,) or value.dtype.kind not in "fiu":
+                fail(f"'{key}' must be {n} numbers")
+            if not np.all(np.isfinite(value)):
+                fail(f"'{key}' holds NaN or infinite values")
+        if np.any(arrays["degrees"] <= 0) or np.any(arrays["degree_weights"] < 0):
+            fail("'degrees' must be positive and 'degree_weights' non-negative")
+        ncut = meta.get("ncut")
+        state = NcutState(
+            degrees=np.ascontiguousarray(arrays["degrees"], dtype=np.float64),
+            degree_weights=np.ascontiguousarray(arrays["degree_weights"], dtype=np.float64),
+            value=float(ncut) if isinstance(ncut, (int, float)) else None)
+        return params, {"ncut": state}
+
+
+class NystroemPart:
+    """The Nyström map and centres (``kernels/nystroem.py``)."""
+
+    @staticmethod
+    def model_meta(estimator):
+        """``approx`` and, for Nyström, ``n_landmarks``, the rank and the engine's feature
+        type."""
+        if getattr(estimator, "approx", "none") != "nystroem":
+            return {"approx": "none"}
+        meta = {"approx": "nystroem", "n_landmarks": int(estimator.n_landmarks_),
+                "nystroem_rank": int(estimator.nystroem_rank_)}
+        if getattr(estimator, "nystroem_dtype_", None):
+            # the explicit-feature engine: features K(x, L) P (P m×s) stored in this dtype
+            meta["nystroem_features"] = estimator.nystroem_dtype_
+        return meta
+
+    @staticmethod
+    def model_arrays(estimator):
+        """``landmarks`` (m×d), ``nystroem_transform`` (m×m or m×s), ``centers``."""
+        if getattr(estimator, "approx", "none") != "nystroem":
+            return {}
+        return {"landmarks": np.asarray(estimator.landmarks_, dtype=np.float64),
+                "nystroem_transform": np.asarray(estimator.nystroem_transform_,
+                                                 dtype=np.float64),
+                "centers": np.asarray(estimator.centers_, dtype=np.float64)}
+
+    @staticmethod
+    def load(meta, arrays, n, fail):
+        """``approx`` (and ``n_landmarks``); for Nyström the :class:`NystroemState`."""
+        approx = meta.get("approx", "none")
+        if approx not in ("none", "nystroem"):
+            fail(f"unknown approx {approx!r}")
+        if approx != "nystroem":
+            return {"approx": approx}, {}
+        if meta["kernel"] in _options.PRECOMPUTED_KERNELS:
+            fail("a Nyström model cannot have a precomputed kernel")
+        d, k = meta["n_features"], meta["n_clusters"]
+        for key in ("landmarks", "nystroem_transform", "centers"):
+            if key not in arrays:
+                fail(f"the required array '{key}' is missing (approx is 'nystroem')")
+        L, T, C = arrays["landmarks"], arrays["nystroem_transform"], arrays["centers"]
+        if L.ndim != 2 or L.shape[1] != d or L.shape[0] < 1:
+            fail(f"'landmarks' has shape {L.shape}, expected (m, {d})")
+        m = L.shape[0]
+        engine = meta.get("nystroem_features")
+        if engine is not None and engine not in ("float32", "float64"):
+            fail(f"meta 'nystroem_features' is {engine!r}, expected 'float32' or 'float64'")
+        # the engine's projection P is m×s (rank s ≤ m); the full transform K_LL^{-1/2} is m×m
+        s = T.shape[1] if engine is not None and T.ndim == 2 and 1 <= T.shape[1] <= m else m
+        for key, value, shape in (("landmarks", L, (m, d)), ("nystroem_transform", T, (m, s)),
+                                  ("centers", C, (k, s))):
+            if value.shape != shape:
+                fail(f"'{key}' has shape {value.shape}, expected {shape}")
+            if value.dtype.kind not in "fiu":
+                fail(f"'{key}' has dtype {value.dtype}, expected floats")
+            if not np.all(np.isfinite(value)):
+                fail(f"'{key}' holds NaN or infinite values")
+        if meta.get("n_landmarks", m) != m:
+            fail(f"meta 'n_landmarks' is {meta.get('n_landmarks')}, the landmarks are {m}")
+        state = NystroemState(landmarks=np.ascontiguousarray(L, dtype=np.float64),
+                              transform=np.ascontiguousarray(T, dtype=np.float64),
+                              n_landmarks=int(m), rank=int(meta.get("nystroem_rank", m)),
+                              dtype=engine, centers=np.ascontiguousarray(C, dtype=np.float64))
+        return {"approx": "nystroem", "n_landmarks": int(m)}, {"nystroem": state}
+
+
+#: The parts, in the order they are written and read.
+PARTS = (PSDPart, ObjectivePart, NystroemPart)
