@@ -128,3 +128,21 @@ def assert_one_error_line(result, *needles, code=None):
     assert "Traceback" not in result.stderr and "unexpected" not in result.stderr
     assert "Warning" not in result.stderr
     return lines[0]
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def loopback_cluster(n_workers):
+    """A Dask LocalCluster of single-threaded worker processes on the loopback interface and
+    a client of it, for a module-scoped fixture: ``yield from loopback_cluster(2)``."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                           host=LOOPBACK, dashboard_address=f"{LOOPBACK}:0", silence_logs=50)
+    client = Client(cluster, set_as_default=False)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()

@@ -12,24 +12,18 @@ import time
 import numpy as np
 import pytest
 
-from helpers import kkmeans_command, run, write_csv
+from helpers import LOOPBACK, kkmeans_command, loopback_cluster, run, write_csv
 from kkmeans_cli.errors import TooFewDistinctPointsError, ValueRangeError
 from kkmeans_cli.model.estimator import KernelKMeans
 
-from distributed import Client, LocalCluster  # noqa: E402
+from distributed import LocalCluster  # noqa: E402
 
-LOOPBACK = "127.0.0.1"
 NYSTROEM = ["--approx", "nystroem", "--landmarks", "30", "--n-init", "2"]
 
 
 @pytest.fixture(scope="module")
 def client():
-    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host=LOOPBACK,
-                           dashboard_address=f"{LOOPBACK}:0", silence_logs=50)
-    c = Client(cluster, set_as_default=False)
-    yield c
-    c.close()
-    cluster.close()
+    yield from loopback_cluster(1)
 
 
 @pytest.fixture

@@ -10,27 +10,20 @@ import time
 import numpy as np
 import pytest
 
-from helpers import ROOT, mixture as _mixture, run, write_csv
+from helpers import LOOPBACK, ROOT, loopback_cluster, mixture as _mixture, run, write_csv
 from kkmeans_cli.model.estimator import KernelKMeans
 
 
 import dask.array as da  # noqa: E402
-from distributed import Client, LocalCluster  # noqa: E402
+from distributed import LocalCluster  # noqa: E402
 
 from kkmeans_cli.distributed.fit import predict_on_cluster  # noqa: E402
 from kkmeans_cli.distributed.readers import open_data  # noqa: E402
 
-LOOPBACK = "127.0.0.1"
-
 
 @pytest.fixture(scope="module")
 def client():
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host=LOOPBACK,
-                           dashboard_address=f"{LOOPBACK}:0", silence_logs=50)
-    c = Client(cluster, set_as_default=False)
-    yield c
-    c.close()
-    cluster.close()
+    yield from loopback_cluster(2)
 
 
 def mixture(n=5000, d=4, k=4, seed=0, spread=1.5):

@@ -116,34 +116,23 @@ class SizeType(click.ParamType):
 APPROX_CHOICES = _options.APPROXES
 
 
-class ClusterType(click.ParamType):
-    """``--cluster``: ``local`` or ``local:N``, checked when parsed (a config's value too)."""
+class WhereType(click.ParamType):
+    """``--cluster`` (``local`` or ``local:N``) and ``--scheduler`` (``tcp://HOST:PORT`` or a
+    scheduler file), checked when parsed by the parser of ``distributed/cluster.py`` (a
+    config's value too): a malformed value is a usage error at once, not a cluster that
+    cannot start or a connection that times out."""
 
-    name = "cluster"
-
-    def convert(self, value, param, ctx):
-        from ..distributed.cluster import parse_local
-
-        try:
-            parse_local(value)
-        except UsageError as exc:
-            self.fail(str(exc).removeprefix("--cluster "), param, ctx)
-        return str(value).strip()
-
-
-class SchedulerType(click.ParamType):
-    """``--scheduler``: ``tcp://HOST:PORT`` or a scheduler file, checked when parsed (a
-    malformed address is a usage error at once, not a connection that times out)."""
-
-    name = "scheduler"
+    def __init__(self, name):
+        self.name = name
 
     def convert(self, value, param, ctx):
-        from ..distributed.cluster import parse_scheduler
+        from ..distributed import cluster
 
+        parse = cluster.parse_local if self.name == "cluster" else cluster.parse_scheduler
         try:
-            parse_scheduler(value)
+            parse(value)
         except UsageError as exc:
-            self.fail(str(exc).removeprefix("--scheduler "), param, ctx)
+            self.fail(str(exc).removeprefix(f"--{self.name} "), param, ctx)
         return str(value).strip()
 
 
@@ -277,11 +266,11 @@ def cluster_options(f):
     """Where to run: one process (the default), a local Dask cluster or a running one (see
     ``distributed/``; Dask is imported only when one of these is given)."""
     return _apply([
-        click.option("--cluster", type=ClusterType(), default=None, metavar="local[:N]",
+        click.option("--cluster", type=WhereType("cluster"), default=None, metavar="local[:N]",
                      help="Run on a Dask LocalCluster of N worker processes on 127.0.0.1 "
                           "(needs kkmeans-cli[dask]; with --approx nystroem).  [default: one "
                           "process]"),
-        click.option("--scheduler", type=SchedulerType(), default=None,
+        click.option("--scheduler", type=WhereType("scheduler"), default=None,
                      metavar="tcp://HOST:PORT|FILE",
                      help="Run on a running Dask cluster: its scheduler's address or "
                           "scheduler file."),
