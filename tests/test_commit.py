@@ -366,3 +366,17 @@ def test_a_closed_stdin_is_named(work, args, option):
     assert proc.returncode == 1, proc.stderr
     _one_error_line(proc.stderr, f"{option} -: standard input is closed; give a file instead")
     assert _snapshot(work) == before
+
+
+@pytest.mark.parametrize("args, what", [(["--version"], "the version"),
+                                        (["fit", "--help"], "the help")])
+def test_version_and_help_follow_the_stdout_rules_too(work, args, what):
+    proc = _shell("kkmeans " + " ".join(args) + " >&-", work)
+    assert proc.returncode == 1
+    _one_error_line(proc.stderr, f"cannot write {what} to standard output: standard output "
+                                 f"is closed")
+    if args == ["--version"]:
+        proc = _shell("kkmeans --version > /dev/full", work)
+        assert proc.returncode == 1
+        _one_error_line(proc.stderr, "cannot write the version to standard output: No space "
+                                     "left on device")

@@ -13,11 +13,11 @@ import traceback
 import click
 
 from .. import _signals
-from .._streams import guard_standard_streams, silence_stream
+from .._streams import CLOSED_STREAMS, guard_standard_streams, silence_stream
 from .._version import __version__
 from ..io.config import ORIGINS, cut, origin_note
 from ..errors import (EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_USAGE, BrokenPipeOutput,
-                      ConfigError, KKMeansError)
+                      ConfigError, KKMeansError, OutputError)
 from .fit import fit
 from .info import info
 from .predict import predict
@@ -41,6 +41,13 @@ class KKMeansGroup(click.Group):
         ORIGINS.clear()  # the config values of this run (a test runs many in one process)
         # ``prog_name`` is always kkmeans (CliRunner would pass the function's name).
         argv = sys.argv[1:] if args is None else list(args)
+        if 1 in CLOSED_STREAMS and any(arg in ("-h", "--help") for arg in argv):
+            # click prints the help itself: a closed stdout would swallow it with exit 0
+            code = _report_error(OutputError("cannot write the help to standard output: "
+                                             "standard output is closed"), debug=False)
+            if standalone_mode:
+                sys.exit(code)
+            return code
         with _signals.handled():
             try:
                 rv = super().main(argv, "kkmeans", complete_var,
@@ -181,7 +188,12 @@ def _print_version(ctx, value):
     """``kkmeans --version``: the version, and whether the engine runs threads (OpenMP)."""
     if not value or ctx.resilient_parsing:
         return
-    click.echo(f"kkmeans {__version__}\n{engine_description()}")
+    from ..io.outputs import AtomicOutputs, check_outputs
+
+    check_outputs([("-", "version", "stdout")])  # the one way to stdout (docs/cli.md)
+    with AtomicOutputs() as out:
+        out.open("-", "version").write(f"kkmeans {__version__}\n{engine_description()}\n"
+                                       .encode())
     ctx.exit()
 
 
