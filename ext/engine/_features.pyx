@@ -98,7 +98,7 @@ def assign_chunks(const floating[:, ::1] Phi, const double[::1] x_sq, const doub
     cdef Py_ssize_t n = Phi.shape[0], k = C.shape[0], s = C.shape[1]
     cdef Py_ssize_t n_chunks = (n + chunk_rows - 1) // chunk_rows
     cdef Py_ssize_t t, i0, i1
-    cdef floating *D
+    cdef floating *D = NULL
     if n == 0:
         return
     if Phi.shape[1] != s or sums.shape[0] < n_chunks or (want_sums and (
@@ -235,9 +235,9 @@ def bounded_chunks(const floating[:, ::1] Phi, const double[::1] x_sq, const dou
     cdef Py_ssize_t n = Phi.shape[0], k = C.shape[0], s = C.shape[1]
     cdef Py_ssize_t n_chunks = (n + chunk_rows - 1) // chunk_rows
     cdef Py_ssize_t t, i0, i1
-    cdef floating *G
-    cdef floating *D
-    cdef Py_ssize_t *rows
+    cdef floating *G = NULL
+    cdef floating *D = NULL
+    cdef Py_ssize_t *rows = NULL
     if n == 0:
         return
     if (Phi.shape[1] != s or dsums.shape[0] < n_chunks or dsums.shape[1] != k

@@ -39,8 +39,8 @@ def outer_sums_rows(const floating[:, ::1] K_rows, Py_ssize_t row_start,
     cdef Py_ssize_t q, r, j, c, t
     cdef int l
     cdef double wj
-    cdef double *buf
-    cdef double *acc
+    cdef double *buf = NULL
+    cdef double *acc = NULL
     with nogil, parallel(num_threads=n_threads):
         buf = <double *> malloc((4 * k + 2 * PAD) * sizeof(double))
         acc = buf + PAD
@@ -112,8 +112,8 @@ def assign(const double[:, ::1] F, const double[::1] inner_sums,
     cdef Py_ssize_t ch, c, i, i0, i1
     cdef double *lin = <double *> malloc(k * sizeof(double))
     cdef double *shift = <double *> malloc(k * sizeof(double))
-    cdef double *best
-    cdef int *best_c
+    cdef double *best = NULL
+    cdef int *best_c = NULL
     cdef double dist
     centre_terms(inner_sums, cluster_weights, lin, shift)
     with nogil, parallel(num_threads=n_threads):

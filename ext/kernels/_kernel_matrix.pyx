@@ -132,7 +132,7 @@ def rbf_outer_sums(const double[:, ::1] A, const double[::1] sq_a, const double[
     cdef Py_ssize_t m = A.shape[0], d = A.shape[1], n = Bt.shape[1], k = out.shape[1]
     cdef Py_ssize_t n_groups = (m + KK_ROWS - 1) // KK_ROWS
     cdef Py_ssize_t q, r0, rows
-    cdef double *dots
+    cdef double *dots = NULL
     if m == 0:
         return
     with nogil, parallel(num_threads=n_threads):

@@ -67,8 +67,8 @@ def silhouette_rows(const floating[:, ::1] K_rows, Py_ssize_t row_start,
     cdef Py_ssize_t n4 = n - n % LANES
     cdef Py_ssize_t r, i, j, c, q, l
     cdef int own
-    cdef double *dist
-    cdef double *acc
+    cdef double *dist = NULL
+    cdef double *acc = NULL
     cdef const int *lab
     cdef double kii, t, a, b, m, mean
     cdef bint want_F = F is not None
