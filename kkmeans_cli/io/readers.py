@@ -18,7 +18,6 @@ from ..errors import DataError, UsageError
 from .arrow import read_table, table_kind
 from .text import column_indexes, column_name, read_text
 
-TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".dat")
 NPY_SUFFIXES = (".npy",)
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
 MISSING_MODES = ("error", "drop")
