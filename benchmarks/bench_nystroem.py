@@ -79,10 +79,10 @@ def load(args, n):
 
 def resolved_gamma(X, seed=0):
     """γ of our default (median rule, the estimator's seeded gamma sample)."""
-    from kkmeans_cli import KernelKMeans
-    from kkmeans_cli.model.params import fit_rngs as _rngs
+    from kkmeans_cli.kernels.functions import resolve_gamma
+    from kkmeans_cli.model.params import fit_rngs
 
-    return KernelKMeans(K, random_state=seed)._resolved_kernel(X, _rngs(seed)[0]).gamma
+    return resolve_gamma("rbf", "median", X, fit_rngs(seed)[0])
 
 
 def exact_objective_on_sample(X, labels, gamma, size, seed=12345):
