@@ -128,3 +128,51 @@ def test_the_checks_see_names():
     assert "engine/lloyd.py" in {m.group(1) for m in PYFILE.finditer(texts)}
     assert not _resolves("kkmeans_cli.params.validate_params")
     assert _resolves("kkmeans_cli.model.params.validate_params")
+
+
+def _layout_rows(text):
+    """{first cell: row} of the README's layout table (rows whose path cell names a folder of
+    the package or of ext/, or top-level modules)."""
+    rows = {}
+    for line in text.split("\n"):
+        if line.startswith("| `kkmeans_cli/") or line.startswith("| `ext/"):
+            first = line.split("|")[1]
+            rows[first] = line
+    return rows
+
+
+def _modules():
+    """(folder, file name) of every module and compiled source a newcomer meets: the package's
+    Python modules (``__init__``/``__main__``/``_version`` aside) and ext/'s sources."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name in ("__init__.py", "__main__.py", "_version.py"):
+            continue
+        yield path.parent.relative_to(ROOT).as_posix(), path.name
+    for path in sorted(EXT.rglob("*")):
+        if path.suffix in (".pyx", ".pxd", ".h"):
+            yield path.parent.relative_to(ROOT).as_posix(), path.name
+
+
+def test_the_readme_layout_table_names_every_module():
+    """Every module sits in the README layout table's row of its folder (top-level modules in
+    the row that names them), so the table a newcomer reads first follows the code."""
+    rows = _layout_rows((ROOT / "README.md").read_text())
+    missing = []
+    for folder, name in _modules():
+        if folder == "kkmeans_cli":
+            found = any(f"`{name}`" in row or f"`kkmeans_cli/{name}`" in row
+                        for row in rows.values())
+        else:
+            found = any(f"`{name}`" in row for first, row in rows.items()
+                        if f"`{folder}/`" in first)
+        if not found:
+            missing.append(f"{folder}/{name}")
+    assert not missing, f"not in the README's layout table: {missing}"
+
+
+def test_the_architecture_document_names_every_module():
+    """docs/architecture.md's layout lists every module and compiled source."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    missing = [f"{folder}/{name}" for folder, name in _modules()
+               if not re.search(rf"(?<![\w.]){re.escape(name)}\b", text)]
+    assert not missing, f"not in docs/architecture.md: {missing}"
