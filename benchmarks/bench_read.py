@@ -27,11 +27,15 @@ Cases:
   array;
 - ``polars``: ``polars.read_csv(path).to_numpy()``.
 
-With ``--fit``, the command this is for, in process (``kkmeans fit DATA -k 20 --approx
-nystroem --no-model``; the ``same`` column compares the labels): ``fit-npy`` from the same
-values saved as ``.npy`` (made once beside the CSV file), ``fit-csv``, ``fit-stdin`` (the CSV
-file on standard input) and ``fit-bad`` (the CSV file with a bad cell 1,000 lines before the
-end: the error, its line and column, and how long it takes to come).
+With ``--fit``, the command this is for, in process (``kkmeans fit DATA -k 20 --kernel rbf
+--approx nystroem --no-model``; the ``same`` column compares the labels): ``fit-npy`` from the
+same values saved as ``.npy`` (made once beside the CSV file), ``fit-csv``, ``fit-stdin`` (the
+CSV file on standard input), ``fit-bad`` (the CSV file with a bad cell 1,000 lines before the
+end: the error, its line and column, and how long it takes to come), ``fit-parquet`` and
+``fit-feather`` (the same values written by pyarrow, when it is installed).
+
+With ``--startup`` only: ``kkmeans predict model.npz few.csv`` of 10 rows against the start of
+``python -c "import numpy"``, the median of ``--repeats`` fresh processes each.
 
 A case whose library is not installed is listed as such. With each library the installed
 size of its distribution is printed (from its RECORD). Prints Markdown. The machine may be shared: note its load (``uptime``) with the numbers.
@@ -55,8 +59,9 @@ from bench_scale import peak_rss_bytes  # noqa: E402
 LIBRARIES = {"numpy-loadtxt": "numpy", "pandas-c": "pandas", "pyarrow-csv": "pyarrow",
              "polars": "polars", "kkmeans": "numpy", "kkmeans-stdin": "numpy",
              "kkmeans-reference": "numpy", "fit-npy": "numpy", "fit-csv": "numpy",
-             "fit-stdin": "numpy", "fit-bad": "numpy"}
-FIT_CASES = "fit-npy,fit-csv,fit-stdin,fit-bad"
+             "fit-stdin": "numpy", "fit-bad": "numpy", "fit-parquet": "pyarrow",
+             "fit-feather": "pyarrow"}
+FIT_CASES = "fit-npy,fit-csv,fit-stdin,fit-bad,fit-parquet,fit-feather"
 # The distributions a library installs (polars keeps its compiled part in a second one).
 DISTRIBUTIONS = {"polars": ("polars", "polars-runtime-32", "polars-runtime-64")}
 
@@ -113,11 +118,13 @@ def fit_child(case, path):
     from kkmeans_cli.cli import cli
 
     data = {"fit-npy": path[:-4] + ".npy", "fit-stdin": "-",
-            "fit-bad": path[:-4] + "-bad.csv"}.get(case, path)
+            "fit-bad": path[:-4] + "-bad.csv", "fit-parquet": path[:-4] + ".parquet",
+            "fit-feather": path[:-4] + ".feather"}.get(case, path)
     out, err = io.StringIO(), io.StringIO()
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(["fit", data, "-k", "20", "--approx", "nystroem", "--no-model", "-q"],
+        code = cli.main(["fit", data, "-k", "20", "--kernel", "rbf", "--approx", "nystroem",
+                         "--no-model", "-q"],
                         standalone_mode=False)
     seconds = time.perf_counter() - t0
     sha = (hashlib.sha256(out.getvalue().encode()).hexdigest()[:16] if code == 0
@@ -126,13 +133,25 @@ def fit_child(case, path):
 
 
 def make_fit_inputs(path):
-    """The .npy of the CSV file's values and the CSV file with a bad cell near the end."""
+    """The .npy of the CSV file's values, the same values as Parquet and Feather files (when
+    pyarrow is installed) and the CSV file with a bad cell near the end."""
+    import importlib.util
+
     import numpy as np
 
     from kkmeans_cli.io.readers import read_data
 
     if not os.path.exists(path[:-4] + ".npy"):
         np.save(path[:-4] + ".npy", read_data(path).X)
+    if importlib.util.find_spec("pyarrow") and not os.path.exists(path[:-4] + ".feather"):
+        import pyarrow as pa
+        import pyarrow.feather as feather
+        import pyarrow.parquet as pq
+
+        X = np.load(path[:-4] + ".npy")
+        table = pa.table({f"f{j}": X[:, j] for j in range(X.shape[1])})
+        pq.write_table(table, path[:-4] + ".parquet")
+        feather.write_feather(table, path[:-4] + ".feather")
     bad = path[:-4] + "-bad.csv"
     if not os.path.exists(bad):
         with open(path) as f:
@@ -194,6 +213,41 @@ def run_case(case, path, args):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def startup(args):
+    """``kkmeans predict model.npz few.csv`` on 10 rows against ``python -c "import numpy"``:
+    the median wall time of ``args.repeats`` fresh processes each (a model of 1,000 points)."""
+    import shutil
+
+    import numpy as np
+
+    folder = os.path.join(args.dir, "startup")
+    os.makedirs(folder, exist_ok=True)
+    rng = np.random.default_rng(0)
+    train, few = os.path.join(folder, "train.csv"), os.path.join(folder, "few.csv")
+    model = os.path.join(folder, "model.npz")
+    np.savetxt(train, rng.standard_normal((1000, 5)), delimiter=",")
+    np.savetxt(few, rng.standard_normal((10, 5)), delimiter=",")
+    kkmeans = shutil.which("kkmeans")
+    command = [kkmeans] if kkmeans else [sys.executable, "-m", "kkmeans_cli"]
+    subprocess.run(command + ["fit", train, "-k", "3", "--kernel", "rbf", "-o", model, "-q"],
+                   check=True, capture_output=True)
+    cases = {"python -c 'import numpy'": [sys.executable, "-c", "import numpy"],
+             "kkmeans predict model.npz few.csv": command + ["predict", model, few]}
+    print("| command | median s | runs |\n|---|---:|---|")
+    medians = {}
+    for name, cmd in cases.items():
+        times = []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True)
+            times.append(time.perf_counter() - t0)
+        medians[name] = statistics.median(times)
+        print(f"| `{name}` | {medians[name]:.3f} | {', '.join(f'{t:.3f}' for t in times)} |")
+    ratio = medians["kkmeans predict model.npz few.csv"] / medians["python -c 'import numpy'"]
+    print(f"\npredict / numpy import: {ratio:.2f}× (target ≤ 4×); load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--n", type=int, default=1_000_000)
@@ -204,12 +258,16 @@ def main(argv=None):
                                       "pyarrow-csv,polars")
     p.add_argument("--fit", action="store_true",
                    help=f"also time the fit from each input ({FIT_CASES})")
+    p.add_argument("--startup", action="store_true",
+                   help="only time `kkmeans predict` of 10 rows against `import numpy`")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     if args.child:
         return child(args.child, args.path)
+    if args.startup:
+        return startup(args)
     path = args.path or os.path.join(args.dir, f"X-{args.n}x{args.d}.csv")
     if not os.path.exists(path):
         print(f"making {path} ...", file=sys.stderr)
