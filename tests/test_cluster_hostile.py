@@ -239,10 +239,12 @@ def test_a_bad_part_on_a_local_cluster_is_one_line_without_a_worker_traceback(cl
     _one_line(result, 1, f"{tmp_path / 'parts' / 'p3.csv'}: the file is empty")
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143),
+                                          (signal.SIGHUP, 129), (signal.SIGQUIT, 131)])
 def test_a_signal_during_a_local_cluster_run_is_one_line(tmp_path, signum, code):
-    """Ctrl-C reaches the whole process group (the workers too); SIGTERM the command alone.
-    Either way: one line, 128 + the signal, no traceback of a worker, no output, no worker
+    """Ctrl-C, Ctrl-\\ and a terminal's hang-up reach the whole process group (the workers
+    and multiprocessing's resource tracker too); SIGTERM the command alone. Either way: one
+    line, 128 + the signal, no traceback of a worker or of the tracker, no output, no worker
     left behind. The labels go to a FIFO nobody reads: the run cannot end before the
     signal."""
     _points(tmp_path, n=3000)
@@ -254,13 +256,13 @@ def test_a_signal_during_a_local_cluster_run_is_one_line(tmp_path, signum, code)
                    "--labels", "labels.fifo"], tmp_path)
     _wait_for_line(proc, "Dask cluster tcp://127.0.0.1:")
     time.sleep(0.3)
-    if signum == signal.SIGINT:
-        os.killpg(proc.pid, signum)
-    else:
+    if signum == signal.SIGTERM:
         proc.send_signal(signum)
+    else:
+        os.killpg(proc.pid, signum)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err
-    name = "" if signum == signal.SIGINT else " (SIGTERM)"
+    name = "" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})"
     assert err.decode() == f"kkmeans: interrupted{name}\n"
     assert sorted(os.listdir(tmp_path)) == ["labels.fifo", "m.npz", "x.npy"]
     assert _group_gone(proc.pid), "a worker process outlived the command"
