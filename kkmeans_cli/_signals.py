@@ -1,10 +1,13 @@
-"""The one handler of the signals that end a command: SIGINT (Ctrl-C), SIGTERM and SIGHUP.
+"""The one handler of the signals that end a command: SIGINT (Ctrl-C), SIGTERM, SIGHUP and
+SIGQUIT (Ctrl-\\), and the other signals whose default action ends a process (SIGUSR1, SIGUSR2,
+SIGALRM, SIGXCPU, ...) while no one else handles them.
 
 While a command runs (:func:`handled`), each of them raises :class:`Interrupted` in the main
 thread, a ``KeyboardInterrupt``, so every library that stops on Ctrl-C (Dask's client among
 them) stops the same way on the others, the ``with`` blocks unwind and the outputs staged by
 ``io.outputs.AtomicOutputs`` are removed. The command line reports it on one line and exits
-with 128 + the signal's number (130, 143, 129), as a shell reports a program the signal ended.
+with 128 + the signal's number (130, 143, 129, 131, ...), as a shell reports a program the
+signal ended.
 
 Once the outputs are committed (:func:`committed`) the command has done its work: a signal
 that comes while it prints its report is noted and the command still ends with exit code 0, so
@@ -28,8 +31,13 @@ import signal
 import threading
 
 #: The signals that end a command, by name (those this platform has).
-SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
                 if hasattr(signal, name))
+#: Other signals whose default action ends the process (without any clean-up): handled the
+#: same way while nothing else in the process has a handler for them.
+IF_DEFAULT = tuple(getattr(signal, name) for name in ("SIGUSR1", "SIGUSR2", "SIGALRM",
+                                                       "SIGXCPU", "SIGVTALRM", "SIGPROF")
+                   if hasattr(signal, name))
 
 
 class Interrupted(KeyboardInterrupt):
@@ -89,10 +97,12 @@ def handled():
     global _done, _late, _pending
     _done, _late, _pending = False, None, None
     previous = {}
-    for signum in SIGNALS:
+    for signum in SIGNALS + IF_DEFAULT:
         old = signal.getsignal(signum)
         if old == signal.SIG_IGN:
             continue  # nohup, a background job: the user asked for it to be ignored
+        if signum in IF_DEFAULT and old != signal.SIG_DFL:
+            continue  # someone else's (a timer of the caller's)
         previous[signum] = old
         signal.signal(signum, _handler)
     watchdog = _Watchdog.start_for(previous) if previous else None

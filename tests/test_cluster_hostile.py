@@ -239,10 +239,12 @@ def test_a_bad_part_on_a_local_cluster_is_one_line_without_a_worker_traceback(cl
     _one_line(result, 1, f"{tmp_path / 'parts' / 'p3.csv'}: the file is empty")
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143),
+                                          (signal.SIGHUP, 129), (signal.SIGQUIT, 131)])
 def test_a_signal_during_a_local_cluster_run_is_one_line(tmp_path, signum, code):
-    """Ctrl-C reaches the whole process group (the workers too); SIGTERM the command alone.
-    Either way: one line, 128 + the signal, no traceback of a worker, no output, no worker
+    """Ctrl-C, Ctrl-\\ and a terminal's hang-up reach the whole process group (the workers
+    and multiprocessing's resource tracker too); SIGTERM the command alone. Either way: one
+    line, 128 + the signal, no traceback of a worker or of the tracker, no output, no worker
     left behind. The labels go to a FIFO nobody reads: the run cannot end before the
     signal."""
     _points(tmp_path, n=3000)
@@ -254,13 +256,13 @@ def test_a_signal_during_a_local_cluster_run_is_one_line(tmp_path, signum, code)
                    "--labels", "labels.fifo"], tmp_path)
     _wait_for_line(proc, "Dask cluster tcp://127.0.0.1:")
     time.sleep(0.3)
-    if signum == signal.SIGINT:
-        os.killpg(proc.pid, signum)
-    else:
+    if signum == signal.SIGTERM:
         proc.send_signal(signum)
+    else:
+        os.killpg(proc.pid, signum)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err
-    name = "" if signum == signal.SIGINT else " (SIGTERM)"
+    name = "" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})"
     assert err.decode() == f"kkmeans: interrupted{name}\n"
     assert sorted(os.listdir(tmp_path)) == ["labels.fifo", "m.npz", "x.npy"]
     assert _group_gone(proc.pid), "a worker process outlived the command"
@@ -321,3 +323,81 @@ def test_a_full_stdout_on_a_cluster_leaves_no_file(client, tmp_path):
         proc.stdout.close()
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 141 and err == b""
+
+
+# -- 14 on a cluster: the model's columns by name; the names a cluster fit stores -------------
+def _named(path, names, X):
+    with open(path, "w") as f:
+        f.write(",".join(names) + "\n")
+        for row in X:
+            f.write(",".join("" if np.isnan(v) else repr(float(v)) for v in row) + "\n")
+
+
+@pytest.fixture
+def abc_model(tmp_path):
+    X = np.random.default_rng(8).normal(size=(300, 3)) + np.repeat(np.eye(3) * 6, 100, axis=0)
+    _named(tmp_path / "abc.csv", ["a", "b", "c"], X)
+    result = run(["fit", tmp_path / "abc.csv", "-k", "3", *NYSTROEM, "-o", tmp_path / "m.npz",
+                  "--labels", tmp_path / "fit.txt", "-q"])
+    assert result.exit_code == 0, result.stderr
+    return tmp_path, X, (tmp_path / "fit.txt").read_text()
+
+
+@pytest.mark.parametrize("names", [["c", "b", "a"], ["x", "c", "a", "b"]])
+def test_predict_on_a_cluster_takes_the_model_columns_by_name(client, abc_model, names):
+    tmp, X, expected = abc_model
+    order = {"a": 0, "b": 1, "c": 2}
+    x = np.where(np.arange(X.shape[0]) == 7, np.nan, 1.0)  # unused by the model
+    cols = np.column_stack([X[:, order[n]] if n in order else x for n in names])
+    (tmp / "parts").mkdir()
+    _named(tmp / "new.csv", names, cols)
+    _named(tmp / "parts" / "p1.csv", names, cols[:120])
+    _named(tmp / "parts" / "p2.csv", names, cols[120:])
+    for data in (tmp / "new.csv", tmp / "parts" / "*.csv"):
+        result = run(["predict", tmp / "m.npz", data, "--scheduler", client.scheduler.address])
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout == expected
+        assert "columns:       a, b, c (the model's, taken by name)" in result.stderr
+
+
+def test_predict_on_a_cluster_refuses_a_missing_column_as_one_process_does(client, abc_model):
+    tmp, X, _ = abc_model
+    _named(tmp / "new.csv", ["c", "b", "z"], X[:, ::-1])
+    args = ["predict", tmp / "m.npz", tmp / "new.csv", "--labels", tmp / "new.txt", "-q"]
+    one = run(args)
+    dask = run(args + ["--scheduler", client.scheduler.address])
+    assert one.exit_code == 1 and "has no column 'a' of the model" in one.stderr
+    assert dask.exit_code == 1 and dask.stderr == one.stderr
+    assert not (tmp / "new.txt").exists()
+
+
+def test_a_cluster_fit_stores_the_column_names_and_checks_the_parts(client, abc_model):
+    tmp, X, expected = abc_model
+    (tmp / "parts").mkdir()
+    _named(tmp / "parts" / "p1.csv", ["a", "b", "c"], X[:150])
+    _named(tmp / "parts" / "p2.csv", ["a", "b", "c"], X[150:])
+    result = run(["fit", tmp / "parts" / "*.csv", "-k", "3", *NYSTROEM, "-o", tmp / "d.npz",
+                  "--scheduler", client.scheduler.address, "-q", "--labels", "/dev/null"])
+    assert result.exit_code == 0, result.stderr
+    assert "features:      3 (a, b, c)" in run(["info", tmp / "d.npz"]).stdout
+    _named(tmp / "parts" / "p2.csv", ["a", "c", "b"], X[150:])
+    args = ["fit", tmp / "parts" / "*.csv", "-k", "3", *NYSTROEM, "-o", tmp / "e.npz", "-q"]
+    one = run(args)
+    dask = run(args + ["--scheduler", client.scheduler.address])
+    assert one.exit_code == dask.exit_code == 1
+    assert dask.stderr == one.stderr == (
+        f"kkmeans: error: {tmp / 'parts' / 'p2.csv'}: its columns are a, c, b; "
+        f"{tmp / 'parts' / 'p1.csv'} has a, b, c; every file of {tmp / 'parts' / '*.csv'} "
+        f"needs the same columns\n")
+    assert not (tmp / "e.npz").exists()
+
+
+def test_the_cluster_report_gives_the_workers_threads(client, tmp_path):
+    """The time line of a cluster fit counts the workers' threads, not this process's (its
+    --threads does not apply there)."""
+    _points(tmp_path)
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--no-model",
+                  "--labels", "/dev/null", "--scheduler", client.scheduler.address])
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.rstrip().endswith(" s (on 1 Dask worker, 1 thread in all)")
+    assert "of 2 threads" not in result.stderr

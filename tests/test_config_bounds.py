@@ -58,6 +58,16 @@ def test_an_alias_bomb_through_merge_keys_is_refused(work):
     _one_line(_fit(work, "\n".join(lines) + "\n"), 2, "expand to more than 10,000 values")
 
 
+@pytest.mark.parametrize("text", [
+    "".join(f"k{i}: 1\n" for i in range(9000)),                 # many keys, no alias
+    "columns: [" + ", ".join(["a"] * 10_500) + "]\n",           # one long list
+])
+def test_a_config_too_large_without_aliases_does_not_blame_aliases(work, text):
+    assert len(text) < 2 ** 20 and "*" not in text
+    _one_line(_fit(work, text), 2, "it holds more than 10,000 values; a run config holds a "
+                                   "few option values")
+
+
 def test_a_few_aliases_within_the_bound_still_work(work):
     (work / "run.yaml").write_text("seed: &s 7\nn_init: *s\n")
     result = run(["fit", work / "data.csv", "-k", "3", "--threads", "1", "--config",

@@ -1,4 +1,5 @@
-"""SIGINT, SIGTERM and SIGHUP end a command alike (one handler, ``kkmeans_cli._signals``): one
+"""SIGINT, SIGTERM, SIGHUP and SIGQUIT (and, while no one else handles them, the other signals
+whose default action ends a process) end a command alike (one handler, ``kkmeans_cli._signals``): one
 line on stderr, exit code 128 + the signal's number, temporary files removed and existing
 outputs as they were (docs/cli.md, "Signals"). The commands run as subprocesses, stopped at a
 point where they are known to wait: reading DATA from a pipe, or writing to a FIFO no one reads
@@ -13,7 +14,9 @@ import pytest
 from helpers import FAST, blobs, kkmeans_command, run, write_csv
 
 OLD = b"OLD CONTENT\n"
-NAMES = {signal.SIGINT: "", signal.SIGTERM: " (SIGTERM)", signal.SIGHUP: " (SIGHUP)"}
+NAMES = {signal.SIGINT: "", signal.SIGTERM: " (SIGTERM)", signal.SIGHUP: " (SIGHUP)",
+         signal.SIGQUIT: " (SIGQUIT)", signal.SIGUSR1: " (SIGUSR1)", signal.SIGALRM: " (SIGALRM)",
+         signal.SIGXCPU: " (SIGXCPU)"}
 
 
 @pytest.fixture
@@ -66,6 +69,42 @@ def test_a_signal_while_outputs_are_staged_removes_them(work, signum):
     _ended_by(proc, signum)
     assert _snapshot(work) == before
     assert sorted(os.listdir(work)) == ["data.csv", "dist.fifo", "model.npz", "out.csv"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGQUIT, signal.SIGUSR1, signal.SIGALRM,
+                                    signal.SIGXCPU])
+def test_the_other_signals_that_end_a_process_remove_the_staged_files_too(work, signum):
+    """Ctrl-\\ (SIGQUIT), and a signal whose default action ends the process without clean-up
+    (a user's SIGUSR1, a timer's SIGALRM, a CPU limit's SIGXCPU), end the command as SIGTERM
+    does: out.csv as it was, no temporary file left."""
+    (work / "out.csv").write_bytes(OLD)
+    fifo = work / "dist.fifo"
+    os.mkfifo(fifo)
+    before = _snapshot(work)
+    proc = _start(["predict", "model.npz", "data.csv", "--with-data", "--labels", "out.csv",
+                   "--distances", fifo, "-q"], work)
+    _wait_for(lambda: any(name.startswith(".out.csv.") for name in os.listdir(work)), proc)
+    _ended_by(proc, signum)
+    assert _snapshot(work) == before
+    assert sorted(os.listdir(work)) == ["data.csv", "dist.fifo", "model.npz", "out.csv"]
+
+
+def test_a_handler_of_the_caller_for_the_other_signals_is_kept(work):
+    """In a process where something else handles SIGALRM (a timer), a command leaves its
+    handler in place."""
+    from kkmeans_cli import _signals
+
+    def mine(signum, frame):
+        pass
+
+    before = signal.signal(signal.SIGALRM, mine)
+    try:
+        with _signals.handled():
+            assert signal.getsignal(signal.SIGALRM) is mine
+            assert signal.getsignal(signal.SIGQUIT) is _signals._handler
+        assert signal.getsignal(signal.SIGALRM) is mine
+    finally:
+        signal.signal(signal.SIGALRM, before)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])

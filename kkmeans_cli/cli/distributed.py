@@ -219,9 +219,12 @@ def predict_command(opts, reporter, loaded):
     if loaded.scaler.method != "none":
         raise UsageError(f"{opts['model_path']}: the model scales its data (--scale "
                          f"{loaded.scaler.method}); predict on a cluster does not scale yet")
+    from .predict import columns_row, read_model_columns
+
     expected = loaded.meta["n_features"]
     with _client(opts, reporter) as client:
-        data = _data(client, opts, opts["data"])
+        data, by_name = read_model_columns(opts, loaded.meta.get("columns"),
+                                           lambda o: _data(client, o, o["data"]), reporter)
         if data.d != expected:
             raise DataError(f"{data.source}: has {data.d} columns, the model "
                             f"{opts['model_path']} expects {expected} features"
@@ -246,6 +249,7 @@ def predict_command(opts, reporter, loaded):
     reporter.table("kkmeans predict", [
         ("data", f"{data.source}: {data.n} rows"),
         ("model", f"{opts['model_path']}: {loaded.result.kernel.describe()}, k = {k}"),
+        *columns_row(data, by_name),
         ("cluster", f"Dask, {len(data.bounds)} chunk(s)"),
         ("cluster sizes", ", ".join(str(int(s)) for s in sizes)),
     ])

@@ -103,14 +103,21 @@ def predict(ctx, **_):
         ("data", f"{data.source}: {plural(data.X.shape[0], 'row')}"
                  + (f" ({data.n_dropped} dropped)" if data.n_dropped else "")),
         ("model", f"{opts['model_path']}: {kernel.describe()}, k = {k}"),
-        *([("columns", f"{', '.join(data.columns)} (the model's, taken by name)")]
-          if by_name else []),
+        *columns_row(data, by_name),
         ("cluster sizes", ", ".join(str(int(s)) for s in sizes)),
     ])
 
 
 def _read_model_columns(opts, names, reporter):
-    """DATA for a model trained on columns with names: when DATA has a header too (and no
+    """DATA read in one process for a model trained on columns ``names`` (see
+    ``read_model_columns``); standard input is held so that it can be read again."""
+    return read_model_columns(opts, names, lambda o: read_input(o, o["data"]), reporter,
+                              hold=lambda: _rereadable_stdin(opts["data"], opts))
+
+
+def read_model_columns(opts, names, read, reporter, hold=contextlib.nullcontext):
+    """DATA for a model trained on columns with names, in one process or on a cluster
+    (``read(opts)`` reads DATA with those options): when DATA has a header too (and no
     --columns is given), the model's columns are taken by name, whatever their order and
     whatever other columns DATA has; a name DATA lacks is an error listing both. DATA without
     names (.npy, HDF5, text without a header) is taken by position, as is DATA read with
@@ -119,22 +126,21 @@ def _read_model_columns(opts, names, reporter):
 
     The usual DATA, with the model's columns in order, is read once; DATA is read again with
     the model's columns only when they must be picked out (so that a missing value in a column
-    the model does not use neither stops nor drops a row). Standard input is held for that."""
-    spec = opts["data"]
+    the model does not use neither stops nor drops a row), within ``hold()``."""
     if not names or opts["columns"] is not None or opts["header"] is False:
-        data = read_input(opts, spec)
+        data = read(opts)
         if names and data.columns is not None and list(data.columns) != list(names) \
                 and len(data.columns) == len(names):
             reporter.warn(f"{data.source}: its columns {_names(data.columns)} are matched by "
                           f"position to the model's {_names(names)}")
         return data, False
     by_name = dict(opts, columns=list(names))
-    with _rereadable_stdin(spec, opts):
+    with hold():
         try:
-            data = read_input(opts, spec)
+            data = read(opts)
         except DataError as exc:
             try:  # perhaps a problem in a column the model does not use
-                return read_input(by_name, spec), True
+                return read(by_name), True
             except (UsageError, DataError):
                 raise exc from None
         if data.columns is None or list(data.columns) == list(names):
@@ -145,7 +151,13 @@ def _read_model_columns(opts, names, reporter):
                             f"{opts['model_path']}; its columns are {_names(data.columns)}, "
                             f"the model's {_names(names)} (give --columns to take DATA's "
                             f"columns by position instead)")
-        return read_input(by_name, spec), True
+        return read(by_name), True
+
+
+def columns_row(data, by_name):
+    """The report's row for DATA's columns picked by name (none otherwise)."""
+    return ([("columns", f"{', '.join(data.columns)} (the model's, taken by name)")]
+            if by_name else [])
 
 
 @contextlib.contextmanager

@@ -244,7 +244,7 @@ def fit_report(estimator, data, scaler, model_path):
         ("inertia", f"{estimator.inertia_:.6g}"),
         ("cluster sizes", ", ".join(str(int(s)) for s in estimator.cluster_sizes_)),
         ("model", model_path or "not saved (--no-model)"),
-        ("time", _time_text(stats, _threads_text(estimator, stats["n_threads"], n),
+        ("time", _time_text(stats, _threads_text(estimator, stats, n),
                             getattr(estimator, "approx", "none"))),
     ]
     rows[-2:-2] = _psd_rows(stats)
@@ -452,13 +452,19 @@ def silhouette_text(result, n):
     return f"{result.score:.6f} ({how})"
 
 
-def _threads_text(estimator, used, n):
+def _threads_text(estimator, stats, n):
     """The threads a fit used, and why fewer than asked for: ``2 threads``, ``1 of 2 threads:
-    fewer than 2,000 points``, ``1 thread: engine built without OpenMP``."""
+    fewer than 2,000 points``, ``1 thread: engine built without OpenMP``; on a cluster the
+    workers' (``on 2 Dask workers, 2 threads in all``: this process's threads do not count)."""
     from ..engine import _openmp
     from ..engine.threads import effective_n_threads
     from ..model.planning import SMALL_N
 
+    cluster = stats.get("cluster")
+    if cluster:
+        return (f"on {plural(cluster['workers'], 'Dask worker')}, "
+                f"{plural(cluster.get('threads', cluster['workers']), 'thread')} in all")
+    used = stats["n_threads"]
     if not _openmp.openmp_enabled():
         return f"{plural(used, 'thread')}: engine built without OpenMP"
     available = effective_n_threads(getattr(estimator, "n_threads", None))

@@ -3,7 +3,8 @@
 (a task's result may be recomputed after a worker is lost, so tasks are pure functions).
 
 A chunk's features come from a *source*: ``("phi", Φ, ‖φ‖²)`` (features held on the worker),
-``("x", X)`` (the rows held, features recomputed) or ``("read", reader, i0, i1)`` (nothing
+``("x", X)`` (the rows held, features recomputed; a whole file of a glob also holds its column
+names, ``("x", X, names)``) or ``("read", reader, i0, i1)`` (nothing
 held: the rows are read from the file and the features recomputed at every pass, for data
 larger than the workers' memory). ``fmap`` is the engine's ``FeatureMap`` (landmarks, the
 m × s projection, the kernel), a future sent to each worker once.
@@ -45,18 +46,22 @@ def persist_features(src, fmap):
     return ("phi", Phi, x_sq, (float(np.sum(fmap.kernel.diag(X))), float(np.sum(x_sq))))
 
 
-def hold_rows(src):
-    """``("x", X)``: the rows of a chunk, held on the worker."""
-    return ("x", np.ascontiguousarray(rows_of(src), dtype=np.float64))
-
-
 def concat_rows(pieces):
     """``("x", X)`` of consecutive row ranges of held sources: [(src, a, b), ...]."""
     return ("x", np.ascontiguousarray(np.concatenate([rows_of(s)[a:b] for s, a, b in pieces])))
 
 
-def shape_of(src):
-    return tuple(src[1].shape)
+def hold_file(reader):
+    """``("x", X, names)``: a whole file of DATA (``readers.FileReader``) held on the worker,
+    with its column names (None without a header)."""
+    data = reader.read()
+    return ("x", np.ascontiguousarray(data.X, dtype=np.float64),
+            None if data.columns is None else list(data.columns))
+
+
+def head_of(src):
+    """(shape, column names or None) of a held chunk."""
+    return tuple(src[1].shape), (src[2] if len(src) > 2 else None)
 
 
 def n_rows(src):

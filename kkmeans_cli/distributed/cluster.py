@@ -288,7 +288,7 @@ def _start_local(n_workers, worker_memory):
     # reports a failure in one line. Once started they ignore Ctrl-C and a terminal's hang-up
     # (worker_setup, also after a restart); this process stops them.
     try:
-        with _workers_stderr_to_null():
+        with _workers_stderr_to_null(), _terminal_signals_blocked():
             return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                                 host=LOOPBACK, dashboard_address=dashboard,
                                 memory_limit=worker_memory if worker_memory else "auto",
@@ -297,6 +297,27 @@ def _start_local(n_workers, worker_memory):
     except Exception as exc:  # noqa: BLE001 -- any start failure is one line
         raise ClusterError(f"cannot start a local Dask cluster of {n_workers} workers on "
                            f"{LOOPBACK}: {type(exc).__name__}: {exc}") from None
+
+
+@contextlib.contextmanager
+def _terminal_signals_blocked():
+    """SIGHUP and SIGQUIT blocked in the threads the block starts (Dask's event loop) and so
+    in every process they start, then or later: the workers (also after a restart) and
+    multiprocessing's resource tracker. A terminal's hang-up or Ctrl-\\ goes to the whole
+    process group; the tracker ignores only SIGINT and SIGTERM, and, killed, was started
+    again and printed a traceback for each shared-memory name it did not know. This process
+    (its main thread) still gets them, ends the command and stops the cluster."""
+    import signal
+
+    wanted = {getattr(signal, name) for name in ("SIGHUP", "SIGQUIT") if hasattr(signal, name)}
+    if not wanted or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @contextlib.contextmanager

@@ -385,11 +385,13 @@ def fit_on_cluster(data, client, params, rngs, *, persist="auto", progress=None,
     labels = np.concatenate(client.gather([run.submit(chunks.labels_of, st)
                                            for st in best.labels])).astype(np.intp)
     W = best.W
+    workers = list(client.scheduler_info().get("workers", {}).values())
     fit_stats = {"kernel_seconds": t2 - t0, "iteration_seconds": t3 - t2,
                  "restart_inertias": inertias, "best_restart": int(np.argmin(inertias)),
                  "n_threads": 1, "storage": "features held on the workers" if run.persisted
                  else "features recomputed at every pass",
-                 "cluster": {"workers": len(client.scheduler_info().get("workers", {})),
+                 "cluster": {"workers": len(workers),
+                             "threads": int(sum(w.get("nthreads", 1) for w in workers)),
                              "chunks": len(data.bounds),
                              "bytes_per_pass": int(run.bytes_per_pass),
                              "pass_seconds": [float(t) for t in run.pass_seconds]}}

@@ -19,8 +19,8 @@ import numpy as np
 
 from ..engine.features import CHUNK_ROWS
 from ..errors import DataError, UsageError
-from ..io.readers import (HDF5_SUFFIXES, NPY_SUFFIXES, expand_glob, is_glob, read_data,
-                          split_hdf5_spec)
+from ..io.readers import (HDF5_SUFFIXES, NPY_SUFFIXES, check_parts, expand_glob, is_glob,
+                          read_data, split_hdf5_spec)
 from . import chunks
 
 #: Bytes of a chunk's rows or features at most (about): the chunks never depend on the
@@ -125,6 +125,10 @@ class FileReader:
     shown: str = None
 
     def rows(self, i0, i1):
+        return self.read().X[i0:i1]
+
+    def read(self):
+        """The file as a ``DataSet`` (its rows and column names)."""
         shown = self.shown or self.path
         if not os.path.exists(self.path):
             error = _unreadable(shown, self.path, FileNotFoundError(
@@ -137,7 +141,7 @@ class FileReader:
             except OSError as exc:
                 error = _unreadable(shown, self.path, exc)
             else:
-                return data.X[i0:i1]
+                return data
         raise error  # (raised here, a new error: nothing of the reader's goes to the client)
 
 
@@ -312,22 +316,17 @@ def _open_glob(client, spec, **options):
 
 
 def _open_files(client, paths, spec, options):
-    """Each file one chunk: read on a worker and held there (``("x", X)``); the client
-    gets only each file's shape."""
-    futures = [client.submit(chunks.hold_rows,
-                             ("read", FileReader(os.path.abspath(p), options, shown=p), 0, None),
+    """Each file one chunk: read on a worker and held there (``("x", X, names)``); the
+    client gets only each file's shape and column names (checked as in one process)."""
+    futures = [client.submit(chunks.hold_file, FileReader(os.path.abspath(p), options, shown=p),
                              pure=False) for p in paths]
-    shapes = client.gather([client.submit(chunks.shape_of, f) for f in futures])
-    widths = {s[1] for s in shapes}
-    if len(widths) != 1:
-        j = next(i for i, s in enumerate(shapes) if s[1] != shapes[0][1])
-        raise DataError(f"{paths[j]}: has {shapes[j][1]} columns, {paths[0]} has "
-                        f"{shapes[0][1]}; every file of {spec} needs the same columns")
+    heads = client.gather([client.submit(chunks.head_of, f) for f in futures])
+    names = check_parts(spec, [(p, shape[1], names) for p, (shape, names) in zip(paths, heads)])
     bounds, i0 = [], 0
-    for s in shapes:
-        bounds.append((i0, i0 + s[0]))
-        i0 += s[0]
-    return ChunkedData(futures, bounds, i0, shapes[0][1], spec)
+    for shape, _ in heads:
+        bounds.append((i0, i0 + shape[0]))
+        i0 += shape[0]
+    return ChunkedData(futures, bounds, i0, heads[0][0][1], spec, names)
 
 
 def from_array(client, X):

@@ -8,8 +8,9 @@ fit options for ``predict``) is ignored; a key no command knows is an error. Eve
 checked, also one a flag overrides or one for another command.
 
 A config is small and read within bounds: at most ``MAX_BYTES``, nested at most ``MAX_DEPTH``
-levels, and its aliases (``*name``) may not expand it beyond ``MAX_VALUES`` values (a
-"billion laughs" of a few hundred bytes would otherwise take gigabytes). A message shows at
+levels, and at most ``MAX_VALUES`` values once its aliases (``*name``) are expanded (a
+"billion laughs" of a few hundred bytes would otherwise take gigabytes); the message blames
+the aliases only where there are some. A message shows at
 most a short excerpt of a value (:func:`excerpt`).
 """
 import difflib
@@ -141,14 +142,16 @@ def _bounded_loader(yaml, path):
 
 
 def _check_expansion(root, path):
-    """Refuse a document whose aliases expand it beyond ``MAX_VALUES`` values, or refer to
+    """Refuse a document of more than ``MAX_VALUES`` values once its aliases are expanded (the
+    message blames them where the values they hold go beyond), or whose aliases refer to
     themselves, before anything is built from it (the count of each node is its values once
     expanded, counted once per node)."""
     import yaml
 
-    counts, active = {}, set()
+    counts, aliased, active = {}, set(), set()
 
     def count(node):
+        """The node's values once expanded; ``aliased`` gets the nodes that hold an alias."""
         key = id(node)
         if key in counts:
             return counts[key]
@@ -157,16 +160,22 @@ def _check_expansion(root, path):
                               f"refers to the value that holds it")
         active.add(key)
         total = 1
-        if isinstance(node, yaml.SequenceNode):
-            total += sum(count(child) for child in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            total += sum(count(k) + count(v) for k, v in node.value)
+        children = (node.value if isinstance(node, yaml.SequenceNode) else
+                    [n for pair in node.value for n in pair]
+                    if isinstance(node, yaml.MappingNode) else [])
+        for child in children:
+            if id(child) in counts or id(child) in aliased:
+                aliased.add(key)  # a value seen before (an alias), or one holding one
+            total += count(child)
+            if id(child) in aliased:
+                aliased.add(key)
         active.discard(key)
         counts[key] = total
         if total > MAX_VALUES:
-            raise ConfigError(f"config {path}: line {node.start_mark.line + 1}: its aliases "
-                              f"expand to more than {MAX_VALUES:,} values; a run config "
-                              f"holds a few option values")
+            what = ("its aliases expand to" if key in aliased else "it holds")
+            raise ConfigError(f"config {path}: line {node.start_mark.line + 1}: {what} more "
+                              f"than {MAX_VALUES:,} values; a run config holds a few option "
+                              f"values")
         return total
 
     count(root)

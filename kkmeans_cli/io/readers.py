@@ -242,25 +242,30 @@ def expand_glob(spec):
     return paths
 
 
+def check_parts(spec, parts):
+    """The files of a glob, ``[(path, width, names or None), ...]``, in one process or on a
+    cluster: parts of different widths or column names are an error naming the part. Returns
+    the column names (of the first part that has them) or None."""
+    first = parts[0]
+    for path, width, names in parts[1:]:
+        if width != first[1]:
+            raise DataError(f"{path}: has {width} columns, {first[0]} has {first[1]}; every "
+                            f"file of {spec} needs the same columns")
+        if names is not None and first[2] is not None and list(names) != list(first[2]):
+            raise DataError(f"{path}: its columns are {', '.join(names)}; {first[0]} has "
+                            f"{', '.join(first[2])}; every file of {spec} needs the same "
+                            f"columns")
+    return next((list(p[2]) for p in parts if p[2] is not None), None)
+
+
 def _read_parts(spec, paths, **options):
     """The files of a glob read one by one as DATA and joined: the same rows as the
     concatenated file (each part is read by its own rules: header detection, line numbers in
     messages). Parts of different widths or column names are an error naming the part."""
     parts = []
     for path in paths:
-        part = read_data(path, **options)
-        if parts:
-            first = parts[0]
-            if part.X.shape[1] != first.X.shape[1]:
-                raise DataError(f"{path}: has {part.X.shape[1]} columns, {first.source} has "
-                                f"{first.X.shape[1]}; every file of {spec} needs the same "
-                                f"columns")
-            if (part.columns is not None and first.columns is not None
-                    and part.columns != first.columns):
-                raise DataError(f"{path}: its columns are {', '.join(part.columns)}; "
-                                f"{first.source} has {', '.join(first.columns)}; every file "
-                                f"of {spec} needs the same columns")
-        parts.append(part)
+        parts.append(read_data(path, **options))
+        check_parts(spec, [(p.source, p.X.shape[1], p.columns) for p in (parts[0], parts[-1])])
     columns = next((p.columns for p in parts if p.columns is not None), None)
     X = parts[0].X if len(parts) == 1 else np.concatenate([p.X for p in parts])
     kept = np.concatenate([p.kept for p in parts])
