@@ -93,6 +93,9 @@ def fit_arrays(X, weights, init_labels, kernel_matrix, params, plan, rngs, progr
              "n_threads": n_threads, "storage": storage_used(source)}
     if plan.reason is not None:
         stats["storage_reason"] = plan.reason
+    if plan.costs is not None:  # the route chosen by the cost model (model/planning.py)
+        stats["route_predicted_seconds"] = {"matrix": plan.costs.matrix,
+                                            "screened": plan.costs.screened}
     if not source.holds_matrix and hasattr(source, "kernel_evaluations"):
         stats["kernel_evaluations"] = int(source.kernel_evaluations)
     if psd is not None:

@@ -51,10 +51,10 @@ TOUCH_SECONDS_PER_BYTE = 0.55e-9
 PASS_SECONDS_PER_BYTE = 0.045e-9
 #: Full passes of one restart (Lloyd and Hartigan's refinement) on K in memory, on data with
 #: clusters; structureless data takes ten times more, on every route (bench_route.py).
-PASSES_PER_RESTART = 12.0
+PASSES_PER_RESTART = 15.0
 #: Kernel values of one candidate completed on kernel values in blocks, in units of n²/k
 #: (own sums at the start and the end, the bounds' refreshes; bench_route.py).
-COMPLETION_VALUES = 4.0
+COMPLETION_VALUES = 7.0
 #: The candidates of screened restarts: restarts on the sample's kernel matrix.
 SAMPLE_PASSES_PER_CANDIDATE = PASSES_PER_RESTART
 
@@ -157,6 +157,8 @@ class FitPlan:
         adaptive screening (``exact_restarts.adaptive_restarts``).
     matrix_fits : bool
         The kernel matrix fits the memory limit (the adaptive screening may build it).
+    costs : RouteCosts or None
+        The cost model's predictions when it chose the route (``storage='auto'``).
     """
 
     route: str
@@ -167,6 +169,7 @@ class FitPlan:
     lazy_budget: float = 0.0
     screen: bool = False
     matrix_fits: bool = False
+    costs: object = None
 
 
 def _psd_by_construction(params):
@@ -219,7 +222,7 @@ def screens(params, n):
 
 
 def cost_choice(params, n, n_features, kernel_given=False):
-    """``(route, screen, reason, matrix_fits)`` of the cost model for ``storage='auto'``
+    """``(route, screen, reason, matrix_fits, costs)`` of the cost model for ``storage='auto'``
     (:func:`route_costs`, :func:`choose_route`), or None where it does not choose: another
     storage, a kernel matrix given, no blocked route possible, restarts that cannot be
     screened."""
@@ -236,7 +239,7 @@ def cost_choice(params, n, n_features, kernel_given=False):
     costs = route_costs(n, n_features, k, int(params["n_init"]),
                         itemsize=np.dtype(dtype).itemsize)
     chosen = choose_route(costs, matrix_fits, blocked_fits)
-    return None if chosen is None else (*chosen, matrix_fits)
+    return None if chosen is None else (*chosen, matrix_fits, costs)
 
 
 def route_of(params, n, n_features, kernel_given=False):
@@ -303,7 +306,8 @@ def plan_fit(params, n, n_features, *, kernel_given=False):
     return FitPlan(route=route, reason=reason, n_threads=n_threads, dtype=dtype,
                    n_features=n_features,
                    lazy_budget=LAZY_BUDGET * float(n) * n if route == "lazy" else 0.0,
-                   screen=screen, matrix_fits=matrix_fits)
+                   screen=screen, matrix_fits=matrix_fits,
+                   costs=None if chosen is None else chosen[4])
 
 
 def check_command_memory(params, n, ks, silhouette=None, blocked_silhouette=False,
