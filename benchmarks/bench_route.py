@@ -85,6 +85,8 @@ def worker_fit(args):
     summary = os.path.join(tempfile.mkdtemp(), "s.json")
     argv = ["fit", args.data, "-k", str(args.k), "--kernel", "rbf", "--storage", args.storage,
             "--no-model", "--summary", summary, "--quiet"]
+    if args.threads:
+        argv += ["--threads", str(args.threads)]
     t0 = time.perf_counter()
     with open(os.devnull, "w") as null:
         stdout, sys.stdout = sys.stdout, null
@@ -126,7 +128,7 @@ def part_constants(args):
     from kkmeans_cli.kernels.sources import BlockedKernel, InMemoryKernel
     from kkmeans_cli.model import planning
 
-    threads = effective_n_threads(None)
+    threads = effective_n_threads(args.threads)
     n, k = 6000, 8
     rng = np.random.default_rng(0)
     labels = rng.integers(0, k, size=n).astype(np.int32)
@@ -188,7 +190,7 @@ def part_constants(args):
 def part_routes(args):
     tmp = tempfile.mkdtemp()
     print(f"\n### --storage auto against the explicit routes (median of {args.rounds} fresh "
-          f"processes; load average before {load_text()})\n")
+          f"processes; threads {args.threads or 'all'}; load average before {load_text()})\n")
     print("| data | seed | auto: route | auto s / GB | matrix s / GB | blocked s / GB | "
           "objective auto / matrix / blocked | auto within limits |")
     print("|---|---|---|---|---|---|---|---|")
@@ -200,8 +202,9 @@ def part_routes(args):
             res = {}
             for _ in range(args.rounds):
                 for storage in ("auto", "matrix", "blocked"):
-                    res.setdefault(storage, []).append(child("fit", data=data, k=k,
-                                                             storage=storage))
+                    res.setdefault(storage, []).append(child(
+                        "fit", data=data, k=k, storage=storage,
+                        **({"threads": args.threads} if args.threads else {})))
             if any("error" in r for runs in res.values() for r in runs):
                 print(f"| {case} | {seed} | failed: {res} |")
                 continue
@@ -231,6 +234,8 @@ def main(argv=None):
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--reasons", action="store_true", help="print auto's storage reason")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="the engine's threads (default: all cores)")
     parser.add_argument("--worker")
     parser.add_argument("--data")
     parser.add_argument("--k", type=int)
