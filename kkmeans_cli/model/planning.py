@@ -40,20 +40,22 @@ LAZY_BUDGET = 0.5
 # core); results do not depend on the thread count, so small fits run on one thread.
 SMALL_N = 2000
 
-# The cost model of storage='auto' (route_costs): seconds per unit, measured on 2 cores with
-# benchmarks/bench_route.py (docs/performance.md, "The route's cost model").
+# The cost model of storage='auto' (route_costs): seconds per unit on one thread (divided by
+# the fit's threads), measured with benchmarks/bench_route.py --parts constants --threads 1 on
+# a shared 2-core VM under a load average of 8 (docs/performance.md, "Where the time goes"):
+# absolute values are inflated by the load alike, the choice depends on their ratios.
 #: One rbf kernel value computed in a block (fused with its sum): a + b·d seconds.
-VALUE_SECONDS = 1.1e-9
-VALUE_FEATURE_SECONDS = 0.25e-9
+VALUE_SECONDS = 2.9e-8
+VALUE_FEATURE_SECONDS = 0.45e-9
 #: Building K: each byte of a fresh n×n array written (first touch), besides the n²/2 values.
-TOUCH_SECONDS_PER_BYTE = 0.55e-9
+TOUCH_SECONDS_PER_BYTE = 1.1e-9
 #: One full pass of the iterations over K in memory, per byte of K.
-PASS_SECONDS_PER_BYTE = 0.045e-9
+PASS_SECONDS_PER_BYTE = 0.27e-9
 #: Full passes of one restart (Lloyd and Hartigan's refinement) on K in memory, on data with
-#: clusters; structureless data takes ten times more, on every route (bench_route.py).
-PASSES_PER_RESTART = 15.0
+#: clusters (blobs: 8.4; i.i.d. normal data takes 46, on every route).
+PASSES_PER_RESTART = 8.0
 #: Kernel values of one candidate completed on kernel values in blocks, in units of n²/k
-#: (own sums at the start and the end, the bounds' refreshes; bench_route.py).
+#: (own sums at the start and the end, the bounds' refreshes; blobs: 7.4).
 COMPLETION_VALUES = 7.0
 #: The candidates of screened restarts: restarts on the sample's kernel matrix.
 SAMPLE_PASSES_PER_CANDIDATE = PASSES_PER_RESTART
@@ -78,7 +80,7 @@ class RouteCosts:
     sample: int
 
 
-def route_costs(n, n_features, n_clusters, n_init, itemsize=8):
+def route_costs(n, n_features, n_clusters, n_init, itemsize=8, n_threads=1):
     """Predicted seconds of the kernel matrix with full restarts and of restarts screened on
     a sample with kernel values in blocks (:class:`RouteCosts`), from the constants measured
     by ``benchmarks/bench_route.py``. A pure function of numbers.
@@ -92,7 +94,9 @@ def route_costs(n, n_features, n_clusters, n_init, itemsize=8):
     - screened: the sample's matrix (s²/2 values, s²·itemsize written) + n_init candidates of
       ``SAMPLE_PASSES_PER_CANDIDATE`` passes over it + the completion of the best (distinct
       solutions on clustered data are few: one, the usual case, is predicted): n·min(s, 4000)
-      values for its start and ``COMPLETION_VALUES``·n²/k for its iterations.
+      values for its start and ``COMPLETION_VALUES``·n²/k for its iterations;
+
+    each divided by ``n_threads`` (the work is spread over whole rows).
     """
     n, k, s = float(n), float(n_clusters), float(screen_sample_size(n, n_clusters))
     value = VALUE_SECONDS + VALUE_FEATURE_SECONDS * n_features
@@ -106,8 +110,8 @@ def route_costs(n, n_features, n_clusters, n_init, itemsize=8):
     matrix = build(n) + passes(n, n_init * PASSES_PER_RESTART)
     screened = (build(s) + passes(s, n_init * SAMPLE_PASSES_PER_CANDIDATE)
                 + (n * min(s, 4000.0) + COMPLETION_VALUES * n * n / k) * value)
-    return RouteCosts(matrix=matrix, screened=screened, matrix_bytes=int(n * n * itemsize),
-                      sample=int(s))
+    return RouteCosts(matrix=matrix / n_threads, screened=screened / n_threads,
+                      matrix_bytes=int(n * n * itemsize), sample=int(s))
 
 
 def choose_route(costs, matrix_fits, blocked_fits):
@@ -237,7 +241,8 @@ def cost_choice(params, n, n_features, kernel_given=False):
     matrix_fits = limit is None or plan(n, **planned).total <= limit
     blocked_fits = limit is None or plan(n, k, storage="blocked").total <= limit
     costs = route_costs(n, n_features, k, int(params["n_init"]),
-                        itemsize=np.dtype(dtype).itemsize)
+                        itemsize=np.dtype(dtype).itemsize,
+                        n_threads=effective_n_threads(params["n_threads"]) if n >= SMALL_N else 1)
     chosen = choose_route(costs, matrix_fits, blocked_fits)
     return None if chosen is None else (*chosen, matrix_fits, costs)
 
