@@ -129,11 +129,6 @@ def screened_restarts(source, weights, rng, state, n_init):
     return Restarts(out.best, list(out.full_objectives), stats)
 
 
-#: Screening on a sample (storage='auto', :func:`adaptive_restarts`): the sample's kernel
-#: matrix is held in memory up to this size (else its values are computed in blocks).
-SAMPLE_MATRIX_BYTES = 512 * 2**20
-
-
 def promising(objectives, rtol=PROMISING_RTOL):
     """The candidates worth completing, best first: the distinct sample solutions (one per
     objective equal to ``restarts.SAME_RTOL``) within ``rtol`` of the best."""
@@ -170,9 +165,9 @@ def adaptive_restarts(source, weights, rng, spec, n_init, full_restarts):
     state = OptimaState(spec, n_init)
     t0 = time.process_time()
     sample = sample_indices(source.n, sample_size(source.n, k), rng)
-    itemsize = np.dtype(blocked.dtype).itemsize
-    in_memory = source.lazy or sample.size ** 2 * itemsize <= SAMPLE_MATRIX_BYTES
-    sub = (blocked.sample_matrix(sample, n_threads) if in_memory
+    # the sample's s×s kernel matrix where K of all points would fit (the memory plan of a
+    # blocked fit does not count it), else its values in blocks
+    sub = (blocked.sample_matrix(sample, n_threads) if source.lazy
            else blocked.subset(sample, n_threads))
     w = np.ascontiguousarray(weights[sample])
     objectives, solutions = [], []
