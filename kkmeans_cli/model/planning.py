@@ -42,15 +42,16 @@ SMALL_N = 2000
 
 # The cost model of storage='auto' (route_costs): seconds per unit on one thread (divided by
 # the fit's threads), measured with benchmarks/bench_route.py --parts constants --threads 1 on
-# a shared 2-core VM under a load average of 8 (docs/performance.md, "Where the time goes"):
-# absolute values are inflated by the load alike, the choice depends on their ratios.
+# a shared 2-core VM under a load average of 8, where one thread gets about a quarter of a
+# core: the measured values divided by 4 (docs/performance.md). The choice depends only on
+# their ratios; the seconds are what the report's route row predicts.
 #: One rbf kernel value computed in a block (fused with its sum): a + b·d seconds.
-VALUE_SECONDS = 2.9e-8
-VALUE_FEATURE_SECONDS = 0.45e-9
+VALUE_SECONDS = 2.9e-8 / 4
+VALUE_FEATURE_SECONDS = 0.45e-9 / 4
 #: Building K: each byte of a fresh n×n array written (first touch), besides the n²/2 values.
-TOUCH_SECONDS_PER_BYTE = 1.1e-9
+TOUCH_SECONDS_PER_BYTE = 1.1e-9 / 4
 #: One full pass of the iterations over K in memory, per byte of K.
-PASS_SECONDS_PER_BYTE = 0.27e-9
+PASS_SECONDS_PER_BYTE = 0.27e-9 / 4
 #: Full passes of one restart (Lloyd and Hartigan's refinement) on K in memory, on data with
 #: clusters (blobs: 8.4; i.i.d. normal data takes 46, on every route).
 PASSES_PER_RESTART = 8.0
