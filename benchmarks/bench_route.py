@@ -35,11 +35,8 @@ import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HERE = os.path.dirname(os.path.abspath(__file__))
-for path in (ROOT, HERE):
-    if path not in sys.path:
-        sys.path.insert(0, path)
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__))]
+from bench_exact import load_text  # noqa: E402  (also puts the checkout on the path)
 
 CASES = {  # name: (n, d, k)
     "blobs": (20_000, 10, 8),
@@ -47,10 +44,6 @@ CASES = {  # name: (n, d, k)
     "normal": (12_000, 5, 6),
     "small-blobs": (4_000, 3, 4),
 }
-
-
-def load_text():
-    return " ".join(f"{v:.1f}" for v in os.getloadavg())
 
 
 def make(case, seed):
@@ -65,15 +58,6 @@ def make(case, seed):
     if case == "normal":
         return np.random.default_rng(seed).normal(size=(n, d))
     return blobs(n, d, k, seed=seed)[0]
-
-
-def best_of(f, repeat=3):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 # -- workers (one per subprocess) ---------------------------------------------------------------
@@ -119,6 +103,7 @@ def child(worker, **params):
 
 # -- parts --------------------------------------------------------------------------------------
 def part_constants(args):
+    from bench_quality import best_of
     from bench_scale import blobs
 
     from kkmeans_cli.engine.records import FitSpec
@@ -230,12 +215,12 @@ def part_routes(args):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default="constants,routes")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seeds", default="0")
-    parser.add_argument("--cases", default=",".join(CASES))
-    parser.add_argument("--reasons", action="store_true", help="print auto's storage reason")
     parser.add_argument("--threads", type=int, default=None,
                         help="the engine's threads (default: all cores)")
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--reasons", action="store_true", help="print auto's storage reason")
     parser.add_argument("--worker")
     parser.add_argument("--data")
     parser.add_argument("--k", type=int)
