@@ -8,7 +8,7 @@ from helpers import run, sklearn_blobs, write_csv
 
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine import features as F
-from kkmeans_cli.engine.restarts import SAME_RTOL, _distinct_best, sampled_restarts
+from kkmeans_cli.engine.restarts import SAME_RTOL, distinct_best, sampled_restarts
 from kkmeans_cli.errors import KKMeansWarning
 from kkmeans_cli.kernels.functions import Kernel
 from kkmeans_cli.model.model_file import load_model
@@ -300,7 +300,7 @@ def test_sampled_restarts_completes_the_best_distinct_candidates():
     assert out.completed == calls == [4, 1, 3]  # 5 repeats 4's solution, 2 repeats 1's
     assert out.full_objectives == [10.0, 9.0, 11.0]
     assert out.best_candidate == 1 and out.best.inertia == 9.0
-    assert _distinct_best([2.0, 2.0, 2.0], 3) == [0]
+    assert distinct_best([2.0, 2.0, 2.0], 3) == [0]
 
 
 def test_estimator_restarts_on_a_sample_then_all_data():

@@ -226,7 +226,9 @@ def fit_options(f):
                      help="matrix: compute the n×n kernel matrix once and hold it. blocked: "
                           "never hold it; recompute kernel values in blocks when needed "
                           "(exact, slower per pass). auto: blocked when the matrix does not fit "
-                          "--memory-limit; else matrix, except a fit with one start "
+                          "--memory-limit; with restarts screenable on a sample (more than "
+                          "twice its points) the faster route by a cost model (the report's "
+                          "route row); else matrix, except a fit with one start "
                           "(--n-init 1) of 4096+ points on a positive semidefinite kernel: it "
                           "starts blocked and builds the matrix only if needed (same result)."),
         click.option("--landmarks", type=click.IntRange(min=1), default=None, metavar="INT",

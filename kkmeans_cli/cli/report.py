@@ -250,7 +250,8 @@ def fit_report(estimator, data, scaler, model_path):
     rows[-2:-2] = _psd_rows(stats)
     rows[-2:-2] = _optima_rows(estimator)
     rows[-2:-2] = _nystroem_rows(estimator)
-    if stats.get("storage_reason") and stats.get("storage", "matrix") != "matrix":
+    if stats.get("storage_reason") and (stats.get("storage", "matrix") != "matrix"
+                                        or "route_predicted_seconds" in stats):
         rows[-2:-2] = [("route", _route_text(stats))]
     return rows
 
@@ -361,6 +362,14 @@ def _restarts_text(stats, restarts):
     machine or a cluster) say how many starts ran on the sample and how many were completed
     on all the data."""
     screened = _screening(stats)
+    if screened is not None and "screen_full_restarts" in stats:
+        kinds, sample, completed = screened
+        full, best = stats["screen_full_restarts"], stats["best_restart"]
+        which = (f"restart #{best + 1}" if best < full
+                 else f"candidate #{completed[best - full] + 1}")
+        return (f"{len(kinds)} screened on a sample of {sample:,} points (their solutions did "
+                f"not separate), then {full} on all the data and the best {len(completed)} "
+                f"candidates completed (best: {which})")
     if screened is not None:
         kinds, sample, completed = screened
         return (f"{len(kinds)} screened on a sample of {sample:,} points, {restarts} "
@@ -419,7 +428,8 @@ def fit_summary(estimator, data, model_path):
         "model": model_path,
         "storage": stats.get("storage", "matrix"),
         **({"storage_reason": stats["storage_reason"]} if "storage_reason" in stats
-           and stats.get("storage", "matrix") != "matrix" else {}),
+           and (stats.get("storage", "matrix") != "matrix"
+                or "route_predicted_seconds" in stats) else {}),
         "kernel_seconds": float(stats["kernel_seconds"]),
         "iteration_seconds": float(stats["iteration_seconds"]),
         "n_threads": int(stats["n_threads"]),

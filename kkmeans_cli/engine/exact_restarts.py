@@ -16,6 +16,7 @@ clustering") is used with kernel sources:
 
 ``benchmarks/bench_exact.py`` measures it against full restarts.
 """
+import copy
 import time
 
 import numpy as np
@@ -23,7 +24,8 @@ import numpy as np
 from . import _lloyd
 from .iterate import iterate
 from .hartigan import refine
-from .restarts import Restarts, sampled_restarts
+from .restarts import Restarts, distinct_best, improves, sample_indices, sampled_restarts
+from ..memory import RESTARTS_COMPLETED
 
 #: Sample points whose clusters give the completion's starting assignment.
 ASSIGN_POINTS = 4000
@@ -125,3 +127,98 @@ def screened_restarts(source, weights, rng, state, n_init):
              "completed": [int(c) for c in out.completed],
              "screen_cpu_seconds": seconds}
     return Restarts(out.best, list(out.full_objectives), stats)
+
+
+def promising(objectives, rtol=PROMISING_RTOL):
+    """The candidates worth completing, best first: the distinct sample solutions (one per
+    objective equal to ``restarts.SAME_RTOL``) within ``rtol`` of the best."""
+    order = distinct_best(objectives, len(objectives))
+    bound = objectives[order[0]] + rtol * abs(objectives[order[0]])
+    return [c for c in order if objectives[c] <= bound]
+
+
+def adaptive_restarts(source, weights, rng, spec, n_init, full_restarts):
+    """The restarts of ``storage='auto'`` when its cost model chose screening (route
+    'blocked' of ``model/planning.py``): every start a candidate on a seeded sample, then
+
+    - the sample's solutions *separate* (one distinct solution within ``PROMISING_RTOL`` of
+      the best; the others are other basins, not sampling noise): it is completed on kernel
+      values in blocks, as :func:`screened_restarts` completes;
+    - they do not (the candidates' objectives are within the sampling noise of each other, as
+      on data without clusters, where the sample cannot tell the basins apart) and the kernel
+      matrix may be built (``source`` is a ``LazyKernel``): the matrix is built and
+      ``full_restarts(K, generator, state)`` runs the full restarts on it with the generator
+      as it was before the screening (the very runs of ``storage='matrix'``); the promising
+      candidates (at most ``RESTARTS_COMPLETED``) are completed on K too, and the lowest
+      objective of all wins (the full restarts' on ties). The objective is never above the
+      full restarts';
+    - they do not, and no matrix fits: every promising candidate is completed in blocks.
+
+    Returns the :class:`~restarts.Restarts` and the
+    :class:`~kkmeans_cli.engine.optima.OptimaState` whose starts and refinements they are.
+    """
+    from .optima import OptimaState
+
+    k, n_threads = spec.n_clusters, spec.n_threads
+    blocked = source.blocked if source.lazy else source
+    before = copy.deepcopy(rng)
+    state = OptimaState(spec, n_init)
+    t0 = time.process_time()
+    sample = sample_indices(source.n, sample_size(source.n, k), rng)
+    # the sample's s×s kernel matrix where K of all points would fit (the memory plan of a
+    # blocked fit does not count it), else its values in blocks
+    sub = (blocked.sample_matrix(sample, n_threads) if source.lazy
+           else blocked.subset(sample, n_threads))
+    w = np.ascontiguousarray(weights[sample])
+    objectives, solutions = [], []
+    for restart in range(n_init):
+        result = iterate(sub, w, state.start(sub, w, rng, restart), spec)
+        if state.do_refine:
+            result, _ = refine(sub, w, result, k,
+                               lambda labels: iterate(sub, w, labels, spec), n_threads)
+        objectives.append(float(result.inertia))
+        solutions.append(result.labels)
+    del sub
+    kinds = list(state.kinds)
+    candidates = promising(objectives)
+    separate = len(candidates) == 1
+    seconds = {"sample": time.process_time() - t0, "complete": 0.0}
+    stats = {"screened_start_kinds": kinds, "sample_size": int(sample.size),
+             "sample_objectives": objectives, "screen_separated": separate,
+             "screen_cpu_seconds": seconds}
+
+    def complete(target, c, completing):
+        start = nearest_sample_centres(blocked, weights, sample, solutions[c], k, rng,
+                                       n_threads)
+        return completing.refine(target, weights, iterate(target, weights, start, spec),
+                                 start)
+
+    t1 = time.process_time()
+    if separate or not source.lazy:
+        completed = candidates if not separate else candidates[:1]
+        state.kinds, state.records = [], []
+        best, best_index, inertias = None, None, []
+        for j, c in enumerate(completed):
+            state.kinds.append(kinds[c])
+            result = complete(blocked, c, state)
+            inertias.append(result.inertia)
+            if improves(result.inertia, None if best is None else best.inertia):
+                best, best_index = result, j
+        stats["completed"] = [int(c) for c in completed]
+    else:
+        K = source.materialize()
+        fresh = OptimaState(spec, n_init)
+        full = full_restarts(K, before, fresh)
+        best, best_index, inertias = full.best, full.winner, list(full.inertias)
+        completed = candidates[:RESTARTS_COMPLETED]
+        for c in completed:
+            fresh.kinds.append(kinds[c])
+            result = complete(K, c, fresh)
+            inertias.append(result.inertia)
+            if improves(result.inertia, best.inertia):
+                best, best_index = result, len(inertias) - 1
+        state = fresh
+        stats["completed"] = [int(c) for c in completed]
+        stats["screen_full_restarts"] = n_init
+    seconds["complete"] = time.process_time() - t1
+    return Restarts(best, inertias, stats, best_index=best_index), state

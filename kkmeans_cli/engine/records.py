@@ -38,6 +38,10 @@ class FitSpec:
         OpenMP threads of the engine (the plan's).
     n_features : int
         d, the data's dimension ('auto' chooses the scheme by it).
+    screen : bool
+        Restarts screened on a sample by the adaptive rule of ``storage='auto'``
+        (``exact_restarts.adaptive_restarts``); False: the fixed rule of
+        ``exact_restarts.applies``.
     """
 
     n_clusters: int = _D["n_clusters"]
@@ -51,6 +55,7 @@ class FitSpec:
     solver: str = _D["solver"]
     n_threads: int = 1
     n_features: int = 0
+    screen: bool = False
 
 
 @dataclass(frozen=True)

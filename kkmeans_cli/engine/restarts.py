@@ -74,7 +74,7 @@ def sample_indices(n, size, rng):
     return np.sort(rng.choice(n, size=size, replace=False))
 
 
-def _distinct_best(objectives, count):
+def distinct_best(objectives, count):
     """Indices of the ``count`` lowest objectives, best first, skipping a candidate whose
     objective equals one already chosen to ``SAME_RTOL``: starts that reached the same sample
     solution (the usual case on well-separated data) are completed once. Of such a group the
@@ -158,7 +158,7 @@ def sampled_restarts(n, n_init, rng, solve_sample, complete, *, sample_size,
         states.append(state)
         if progress is not None:
             progress(restart + 1, total, "restarts on a sample")
-    order = _distinct_best(objectives, n_complete)
+    order = distinct_best(objectives, n_complete)
     if promising_rtol is not None:
         bound = objectives[order[0]] + promising_rtol * abs(objectives[order[0]])
         order = [c for c in order if objectives[c] <= bound]

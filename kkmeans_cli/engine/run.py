@@ -47,20 +47,33 @@ def run_restarts(source, weights, init_labels, rng, spec, progress=None):
         return source.run_restarts(weights, init_labels, rng, spec, progress)
     n_init = 1 if init_labels is not None else spec.n_init
     state = OptimaState(spec, n_init)
-    if exact_restarts.applies(source, init_labels, n_init, spec.n_clusters):
+    if spec.screen and init_labels is None and n_init >= 2:
+        # storage='auto' chose screening by its cost model: completed on kernel values in
+        # blocks, or full restarts on the kernel matrix when the sample does not separate
+        restarts, state = exact_restarts.adaptive_restarts(
+            source, weights, rng, spec, n_init,
+            lambda K, generator, fresh: plain_restarts(K, weights, None, generator, spec,
+                                                       n_init, fresh))
+    elif exact_restarts.applies(source, init_labels, n_init, spec.n_clusters):
         # no kernel matrix to share: candidates on a sample, the best completed
         restarts = exact_restarts.screened_restarts(source, weights, rng, state, n_init)
     else:
-        best, best_index, inertias = None, None, []
-        for restart in range(n_init):
-            start = (init_labels if init_labels is not None
-                     else state.start(source, weights, rng, restart))
-            result = iterate(source, weights, start, spec)
-            result = state.refine(source, weights, result, start)
-            inertias.append(result.inertia)
-            if improves(result.inertia, None if best is None else best.inertia):
-                best, best_index = result, restart
-        restarts = Restarts(best, inertias, best_index=best_index)
+        restarts = plain_restarts(source, weights, init_labels, rng, spec, n_init, state)
     return Restarts(restarts.best, restarts.inertias,
                     {**state.finish(restarts.inertias), **restarts.stats},
                     best_index=restarts.best_index)
+
+
+def plain_restarts(source, weights, init_labels, rng, spec, n_init, state):
+    """``n_init`` runs on all the data (or one from ``init_labels``), each from its start of
+    ``state`` (an :class:`OptimaState`) and refined by it; the first of the lowest wins."""
+    best, best_index, inertias = None, None, []
+    for restart in range(n_init):
+        start = (init_labels if init_labels is not None
+                 else state.start(source, weights, rng, restart))
+        result = iterate(source, weights, start, spec)
+        result = state.refine(source, weights, result, start)
+        inertias.append(result.inertia)
+        if improves(result.inertia, None if best is None else best.inertia):
+            best, best_index = result, restart
+    return Restarts(best, inertias, best_index=best_index)

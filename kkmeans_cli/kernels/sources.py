@@ -159,6 +159,13 @@ class BlockedKernel(_KernelLogSource):
         return BlockedKernel(self.kernel, self.X[idx], dtype=self.dtype,
                              n_threads=self.n_threads if n_threads is None else n_threads)
 
+    def sample_matrix(self, idx, n_threads=None):
+        """The kernel matrix of the points ``idx`` (a sample) in memory, an
+        :class:`InMemoryKernel` with their K(x, x) as its diagonal."""
+        threads = self.n_threads if n_threads is None else n_threads
+        K = self.kernel.matrix(self.X[idx], dtype=self.dtype, n_threads=threads)
+        return InMemoryKernel(K, n_threads=threads, diag=self.diag[idx])
+
     def outer_sums_against(self, idx, labels, weights, n_clusters):
         """F (k×n) of every point against the points ``idx`` in clusters ``labels`` with
         ``weights`` (int32 labels and float64 weights of those points): Σ_{j∈idx, c} w_j

@@ -31,7 +31,7 @@ def fit_spec(params, plan, init_labels=None):
                    max_iter=int(params["max_iter"]), tol=float(params["tol"]),
                    algorithm=params["algorithm"], objective=params["objective"],
                    refine=params["refine"], solver=params["solver"], n_threads=plan.n_threads,
-                   n_features=plan.n_features)
+                   n_features=plan.n_features, screen=plan.screen and init_labels is None)
 
 
 def nystroem_plan(params, n):
@@ -93,6 +93,9 @@ def fit_arrays(X, weights, init_labels, kernel_matrix, params, plan, rngs, progr
              "n_threads": n_threads, "storage": storage_used(source)}
     if plan.reason is not None:
         stats["storage_reason"] = plan.reason
+    if plan.costs is not None:  # the route chosen by the cost model (model/planning.py)
+        stats["route_predicted_seconds"] = {"matrix": plan.costs.matrix,
+                                            "screened": plan.costs.screened}
     if not source.holds_matrix and hasattr(source, "kernel_evaluations"):
         stats["kernel_evaluations"] = int(source.kernel_evaluations)
     if psd is not None:
@@ -144,13 +147,15 @@ def kernel_stage(X, weights, kernel_matrix, kernel, params, plan, progress=None)
         return source, weights, None, None, state
     if plan.route in ("blocked", "lazy"):
         blocked = BlockedKernel(kernel, X, dtype=dtype, n_threads=n_threads)
-        if plan.route == "blocked":
+        if plan.route == "blocked" and not (plan.screen and plan.matrix_fits):
             return blocked, weights, None, None, None
 
         def build():
             K = kernel.matrix(X, dtype=dtype, n_threads=n_threads)
             return InMemoryKernel(K, n_threads=n_threads, diag=blocked.diag)
 
+        # route 'lazy', or screened restarts that build K if the sample does not separate
+        # (exact_restarts.adaptive_restarts)
         return LazyKernel(blocked, build, plan.lazy_budget), weights, None, None, None
     n = X.shape[0]
     if kernel_matrix is None:

@@ -8,8 +8,11 @@ The routes, in the order they are considered (docs/engine.md has the algorithms)
 
 - ``'nystroem'``: ``approx='nystroem'``, explicit features (``kernels/nystroem.py``);
 - ``'blocked'``: kernel values recomputed in blocks, never held, when asked for
-  (``storage='blocked'``) or when ``storage='auto'`` finds that the kernel matrix does not fit
-  the memory plan and the blocked route does (``memory.choose_storage``);
+  (``storage='blocked'``), when ``storage='auto'`` finds that the kernel matrix does not fit
+  the memory plan and the blocked route does (``memory.choose_storage``), or when the cost
+  model (:func:`route_costs`, :func:`choose_route`) predicts that restarts screened on a
+  sample of kernel values in blocks beat the kernel matrix with full restarts (``screen``:
+  the engine's adaptive screening, ``engine/exact_restarts.adaptive_restarts``);
 - ``'lazy'``: ``storage='auto'`` for one start of at least ``LAZY_MIN_N`` points on a kernel
   that is positive semidefinite by construction: Elkan on blocked kernel values, the matrix
   built only if the iterations need most of it (``kernels.sources.LazyKernel``);
@@ -24,7 +27,9 @@ from ..engine.threads import effective_n_threads
 from ..kernels.functions import Kernel, resolve_dtype
 from ..kernels.nystroem import feature_engine_applies
 from ..kernels.psd import PRECOMPUTED, needs_psd_check
-from ..memory import check, choose_storage, plan
+from ..engine.exact_restarts import sample_size as screen_sample_size
+from ..memory import RESTARTS_COMPLETED, check, choose_storage, format_bytes, plan, \
+    resolve_limit
 
 # storage='auto' (route 'lazy'): a fit with one start of at least LAZY_MIN_N points starts
 # without the kernel matrix and builds it once the blocked iterations have computed
@@ -35,8 +40,104 @@ LAZY_BUDGET = 0.5
 # core); results do not depend on the thread count, so small fits run on one thread.
 SMALL_N = 2000
 
+# The cost model of storage='auto' (route_costs): seconds per unit on one thread (divided by
+# the fit's threads), measured with benchmarks/bench_route.py --parts constants --threads 1 on
+# a shared 2-core VM under a load average of 8, where one thread gets about a quarter of a
+# core: the measured values divided by 4 (docs/performance.md). The choice depends only on
+# their ratios; the seconds are what the report's route row predicts.
+#: One rbf kernel value computed in a block (fused with its sum): a + b·d seconds.
+VALUE_SECONDS = 2.9e-8 / 4
+VALUE_FEATURE_SECONDS = 0.45e-9 / 4
+#: Building K: each byte of a fresh n×n array written (first touch), besides the n²/2 values.
+TOUCH_SECONDS_PER_BYTE = 1.1e-9 / 4
+#: One full pass of the iterations over K in memory, per byte of K.
+PASS_SECONDS_PER_BYTE = 0.27e-9 / 4
+#: Full passes of one restart (Lloyd and Hartigan's refinement) on K in memory, on data with
+#: clusters (blobs: 8.4; i.i.d. normal data takes 46, on every route).
+PASSES_PER_RESTART = 8.0
+#: Kernel values of one candidate completed on kernel values in blocks, in units of n²/k
+#: (own sums at the start and the end, the bounds' refreshes; blobs: 7.4).
+COMPLETION_VALUES = 7.0
+#: The candidates of screened restarts: restarts on the sample's kernel matrix.
+SAMPLE_PASSES_PER_CANDIDATE = PASSES_PER_RESTART
+
 LAZY_REASON = ("one start: Elkan on kernel values computed in blocks, the kernel matrix "
                "built only if the iterations need most of it")
+
+
+@dataclass(frozen=True)
+class RouteCosts:
+    """The predicted seconds of the exact routes of one fit (:func:`route_costs`).
+
+    ``matrix``: the kernel matrix built (n²/2 values, n² entries written) and every restart
+    iterated on it; ``screened``: every restart a candidate on a sample of s points (the
+    sample's s×s matrix), the best completed on kernel values in blocks of all n points;
+    ``matrix_bytes``: the kernel matrix's size; ``sample``: s.
+    """
+
+    matrix: float
+    screened: float
+    matrix_bytes: int
+    sample: int
+
+
+def route_costs(n, n_features, n_clusters, n_init, itemsize=8, n_threads=1):
+    """Predicted seconds of the kernel matrix with full restarts and of restarts screened on
+    a sample with kernel values in blocks (:class:`RouteCosts`), from the constants measured
+    by ``benchmarks/bench_route.py``. A pure function of numbers.
+
+    The unit costs: a kernel value computed, a + b·d seconds; an entry of a fresh n×n array
+    written, ``TOUCH_SECONDS_PER_BYTE`` per byte; a full pass over K in memory,
+    ``PASS_SECONDS_PER_BYTE`` per byte. Then
+
+    - matrix: n²/2 values + n²·itemsize written + n_init·P·n²·itemsize read
+      (P = ``PASSES_PER_RESTART``);
+    - screened: the sample's matrix (s²/2 values, s²·itemsize written) + n_init candidates of
+      ``SAMPLE_PASSES_PER_CANDIDATE`` passes over it + the completion of the best (distinct
+      solutions on clustered data are few: one, the usual case, is predicted): n·min(s, 4000)
+      values for its start and ``COMPLETION_VALUES``·n²/k for its iterations;
+
+    each divided by ``n_threads`` (the work is spread over whole rows).
+    """
+    n, k, s = float(n), float(n_clusters), float(screen_sample_size(n, n_clusters))
+    value = VALUE_SECONDS + VALUE_FEATURE_SECONDS * n_features
+
+    def build(m):
+        return m * m / 2 * value + m * m * itemsize * TOUCH_SECONDS_PER_BYTE
+
+    def passes(m, count):
+        return count * m * m * itemsize * PASS_SECONDS_PER_BYTE
+
+    matrix = build(n) + passes(n, n_init * PASSES_PER_RESTART)
+    screened = (build(s) + passes(s, n_init * SAMPLE_PASSES_PER_CANDIDATE)
+                + (n * min(s, 4000.0) + COMPLETION_VALUES * n * n / k) * value)
+    return RouteCosts(matrix=matrix / n_threads, screened=screened / n_threads,
+                      matrix_bytes=int(n * n * itemsize), sample=int(s))
+
+
+def choose_route(costs, matrix_fits, blocked_fits):
+    """``(route, screen, reason)`` of ``storage='auto'`` from the :class:`RouteCosts` of a fit
+    whose restarts can be screened, and whether the kernel matrix and the blocked route fit
+    the memory limit. A pure function.
+
+    The faster prediction wins among the routes that fit. Screened restarts build the kernel
+    matrix after all (and run the full restarts on it) when the sample's solutions do not
+    separate (``exact_restarts.adaptive_restarts``); that needs the matrix to fit, so without
+    it the screened route completes every promising candidate instead. None when neither
+    fits (the caller's memory check refuses).
+    """
+    if not blocked_fits:
+        return ("matrix", False, None) if matrix_fits else None
+    size, sample = format_bytes(costs.matrix_bytes), f"{costs.sample:,}"
+    screened = f"{costs.screened:.2g} s with restarts screened on a sample of {sample} points"
+    matrix = f"{costs.matrix:.2g} s with the kernel matrix ({size}) and full restarts"
+    if not matrix_fits:
+        return "blocked", True, (f"the kernel matrix ({size}) does not fit the memory limit; "
+                                 f"restarts screened on a sample of {sample} points")
+    if costs.screened < costs.matrix:
+        return "blocked", True, (f"predicted {screened} against {matrix}; the matrix is "
+                                 f"built if the sample's solutions do not separate")
+    return "matrix", False, f"predicted {matrix} against {screened}"
 
 
 @dataclass(frozen=True)
@@ -56,6 +157,13 @@ class FitPlan:
         d, the data's dimension (the iteration scheme depends on it).
     lazy_budget : float
         Kernel values the lazy route may compute before it builds the matrix.
+    screen : bool
+        The cost model chose restarts screened on a sample (route 'blocked'): the engine's
+        adaptive screening (``exact_restarts.adaptive_restarts``).
+    matrix_fits : bool
+        The kernel matrix fits the memory limit (the adaptive screening may build it).
+    costs : RouteCosts or None
+        The cost model's predictions when it chose the route (``storage='auto'``).
     """
 
     route: str
@@ -64,6 +172,9 @@ class FitPlan:
     dtype: type
     n_features: int
     lazy_budget: float = 0.0
+    screen: bool = False
+    matrix_fits: bool = False
+    costs: object = None
 
 
 def _psd_by_construction(params):
@@ -108,6 +219,35 @@ def _kernel_given(params, dtype, kernel_matrix_given):
     return kernel_matrix_given or (params["kernel"] == "precomputed" and dtype == np.float64)
 
 
+def screens(params, n):
+    """Whether the restarts of a fit of n points can be screened on a sample: several
+    starts of its own, more points than twice the sample (``exact_restarts.applies``)."""
+    return (isinstance(params["init"], str) and int(params["n_init"]) >= 2
+            and n > 2 * screen_sample_size(n, params["n_clusters"]))
+
+
+def cost_choice(params, n, n_features, kernel_given=False):
+    """``(route, screen, reason, matrix_fits, costs)`` of the cost model for ``storage='auto'``
+    (:func:`route_costs`, :func:`choose_route`), or None where it does not choose: another
+    storage, a kernel matrix given, no blocked route possible, restarts that cannot be
+    screened."""
+    dtype = resolve_dtype(params["dtype"])
+    if (params["storage"] != "auto" or params["approx"] != "none" or not blocked_possible(params)
+            or _kernel_given(params, dtype, kernel_given) or not screens(params, n)):
+        return None
+    k = params["n_clusters"]
+    limit = resolve_limit(params["memory_limit"])
+    planned = dict(k=k, dtype=np.dtype(dtype).name,
+                   feature_engine=feature_engine_applies(params["objective"], params["refine"]))
+    matrix_fits = limit is None or plan(n, **planned).total <= limit
+    blocked_fits = limit is None or plan(n, k, storage="blocked").total <= limit
+    costs = route_costs(n, n_features, k, int(params["n_init"]),
+                        itemsize=np.dtype(dtype).itemsize,
+                        n_threads=effective_n_threads(params["n_threads"]) if n >= SMALL_N else 1)
+    chosen = choose_route(costs, matrix_fits, blocked_fits)
+    return None if chosen is None else (*chosen, matrix_fits, costs)
+
+
 def route_of(params, n, n_features, kernel_given=False):
     """The route of :func:`plan_fit` and why, without the memory checks."""
     dtype = resolve_dtype(params["dtype"])
@@ -115,6 +255,9 @@ def route_of(params, n, n_features, kernel_given=False):
         return "nystroem", None
     if params["storage"] == "blocked":
         return "blocked", "asked for (storage='blocked')"
+    chosen = cost_choice(params, n, n_features, kernel_given)
+    if chosen is not None:
+        return chosen[0], chosen[2]
     storage, why = choose_storage(n, params["n_clusters"], np.dtype(dtype).name,
                                   limit=params["memory_limit"], storage=params["storage"],
                                   blocked_ok=blocked_possible(params),
@@ -150,10 +293,15 @@ def plan_fit(params, n, n_features, *, kernel_given=False):
     k = params["n_clusters"]
     n_threads = effective_n_threads(params["n_threads"]) if n >= SMALL_N else 1
     route, reason = route_of(params, n, n_features, kernel_given)
+    chosen = cost_choice(params, n, n_features, kernel_given)
+    screen = chosen is not None and chosen[1]
+    matrix_fits = chosen is not None and chosen[3]
     if route == "blocked" and params["storage"] == "blocked":
         if kernel_given:
             raise ValueError("storage='blocked' recomputes kernel rows from the data; it "
                              "cannot use a given kernel_matrix")
+        check(plan(n, k, storage="blocked"), params["memory_limit"], k=k, storage="blocked")
+    elif route == "blocked" and screen and not matrix_fits:
         check(plan(n, k, storage="blocked"), params["memory_limit"], k=k, storage="blocked")
     elif route in ("matrix", "lazy"):
         kernel_matrix = _kernel_given(params, dtype, kernel_given)
@@ -162,7 +310,10 @@ def plan_fit(params, n, n_features, *, kernel_given=False):
         check(plan(n, kernel_given=kernel_matrix, **planned), params["memory_limit"],
               **planned)
     return FitPlan(route=route, reason=reason, n_threads=n_threads, dtype=dtype,
-                   n_features=n_features, lazy_budget=LAZY_BUDGET * float(n) * n if route == "lazy" else 0.0)
+                   n_features=n_features,
+                   lazy_budget=LAZY_BUDGET * float(n) * n if route == "lazy" else 0.0,
+                   screen=screen, matrix_fits=matrix_fits,
+                   costs=None if chosen is None else chosen[4])
 
 
 def check_command_memory(params, n, ks, silhouette=None, blocked_silhouette=False,
