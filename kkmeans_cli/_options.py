@@ -9,11 +9,14 @@ Each tuple lists the allowed values in the order the help text shows them; the f
 is not necessarily the default (see ``DEFAULTS``).
 """
 
-KERNELS = ("rbf", "linear", "poly", "sigmoid", "laplacian", "chi2", "cosine", "precomputed",
-           "precomputed-distance")
+KERNELS = ("rbf", "linear", "poly", "sigmoid", "laplacian", "chi2", "cosine", "knn",
+           "precomputed", "precomputed-distance")
 # Kernels whose DATA is an n×n matrix (kernel values, or dissimilarities turned into a kernel
 # by Gower's double centring) rather than points.
 PRECOMPUTED_KERNELS = ("precomputed", "precomputed-distance")
+# Kernels of a sparse affinity graph, clustered by its normalized cut (``kernels/graph.py``,
+# ``kernels/graph_fit.py``): 'knn' builds the k-nearest-neighbour graph of the points.
+GRAPH_KERNELS = ("knn",)
 GAMMA_RULES = ("median", "scale")
 INITS = ("k-means++", "spectral", "random")
 ALGORITHMS = ("auto", "lloyd", "elkan")

@@ -1,0 +1,240 @@
+"""The graph kernel in the product: ``KernelKMeans(kernel='knn')`` and a sparse affinity with
+``kernel='precomputed'`` (the normalized cut as weighted kernel k-means, Dhillon, Guan &
+Kulis, "Kernel k-means, spectral clustering and normalized cuts"), its model file, and
+``kkmeans fit/predict/info`` with ``--kernel knn``. The engine itself is tested in
+test_graph.py; here: the estimator's results equal the engine's (``fit_graph``), predict of
+the training points is the labels, the model file round trip is exact, and every refusal is
+one error line with nothing written."""
+import json
+import os
+
+import numpy as np
+import pytest
+from scipy import sparse
+from sklearn.datasets import make_circles, make_moons
+from sklearn.metrics import adjusted_rand_score
+
+from helpers import (OLD, assert_one_error_line, blobs, labels_of, listing, run, run_process,
+                     write_csv)
+from kkmeans_cli import KernelKMeans
+from kkmeans_cli.kernels.graph_fit import fit_graph
+from kkmeans_cli.model.model_file import load_model
+from kkmeans_cli.model.params import InvalidParameterError
+
+
+def _moons(n=200, seed=0):
+    return make_moons(n, noise=0.05, random_state=seed)
+
+
+def _blocks(sizes, seed=0):
+    """A block-diagonal affinity (one clique per size, random positive weights)."""
+    rng = np.random.default_rng(seed)
+    blocks = []
+    for size in sizes:
+        B = rng.uniform(0.5, 1.5, (size, size))
+        blocks.append((B + B.T) / 2)
+    return sparse.block_diag(blocks, format="csr")
+
+
+# -- the estimator ------------------------------------------------------------------------------
+def test_knn_estimator_is_the_engine_fit():
+    """The estimator's labels, objective, cut and sums are ``fit_graph``'s with the same
+    neighbours, starts and generator; predict(X_fit) == labels_."""
+    X, y = _moons()
+    est = KernelKMeans(2, kernel="knn", n_neighbors=12, n_init=3, random_state=0).fit(X)
+    from kkmeans_cli.model.params import fit_rngs
+
+    _, rng = fit_rngs(0)
+    ref = fit_graph(X, 2, n_neighbors=12, n_init=3, random_state=rng, n_threads=1)
+    np.testing.assert_array_equal(est.labels_, ref.labels)
+    assert est.inertia_ == ref.objective and est.ncut_ == ref.ncut
+    np.testing.assert_array_equal(est.cluster_weights_, ref.sums.vol)
+    np.testing.assert_array_equal(est.inner_sums_, ref.inner_sums)
+    assert adjusted_rand_score(y, est.labels_) == 1.0
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+    stats = est.fit_stats_
+    assert stats["graph"]["n_neighbors"] == 12 and stats["graph"]["n_components"] >= 1
+    assert stats["graph"]["nnz"] == ref.graph.info.nnz and stats["ncut"] == ref.ncut
+    assert stats["restart_inertias"][stats["best_restart"]] == pytest.approx(est.inertia_)
+    # the weights are the degrees: their sums per cluster are the volumes
+    np.testing.assert_allclose(np.bincount(est.labels_, weights=est.sample_weight_),
+                               est.cluster_weights_, rtol=1e-12)
+
+
+def test_knn_default_neighbours_and_duplicates():
+    """n_neighbors=None is min(20, n − 1); copies of a point share its node and label, and
+    predict(X_fit) == labels_ holds for them too."""
+    X, _ = _moons(150, seed=1)
+    X = np.vstack([X, X[:10], X[:3]])
+    est = KernelKMeans(2, kernel="knn", n_init=2, random_state=3).fit(X)
+    info = est.fit_stats_["graph"]
+    assert info["n_neighbors"] == 20 and info["n_duplicates"] == 13
+    assert info["n_nodes"] == 150 and info["n_points"] == 163
+    np.testing.assert_array_equal(est.labels_[150:160], est.labels_[:10])
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+    small = KernelKMeans(2, kernel="knn", random_state=0).fit(blobs(n=8, k=2)[0])
+    assert small.fit_stats_["graph"]["n_neighbors"] == 7
+
+
+def test_knn_transform_and_new_points():
+    """transform gives the feature-space distances of the graph kernel's extension; the
+    predicted label is their argmin for points off the graph."""
+    X, y = _moons(240, seed=2)
+    est = KernelKMeans(2, kernel="knn", n_init=2, random_state=0).fit(X)
+    new, _ = _moons(60, seed=5)
+    D = est.transform(new)
+    assert D.shape == (60, 2) and np.all(np.isfinite(D))
+    np.testing.assert_array_equal(est.predict(new), np.argmin(D, axis=1))
+
+
+def test_knn_threads_do_not_change_the_fit():
+    X, _ = make_circles(400, factor=0.5, noise=0.05, random_state=0)
+    one = KernelKMeans(2, kernel="knn", n_init=3, random_state=1, n_threads=1).fit(X)
+    two = KernelKMeans(2, kernel="knn", n_init=3, random_state=1, n_threads=2).fit(X)
+    np.testing.assert_array_equal(one.labels_, two.labels_)
+    assert one.inertia_ == two.inertia_ and one.n_iter_ == two.n_iter_
+
+
+def test_knn_refit_with_another_kernel_drops_the_graph():
+    X, _ = blobs(n=40, k=2)
+    est = KernelKMeans(2, kernel="knn", random_state=0, n_init=2).fit(X)
+    assert est.graph_model_ is not None
+    est.set_params(kernel="rbf").fit(X)
+    assert not hasattr(est, "graph_model_") and not hasattr(est, "graph_info_")
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+
+
+def test_sparse_precomputed_affinity_is_a_graph_fit():
+    """A SciPy sparse X with kernel='precomputed' is an affinity graph: three separate
+    cliques are its three components (ncut 0); the model cannot place new points."""
+    A = _blocks([5, 7, 6])
+    est = KernelKMeans(3, kernel="precomputed", random_state=0).fit(A)
+    assert est.ncut_ == 0.0 and est.fit_stats_["best_start"] == "components"
+    truth = np.repeat([0, 1, 2], [5, 7, 6])
+    assert adjusted_rand_score(truth, est.labels_) == 1.0
+    ref = fit_graph(None, 3, affinity=A, random_state=0)
+    np.testing.assert_array_equal(est.labels_, ref.labels)
+    with pytest.raises(ValueError, match="no coordinates to place new points"):
+        est.predict(A.toarray())
+
+
+@pytest.mark.parametrize("A, needle", [
+    (sparse.csr_matrix(np.ones((3, 4))), "square"),
+    (sparse.csr_matrix(np.array([[1.0, 2.0], [0.5, 1.0]])), "not symmetric"),
+    (sparse.csr_matrix(np.array([[1.0, -1.0], [-1.0, 1.0]])), "negative weight"),
+    (sparse.csr_matrix(np.array([[1.0, np.nan], [np.nan, 1.0]])), "not a finite number"),
+    (sparse.csr_matrix(np.array([[1.0, 0.0], [0.0, 0.0]])), "no positive weight"),
+])
+def test_bad_sparse_affinity_is_refused(A, needle):
+    with pytest.raises(ValueError, match=needle):
+        KernelKMeans(1, kernel="precomputed").fit(A)
+
+
+@pytest.mark.parametrize("params, needle", [
+    (dict(approx="nystroem"), "approx='nystroem'"),
+    (dict(storage="blocked"), "storage='blocked'"),
+    (dict(storage="matrix"), "storage='matrix'"),
+    (dict(gamma=0.5), "gamma=0.5"),
+    (dict(degree=2), "degree=2"),
+    (dict(dtype="float32"), "dtype='float32'"),
+    (dict(psd_repair="lingoes"), "psd_repair='lingoes'"),
+    (dict(solver="embed"), "solver='embed'"),
+    (dict(algorithm="elkan"), "algorithm='elkan'"),
+    (dict(refine="none"), "refine='none'"),
+    (dict(init="random"), "init='random'"),
+    (dict(init=np.zeros(30, dtype=int)), "init labels"),
+    (dict(cluster="local:1"), "cluster"),
+])
+def test_knn_refuses_the_dense_settings(params, needle):
+    X, _ = blobs(n=30, k=3)
+    with pytest.raises(InvalidParameterError, match=needle) as info:
+        KernelKMeans(3, kernel="knn", **params).fit(X)
+    assert "kernel='knn'" in str(info.value)
+
+
+def test_n_neighbors_belongs_to_knn():
+    X, _ = blobs(n=30, k=3)
+    with pytest.raises(InvalidParameterError, match="n_neighbors=5 sets the graph"):
+        KernelKMeans(3, kernel="rbf", n_neighbors=5).fit(X)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(InvalidParameterError, match="n_neighbors"):
+            KernelKMeans(3, kernel="knn", n_neighbors=bad).fit(X)
+    with pytest.raises(ValueError, match="n_neighbors=30 must be less than the number of "
+                                         "points"):
+        KernelKMeans(3, kernel="knn", n_neighbors=30).fit(X)
+
+
+def test_knn_weights_and_distinct_points():
+    X, _ = blobs(n=30, k=3)
+    same = KernelKMeans(3, kernel="knn", random_state=0, n_init=2)
+    np.testing.assert_array_equal(same.fit(X, sample_weight=np.full(30, 2.0)).labels_,
+                                  same.fit(X).labels_)
+    with pytest.raises(ValueError, match="sample_weight must be the same for every point"):
+        same.fit(X, sample_weight=np.arange(1.0, 31.0))
+    with pytest.raises(ValueError, match="distinct points"):
+        KernelKMeans(4, kernel="knn").fit(np.repeat(X[:3], 10, axis=0))
+    with pytest.raises(ValueError, match="NaN"):
+        KernelKMeans(2, kernel="knn").fit(np.where(np.eye(30, 2) > 0, np.nan, X))
+
+
+# -- the model file -----------------------------------------------------------------------------
+def _save(est, path):
+    from kkmeans_cli.io.scaling import Scaler
+    from kkmeans_cli.model.model_file import model_meta, save_model
+
+    with open(path, "wb") as handle:
+        save_model(handle, est, Scaler("none"), model_meta(est, Scaler("none")))
+
+
+def test_knn_model_file_round_trip(tmp_path):
+    """Saved and loaded with allow_pickle=False: every array of the GraphModel equal, and the
+    loaded model predicts the training points as labels_ and new points as the estimator."""
+    X, _ = _moons(200, seed=4)
+    X = np.vstack([X, X[:4]])
+    est = KernelKMeans(2, kernel="knn", n_neighbors=9, n_init=2, random_state=0).fit(X)
+    _save(est, tmp_path / "m.npz")
+    with np.load(tmp_path / "m.npz", allow_pickle=False) as archive:
+        assert {"graph_nodes", "graph_counts", "graph_node_labels", "graph_degrees",
+                "graph_vol", "graph_links"} <= set(archive.files)
+        assert "X_fit" not in archive.files
+    loaded = load_model(tmp_path / "m.npz")
+    model, again = est.graph_model_, loaded.result.graph.model
+    for name, value in model.arrays().items():
+        np.testing.assert_array_equal(again.arrays()[name], value)
+    assert (again.sigma, again.n_neighbors, again.weighting) == (model.sigma, 9, "connectivity")
+    assert loaded.meta["graph"]["n_nodes"] == 200 and loaded.meta["objective"] == "ncut"
+    new, _ = _moons(50, seed=9)
+    loaded_est = loaded.estimator
+    np.testing.assert_array_equal(loaded_est.predict(X), est.labels_)
+    np.testing.assert_array_equal(loaded_est.predict(new), est.predict(new))
+    np.testing.assert_array_equal(loaded_est.transform(new), est.transform(new))
+    assert loaded_est.ncut_ == est.ncut_ and loaded_est.n_neighbors == 9
+
+
+def test_knn_model_file_checks(tmp_path):
+    """A graph model whose arrays do not fit is refused with one ModelFileError."""
+    from kkmeans_cli.errors import ModelFileError
+
+    X, _ = blobs(n=40, k=2)
+    est = KernelKMeans(2, kernel="knn", n_init=2, random_state=0).fit(X)
+    _save(est, tmp_path / "m.npz")
+    with np.load(tmp_path / "m.npz", allow_pickle=False) as archive:
+        arrays = dict(archive)
+    bad = dict(arrays, graph_node_labels=np.full(40, 5, dtype=np.int32))
+    np.savez(tmp_path / "bad.npz", **bad)
+    with pytest.raises(ModelFileError, match="graph_node_labels"):
+        load_model(tmp_path / "bad.npz")
+    missing = {key: value for key, value in arrays.items() if key != "graph_degrees"}
+    np.savez(tmp_path / "missing.npz", **missing)
+    with pytest.raises(ModelFileError, match="graph_degrees"):
+        load_model(tmp_path / "missing.npz")
+
+
+def test_sparse_precomputed_model_file(tmp_path):
+    est = KernelKMeans(2, kernel="precomputed", random_state=0).fit(_blocks([4, 5]))
+    _save(est, tmp_path / "g.npz")
+    loaded = load_model(tmp_path / "g.npz")
+    assert loaded.meta["graph"]["weighting"] == "precomputed"
+    np.testing.assert_array_equal(loaded.result.labels, est.labels_)
+    with pytest.raises(ValueError, match="no coordinates"):
+        loaded.estimator.predict(np.ones((1, 9)))
