@@ -6,6 +6,7 @@ import click
 from ..errors import DataError, UsageError
 from .inputs import (check_distinct, init_is_file, input_paths, labels_text,
                      prepare_fit_data)
+from .._options import GRAPH_KERNELS
 from .options import (PRECOMPUTED_KERNELS, check_memory_plan, check_option_combination,
                       cluster_options, data_options, effective_options, estimator_kwargs,
                       fit_options, on_cluster, require_matplotlib, run_options,
@@ -64,6 +65,10 @@ def fit(ctx, **_):
 
     check_option_combination(opts, opts["n_clusters"])
     init_is_file(opts["init"])
+    if opts["silhouette"] and opts["kernel"] in GRAPH_KERNELS:
+        raise UsageError(f"--silhouette is computed on a kernel matrix; --kernel "
+                         f"{opts['kernel']} clusters a sparse neighbour graph without one "
+                         f"(drop --silhouette)")
     model_path = None if opts["no_model"] else opts["model"]
     if opts["json"] and opts["with_data"]:
         raise UsageError("--json prints the summary instead of the labels; --with-data "

@@ -186,12 +186,12 @@ def check_graph_combination(params):
         if params[name] != default:
             value = params[name]
             raise InvalidParameterError(
-                f"{name}={value!r} is a setting of the dense kernels; {why} (drop {name}, "
-                f"or choose another kernel such as kernel='rbf')")
+                f"{name}={value!r} is a setting of the dense kernels; {why} (leave "
+                f"{name}={default!r}, or choose another kernel such as kernel='rbf')")
     if np.dtype(params["dtype"]) != np.float64:
         raise InvalidParameterError(
             f"dtype={np.dtype(params['dtype']).name!r} is the storage of a kernel matrix; "
-            f"{why} (drop dtype)")
+            f"{why} (leave dtype='float64')")
     if params["refine"] == "none":
         raise InvalidParameterError(
             f"refine='none' cannot be used with kernel='knn': its runs end with Hartigan's "
@@ -199,7 +199,7 @@ def check_graph_combination(params):
     if params["algorithm"] == "elkan":
         raise InvalidParameterError(
             f"algorithm='elkan' needs a kernel matrix's bounds; {why}: its iterations are "
-            f"Lloyd's on the graph (use algorithm='auto' or 'lloyd')")
+            f"Lloyd's on the graph (use algorithm='auto')")
     init = params["init"]
     if not isinstance(init, str) or init == "random":
         raise InvalidParameterError(
