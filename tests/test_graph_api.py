@@ -238,3 +238,104 @@ def test_sparse_precomputed_model_file(tmp_path):
     np.testing.assert_array_equal(loaded.result.labels, est.labels_)
     with pytest.raises(ValueError, match="no coordinates"):
         loaded.estimator.predict(np.ones((1, 9)))
+
+
+# -- the command line ---------------------------------------------------------------------------
+@pytest.fixture
+def moons_csv(tmp_path):
+    X, y = _moons(240, seed=7)
+    write_csv(tmp_path / "moons.csv", X, fmt="%.6f")
+    return tmp_path
+
+
+def test_cli_fit_predict_info_knn(moons_csv):
+    """fit --kernel knn through CliRunner: labels on stdout as the estimator's, the report
+    names the graph, predict of DATA gives the labels, info describes the graph."""
+    folder = moons_csv
+    fit = run(["fit", folder / "moons.csv", "-k", "2", "--kernel", "knn", "--n-neighbors",
+               "12", "--n-init", "3", "--seed", "4", "-o", folder / "m.npz",
+               "--summary", folder / "s.json"])
+    assert fit.exit_code == 0, fit.stderr
+    X = np.loadtxt(folder / "moons.csv", delimiter=",", skiprows=1)
+    est = KernelKMeans(2, kernel="knn", n_neighbors=12, n_init=3, random_state=4).fit(X)
+    np.testing.assert_array_equal(labels_of(fit.stdout), est.labels_)
+    assert "12 neighbours (connectivity), 240 nodes" in fit.stderr
+    assert "normalized cut" in fit.stderr and "nnz" in fit.stderr
+    summary = json.loads((folder / "s.json").read_text())
+    assert summary["kernel"] == "knn" and summary["graph"]["n_neighbors"] == 12
+    assert summary["ncut"] == est.ncut_
+    predicted = run(["predict", folder / "m.npz", folder / "moons.csv"])
+    assert predicted.exit_code == 0, predicted.stderr
+    assert predicted.stdout == fit.stdout
+    info = run(["info", folder / "m.npz"])
+    assert info.exit_code == 0, info.stderr
+    n_comp = est.fit_stats_["graph"]["n_components"]
+    assert (f"12 neighbours (connectivity), 240 nodes, {n_comp} component"
+            in info.stdout)
+    assert json.loads(run(["info", folder / "m.npz", "--json"]).stdout)["graph"]["nnz"] == \
+        est.fit_stats_["graph"]["nnz"]
+
+
+def test_cli_knn_as_subprocesses_and_config(moons_csv):
+    """The real command: fit with a YAML config (kernel: knn, n_neighbors:), predict of the
+    training rows is the labels (through the model file), on 1 and 2 threads alike."""
+    folder = moons_csv
+    (folder / "run.yaml").write_text("kernel: knn\nn_neighbors: 10\nn_init: 2\n")
+    outs = []
+    for threads in ("1", "2"):
+        fit = run_process(["fit", "moons.csv", "-k", "2", "--config", "run.yaml", "--threads",
+                           threads, "-o", f"m{threads}.npz", "-q"], cwd=folder)
+        assert fit.returncode == 0 and fit.stderr == "", fit.stderr
+        predicted = run_process(["predict", f"m{threads}.npz", "moons.csv"], cwd=folder)
+        assert predicted.returncode == 0, predicted.stderr
+        assert predicted.stdout == fit.stdout
+        outs.append(fit.stdout)
+    assert outs[0] == outs[1]
+    assert load_model(folder / "m1.npz").result.graph.model.n_neighbors == 10
+
+
+@pytest.mark.parametrize("args, code, needles", [
+    (["--n-neighbors", "0"], 2, ["--n-neighbors", "0"]),
+    (["--n-neighbors", "-3"], 2, ["--n-neighbors", "-3"]),
+    (["--n-neighbors", "2.5"], 2, ["--n-neighbors", "2.5"]),
+    (["--n-neighbors", "240"], 1, ["moons.csv", "--n-neighbors 240", "less than the number"]),
+    (["-k", "300"], 1, ["moons.csv", "k = 300"]),
+    (["--cluster", "local:1"], 2, ["--cluster", "--kernel knn", "one process"]),
+    (["--scheduler", "tcp://127.0.0.1:9"], 2, ["--scheduler", "--kernel knn"]),
+    (["--approx", "nystroem"], 2, ["--approx nystroem", "--kernel knn"]),
+    (["--storage", "blocked"], 2, ["--storage blocked", "--kernel knn"]),
+    (["--gamma", "0.5"], 2, ["--gamma 0.5", "--kernel knn"]),
+    (["--algorithm", "elkan"], 2, ["--algorithm elkan", "--kernel knn"]),
+    (["--silhouette"], 2, ["--silhouette", "--kernel knn"]),
+    (["--init", "random"], 2, ["--init random", "--kernel knn"]),
+])
+def test_cli_knn_bad_options(moons_csv, args, code, needles):
+    """Each refusal is one error line with the exit code of its kind, and the existing
+    output is left as it was (no model, no temporary file)."""
+    folder = moons_csv
+    (folder / "out.npz").write_bytes(OLD)
+    before = listing(folder)
+    argv = ["fit", folder / "moons.csv", "--kernel", "knn", "-o", folder / "out.npz"]
+    argv += args if args[0] == "-k" else ["-k", "2", *args]
+    assert_one_error_line(run(argv), *needles, code=code)
+    assert listing(folder) == before and (folder / "out.npz").read_bytes() == OLD
+
+
+def test_cli_knn_bad_data(tmp_path):
+    """Too few distinct points for k and NaN in DATA: one error line naming the file, exit 1,
+    nothing written."""
+    write_csv(tmp_path / "dup.csv", np.repeat([[1.0, 2.0], [3.0, 4.0]], 5, axis=0))
+    result = run(["fit", tmp_path / "dup.csv", "-k", "3", "--kernel", "knn", "-o",
+                  tmp_path / "m.npz"])
+    assert_one_error_line(result, "dup.csv", "2 distinct points", code=1)
+    (tmp_path / "nan.csv").write_text("x,y\n1,2\nnan,3\n4,5\n6,7\n")
+    result = run(["fit", tmp_path / "nan.csv", "-k", "2", "--kernel", "knn", "-o",
+                  tmp_path / "m.npz"])
+    assert_one_error_line(result, "nan.csv", "line 3", code=1)
+    assert listing(tmp_path) == ["dup.csv", "nan.csv"]
+
+
+def test_cli_n_neighbors_needs_knn(moons_csv):
+    result = run(["fit", moons_csv / "moons.csv", "-k", "2", "--kernel", "rbf",
+                  "--n-neighbors", "5", "--no-model"])
+    assert_one_error_line(result, "--n-neighbors 5", "--kernel knn", code=2)
