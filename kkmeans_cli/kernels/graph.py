@@ -312,22 +312,31 @@ def components(A):
 
 
 # -- a given affinity ------------------------------------------------------------------------
-def check_affinity(A, what="affinity"):
+def check_affinity(A, what="affinity", n_clusters=None):
     """A user-given affinity as CSR float64 with sorted indices, exactly symmetric.
 
-    Raises ``DataError`` (one line, naming the first bad row and column) unless A is square,
-    finite, non-negative, symmetric within ``SYMMETRY_RTOL`` × max A_ij, and every row has a
-    positive entry (a row of zeros is a point of degree 0, outside every cut). The stored
-    matrix is (A + Aᵀ)/2, so rounding asymmetry does not reach the engine.
+    Raises ``DataError`` (one line, naming the first bad row and column) unless A is a
+    non-empty square matrix of real numbers, finite, non-negative, symmetric within
+    ``SYMMETRY_RTOL`` × max A_ij, every row has a positive entry (a row of zeros is a point
+    of degree 0, outside every cut) and, when ``n_clusters`` is given, A has at least that many
+    points. The stored matrix is (A + Aᵀ)/2, so rounding asymmetry does not reach the engine.
     """
     from scipy import sparse
 
     if not sparse.issparse(A):
-        A = np.asarray(A)
-        if A.ndim != 2:
-            raise DataError(f"{what} must be a 2-D matrix, got {A.ndim} dimensions")
+        try:
+            A = np.asarray(A)
+        except (TypeError, ValueError) as exc:
+            raise DataError(f"{what} is not a matrix ({exc})") from None
+    if A.ndim != 2:
+        raise DataError(f"{what} must be a 2-D matrix, got {A.ndim} dimensions")
     if A.shape[0] != A.shape[1]:
         raise DataError(f"{what} must be square, got {A.shape[0]}×{A.shape[1]}")
+    if A.shape[0] == 0:
+        raise DataError(f"{what} is empty (0×0): there are no points to cluster")
+    if n_clusters is not None and int(n_clusters) > A.shape[0]:
+        raise DataError(f"{what} has {A.shape[0]} points, fewer than the {int(n_clusters)} "
+                        f"clusters asked for")
     if not (np.issubdtype(A.dtype, np.number) and not np.iscomplexobj(A)) \
             and A.dtype != np.bool_:
         raise DataError(f"{what} must hold real numbers, got dtype {A.dtype}")
@@ -369,9 +378,9 @@ def _check_symmetric(A, rows, what):
                     f"row {c}, column {r} holds {A[c, r]:.6g}")
 
 
-def given_graph(A):
+def given_graph(A, n_clusters=None):
     """A checked user affinity as a ``Graph`` (every point its own node, no coordinates)."""
-    E = check_affinity(A)
+    E = check_affinity(A, n_clusters=n_clusters)
     n = E.shape[0]
     n_comp, comp = components(E)
     sizes = np.bincount(comp, minlength=n_comp)

@@ -193,7 +193,7 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=10,
     n_threads = effective_n_threads(n_threads)
     rng = random_state if isinstance(random_state, np.random.Generator) \
         else np.random.default_rng(random_state)
-    graph = kgraph.given_graph(affinity) if affinity is not None else \
+    graph = kgraph.given_graph(affinity, n_clusters) if affinity is not None else \
         kgraph.knn_graph(X, n_neighbors, weighting, n_threads)
     k = int(n_clusters)
     if not 1 <= k <= graph.info.n_nodes:
