@@ -380,3 +380,19 @@ def best_default_start(A, k, rng, max_iter=300, n_threads=1):
     if levels:
         labels = labels[levels[0][1]]
     return [(kind, np.ascontiguousarray(labels, dtype=np.int32))], len(levels)
+
+
+def laplacian_eigenvalues(kernel, r, rng):
+    """The r smallest eigenvalues of the normalized Laplacian L = I − D^{-½}AD^{-½},
+    ascending: 1 − the r largest of D^{-½}AD^{-½} (``top_eigenvectors``: Lanczos on the
+    sparse matrix above ``SPECTRAL_DENSE_MAX`` nodes, a dense ``eigh`` below)."""
+    lam, _ = top_eigenvectors(kernel, r, rng)
+    return np.sort(1.0 - lam)
+
+
+def eigengaps(eigenvalues, ks):
+    """gap_k = λ_{k+1} − λ_k of ascending Laplacian eigenvalues λ_1 ≤ λ_2 ≤ … (von Luxburg,
+    "A tutorial on spectral clustering", 2007: k clusters show as k eigenvalues near 0 and a
+    gap after them), for each k of ``ks``; None where λ_{k+1} is not among them."""
+    lam = np.asarray(eigenvalues)
+    return [float(lam[k] - lam[k - 1]) if 1 <= k < lam.size else None for k in ks]
