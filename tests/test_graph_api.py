@@ -62,18 +62,22 @@ def test_knn_estimator_is_the_engine_fit():
 
 
 def test_knn_default_neighbours_and_duplicates():
-    """n_neighbors=None is min(20, n − 1); copies of a point share its node and label, and
-    predict(X_fit) == labels_ holds for them too."""
+    """n_neighbors=None is the engine's rule (20 other points, capped for tiny data, on the
+    distinct points); copies of a point share its node and label, and predict(X_fit) ==
+    labels_ holds for them too."""
+    from kkmeans_cli.kernels.graph import default_neighbors
+
     X, _ = _moons(150, seed=1)
     X = np.vstack([X, X[:10], X[:3]])
     est = KernelKMeans(2, kernel="knn", n_init=2, random_state=3).fit(X)
     info = est.fit_stats_["graph"]
-    assert info["n_neighbors"] == 20 and info["n_duplicates"] == 13
+    assert info["n_neighbors"] == default_neighbors(150, 2) == 21
+    assert info["n_duplicates"] == 13
     assert info["n_nodes"] == 150 and info["n_points"] == 163
     np.testing.assert_array_equal(est.labels_[150:160], est.labels_[:10])
     np.testing.assert_array_equal(est.predict(X), est.labels_)
     small = KernelKMeans(2, kernel="knn", random_state=0).fit(blobs(n=8, k=2)[0])
-    assert small.fit_stats_["graph"]["n_neighbors"] == 7
+    assert small.fit_stats_["graph"]["n_neighbors"] == default_neighbors(8, 2) == 4
 
 
 def test_knn_transform_and_new_points():
@@ -256,6 +260,7 @@ def test_cli_fit_predict_info_knn(moons_csv):
                "12", "--n-init", "3", "--seed", "4", "-o", folder / "m.npz",
                "--summary", folder / "s.json"])
     assert fit.exit_code == 0, fit.stderr
+    assert "--n-init counts the starts of --init spectral" in fit.stderr  # warned, not used
     X = np.loadtxt(folder / "moons.csv", delimiter=",", skiprows=1)
     est = KernelKMeans(2, kernel="knn", n_neighbors=12, n_init=3, random_state=4).fit(X)
     np.testing.assert_array_equal(labels_of(fit.stdout), est.labels_)
@@ -280,7 +285,7 @@ def test_cli_knn_as_subprocesses_and_config(moons_csv):
     """The real command: fit with a YAML config (kernel: knn, n_neighbors:), predict of the
     training rows is the labels (through the model file), on 1 and 2 threads alike."""
     folder = moons_csv
-    (folder / "run.yaml").write_text("kernel: knn\nn_neighbors: 10\nn_init: 2\n")
+    (folder / "run.yaml").write_text("kernel: knn\nn_neighbors: 10\n")
     outs = []
     for threads in ("1", "2"):
         fit = run_process(["fit", "moons.csv", "-k", "2", "--config", "run.yaml", "--threads",
@@ -339,3 +344,74 @@ def test_cli_n_neighbors_needs_knn(moons_csv):
     result = run(["fit", moons_csv / "moons.csv", "-k", "2", "--kernel", "rbf",
                   "--n-neighbors", "5", "--no-model"])
     assert_one_error_line(result, "--n-neighbors 5", "--kernel knn", code=2)
+
+
+# -- a sparse graph as DATA ---------------------------------------------------------------------
+@pytest.fixture
+def graph_files(tmp_path):
+    """Three cliques joined by one weak edge, as .npz (scipy.sparse.save_npz) and .mtx."""
+    from scipy import io as scipy_io
+
+    A = _blocks([6, 6, 6]).tolil()
+    A[0, 6] = A[6, 0] = 0.01
+    A = A.tocsr()
+    sparse.save_npz(tmp_path / "g.npz", A)
+    scipy_io.mmwrite(str(tmp_path / "g.mtx"), A)
+    return tmp_path, A
+
+
+@pytest.mark.parametrize("name", ["g.npz", "g.mtx"])
+def test_cli_fit_sparse_graph(graph_files, name):
+    """A sparse affinity as DATA with --kernel precomputed is the estimator's graph fit; its
+    model describes the graph and refuses to predict (exit 2, before DATA is read)."""
+    folder, A = graph_files
+    fit = run(["fit", folder / name, "-k", "3", "--kernel", "precomputed", "-o",
+               folder / "m.npz"])
+    assert fit.exit_code == 0, fit.stderr
+    est = KernelKMeans(3, kernel="precomputed", random_state=0).fit(A)
+    np.testing.assert_array_equal(labels_of(fit.stdout), est.labels_)
+    assert "affinity given as DATA, 18 nodes" in fit.stderr
+    info = run(["info", folder / "m.npz"])
+    assert "affinity given as DATA, 18 nodes" in info.stdout
+    refused = run(["predict", folder / "m.npz", folder / "nothing.csv"])
+    assert_one_error_line(refused, "m.npz", "no coordinates", code=2)
+
+
+def _edited(A, edit):
+    M = A.tolil()
+    edit(M)
+    return M.tocsr()
+
+
+@pytest.mark.parametrize("make, needles", [
+    (lambda A: sparse.csr_matrix(np.ones((3, 4))), ["must be square"]),
+    (lambda A: _edited(A, lambda M: M.__setitem__((0, 1), 5.0)), ["not symmetric", "row 0"]),
+    (lambda A: _edited(A, lambda M: (M.__setitem__((0, 1), -1.0),
+                                     M.__setitem__((1, 0), -1.0))), ["negative weight"]),
+    (lambda A: _edited(A, lambda M: (M.__setitem__((0, 1), np.nan),
+                                     M.__setitem__((1, 0), np.nan))), ["not a finite number"]),
+    (lambda A: _edited(A, lambda M: (M.__setitem__((2, slice(None)), 0.0),
+                                     M.__setitem__((slice(None), 2), 0.0))),
+     ["row 2 has no positive weight"]),
+])
+def test_cli_bad_sparse_graph(graph_files, make, needles):
+    """A sparse graph that is no affinity: one error line naming the file, exit 1, the
+    existing output unchanged and nothing else written."""
+    folder, A = graph_files
+    sparse.save_npz(folder / "bad.npz", make(A))
+    (folder / "out.npz").write_bytes(OLD)
+    before = listing(folder)
+    result = run(["fit", folder / "bad.npz", "-k", "2", "--kernel", "precomputed", "-o",
+                  folder / "out.npz"])
+    assert_one_error_line(result, "bad.npz", *needles, code=1)
+    assert listing(folder) == before and (folder / "out.npz").read_bytes() == OLD
+
+
+def test_cli_sparse_graph_refuses_row_options(graph_files):
+    folder, _ = graph_files
+    for extra, needle in ((["--columns", "0,1"], "--columns"),
+                          (["--with-data"], "--with-data"),
+                          (["--silhouette"], "--silhouette")):
+        result = run(["fit", folder / "g.npz", "-k", "3", "--kernel", "precomputed",
+                      "--no-model", *extra])
+        assert_one_error_line(result, needle, code=2)

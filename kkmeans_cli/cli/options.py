@@ -315,6 +315,14 @@ def warn_unused_options(opts, reporter):
     if cluster and opts.get("memory_limit") is not None:
         notes.append("--memory-limit plans the memory of a run in one process; on a cluster "
                      "each worker has --worker-memory; ignored")
+    if opts.get("kernel") in _options.GRAPH_KERNELS:
+        if opts.get("n_init", DEFAULT_N_INIT) != DEFAULT_N_INIT and opts.get("init") != \
+                "spectral":
+            notes.append(f"--n-init counts the starts of --init spectral; --kernel "
+                         f"{opts['kernel']} starts from a fixed set of its own; ignored")
+        if opts.get("tol", DEFAULTS["tol"]) != DEFAULTS["tol"]:
+            notes.append(f"--tol applies to the dense kernels; --kernel {opts['kernel']} "
+                         f"iterates until no point moves; ignored")
     if cluster and opts.get("threads") is not None:
         notes.append("--threads sets the threads of a run in one process; a cluster's workers "
                      "run one thread each; ignored")

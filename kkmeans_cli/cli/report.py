@@ -230,7 +230,9 @@ def fit_report(estimator, data, scaler, model_path):
     n, d = data.X.shape
     restarts = len(stats["restart_inertias"])
     rows = [
-        ("data", f"{data.source}: {plural(n, 'sample')} × {plural(d, 'feature')}"
+        ("data", f"{data.source}: " + (f"sparse affinity graph of {plural(n, 'node')}"
+                                       if hasattr(data.X, "nnz") else
+                                       f"{plural(n, 'sample')} × {plural(d, 'feature')}")
                  + (f" ({plural(data.n_dropped, 'row')} with missing values dropped)"
                     if data.n_dropped else "")),
         ("k", str(estimator.n_clusters)),

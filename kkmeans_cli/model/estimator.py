@@ -18,7 +18,7 @@ from .checks import (check_data, check_fit_values, check_graph_data, check_init_
                      check_weights)
 from .fitting import (check_graph_neighbors, fit_arrays, fit_graph_arrays, nystroem_plan,
                       resolved_kernel)
-from .params import PARAMETER_CONSTRAINTS, fit_rngs, validate_params
+from .params import PARAMETER_CONSTRAINTS, check_graph_settings, fit_rngs, validate_params
 from .planning import plan_fit, route_of
 from .predictor import nearest as predictor_nearest
 from .predictor import no_graph_coordinates, predictor
@@ -178,8 +178,10 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         leading ones), scored on K; a cross-check of Lloyd (see ``embed.py``).
     n_neighbors : int or None
         With ``kernel='knn'``: the neighbours of each point in its graph, itself included
-        (1 ≤ n_neighbors < n_samples); None: min(20, n_samples − 1)
-        (``fitting.graph_neighbors``).
+        (1 ≤ n_neighbors < n_samples); None: the engine's default rule, 20 other points
+        capped at ⌊n_distinct/k⌋ − 1 and n_distinct − 1 (``kernels.graph.default_neighbors``).
+        ``n_init`` counts the starts of ``init='spectral'`` only: the default starts of a
+        graph are a fixed set (``kernels/graph_fit.py``).
     cluster : distributed.Client, str or None
         Run the Nyström fit on a Dask cluster (``distributed/``): a ``Client``, ``'local:N'``
         (N worker processes on 127.0.0.1 for the call) or a scheduler address or file. X may
@@ -333,6 +335,9 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         Sample weights: none, or all equal (they scale every degree alike and change no
         cut); the graph's own weights are its edges."""
         given = self.kernel == "precomputed"
+        if given:
+            check_graph_settings(self.get_params(deep=False),
+                                 "kernel='precomputed' with a sparse X", "that affinity graph")
         X, affinity = check_graph_data(X, given, estimator=self)
         n = (affinity if given else X).shape[0]
         if self.n_clusters > n:

@@ -19,7 +19,7 @@ from ..engine.threads import blas_threads
 from ..errors import DataError, KKMeansWarning
 from ..kernels import nystroem
 from ..kernels.functions import Kernel, check_range, data_offset, resolve_gamma
-from ..kernels.graph_fit import fit_graph, start_kinds
+from ..kernels.graph_fit import fit_graph
 from ..kernels.psd import PRECOMPUTED, check_and_repair
 from ..kernels.psd import fit_stats as psd_fit_stats
 from ..kernels.sources import BlockedKernel, InMemoryKernel, LazyKernel
@@ -222,20 +222,6 @@ def check_kernel_matrix(K, n, dtype):
 
 
 # -- the graph kernels -----------------------------------------------------------------------
-#: Neighbours of each point (itself included) when ``n_neighbors`` is None: the setting the
-#: default kernel was measured with (connectivity weights; docs/engine.md, "Graph kernels"),
-#: at most n − 1 (n neighbours would link every point to every other).
-DEFAULT_N_NEIGHBORS = 20
-
-
-def graph_neighbors(n_neighbors, n):
-    """The neighbours a graph fit of n points uses: ``n_neighbors``, or for None
-    min(:data:`DEFAULT_N_NEIGHBORS`, n − 1) (at least 1)."""
-    if n_neighbors is None:
-        return max(1, min(DEFAULT_N_NEIGHBORS, n - 1))
-    return int(n_neighbors)
-
-
 def check_graph_neighbors(n_neighbors, n):
     """An ``n_neighbors`` given for n points must be below n (``ValueError``): n neighbours
     and more link every point to every other, a graph with no structure to cut."""
@@ -247,7 +233,8 @@ def check_graph_neighbors(n_neighbors, n):
 
 def fit_graph_arrays(X, affinity, params, rngs, n_threads):
     """A graph kernel's fit (``kernels/graph_fit.py``): the normalized cut of the
-    k-nearest-neighbour graph of the checked points X (kernel 'knn'), or of a given sparse
+    k-nearest-neighbour graph of the checked points X (kernel 'knn'; ``n_neighbors`` None:
+    the engine's default rule, ``kernels.graph.default_neighbors``), or of a given sparse
     ``affinity`` (kernel 'precomputed'; X None), as weighted kernel k-means with weights
     w = D on K = σD⁻¹ + D⁻¹AD⁻¹ (Dhillon, Guan & Kulis, "Kernel k-means, spectral clustering
     and normalized cuts", KDD 2004; docs/engine.md).
@@ -264,11 +251,9 @@ def fit_graph_arrays(X, affinity, params, rngs, n_threads):
     """
     _, fit_rng = rngs
     k = int(params["n_clusters"])
-    n = X.shape[0] if X is not None else affinity.shape[0]
-    n_neighbors = graph_neighbors(params["n_neighbors"], n) if X is not None else 0
     start = "spectral" if params["init"] == "spectral" else "auto"
     t0 = time.perf_counter()
-    fit = fit_graph(X, k, affinity=affinity, n_neighbors=max(1, n_neighbors), start=start,
+    fit = fit_graph(X, k, affinity=affinity, n_neighbors=params["n_neighbors"], start=start,
                     n_init=int(params["n_init"]), max_iter=int(params["max_iter"]),
                     random_state=fit_rng, n_threads=n_threads)
     t1 = time.perf_counter()
@@ -277,8 +262,7 @@ def fit_graph_arrays(X, affinity, params, rngs, n_threads):
     per_node = kernel.degrees / graph.counts
     weights = np.ascontiguousarray(graph.point_labels(per_node), dtype=np.float64)
     ncuts = [float(c) for c in fit.start_ncuts]
-    kinds = (["components"] if fit.start == "components"
-             else start_kinds(start, int(params["n_init"]), graph.info.n_nodes))
+    kinds = list(fit.start_kinds)
     info = {key: (list(value) if isinstance(value, tuple) else value)
             for key, value in vars(graph.info).items()}
     stats = {"kernel_seconds": 0.0, "iteration_seconds": t1 - t0,
@@ -294,5 +278,5 @@ def fit_graph_arrays(X, affinity, params, rngs, n_threads):
                      cluster_weights=np.asarray(fitted["cluster_weights_"], dtype=np.float64),
                      n_iter=int(fit.n_iter), converged=bool(fit.converged),
                      kernel=Kernel(name), sample_weight=weights, X_fit=None,
-                     n_features=X.shape[1] if X is not None else n, fit_stats=stats,
+                     n_features=(X if X is not None else affinity).shape[1], fit_stats=stats,
                      graph=GraphState(fit.model(), info, float(fit.ncut)))

@@ -66,7 +66,7 @@ PARAMETER_CONSTRAINTS = {
     # cluster is opened, distributed/cluster.py; Dask is not imported to validate).
     "cluster": "no_validation",
     # neighbours of each point (itself included) in the graph of kernel='knn'; None: the
-    # default rule (model/fitting.py, graph_neighbors)
+    # engine's default rule (kernels.graph.default_neighbors)
     "n_neighbors": [_positive_int(), None],
 }
 
@@ -170,9 +170,10 @@ def check_graph_combination(params):
     parameter (no ``gamma``, ``degree``, ``coef0``, ``dtype`` but float64, ``storage``,
     ``approx``, ``psd_repair``, ``solver='embed'``); its iterations are Lloyd's and
     Hartigan's on the sparse graph (no ``algorithm='elkan'``, no ``refine='none'``); ``n_init``
-    is its number of multilevel starts (``kernels/graph_fit.py``); its starts are
-    its own (``init`` 'k-means++', the default, or 'spectral'; no labels, no 'random'); it
-    runs in one process (no ``cluster``). ``n_neighbors`` applies to it alone."""
+    counts the starts of ``init='spectral'`` (the default starts are a fixed set,
+    ``kernels/graph_fit.py``); its starts are its own (``init`` 'k-means++', the default, or
+    'spectral'; no labels, no 'random'); it runs in one process (no ``cluster``).
+    ``n_neighbors`` applies to it alone."""
     kernel = params["kernel"]
     if kernel not in _options.GRAPH_KERNELS:
         if params.get("n_neighbors") is not None:
@@ -180,21 +181,28 @@ def check_graph_combination(params):
                 f"n_neighbors={params['n_neighbors']} sets the graph of kernel='knn'; the "
                 f"{kernel} kernel has no neighbours (use kernel='knn', or drop n_neighbors)")
         return
-    why = ("kernel='knn' clusters the normalized cut of a sparse k-nearest-neighbour graph, "
-           "with no kernel matrix")
-    for name, default in GRAPH_REFUSED.items():
-        if params[name] != default:
-            value = params[name]
+    check_graph_settings(params, "kernel='knn'", "a sparse k-nearest-neighbour graph")
+
+
+def check_graph_settings(params, name, graph):
+    """The settings a graph fit refuses (:func:`check_graph_combination`), for the route
+    ``name`` (``kernel='knn'``, or a sparse affinity with ``kernel='precomputed'``) on
+    ``graph`` (what it clusters)."""
+    why = f"{name} clusters the normalized cut of {graph}, with no kernel matrix"
+    for key, default in GRAPH_REFUSED.items():
+        if key == "gamma" and params["kernel"] not in _options.GRAPH_KERNELS:
+            continue  # a precomputed kernel ignores gamma already
+        if params[key] != default:
             raise InvalidParameterError(
-                f"{name}={value!r} is a setting of the dense kernels; {why} (leave "
-                f"{name}={default!r}, or choose another kernel such as kernel='rbf')")
+                f"{key}={params[key]!r} is a setting of the dense kernels; {why} (leave "
+                f"{key}={default!r}, or choose another kernel such as kernel='rbf')")
     if np.dtype(params["dtype"]) != np.float64:
         raise InvalidParameterError(
             f"dtype={np.dtype(params['dtype']).name!r} is the storage of a kernel matrix; "
             f"{why} (leave dtype='float64')")
     if params["refine"] == "none":
         raise InvalidParameterError(
-            f"refine='none' cannot be used with kernel='knn': its runs end with Hartigan's "
+            f"refine='none' cannot be used with {name}: its runs end with Hartigan's "
             f"single-point moves on the graph (use refine='auto')")
     if params["algorithm"] == "elkan":
         raise InvalidParameterError(
@@ -203,12 +211,12 @@ def check_graph_combination(params):
     init = params["init"]
     if not isinstance(init, str) or init == "random":
         raise InvalidParameterError(
-            f"init={init!r} is not a start of kernel='knn': it starts from the graph's "
+            f"init={init!r} is not a start of {name}: it starts from the graph's "
             f"components, multilevel coarsening and a spectral embedding (init='k-means++', "
             f"the default, lets it choose; init='spectral' asks for spectral starts only)"
             if isinstance(init, str) else
-            "init labels are not a start of kernel='knn': it starts from the graph's "
-            "components, multilevel coarsening and a spectral embedding (drop init)")
+            f"init labels are not a start of {name}: it starts from the graph's "
+            f"components, multilevel coarsening and a spectral embedding (drop init)")
     if params.get("cluster") is not None:
         raise InvalidParameterError(
             f"cluster is set, but {why} in one process; a cluster runs "
