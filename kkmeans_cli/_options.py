@@ -33,7 +33,9 @@ MISSING = ("error", "drop")
 # Defaults shared by ``KernelKMeans.__init__`` and the command line's options.
 DEFAULTS = {
     "n_clusters": 8,   # the estimator's default; the command line requires -k
-    "kernel": "rbf",
+    # the normalized cut of the k-nearest-neighbour graph (docs/engine.md, "Graph kernels"):
+    # on rings, moons and the real sets measured it beats rbf with only k given
+    "kernel": "knn",
     "gamma": "median",
     "degree": 3,
     "coef0": 1.0,

@@ -16,12 +16,14 @@ from .options import (PRECOMPUTED_KERNELS, check_memory_plan, check_option_combi
 FIT_EPILOG = """\b
 Examples:
   kkmeans fit examples/moons.csv -k 2
-  kkmeans fit data.csv -k 5 --kernel rbf > labels.txt
+  kkmeans fit data.csv -k 5 --n-neighbors 30 > labels.txt
+  kkmeans fit data.csv -k 5 --kernel rbf --gamma 0.5 > labels.txt
   cat data.csv | kkmeans fit - -k 3 --no-model --quiet
   kkmeans fit data.csv --config configs/rbf.yaml -k 4 --summary run.json
   kkmeans fit data.tsv -k 3 --columns x,y --scale standard --missing drop
-  kkmeans fit 'parts/*.parquet' -k 8 --columns x,y,z --approx nystroem
-  kkmeans fit examples/blobs.csv -k 4 --silhouette --plot clusters.png
+  kkmeans fit 'parts/*.parquet' -k 8 --columns x,y,z --kernel rbf --approx nystroem
+  kkmeans fit graph.npz -k 4 --kernel precomputed
+  kkmeans fit examples/blobs.csv -k 4 --kernel rbf --silhouette --plot clusters.png
   kkmeans fit examples/blobs.csv -k 4 --no-model --with-data > labelled.csv
 """
 
