@@ -10,7 +10,7 @@ def fitted(tmp_path):
     it (``model.npz``), nothing else."""
     X, _ = blobs(n=30, d=2, k=3)
     write_csv(tmp_path / "data.csv", X)
-    result = run(["fit", tmp_path / "data.csv", "-k", "3", "-o", tmp_path / "model.npz",
+    result = run(["fit", "--kernel", "rbf", tmp_path / "data.csv", "-k", "3", "-o", tmp_path / "model.npz",
                   *FAST, "--quiet"])
     assert result.exit_code == 0, result.stderr
     return tmp_path

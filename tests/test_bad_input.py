@@ -33,37 +33,37 @@ def check_fails(work, args, code, message, input=None):
 
 # -- data files -----------------------------------------------------------------------------
 def test_missing_file(work):
-    check_fails(work, ["fit", work / "nope.csv", "-k", "2"], 1,
+    check_fails(work, ["fit", "--kernel", "rbf", work / "nope.csv", "-k", "2"], 1,
                 f"{work / 'nope.csv'}: no such file")
 
 
 def test_unreadable_file(work):
     (work / "binary.csv").write_bytes(b"\xff\xfe\x00\x81garbage")
-    check_fails(work, ["fit", work / "binary.csv", "-k", "2"], 1, "not a text file")
-    check_fails(work, ["fit", work, "-k", "2"], 1, "is a folder, not a data file")
+    check_fails(work, ["fit", "--kernel", "rbf", work / "binary.csv", "-k", "2"], 1, "not a text file")
+    check_fails(work, ["fit", "--kernel", "rbf", work, "-k", "2"], 1, "is a folder, not a data file")
 
 
 def test_empty_file(work):
     (work / "empty.csv").write_text("")
-    check_fails(work, ["fit", work / "empty.csv", "-k", "2"], 1,
+    check_fails(work, ["fit", "--kernel", "rbf", work / "empty.csv", "-k", "2"], 1,
                 f"{work / 'empty.csv'}: the file is empty")
 
 
 def test_header_only(work):
     (work / "head.csv").write_text("a,b\n")
-    check_fails(work, ["fit", work / "head.csv", "-k", "2"], 1,
+    check_fails(work, ["fit", "--kernel", "rbf", work / "head.csv", "-k", "2"], 1,
                 "has a header line but no data rows")
 
 
 def test_non_numeric_cell(work):
     (work / "bad.csv").write_text("a,b\n1,2\n3,4\n5,oops\n")
-    check_fails(work, ["fit", work / "bad.csv", "-k", "2"], 1,
+    check_fails(work, ["fit", "--kernel", "rbf", work / "bad.csv", "-k", "2"], 1,
                 f"{work / 'bad.csv'}: line 4, column 2 ('b'): 'oops' is not a number")
 
 
 def test_ragged_row(work):
     (work / "ragged.csv").write_text("1,2\n3,4\n5\n")
-    check_fails(work, ["fit", work / "ragged.csv", "-k", "2"], 1,
+    check_fails(work, ["fit", "--kernel", "rbf", work / "ragged.csv", "-k", "2"], 1,
                 "line 3 has 1 field, expected 2")
 
 
@@ -75,20 +75,20 @@ def test_ragged_row(work):
 ])
 def test_nan_or_inf(work, cell, message):
     (work / "nan.csv").write_text(f"1,2\n3,4\n{cell},5\n6,7\n")
-    check_fails(work, ["fit", work / "nan.csv", "-k", "2"], 1, message)
+    check_fails(work, ["fit", "--kernel", "rbf", work / "nan.csv", "-k", "2"], 1, message)
 
 
 def test_nan_in_npy(work):
     X = np.ones((5, 2))
     X[3, 1] = np.nan
     np.save(work / "nan.npy", X)
-    check_fails(work, ["fit", work / "nan.npy", "-k", "2"], 1,
+    check_fails(work, ["fit", "--kernel", "rbf", work / "nan.npy", "-k", "2"], 1,
                 "row 4, column 2: missing value (NaN)")
 
 
 def test_missing_drop_prints_minus_one(work):
     (work / "nan.csv").write_text("1,2\n3,4\nnan,5\n60,70\n61,70\n")
-    result = run(["fit", work / "nan.csv", "-k", "2", "--missing", "drop", "--no-model",
+    result = run(["fit", "--kernel", "rbf", work / "nan.csv", "-k", "2", "--missing", "drop", "--no-model",
                   *FAST])
     assert result.exit_code == 0
     labels = labels_of(result.stdout)
@@ -96,23 +96,23 @@ def test_missing_drop_prints_minus_one(work):
     assert labels[0] == labels[1] and labels[3] == labels[4] and labels[0] != labels[3]
     assert "dropped" in result.stderr
     (work / "allnan.csv").write_text("nan,1\n2,nan\n")
-    check_fails(work, ["fit", work / "allnan.csv", "-k", "1", "--missing", "drop"], 1,
+    check_fails(work, ["fit", "--kernel", "rbf", work / "allnan.csv", "-k", "1", "--missing", "drop"], 1,
                 "every row has a missing value")
 
 
 # -- option values ----------------------------------------------------------------------------
 def test_k_below_one(work):
-    check_fails(work, ["fit", work / "data.csv", "-k", "0"], 2,
+    check_fails(work, ["fit", "--kernel", "rbf", work / "data.csv", "-k", "0"], 2,
                 "Invalid value for '-k' / '--n-clusters': 0 is not in the range x>=1")
 
 
 def test_k_above_n(work):
-    check_fails(work, ["fit", work / "data.csv", "-k", "31"], 1,
+    check_fails(work, ["fit", "--kernel", "rbf", work / "data.csv", "-k", "31"], 1,
                 "k = 31 is larger than the number of rows (30)")
 
 
 def test_k_missing(work):
-    check_fails(work, ["fit", work / "data.csv"], 2, "missing option -k/--n-clusters")
+    check_fails(work, ["fit", "--kernel", "rbf", work / "data.csv"], 2, "missing option -k/--n-clusters")
 
 
 def test_unknown_kernel(work):
@@ -122,12 +122,12 @@ def test_unknown_kernel(work):
 
 @pytest.mark.parametrize("gamma", ["0", "-1.5", "nan", "wide"])
 def test_gamma_not_positive(work, gamma):
-    check_fails(work, ["fit", work / "data.csv", "-k", "2", "--gamma", gamma], 2,
+    check_fails(work, ["fit", "--kernel", "rbf", work / "data.csv", "-k", "2", "--gamma", gamma], 2,
                 "Invalid value for '--gamma'")
 
 
 def test_unknown_option(work):
-    check_fails(work, ["fit", work / "data.csv", "-k", "2", "--n-inits", "3"], 2,
+    check_fails(work, ["fit", "--kernel", "rbf", work / "data.csv", "-k", "2", "--n-inits", "3"], 2,
                 "No such option '--n-inits'")
 
 
@@ -167,16 +167,16 @@ def test_config_file_missing(work):
 
 # -- HDF5 ----------------------------------------------------------------------------------------
 def test_hdf5_file_missing(work):
-    check_fails(work, ["fit", f"{work / 'none.h5'}:/x", "-k", "2"], 1,
+    check_fails(work, ["fit", "--kernel", "rbf", f"{work / 'none.h5'}:/x", "-k", "2"], 1,
                 f"{work / 'none.h5'}: no such file")
 
 
 def test_hdf5_dataset_missing(work):
     with h5py.File(work / "d.h5", "w") as f:
         f.create_dataset("features", data=np.ones((4, 2)))
-    check_fails(work, ["fit", f"{work / 'd.h5'}:/other", "-k", "2"], 1,
+    check_fails(work, ["fit", "--kernel", "rbf", f"{work / 'd.h5'}:/other", "-k", "2"], 1,
                 "no such dataset in")
-    check_fails(work, ["fit", work / "d.h5", "--dataset", "/other", "-k", "2"], 1,
+    check_fails(work, ["fit", "--kernel", "rbf", work / "d.h5", "--dataset", "/other", "-k", "2"], 1,
                 "(datasets: /features)")
 
 
@@ -184,9 +184,9 @@ def test_hdf5_dataset_not_2d(work):
     with h5py.File(work / "d.h5", "w") as f:
         f.create_dataset("vector", data=np.arange(5.0))
         f.create_dataset("cube", data=np.ones((2, 2, 2)))
-    check_fails(work, ["fit", f"{work / 'd.h5'}:/vector", "-k", "2"], 1,
+    check_fails(work, ["fit", "--kernel", "rbf", f"{work / 'd.h5'}:/vector", "-k", "2"], 1,
                 "expected a 2-D array (rows × features), got 1-D shape (5,)")
-    check_fails(work, ["fit", f"{work / 'd.h5'}:/cube", "-k", "2"], 1, "got 3-D")
+    check_fails(work, ["fit", "--kernel", "rbf", f"{work / 'd.h5'}:/cube", "-k", "2"], 1, "got 3-D")
 
 
 # -- predict and model files -------------------------------------------------------------------
@@ -263,7 +263,7 @@ def test_model_with_missing_array(work):
 
 # -- outputs --------------------------------------------------------------------------------
 def test_output_folder_missing(work):
-    result = run(["fit", work / "data.csv", "-k", "2", "-o", work / "nodir" / "m.npz",
+    result = run(["fit", "--kernel", "rbf", work / "data.csv", "-k", "2", "-o", work / "nodir" / "m.npz",
                   "--labels", work / "labels.txt"])
     assert result.exit_code == 1
     assert result.stderr.strip() == (f"kkmeans: error: cannot write the model to "
@@ -275,7 +275,7 @@ def test_output_folder_missing(work):
 
 def test_output_folder_not_writable(work):
     # Tests run as root, so chmod cannot make a folder unwritable: use a file as the folder.
-    result = run(["fit", work / "data.csv", "-k", "2", "--no-model", "--labels",
+    result = run(["fit", "--kernel", "rbf", work / "data.csv", "-k", "2", "--no-model", "--labels",
                   work / "data.csv" / "labels.txt", "--summary", work / "s.json"])
     assert result.exit_code == 1
     assert "is a file, not a folder" in result.stderr
@@ -290,7 +290,7 @@ def test_all_points_identical_warns_and_falls_back(work):
     # k = 1: the one cluster there is, with the gamma fallback (k = 2 is refused: see
     # test_cli_refuses_fewer_distinct_points_than_k in test_robust.py).
     write_csv(work / "same.csv", np.full((10, 2), 3.0))
-    result = run(["fit", work / "same.csv", "-k", "1", "-o", work / "same.npz", *FAST])
+    result = run(["fit", "--kernel", "rbf", work / "same.csv", "-k", "1", "-o", work / "same.npz", *FAST])
     assert result.exit_code == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "warning" in line]
     assert warnings, result.stderr
@@ -300,17 +300,17 @@ def test_all_points_identical_warns_and_falls_back(work):
     assert labels_of(result.stdout).shape == (10,)
     info = json.loads(run(["info", work / "same.npz", "--json"]).stdout)
     assert info["gamma"] == 1.0
-    quiet = run(["fit", work / "same.csv", "-k", "1", "--no-model", "--quiet", *FAST])
+    quiet = run(["fit", "--kernel", "rbf", work / "same.csv", "-k", "1", "--no-model", "--quiet", *FAST])
     assert quiet.stderr == ""
 
 
 def test_errors_as_subprocess(work):
     """The same one-line contract from the real executable."""
-    result = run_process(["fit", "data.csv", "-k", "0"], work)
+    result = run_process(["fit", "--kernel", "rbf", "data.csv", "-k", "0"], work)
     assert result.returncode == 2
     assert len(result.stderr.splitlines()) == 1
     assert result.stderr.startswith("kkmeans: error: Invalid value for '-k'")
     (work / "bad.csv").write_text("1,2\n3,x\n")
-    result = run_process(["fit", "bad.csv", "-k", "1"], work)
+    result = run_process(["fit", "--kernel", "rbf", "bad.csv", "-k", "1"], work)
     assert result.returncode == 1
     assert result.stderr == "kkmeans: error: bad.csv: line 2, column 2: 'x' is not a number\n"

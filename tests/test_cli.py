@@ -60,7 +60,7 @@ def test_help_does_not_import_numpy():
 
 def test_cli_choices_follow_the_engine():
     assert cli_module.KERNEL_CHOICES == KERNELS
-    assert cli_module.DEFAULT_N_INIT == KernelKMeans().n_init
+    assert cli_module.DEFAULT_N_INIT == KernelKMeans(kernel="rbf").n_init
 
 
 # -- the shell lines of cli.md, as real processes -------------------------------------------
@@ -78,7 +78,7 @@ def test_shell_fit_to_labels_file(tmp_path, data):
 
 def test_shell_predict_sort_uniq(tmp_path, data):
     X, y, _ = data
-    assert run_process(["fit", "data.csv", "-k", "3", *FAST], tmp_path).returncode == 0
+    assert run_process(["fit", "--kernel", "rbf", "data.csv", "-k", "3", *FAST], tmp_path).returncode == 0
     write_csv(tmp_path / "new.csv", X[:30])
     result = run_shell("kkmeans predict model.npz new.csv | sort | uniq -c", tmp_path)
     assert result.returncode == 0, result.stderr
@@ -89,7 +89,7 @@ def test_shell_predict_sort_uniq(tmp_path, data):
 
 
 def test_shell_stdin_no_model_quiet(tmp_path, data):
-    result = run_shell("cat data.csv | kkmeans fit - -k 3 --no-model --quiet", tmp_path)
+    result = run_shell("cat data.csv | kkmeans fit --kernel rbf - -k 3 --no-model --quiet", tmp_path)
     assert result.returncode == 0
     assert result.stderr == ""
     assert not (tmp_path / "model.npz").exists()
@@ -116,14 +116,14 @@ def test_shell_config_and_flag(tmp_path, data):
 
 
 def test_process_errors_are_one_line_without_traceback(tmp_path):
-    result = run_process(["fit", "missing.csv", "-k", "2"], tmp_path)
+    result = run_process(["fit", "--kernel", "rbf", "missing.csv", "-k", "2"], tmp_path)
     assert result.returncode == 1
     assert result.stderr == "kkmeans: error: missing.csv: no such file\n"
-    result = run_process(["fit", "missing.csv", "-k", "2", "--debug"], tmp_path)
+    result = run_process(["fit", "--kernel", "rbf", "missing.csv", "-k", "2", "--debug"], tmp_path)
     assert result.returncode == 1
     assert "Traceback" in result.stderr
     assert result.stderr.rstrip().endswith("kkmeans: error: missing.csv: no such file")
-    result = run_process(["fit", "missing.csv", "-k", "2"], tmp_path,
+    result = run_process(["fit", "--kernel", "rbf", "missing.csv", "-k", "2"], tmp_path,
                          env={"KKMEANS_DEBUG": "1"})
     assert "Traceback" in result.stderr
 
@@ -141,7 +141,7 @@ def test_python_dash_m_runs_the_cli(tmp_path):
 def test_fit_then_predict_reproduces_labels(tmp_path, data, scale):
     X, y, path = data
     model = tmp_path / "m.npz"
-    fitted = run(["fit", path, "-k", "3", "--scale", scale, "-o", model, *FAST])
+    fitted = run(["fit", "--kernel", "rbf", path, "-k", "3", "--scale", scale, "-o", model, *FAST])
     assert fitted.exit_code == 0, fitted.stderr
     predicted = run(["predict", model, path, "--threads", "1"])
     assert predicted.exit_code == 0, predicted.stderr
@@ -151,7 +151,7 @@ def test_fit_then_predict_reproduces_labels(tmp_path, data, scale):
 
 def test_predict_distances(tmp_path, data):
     X, y, path = data
-    run(["fit", path, "-k", "3", "-o", tmp_path / "m.npz", *FAST])
+    run(["fit", "--kernel", "rbf", path, "-k", "3", "-o", tmp_path / "m.npz", *FAST])
     result = run(["predict", tmp_path / "m.npz", path, "--distances", tmp_path / "d.csv",
                   "--labels", tmp_path / "l.txt"])
     assert result.exit_code == 0
@@ -170,12 +170,12 @@ def test_csv_npy_hdf5_stdin_give_identical_labels(tmp_path, data):
     write_csv(tmp_path / "data.tsv", X, header=False, delimiter="\t")
     common = ["-k", "3", "--no-model", "--quiet", *FAST]
     outputs = [
-        run(["fit", path, *common]).stdout,
-        run(["fit", tmp_path / "data.npy", *common]).stdout,
-        run(["fit", f"{tmp_path / 'data.h5'}:/group/features", *common]).stdout,
-        run(["fit", tmp_path / "data.h5", "--dataset", "/group/features", *common]).stdout,
-        run(["fit", tmp_path / "data.tsv", *common]).stdout,
-        run(["fit", "-", *common], input=Path(path).read_text()).stdout,
+        run(["fit", "--kernel", "rbf", path, *common]).stdout,
+        run(["fit", "--kernel", "rbf", tmp_path / "data.npy", *common]).stdout,
+        run(["fit", "--kernel", "rbf", f"{tmp_path / 'data.h5'}:/group/features", *common]).stdout,
+        run(["fit", "--kernel", "rbf", tmp_path / "data.h5", "--dataset", "/group/features", *common]).stdout,
+        run(["fit", "--kernel", "rbf", tmp_path / "data.tsv", *common]).stdout,
+        run(["fit", "--kernel", "rbf", "-", *common], input=Path(path).read_text()).stdout,
     ]
     first = labels_of(outputs[0])
     assert first.shape == (60,)
@@ -222,7 +222,7 @@ def test_flags_override_config(tmp_path, data):
 
 def test_info_text_and_json(tmp_path, data):
     X, y, path = data
-    run(["fit", path, "-k", "3", "--gamma", "0.25", "--scale", "standard", "-o",
+    run(["fit", "--kernel", "rbf", path, "-k", "3", "--gamma", "0.25", "--scale", "standard", "-o",
          tmp_path / "m.npz", *FAST])
     text = run(["info", tmp_path / "m.npz"])
     assert text.exit_code == 0
@@ -243,7 +243,7 @@ def test_info_text_and_json(tmp_path, data):
 
 def test_json_summary_and_labels_file(tmp_path, data):
     X, y, path = data
-    result = run(["fit", path, "-k", "3", "--json", "--labels", tmp_path / "l.txt",
+    result = run(["fit", "--kernel", "rbf", path, "-k", "3", "--json", "--labels", tmp_path / "l.txt",
                   "--summary", tmp_path / "s.json", "--no-model", *FAST])
     assert result.exit_code == 0
     summary = json.loads(result.stdout)
@@ -258,13 +258,13 @@ def test_json_summary_and_labels_file(tmp_path, data):
 
 def test_report_on_stderr_and_quiet(tmp_path, data):
     X, y, path = data
-    loud = run(["fit", path, "-k", "3", "-o", tmp_path / "m.npz", *FAST])
+    loud = run(["fit", "--kernel", "rbf", path, "-k", "3", "-o", tmp_path / "m.npz", *FAST])
     for expected in ("60 samples × 2 features", "rbf(gamma=", "restarts", "iterations",
                      "inertia", "cluster sizes:", "20, 20, 20", str(tmp_path / "m.npz"),
                      "kernel matrix"):
         assert expected in loud.stderr
     assert labels_of(loud.stdout).shape == (60,)  # stdout carries labels only
-    quiet = run(["fit", path, "-k", "3", "-o", tmp_path / "m.npz", "--quiet", *FAST])
+    quiet = run(["fit", "--kernel", "rbf", path, "-k", "3", "-o", tmp_path / "m.npz", "--quiet", *FAST])
     assert quiet.stderr == ""
     assert quiet.stdout == loud.stdout
 
@@ -273,17 +273,17 @@ def test_weights_and_init_file(tmp_path, data):
     X, y, path = data
     (tmp_path / "init.txt").write_text("".join(f"{v}\n" for v in y))
     (tmp_path / "w.txt").write_text("weight\n" + "".join(f"{1 + (i % 2)}\n" for i in range(60)))
-    result = run(["fit", path, "-k", "3", "--init", tmp_path / "init.txt", "--weights",
+    result = run(["fit", "--kernel", "rbf", path, "-k", "3", "--init", tmp_path / "init.txt", "--weights",
                   tmp_path / "w.txt", "-o", tmp_path / "m.npz", "--threads", "1"])
     assert result.exit_code == 0, result.stderr
     assert np.array_equal(labels_of(result.stdout), y)
     with np.load(tmp_path / "m.npz") as model:
         assert np.array_equal(model["weights"], 1.0 + (np.arange(60) % 2))
-    short = run(["fit", path, "-k", "3", "--weights", tmp_path / "init.txt",
+    short = run(["fit", "--kernel", "rbf", path, "-k", "3", "--weights", tmp_path / "init.txt",
                  "--no-model"])
     assert short.exit_code == 0  # the init file holds 60 non-negative numbers: valid weights
     (tmp_path / "few.txt").write_text("1\n2\n")
-    bad = run(["fit", path, "-k", "3", "--weights", tmp_path / "few.txt", "--no-model"])
+    bad = run(["fit", "--kernel", "rbf", path, "-k", "3", "--weights", tmp_path / "few.txt", "--no-model"])
     assert bad.exit_code == 1
     assert "has 2 weights" in bad.stderr and "60 rows" in bad.stderr
 
@@ -312,7 +312,7 @@ def test_columns_and_missing_drop_keep_lines_aligned(tmp_path):
     lines = ["id,a,b"] + [f"{i},{a},{b}" for i, (a, b) in enumerate(X)]
     lines[5] = "4,,1.0"  # row 4 has an empty cell
     (tmp_path / "d.csv").write_text("\n".join(lines) + "\n")
-    result = run(["fit", tmp_path / "d.csv", "-k", "3", "--columns", "a,b", "--missing", "drop",
+    result = run(["fit", "--kernel", "rbf", tmp_path / "d.csv", "-k", "3", "--columns", "a,b", "--missing", "drop",
                   "--no-model", *FAST])
     assert result.exit_code == 0, result.stderr
     labels = labels_of(result.stdout)
@@ -322,7 +322,7 @@ def test_columns_and_missing_drop_keep_lines_aligned(tmp_path):
     assert "1 row with missing values dropped" in result.stderr
 
 
-@pytest.mark.parametrize("config", ["rbf.yaml", "linear.yaml", "moons.yaml"])
+@pytest.mark.parametrize("config", ["knn.yaml", "rbf.yaml", "linear.yaml", "moons.yaml"])
 def test_shipped_configs_run(tmp_path, config):
     result = run(["fit", os.path.join(ROOT, "examples", "blobs.csv"), "--config",
                   os.path.join(ROOT, "configs", config), "-k", "4", "--no-model", "--quiet",
@@ -347,7 +347,7 @@ def test_example_files_and_moons_config():
 
 
 def test_default_fit_on_moons_runs(tmp_path):
-    result = run(["fit", os.path.join(ROOT, "examples", "moons.csv"), "-k", "2", "-o",
+    result = run(["fit", "--kernel", "rbf", os.path.join(ROOT, "examples", "moons.csv"), "-k", "2", "-o",
                   tmp_path / "m.npz"])
     assert result.exit_code == 0
     labels = labels_of(result.stdout)
@@ -363,7 +363,7 @@ def test_interrupt_during_fit_exits_130_without_files(tmp_path, data, monkeypatc
         raise KeyboardInterrupt
 
     monkeypatch.setattr(KernelKMeans, "fit", interrupted)
-    result = run(["fit", path, "-k", "3", "-o", tmp_path / "old.npz", "--labels",
+    result = run(["fit", "--kernel", "rbf", path, "-k", "3", "-o", tmp_path / "old.npz", "--labels",
                   tmp_path / "l.txt"])
     assert result.exit_code == 130
     assert "kkmeans: interrupted" in result.stderr
@@ -383,7 +383,7 @@ def test_interrupt_while_writing_leaves_nothing(tmp_path, data, monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(model_file, "save_model", half_written)
-    result = run(["fit", path, "-k", "3", "-o", tmp_path / "old.npz", "--summary",
+    result = run(["fit", "--kernel", "rbf", path, "-k", "3", "-o", tmp_path / "old.npz", "--summary",
                   tmp_path / "s.json", *FAST])
     assert result.exit_code == 130
     assert (tmp_path / "old.npz").read_bytes() == b"OLD"

@@ -106,7 +106,7 @@ def test_shell_completion_works(tmp_path):
 def test_object_npy_is_a_data_error(data_dir):
     np.save(data_dir / "obj.npy", np.array([[1, "a"], [2, "b"]], dtype=object))
     for process in (False, True):
-        _fails(data_dir, ["fit", "obj.npy", "-k", "2"], 1, "obj.npy: ", "Python objects",
+        _fails(data_dir, ["fit", "--kernel", "rbf", "obj.npy", "-k", "2"], 1, "obj.npy: ", "Python objects",
                process=process)
 
 
@@ -117,7 +117,7 @@ def test_object_npy_is_a_data_error(data_dir):
 ])
 def test_init_that_is_neither_method_nor_file_is_a_usage_error(data_dir, value, hint):
     for process in (False, True):
-        line = _fails(data_dir, ["fit", "data.csv", "-k", "3", "--init", value], 2,
+        line = _fails(data_dir, ["fit", "--kernel", "rbf", "data.csv", "-k", "3", "--init", value], 2,
                       f"--init {value}: not a start method (k-means++, spectral, random) and "
                       f"no such file", process=process)
         assert line.endswith("file" + hint)
@@ -125,24 +125,24 @@ def test_init_that_is_neither_method_nor_file_is_a_usage_error(data_dir, value, 
 
 
 def test_missing_init_file_is_a_data_error(data_dir):
-    _fails(data_dir, ["fit", "data.csv", "-k", "3", "--init", "start.txt"], 1,
+    _fails(data_dir, ["fit", "--kernel", "rbf", "data.csv", "-k", "3", "--init", "start.txt"], 1,
            "--init start.txt: no such file", process=True)
 
 
 def test_per_row_files_are_named_with_their_option(data_dir):
-    _fails(data_dir, ["fit", "data.csv", "-k", "3", "--weights", "w.txt"], 1,
+    _fails(data_dir, ["fit", "--kernel", "rbf", "data.csv", "-k", "3", "--weights", "w.txt"], 1,
            "--weights w.txt: no such file")
     (data_dir / "w.txt").write_text("1\n2\n3\n")
-    _fails(data_dir, ["fit", "data.csv", "-k", "3", "--weights", "w.txt"], 1,
+    _fails(data_dir, ["fit", "--kernel", "rbf", "data.csv", "-k", "3", "--weights", "w.txt"], 1,
            "--weights w.txt: has 3 weights, data.csv has 60 rows")
     (data_dir / "w.txt").write_text("1\n" * 59 + "-2\n")
-    _fails(data_dir, ["fit", "data.csv", "-k", "3", "--weights", "w.txt"], 1,
+    _fails(data_dir, ["fit", "--kernel", "rbf", "data.csv", "-k", "3", "--weights", "w.txt"], 1,
            "--weights w.txt: weight 60 is negative (-2)")
     (data_dir / "one.txt").write_text("1\n")
-    _fails(data_dir, ["fit", "data.csv", "-k", "3", "--weights", "one.txt"], 1,
+    _fails(data_dir, ["fit", "--kernel", "rbf", "data.csv", "-k", "3", "--weights", "one.txt"], 1,
            "--weights one.txt: has 1 weight, data.csv has 60 rows")
     (data_dir / "start.txt").write_text("0\n1\n2\n" * 19 + "0\n1\n5\n")
-    _fails(data_dir, ["fit", "data.csv", "-k", "3", "--init", "start.txt"], 1,
+    _fails(data_dir, ["fit", "--kernel", "rbf", "data.csv", "-k", "3", "--init", "start.txt"], 1,
            "--init start.txt: label 5 (value 60) is outside 0..2 (-k 3)")
 
 
@@ -189,7 +189,7 @@ def test_sweep_and_predict_accept_every_bundled_config(data_dir, config):
     swept = run(["sweep", data_dir / "data.csv", "--k", "2..3", "--config", path, "-q", *FAST])
     assert swept.exit_code == 0, swept.stderr
     assert swept.stdout.splitlines()[0].startswith("k,inertia,")
-    fitted = run(["fit", data_dir / "data.csv", "-k", "3", "-o", data_dir / "m.npz", "-q", *FAST])
+    fitted = run(["fit", "--kernel", "rbf", data_dir / "data.csv", "-k", "3", "-o", data_dir / "m.npz", "-q", *FAST])
     assert fitted.exit_code == 0
     plain = run(["predict", data_dir / "m.npz", data_dir / "data.csv", "-q"])
     with_config = run(["predict", data_dir / "m.npz", data_dir / "data.csv", "--config", path,
@@ -215,26 +215,32 @@ def test_a_key_of_another_command_is_ignored_an_unknown_key_refused(data_dir):
     assert swept.exit_code == 0 and [r.split(",")[0] for r in swept.stdout.split()[1:]] == [
         "2", "3"]
     (data_dir / "bad.yaml").write_text("n_inti: 3\n")
-    for command in (["fit", "data.csv", "-k", "3"], ["sweep", "data.csv", "--k", "2..3"],
+    for command in (["fit", "--kernel", "rbf", "data.csv", "-k", "3"], ["sweep", "data.csv", "--k", "2..3"],
                     ["predict", "m.npz", "data.csv"]):
         _fails(data_dir, [*command, "--config", "bad.yaml"], 2,
                "config bad.yaml: unknown key 'n_inti'; did you mean 'n_init'?")
 
 
-def test_rbf_config_is_the_defaults_spelled_out():
-    with open(os.path.join(ROOT, "configs", "rbf.yaml")) as f:
+@pytest.mark.parametrize("name, kernel", [("knn.yaml", "knn"), ("rbf.yaml", "rbf")])
+def test_shipped_config_is_the_defaults_spelled_out(name, kernel):
+    """knn.yaml is the defaults of fit; rbf.yaml the same for the rbf kernel (the kernel is
+    the one key it changes)."""
+    with open(os.path.join(ROOT, "configs", name)) as f:
         config = yaml.safe_load(f)
     params = configurable_params(cli.commands["fit"])
     assert config, "empty config"
+    assert config["kernel"] == kernel
     for key, value in config.items():
-        assert params[key].default == value, key
+        if key != "kernel":
+            assert params[key].default == value, key
+    assert params["kernel"].default == "knn"
 
 
 # -- --with-data --------------------------------------------------------------------------------
 def test_with_data_keeps_the_header_and_adds_a_label_column(data_dir):
-    result = run(["fit", data_dir / "data.csv", "-k", "3", "--no-model", "-q", "--with-data",
+    result = run(["fit", "--kernel", "rbf", data_dir / "data.csv", "-k", "3", "--no-model", "-q", "--with-data",
                   *FAST])
-    labels = run(["fit", data_dir / "data.csv", "-k", "3", "--no-model", "-q", *FAST]).stdout
+    labels = run(["fit", "--kernel", "rbf", data_dir / "data.csv", "-k", "3", "--no-model", "-q", *FAST]).stdout
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
     original = (data_dir / "data.csv").read_text().splitlines()
@@ -248,7 +254,7 @@ def test_with_data_keeps_the_header_and_adds_a_label_column(data_dir):
 
 def test_with_data_without_header_and_dropped_rows(data_dir):
     (data_dir / "raw.csv").write_text("1,2\n1.5,2.5\n,3\n10,11\n10.5,11\n")
-    fitted = run(["fit", data_dir / "raw.csv", "-k", "2", "--missing", "drop", "-o",
+    fitted = run(["fit", "--kernel", "rbf", data_dir / "raw.csv", "-k", "2", "--missing", "drop", "-o",
                   data_dir / "m.npz", "-q", "--with-data", "--labels", data_dir / "out.csv"])
     assert fitted.exit_code == 0 and fitted.stdout == ""
     text = (data_dir / "out.csv").read_text()
@@ -269,7 +275,7 @@ def test_with_data_values_read_back_exactly():
 
 
 def test_with_data_and_json_is_a_usage_error(data_dir):
-    _fails(data_dir, ["fit", "data.csv", "-k", "3", "--json", "--with-data"], 2,
+    _fails(data_dir, ["fit", "--kernel", "rbf", "data.csv", "-k", "3", "--json", "--with-data"], 2,
            "--with-data cannot be used with it")
 
 
@@ -282,12 +288,12 @@ def test_plural():
 
 def test_one_sample_and_one_feature_are_singular(data_dir):
     (data_dir / "one.csv").write_text("x\n5\n")
-    result = run(["fit", data_dir / "one.csv", "-k", "1", "--no-model", "--threads", "1"])
+    result = run(["fit", "--kernel", "rbf", data_dir / "one.csv", "-k", "1", "--no-model", "--threads", "1"])
     assert result.exit_code == 0
     assert "data:          " in result.stderr
     assert "one.csv: 1 sample × 1 feature\n" in result.stderr
     assert "(0 moves, " in result.stderr
-    predicted = run(["fit", data_dir / "data.csv", "-k", "2", "-o", data_dir / "m.npz", "-q",
+    predicted = run(["fit", "--kernel", "rbf", data_dir / "data.csv", "-k", "2", "-o", data_dir / "m.npz", "-q",
                      *FAST])
     assert predicted.exit_code == 0
     (data_dir / "new.csv").write_text("x0,x1\n1,2\n")
@@ -296,7 +302,7 @@ def test_one_sample_and_one_feature_are_singular(data_dir):
 
 
 def test_best_restart_is_one_based_in_report_json_and_model(data_dir):
-    result = run(["fit", data_dir / "data.csv", "-k", "3", "--threads", "1", "--n-init", "5",
+    result = run(["fit", "--kernel", "rbf", data_dir / "data.csv", "-k", "3", "--threads", "1", "--n-init", "5",
                   "--summary", data_dir / "s.json", "-o", data_dir / "m.npz"])
     assert result.exit_code == 0
     summary = json.loads((data_dir / "s.json").read_text())
@@ -322,21 +328,21 @@ def test_sweep_table_has_no_trailing_spaces(data_dir):
 def test_memory_limit_is_echoed_in_binary_units(data_dir, given, echoed):
     # 300 points: the kernel matrix alone is 300² · 8 bytes = 703 KiB.
     shutil.copy(os.path.join(ROOT, "examples", "circles.csv"), data_dir / "circles.csv")
-    _fails(data_dir, ["fit", "circles.csv", "-k", "2", "--memory-limit", given], 1,
+    _fails(data_dir, ["fit", "--kernel", "rbf", "circles.csv", "-k", "2", "--memory-limit", given], 1,
            f"the limit is {echoed} (--memory-limit)", "(kernel matrix 703 KiB + ",
            process=given == "1M")
 
 
 def test_threads_are_reported_honestly(data_dir):
-    one = run(["fit", data_dir / "data.csv", "-k", "3", "--no-model", *FAST])
+    one = run(["fit", "--kernel", "rbf", data_dir / "data.csv", "-k", "3", "--no-model", *FAST])
     assert one.stderr.rstrip().endswith(" s (1 thread)")
-    two = run(["fit", data_dir / "data.csv", "-k", "3", "--no-model", "--threads", "2",
+    two = run(["fit", "--kernel", "rbf", data_dir / "data.csv", "-k", "3", "--no-model", "--threads", "2",
                "--n-init", "2"])
     if _openmp.openmp_enabled():
         assert two.stderr.rstrip().endswith(" s (1 of 2 threads: fewer than 2,000 points)")
     else:
         assert two.stderr.rstrip().endswith(" s (1 thread: engine built without OpenMP)")
-    summary = run(["fit", data_dir / "data.csv", "-k", "3", "--no-model", "--threads", "2",
+    summary = run(["fit", "--kernel", "rbf", data_dir / "data.csv", "-k", "3", "--no-model", "--threads", "2",
                    "--n-init", "2", "--json"])
     assert json.loads(summary.stdout)["n_threads"] == 1
 
@@ -373,10 +379,10 @@ def test_init_labels_from_an_hdf5_dataset_or_stdin(data_dir):
     X, y = blobs(n=60, d=2, k=3, seed=1)
     with h5py.File(data_dir / "start.h5", "w") as f:
         f.create_dataset("labels", data=y.astype(np.int64).reshape(-1, 1))
-    from_h5 = run(["fit", data_dir / "data.csv", "-k", "3", "--init",
+    from_h5 = run(["fit", "--kernel", "rbf", data_dir / "data.csv", "-k", "3", "--init",
                    f"{data_dir / 'start.h5'}:/labels", "--no-model", "-q", "--threads", "1"])
     assert from_h5.exit_code == 0, from_h5.stderr
-    from_stdin = run(["fit", data_dir / "data.csv", "-k", "3", "--init", "-", "--no-model", "-q",
+    from_stdin = run(["fit", "--kernel", "rbf", data_dir / "data.csv", "-k", "3", "--init", "-", "--no-model", "-q",
                       "--threads", "1"], input="".join(f"{v}\n" for v in y))
     assert from_stdin.exit_code == 0, from_stdin.stderr
     assert from_h5.stdout == from_stdin.stdout

@@ -85,7 +85,7 @@ def test_sweep_model_predicts_like_direct_fit(tmp_path, data):
     info = json.loads(run(["info", best, "--json"]).stdout)
     assert info["n_clusters"] == 4 and info["sweep"]["best_k"] == 4
     direct = tmp_path / "direct.npz"
-    fitted = run(["fit", path, "-k", "4", *FAST, "--scale", "standard", "-o", direct])
+    fitted = run(["fit", "--kernel", "rbf", path, "-k", "4", *FAST, "--scale", "standard", "-o", direct])
     assert fitted.exit_code == 0, fitted.stderr
     a = run(["predict", best, path, "--quiet"])
     b = run(["predict", direct, path, "--quiet"])
@@ -171,7 +171,7 @@ def test_fit_silhouette_equals_sklearn(tmp_path, data, k):
     X, _, path = data
     model = tmp_path / "m.npz"
     labels = tmp_path / "labels.txt"
-    result = run(["fit", path, "-k", k, *FAST, "--silhouette", "--json", "-o", model,
+    result = run(["fit", "--kernel", "rbf", path, "-k", k, *FAST, "--silhouette", "--json", "-o", model,
                   "--labels", labels])
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
@@ -197,14 +197,14 @@ def test_fit_silhouette_builds_the_kernel_matrix_once(data, monkeypatch):
                         lambda self, *a, **kw: calls.append(1) or original(self, *a, **kw))
     monkeypatch.setattr(Kernel, "cross_blocks",
                         lambda *a, **kw: pytest.fail("kernel rows recomputed for the silhouette"))
-    result = run(["fit", path, "-k", "3", *FAST, "--silhouette", "--no-model"])
+    result = run(["fit", "--kernel", "rbf", path, "-k", "3", *FAST, "--silhouette", "--no-model"])
     assert result.exit_code == 0, result.stderr
     assert len(calls) == 1
 
 
 def test_fit_silhouette_reported_on_stderr(tmp_path, data):
     _, _, path = data
-    result = run_process(["fit", path, "-k", "4", *FAST, "--silhouette", "--no-model"],
+    result = run_process(["fit", "--kernel", "rbf", path, "-k", "4", *FAST, "--silhouette", "--no-model"],
                          cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "silhouette:" in result.stderr and "(exact)" in result.stderr
@@ -216,7 +216,7 @@ def test_fit_plot_writes_png(tmp_path):
     X = np.hstack([four_blobs()[0], rng.normal(size=(120, 2))])  # d > 2: principal axes
     path = write_csv(tmp_path / "d4.csv", X)
     plot = tmp_path / "clusters.png"
-    result = run(["fit", path, "-k", "4", *FAST, "--no-model", "--plot", plot])
+    result = run(["fit", "--kernel", "rbf", path, "-k", "4", *FAST, "--no-model", "--plot", plot])
     assert result.exit_code == 0, result.stderr
     assert _is_png(plot)
 
@@ -234,13 +234,13 @@ def test_fit_plot_precomputed_is_usage_error(tmp_path, data):
     assert not (tmp_path / "p.png").exists()
 
 
-@pytest.mark.parametrize("command", ["fit", "sweep"])
+@pytest.mark.parametrize("command", ["fit", "--kernel", "rbf", "sweep"])
 def test_missing_matplotlib_gives_install_hint(tmp_path, data, monkeypatch, command):
     _, _, path = data
     for name in ("matplotlib", "matplotlib.figure", "matplotlib.backends",
                  "matplotlib.backends.backend_agg"):
         monkeypatch.setitem(sys.modules, name, None)  # import fails
-    args = (["fit", path, "-k", "4", "-o", tmp_path / "m.npz"] if command == "fit"
+    args = (["fit", "--kernel", "rbf", path, "-k", "4", "-o", tmp_path / "m.npz"] if command == "fit"
             else ["sweep", path, "--k", "2..5", "-o", tmp_path / "m.npz"])
     result = run([*args, *FAST, "--plot", tmp_path / "p.png"])
     assert result.exit_code == 2

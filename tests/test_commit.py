@@ -24,7 +24,7 @@ def work(tmp_path):
     X, _ = blobs(n=30, d=2, k=3)
     write_csv(tmp_path / "data.csv", X)
     np.save(tmp_path / "data.npy", X)
-    result = run(["fit", tmp_path / "data.csv", "-k", "3", "-o", tmp_path / "model.npz",
+    result = run(["fit", "--kernel", "rbf", tmp_path / "data.csv", "-k", "3", "-o", tmp_path / "model.npz",
                   *FAST, "--quiet"])
     assert result.exit_code == 0, result.stderr
     return tmp_path
@@ -117,7 +117,7 @@ def test_a_failed_rename_puts_back_the_files_already_replaced(work, monkeypatch,
 
     monkeypatch.setattr(os, "replace", replace)
     model, labels, summary = (work / name for name in outputs)
-    result = run(["fit", work / "data.csv", "-k", "3", *FAST, "-o", model, "--labels", labels,
+    result = run(["fit", "--kernel", "rbf", work / "data.csv", "-k", "3", *FAST, "-o", model, "--labels", labels,
                   "--summary", summary, "-q"])
     assert result.exit_code == 1
     _one_error_line(result.stderr, needle)
@@ -199,9 +199,9 @@ def full_disk(parent):
 
 
 @pytest.mark.parametrize("args, what", [
-    (["fit", "data.csv", "-k", "3", *FAST, "-o", "full/new.npz", "--labels", "new.txt"],
+    (["fit", "--kernel", "rbf", "data.csv", "-k", "3", *FAST, "-o", "full/new.npz", "--labels", "new.txt"],
      "the model to full/new.npz"),
-    (["fit", "data.csv", "-k", "3", *FAST, "--no-model", "--plot", "full/p.png",
+    (["fit", "--kernel", "rbf", "data.csv", "-k", "3", *FAST, "--no-model", "--plot", "full/p.png",
       "--labels", "/dev/null"], "the plot to full/p.png"),
     (["predict", "model.npz", "data.npy", "--distances", "full/d.npy", "--labels", "new.txt"],
      "the distances to full/d.npy"),
@@ -236,7 +236,7 @@ def test_an_output_that_data_glob_matches_is_a_usage_error(work, pattern, output
     X, _ = blobs(n=30, d=2, k=3)
     write_csv(work / "g1" / "part-0.csv", X)
     before = _snapshot(work)
-    args = ["fit", pattern, "-k", "3", *FAST]
+    args = ["fit", "--kernel", "rbf", pattern, "-k", "3", *FAST]
     args += ["--no-model"] if option != "-o" else []
     result = run_process(args + [option, output, "-q"], work)
     assert result.returncode == 2, result.stderr
@@ -252,7 +252,7 @@ def test_an_output_onto_a_part_of_data_would_replace_an_input(work, monkeypatch)
     X, _ = blobs(n=30, d=2, k=3)
     write_csv(work / "g1" / "part-0.csv", X)
     before = _snapshot(work)
-    result = run(["fit", "g1/*", "-k", "3", *FAST, "--no-model", "--labels", "g1/part-0.csv"])
+    result = run(["fit", "--kernel", "rbf", "g1/*", "-k", "3", *FAST, "--no-model", "--labels", "g1/part-0.csv"])
     assert result.exit_code == 2
     assert result.stderr.startswith("kkmeans: error: --labels names the input DATA")
     assert _snapshot(work) == before
@@ -272,10 +272,10 @@ def test_an_output_beside_the_glob_but_not_matched_is_fine(work):
 
 # -- 5. a closed standard output, a reader that went away -------------------------------------
 @pytest.mark.parametrize("args, what", [
-    (["fit", "data.csv", "-k", "3", *FAST, "-o", "new.npz"], "the labels to standard output"),
-    (["fit", "data.csv", "-k", "3", *FAST, "--no-model", "--json"],
+    (["fit", "--kernel", "rbf", "data.csv", "-k", "3", *FAST, "-o", "new.npz"], "the labels to standard output"),
+    (["fit", "--kernel", "rbf", "data.csv", "-k", "3", *FAST, "--no-model", "--json"],
      "the JSON summary to standard output"),
-    (["fit", "data.csv", "-k", "3", *FAST, "-o", "new.npz", "--labels", "/dev/stdout"],
+    (["fit", "--kernel", "rbf", "data.csv", "-k", "3", *FAST, "-o", "new.npz", "--labels", "/dev/stdout"],
      "the labels to /dev/stdout"),
     (["predict", "model.npz", "data.csv", "--distances", "new.csv"],
      "the labels to standard output"),
@@ -295,8 +295,8 @@ def test_a_closed_stdout_is_an_error_found_before_any_work(work, args, what):
 
 
 @pytest.mark.parametrize("args", [
-    ["fit", "data.csv", "-k", "3", *FAST, "-o", "new.npz", "--summary", "new.json"],
-    ["fit", "data.csv", "-k", "3", *FAST, "-o", "new.npz", "--json"],
+    ["fit", "--kernel", "rbf", "data.csv", "-k", "3", *FAST, "-o", "new.npz", "--summary", "new.json"],
+    ["fit", "--kernel", "rbf", "data.csv", "-k", "3", *FAST, "-o", "new.npz", "--json"],
     ["predict", "model.npz", "data.csv", "--labels", "new.txt", "--distances", "/dev/stdout"],
     ["predict", "model.npz", "data.csv", "--with-data", "--distances", "new.csv"],
     ["sweep", "data.csv", "--k", "2..3", *FAST, "-o", "new.npz"],
@@ -335,7 +335,7 @@ def test_a_pipe_given_as_dev_fd_whose_reader_went_away_is_the_same_rule(work):
 def test_a_broken_stderr_does_not_change_the_outcome(work):
     """Reports are for people: a closed stderr or one whose reader went away is not an error
     of the command, whose outputs are complete."""
-    proc = subprocess.Popen(kkmeans_command() + ["fit", "data.csv", "-k", "3", *FAST, "-o",
+    proc = subprocess.Popen(kkmeans_command() + ["fit", "--kernel", "rbf", "data.csv", "-k", "3", *FAST, "-o",
                                                  "new.npz", "--labels", "new.txt"],
                             cwd=work, stderr=subprocess.PIPE, stdout=subprocess.PIPE)
     proc.stderr.close()
@@ -356,8 +356,8 @@ def test_the_broken_pipe_rule_is_documented():
 
 
 @pytest.mark.parametrize("args, option", [
-    (["fit", "-", "-k", "3"], "DATA"),
-    (["fit", "data.csv", "-k", "3", "--weights", "-"], "--weights"),
+    (["fit", "--kernel", "rbf", "-", "-k", "3"], "DATA"),
+    (["fit", "--kernel", "rbf", "data.csv", "-k", "3", "--weights", "-"], "--weights"),
     (["predict", "model.npz", "-"], "DATA"),
 ])
 def test_a_closed_stdin_is_named(work, args, option):

@@ -177,9 +177,9 @@ def test_cli_fit_on_a_scheduler_equals_one_process(client, tmp_path):
     np.save(tmp_path / "x.npy", X)
     common = ["-k", "4", "--approx", "nystroem", "--landmarks", "40", "--n-init", "4",
               "--seed", "3", "--threads", "1"]
-    one = run(["fit", tmp_path / "x.npy", *common, "-o", tmp_path / "one.npz"])
+    one = run(["fit", "--kernel", "rbf", tmp_path / "x.npy", *common, "-o", tmp_path / "one.npz"])
     assert one.exit_code == 0, one.stderr
-    dist = run(["fit", tmp_path / "x.npy", *common, "-o", tmp_path / "dask.npz",
+    dist = run(["fit", "--kernel", "rbf", tmp_path / "x.npy", *common, "-o", tmp_path / "dask.npz",
                 "--scheduler", client.scheduler.address, "--chunk-rows", "2000",
                 "--summary", tmp_path / "s.json"])
     assert dist.exit_code == 0, dist.stderr
@@ -208,7 +208,7 @@ def test_cli_predict_glob_on_local_cluster_equals_one_process(tmp_path):
     (tmp_path / "parts").mkdir()
     for i, (i0, i1) in enumerate([(0, 700), (700, 3500), (3500, 5000)]):
         write_csv(tmp_path / "parts" / f"p{i}.csv", X[i0:i1])
-    fit = run(["fit", tmp_path / "all.csv", "-k", "4", "--approx", "nystroem", "--landmarks",
+    fit = run(["fit", "--kernel", "rbf", tmp_path / "all.csv", "-k", "4", "--approx", "nystroem", "--landmarks",
                "40", "--n-init", "2", "--threads", "1", "-o", tmp_path / "model.npz"])
     assert fit.exit_code == 0, fit.stderr
     one = run(["predict", tmp_path / "model.npz", tmp_path / "all.csv"])
@@ -230,7 +230,7 @@ def test_unreachable_scheduler_is_one_line_exit_1_no_output(tmp_path, monkeypatc
     monkeypatch.setenv("KKMEANS_CONNECT_TIMEOUT", "2")
     address = f"tcp://{LOOPBACK}:{_free_port()}"
     t0 = time.perf_counter()
-    result = run(["fit", tmp_path / "x.npy", "-k", "3", "--approx", "nystroem",
+    result = run(["fit", "--kernel", "rbf", tmp_path / "x.npy", "-k", "3", "--approx", "nystroem",
                   "--scheduler", address, "-o", tmp_path / "m.npz", "--labels",
                   tmp_path / "l.txt"])
     assert result.exit_code == 1
@@ -255,7 +255,7 @@ def test_scheduler_without_workers_is_one_line_exit_1(tmp_path, monkeypatch):
     try:
         (tmp_path / "sched.json").write_text(json.dumps({"address":
                                                          empty.scheduler_address}))
-        result = run(["fit", tmp_path / "x.npy", "-k", "3", "--approx", "nystroem",
+        result = run(["fit", "--kernel", "rbf", tmp_path / "x.npy", "-k", "3", "--approx", "nystroem",
                       "--scheduler", tmp_path / "sched.json", "-o", tmp_path / "m.npz"])
     finally:
         empty.close()
@@ -268,7 +268,7 @@ def test_bad_data_on_a_worker_is_one_line_exit_1(client, tmp_path):
     X = mixture(n=3000)
     X[2777, 2] = np.nan
     np.save(tmp_path / "x.npy", X)
-    result = run(["fit", tmp_path / "x.npy", "-k", "3", "--approx", "nystroem",
+    result = run(["fit", "--kernel", "rbf", tmp_path / "x.npy", "-k", "3", "--approx", "nystroem",
                   "--scheduler", client.scheduler.address, "-o", tmp_path / "m.npz"])
     assert result.exit_code == 1
     _one_error_line(result, "x.npy: row 2778, column 3: missing value (NaN)")
@@ -289,7 +289,7 @@ def test_bad_data_on_a_worker_is_one_line_exit_1(client, tmp_path):
 ])
 def test_usage_errors_exit_2(tmp_path, args, message):
     np.save(tmp_path / "x.npy", mixture(n=100))
-    result = run(["fit", tmp_path / "x.npy", "-k", "3", *args, "-o", tmp_path / "m.npz"])
+    result = run(["fit", "--kernel", "rbf", tmp_path / "x.npy", "-k", "3", *args, "-o", tmp_path / "m.npz"])
     assert result.exit_code == 2, result.stderr
     _one_error_line(result, message)
     assert not (tmp_path / "m.npz").exists()
@@ -300,13 +300,13 @@ def test_cluster_without_dask_says_how_to_install(tmp_path, monkeypatch):
     np.save(tmp_path / "x.npy", mixture(n=100))
     for name in ("dask", "distributed"):
         monkeypatch.setitem(sys.modules, name, None)   # `import dask` raises ImportError
-    result = run(["fit", tmp_path / "x.npy", "-k", "3", "--approx", "nystroem", "--cluster",
+    result = run(["fit", "--kernel", "rbf", tmp_path / "x.npy", "-k", "3", "--approx", "nystroem", "--cluster",
                   "local:2", "-o", tmp_path / "m.npz"])
     assert result.exit_code == 1
     _one_error_line(result, "pip install 'kkmeans-cli[dask]'")
     assert not (tmp_path / "m.npz").exists()
     with pytest.raises(Exception, match=r"pip install 'kkmeans-cli\[dask\]'"):
-        KernelKMeans(approx="nystroem", cluster="local:2").fit(mixture(n=100))
+        KernelKMeans(kernel="rbf", approx="nystroem", cluster="local:2").fit(mixture(n=100))
 
 
 def test_import_and_help_never_load_dask():

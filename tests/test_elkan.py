@@ -360,7 +360,7 @@ def test_elkan_refuses_a_kernel_that_is_not_psd():
 def test_bad_storage_is_refused():
     X = _data("blobs", 30, 2, seed=0)
     with pytest.raises(ValueError, match="storage"):
-        KernelKMeans(2, storage="disk").fit(X)
+        KernelKMeans(2, kernel="rbf", storage="disk").fit(X)
     K = X @ X.T
     with pytest.raises(ValueError, match="precomputed"):
         KernelKMeans(2, kernel="precomputed", storage="blocked").fit(K)
@@ -374,7 +374,7 @@ def csv_data(tmp_path):
 
 
 def test_cli_elkan_and_blocked_print_lloyd_labels(csv_data, tmp_path):
-    common = ["fit", csv_data, "-k", "4", "--no-model", "--quiet", *FAST]
+    common = ["fit", "--kernel", "rbf", csv_data, "-k", "4", "--no-model", "--quiet", *FAST]
     outputs = {}
     for extra in (["--algorithm", "lloyd"], ["--algorithm", "elkan"],
                   ["--storage", "blocked"], ["--storage", "blocked", "--algorithm", "elkan"],
@@ -393,16 +393,16 @@ def test_cli_elkan_and_blocked_print_lloyd_labels(csv_data, tmp_path):
 
 
 def test_cli_rejects_unknown_algorithm(csv_data):
-    result = run(["fit", csv_data, "-k", "3", "--algorithm", "fast", "--no-model"])
+    result = run(["fit", "--kernel", "rbf", csv_data, "-k", "3", "--algorithm", "fast", "--no-model"])
     assert result.exit_code == 2
     for word in ("--algorithm", "fast", "auto", "lloyd", "elkan"):
         assert word in result.stderr
 
 
 @pytest.mark.parametrize("args,message", [
-    (["fit", "-k", "3", "--storage", "blocked", "--psd-repair", "lingoes"],
+    (["fit", "--kernel", "rbf", "-k", "3", "--storage", "blocked", "--psd-repair", "lingoes"],
      "--storage blocked runs exact kernel k-means"),
-    (["fit", "-k", "3", "--storage", "blocked", "--objective", "ncut"],
+    (["fit", "--kernel", "rbf", "-k", "3", "--storage", "blocked", "--objective", "ncut"],
      "--storage blocked runs exact kernel k-means"),
     (["sweep", "--k", "2..4", "--storage", "blocked"], "--storage blocked has none"),
 ])
@@ -423,7 +423,7 @@ def test_cli_blocked_fit_silhouette_without_a_kernel_matrix(csv_data, tmp_path, 
     monkeypatch.setattr(Kernel, "matrix",
                         lambda *a, **kw: pytest.fail("the kernel matrix was allocated"))
     labels_path = tmp_path / "labels.txt"
-    result = run(["fit", csv_data, "-k", "4", "--storage", "blocked", "--silhouette",
+    result = run(["fit", "--kernel", "rbf", csv_data, "-k", "4", "--storage", "blocked", "--silhouette",
                   "--no-model", "--json", "--labels", labels_path, *FAST])
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)

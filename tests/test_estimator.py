@@ -97,7 +97,7 @@ def test_default_rbf_fit_reaches_best_of_20_bruteforce_restarts(name):
     else:
         X, _ = make_blobs(300, centers=4, random_state=0)
     k = 4 if name == "blobs" else 2
-    est = KernelKMeans(k, random_state=0).fit(X)
+    est = KernelKMeans(k, kernel="rbf", random_state=0).fit(X)
     K = ref.kernel_matrix(X, X, "rbf", gamma=est.gamma_)
     rng = np.random.default_rng(0)
     best = min(ref.kernel_kmeans(K, ref.kmeans_plusplus_labels(K, k, rng), k)[1]
@@ -109,8 +109,8 @@ def test_integer_weights_equal_repeated_rows():
     X = sklearn_blobs(90)[0]
     w = np.random.default_rng(0).integers(1, 4, size=len(X))
     start = _start(len(X), 3)
-    weighted = KernelKMeans(3, gamma=0.3, init=start, tol=0).fit(X, sample_weight=w)
-    repeated = KernelKMeans(3, gamma=0.3, init=np.repeat(start, w), tol=0).fit(np.repeat(X, w, 0))
+    weighted = KernelKMeans(3, kernel="rbf", gamma=0.3, init=start, tol=0).fit(X, sample_weight=w)
+    repeated = KernelKMeans(3, kernel="rbf", gamma=0.3, init=np.repeat(start, w), tol=0).fit(np.repeat(X, w, 0))
     np.testing.assert_array_equal(np.repeat(weighted.labels_, w), repeated.labels_)
     assert weighted.inertia_ == pytest.approx(repeated.inertia_, rel=1e-9)
     np.testing.assert_allclose(weighted.inner_sums_, repeated.inner_sums_, rtol=1e-9)
@@ -123,7 +123,7 @@ def test_zero_weights_are_ignored_by_the_objective():
     X = sklearn_blobs(120)[0]
     w = np.ones(len(X))
     w[::5] = 0
-    est = KernelKMeans(3, gamma=0.3, random_state=0).fit(X, sample_weight=w)
+    est = KernelKMeans(3, kernel="rbf", gamma=0.3, random_state=0).fit(X, sample_weight=w)
     K = ref.kernel_matrix(X, X, "rbf", gamma=0.3)
     assert est.inertia_ == pytest.approx(ref.objective(K, est.labels_, w), rel=1e-9)
 
@@ -136,7 +136,7 @@ def test_zero_weight_points_moving_is_convergence_not_a_stall(algorithm):
     X = sklearn_blobs(120)[0]
     w = np.ones(len(X))
     w[::5] = 0
-    est = KernelKMeans(3, gamma=0.3, random_state=0, algorithm=algorithm,
+    est = KernelKMeans(3, kernel="rbf", gamma=0.3, random_state=0, algorithm=algorithm,
                        n_init=20).fit(X, sample_weight=w)
     assert est.converged_
     np.testing.assert_array_equal(est.predict(X), est.labels_)
@@ -145,8 +145,8 @@ def test_zero_weight_points_moving_is_convergence_not_a_stall(algorithm):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_same_result_with_one_or_two_threads(dtype):
     X = sklearn_blobs(700, d=4, k=5)[0]
-    a = KernelKMeans(5, random_state=3, dtype=dtype, n_threads=1).fit(X)
-    b = KernelKMeans(5, random_state=3, dtype=dtype, n_threads=2).fit(X)
+    a = KernelKMeans(5, kernel="rbf", random_state=3, dtype=dtype, n_threads=1).fit(X)
+    b = KernelKMeans(5, kernel="rbf", random_state=3, dtype=dtype, n_threads=2).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
     assert a.inertia_ == b.inertia_
     np.testing.assert_array_equal(a.inner_sums_, b.inner_sums_)
@@ -154,11 +154,11 @@ def test_same_result_with_one_or_two_threads(dtype):
 
 def test_same_seed_same_result_and_seed_matters():
     X = sklearn_blobs(300, k=6, seed=2)[0]
-    a = KernelKMeans(6, random_state=11, n_init=1).fit(X)
-    b = KernelKMeans(6, random_state=11, n_init=1).fit(X)
+    a = KernelKMeans(6, kernel="rbf", random_state=11, n_init=1).fit(X)
+    b = KernelKMeans(6, kernel="rbf", random_state=11, n_init=1).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
     assert a.inertia_ == b.inertia_
-    inertias = {KernelKMeans(6, random_state=s, n_init=1).fit(X).inertia_ for s in range(6)}
+    inertias = {KernelKMeans(6, kernel="rbf", random_state=s, n_init=1).fit(X).inertia_ for s in range(6)}
     assert len(inertias) > 1
 
 
@@ -167,7 +167,7 @@ def test_empty_cluster_is_relocated_with_a_warning():
     k = 4
     start = _start(len(X), 3)  # cluster 3 starts empty
     with pytest.warns(KKMeansWarning, match="empty cluster"):
-        est = KernelKMeans(k, gamma=0.5, init=start, tol=0).fit(X)
+        est = KernelKMeans(k, kernel="rbf", gamma=0.5, init=start, tol=0).fit(X)
     assert np.all(est.cluster_sizes_ > 0)
     K = ref.kernel_matrix(X, X, "rbf", gamma=0.5)
     want_labels, want_inertia, _ = ref.kernel_kmeans(K, start, k)
@@ -182,10 +182,10 @@ def test_more_clusters_than_distinct_points_is_refused():
 
     X = np.repeat(np.array([[0.0, 0.0], [1.0, 1.0]]), 10, axis=0)
     with pytest.raises(TooFewDistinctPointsError, match="2 distinct points.*3 clusters") as e:
-        KernelKMeans(3, gamma=1.0, random_state=0).fit(X)
+        KernelKMeans(3, kernel="rbf", gamma=1.0, random_state=0).fit(X)
     assert isinstance(e.value, ValueError) and isinstance(e.value, KKMeansError)
     assert (e.value.n_distinct, e.value.n_clusters) == (2, 3)
-    est = KernelKMeans(2, gamma=1.0, random_state=0).fit(X)
+    est = KernelKMeans(2, kernel="rbf", gamma=1.0, random_state=0).fit(X)
     assert np.all(est.cluster_sizes_ == 10) and est.converged_
     assert est.inertia_ == pytest.approx(0.0, abs=1e-12)
     np.testing.assert_array_equal(est.predict(X), est.labels_)
@@ -208,7 +208,7 @@ def test_predict_new_points_matches_bruteforce_distances():
     X = sklearn_blobs(200, seed=5)[0]
     new = sklearn_blobs(50, seed=6)[0]
     w = np.random.default_rng(1).uniform(0.5, 2, len(X))
-    est = KernelKMeans(3, gamma=0.2, random_state=0).fit(X, sample_weight=w)
+    est = KernelKMeans(3, kernel="rbf", gamma=0.2, random_state=0).fit(X, sample_weight=w)
     Kx = ref.kernel_matrix(new, X, "rbf", gamma=0.2)
     D = np.empty((len(new), 3))
     for c in range(3):
@@ -222,15 +222,15 @@ def test_predict_new_points_matches_bruteforce_distances():
 
 def test_predict_does_not_use_the_training_kernel_matrix(monkeypatch):
     X = sklearn_blobs(200)[0]
-    est = KernelKMeans(3, random_state=0).fit(X)
+    est = KernelKMeans(3, kernel="rbf", random_state=0).fit(X)
     monkeypatch.setattr(Kernel, "matrix", lambda *a, **k: pytest.fail("K(X_fit, X_fit) built"))
     est.predict(X[:10])
 
 
 def test_float32_matches_float64():
     X, _ = make_moons(400, noise=0.06, random_state=1)
-    a = KernelKMeans(2, gamma=20.0, random_state=0).fit(X)
-    b = KernelKMeans(2, gamma=20.0, random_state=0, dtype=np.float32).fit(X)
+    a = KernelKMeans(2, kernel="rbf", gamma=20.0, random_state=0).fit(X)
+    b = KernelKMeans(2, kernel="rbf", gamma=20.0, random_state=0, dtype=np.float32).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
     assert b.inertia_ == pytest.approx(a.inertia_, rel=1e-5)
 
@@ -239,9 +239,9 @@ def test_incremental_and_full_updates_agree(monkeypatch):
     X = sklearn_blobs(500, k=6, seed=8)[0]
     start = _start(len(X), 6)
     monkeypatch.setattr(lloyd_module, "FULL_PASS_FRACTION", 0.0)  # always full passes
-    full = KernelKMeans(6, gamma=0.3, init=start, tol=0).fit(X)
+    full = KernelKMeans(6, kernel="rbf", gamma=0.3, init=start, tol=0).fit(X)
     monkeypatch.setattr(lloyd_module, "FULL_PASS_FRACTION", 2.0)  # always incremental
-    incr = KernelKMeans(6, gamma=0.3, init=start, tol=0).fit(X)
+    incr = KernelKMeans(6, kernel="rbf", gamma=0.3, init=start, tol=0).fit(X)
     np.testing.assert_array_equal(full.labels_, incr.labels_)
     assert full.inertia_ == pytest.approx(incr.inertia_, rel=1e-12)
     assert full.n_iter_ == incr.n_iter_
@@ -249,8 +249,8 @@ def test_incremental_and_full_updates_agree(monkeypatch):
 
 def test_tol_stops_early_and_state_stays_consistent():
     X = sklearn_blobs(600, d=2, k=8, seed=1)[0]
-    loose = KernelKMeans(8, gamma=0.1, random_state=0, n_init=1, tol=1e-1).fit(X)
-    exact = KernelKMeans(8, gamma=0.1, random_state=0, n_init=1, tol=0).fit(X)
+    loose = KernelKMeans(8, kernel="rbf", gamma=0.1, random_state=0, n_init=1, tol=1e-1).fit(X)
+    exact = KernelKMeans(8, kernel="rbf", gamma=0.1, random_state=0, n_init=1, tol=0).fit(X)
     assert loose.n_iter_ <= exact.n_iter_
     np.testing.assert_array_equal(loose.predict(X), loose.labels_)
     assert exact.converged_
@@ -258,37 +258,37 @@ def test_tol_stops_early_and_state_stays_consistent():
 
 def test_k_equal_one_and_k_equal_n():
     X = sklearn_blobs(30)[0]
-    one = KernelKMeans(1, gamma=0.5).fit(X)
+    one = KernelKMeans(1, kernel="rbf", gamma=0.5).fit(X)
     K = ref.kernel_matrix(X, X, "rbf", gamma=0.5)
     assert one.inertia_ == pytest.approx(ref.objective(K, np.zeros(30, int)), rel=1e-12)
-    every = KernelKMeans(30, gamma=0.5, random_state=0).fit(X)
+    every = KernelKMeans(30, kernel="rbf", gamma=0.5, random_state=0).fit(X)
     assert sorted(every.labels_) == list(range(30))
     assert every.inertia_ == pytest.approx(0.0, abs=1e-12)
 
 
 def test_median_gamma_is_half_inverse_median_squared_distance():
     X = sklearn_blobs(60)[0]
-    est = KernelKMeans(2).fit(X)
+    est = KernelKMeans(2, kernel="rbf").fit(X)
     d2 = ((X[:, None] - X[None]) ** 2).sum(-1)[np.triu_indices(60, 1)]
     assert est.gamma_ == pytest.approx(1 / (2 * np.median(d2)), rel=1e-12)
-    scale = KernelKMeans(2, gamma="scale").fit(X)
+    scale = KernelKMeans(2, kernel="rbf", gamma="scale").fit(X)
     assert scale.gamma_ == pytest.approx(1 / (X.shape[1] * X.var()), rel=1e-12)
 
 
 def test_identical_points_fall_back_to_gamma_one_with_warning():
     X = np.ones((20, 3))
     with pytest.warns(KKMeansWarning, match="gamma"):
-        est = KernelKMeans(1, random_state=0).fit(X)
+        est = KernelKMeans(1, kernel="rbf", random_state=0).fit(X)
     assert est.gamma_ == 1.0
     assert np.isfinite(est.inertia_)
 
 
 def test_fit_accepts_a_shared_kernel_matrix():
     X = sklearn_blobs(200)[0]
-    base = KernelKMeans(3, random_state=0)
+    base = KernelKMeans(3, kernel="rbf", random_state=0)
     K = base.kernel_matrix(X)
-    a = KernelKMeans(3, random_state=0).fit(X, kernel_matrix=K)
-    b = KernelKMeans(3, random_state=0).fit(X)
+    a = KernelKMeans(3, kernel="rbf", random_state=0).fit(X, kernel_matrix=K)
+    b = KernelKMeans(3, kernel="rbf", random_state=0).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
     assert a.inertia_ == b.inertia_
 
@@ -333,8 +333,8 @@ def test_bad_data_raises(X, weights, message):
 def test_predict_checks_feature_count_and_fitted_state():
     X = sklearn_blobs(50)[0]
     with pytest.raises(AttributeError, match="not fitted"):
-        KernelKMeans(2).predict(X)
-    est = KernelKMeans(2, random_state=0).fit(X)
+        KernelKMeans(2, kernel="rbf").predict(X)
+    est = KernelKMeans(2, kernel="rbf", random_state=0).fit(X)
     with pytest.raises(ValueError, match="features"):
         est.predict(X[:, :2])
 

@@ -96,7 +96,7 @@ def test_quoted_cell_across_lines_is_refused(tmp_path):
     path = tmp_path / "q.csv"
     path.write_text('x,y\n1,2\n3,"1\n.5"\n4,5\n')
     (tmp_path / "labels.txt").write_text("OLD\n")
-    result = run(["fit", path, "-k", "1", "--labels", tmp_path / "labels.txt", "--no-model"])
+    result = run(["fit", "--kernel", "rbf", path, "-k", "1", "--labels", tmp_path / "labels.txt", "--no-model"])
     assert result.exit_code == 1
     assert result.stderr == (f"kkmeans: error: {path}: line 3, column 2 ('y'): a quoted cell "
                              f"does not close on its line (a cell cannot span lines)\n")
@@ -136,12 +136,12 @@ def test_csv_stdin_and_npy_give_the_same_labels(tmp_path):
     csv_path = write_csv(tmp_path / "X.csv", X)
     np.save(tmp_path / "X.npy", read_data(csv_path).X)
     args = ["-k", "5", "--no-model", "-q", *FAST]
-    from_npy = run(["fit", tmp_path / "X.npy", *args])
-    from_csv = run(["fit", csv_path, *args])
+    from_npy = run(["fit", "--kernel", "rbf", tmp_path / "X.npy", *args])
+    from_csv = run(["fit", "--kernel", "rbf", csv_path, *args])
     assert from_npy.exit_code == from_csv.exit_code == 0
     assert from_csv.stdout == from_npy.stdout
     with open(csv_path, "rb") as f:
-        piped = subprocess.run(kkmeans_command() + ["fit", "-", *args], stdin=f,
+        piped = subprocess.run(kkmeans_command() + ["fit", "--kernel", "rbf", "-", *args], stdin=f,
                                capture_output=True, timeout=300)
     assert piped.returncode == 0, piped.stderr
     assert piped.stdout.decode() == from_npy.stdout
@@ -172,7 +172,7 @@ def test_gzip_text(tmp_path):
     plain = read_data(path)
     assert packed.X.tobytes() == plain.X.tobytes() and packed.columns == plain.columns
     (tmp_path / "cut.csv.gz").write_bytes((tmp_path / "X.csv.gz").read_bytes()[:60])
-    result = run(["fit", tmp_path / "cut.csv.gz", "-k", "2", "--no-model"])
+    result = run(["fit", "--kernel", "rbf", tmp_path / "cut.csv.gz", "-k", "2", "--no-model"])
     assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1
     assert result.stderr.startswith(f"kkmeans: error: {tmp_path / 'cut.csv.gz'}: cannot read (")
 

@@ -305,7 +305,7 @@ def test_sampled_restarts_completes_the_best_distinct_candidates():
 
 def test_estimator_restarts_on_a_sample_then_all_data():
     X, y = sklearn_blobs(30_000, d=5, k=6, seed=4)
-    est = KernelKMeans(6, approx="nystroem", n_init=8, random_state=0, n_threads=1).fit(X)
+    est = KernelKMeans(6, kernel="rbf", approx="nystroem", n_init=8, random_state=0, n_threads=1).fit(X)
     stats = est.nystroem_stats_
     assert stats["sample_size"] == 20_000
     assert len(stats["sample_objectives"]) == 8
@@ -324,8 +324,8 @@ def test_estimator_restarts_on_a_sample_then_all_data():
 
 def test_estimator_thread_count_does_not_change_results():
     X, _ = sklearn_blobs(25_000, d=4, k=5, seed=1)
-    a = KernelKMeans(5, approx="nystroem", n_init=4, random_state=0, n_threads=1).fit(X)
-    b = KernelKMeans(5, approx="nystroem", n_init=4, random_state=0, n_threads=2).fit(X)
+    a = KernelKMeans(5, kernel="rbf", approx="nystroem", n_init=4, random_state=0, n_threads=1).fit(X)
+    b = KernelKMeans(5, kernel="rbf", approx="nystroem", n_init=4, random_state=0, n_threads=2).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
     np.testing.assert_array_equal(a.centers_, b.centers_)
     assert a.inertia_ == b.inertia_
@@ -335,7 +335,7 @@ def test_estimator_thread_count_does_not_change_results():
 def test_init_labels_run_lloyd_from_them():
     X, _ = sklearn_blobs(3000, k=4)
     start = np.random.default_rng(0).integers(0, 4, size=3000)
-    est = KernelKMeans(4, approx="nystroem", init=start, random_state=0, n_threads=1).fit(X)
+    est = KernelKMeans(4, kernel="rbf", approx="nystroem", init=start, random_state=0, n_threads=1).fit(X)
     Phi, x_sq = F.feature_chunk(F.FeatureMap(est.kernel_, est.landmarks_,
                                              est.nystroem_transform_, np.empty(0)), X)
     w = np.ones(3000)
@@ -352,7 +352,7 @@ def test_saved_model_predicts_the_fit_labels(tmp_path):
     X, _ = sklearn_blobs(4 * F.CHUNK_ROWS * 2 + 100, d=6, k=7, seed=5)
     data = write_csv(tmp_path / "d.csv", X)
     model = tmp_path / "m.npz"
-    res = run(["fit", data, "-k", "7", "--approx", "nystroem", "--rank", "21", "--n-init", "3",
+    res = run(["fit", "--kernel", "rbf", data, "-k", "7", "--approx", "nystroem", "--rank", "21", "--n-init", "3",
                "--seed", "1", "-o", model])
     assert res.exit_code == 0, res.stderr
     assert "rank 21 (float32 features)" in res.stderr
@@ -367,20 +367,20 @@ def test_saved_model_predicts_the_fit_labels(tmp_path):
 def test_bad_rank_is_a_usage_error(tmp_path):
     X, _ = sklearn_blobs(200, k=4)
     data = write_csv(tmp_path / "d.csv", X)
-    res = run(["fit", data, "-k", "3", "--approx", "nystroem", "--rank", "0", "-o",
+    res = run(["fit", "--kernel", "rbf", data, "-k", "3", "--approx", "nystroem", "--rank", "0", "-o",
                tmp_path / "m.npz"])
     assert res.exit_code == 2 and "--rank" in res.stderr
     assert not (tmp_path / "m.npz").exists()
     with pytest.raises(ValueError, match="'nystroem_rank' parameter of KernelKMeans must be "
                                          "an int in the range"):
-        KernelKMeans(3, approx="nystroem", nystroem_rank=0).fit(X)
+        KernelKMeans(3, kernel="rbf", approx="nystroem", nystroem_rank=0).fit(X)
 
 
 def test_model_with_a_bad_feature_type_is_refused(tmp_path):
     X, _ = sklearn_blobs(500, k=4)
     data = write_csv(tmp_path / "d.csv", X)
     model = tmp_path / "m.npz"
-    assert run(["fit", data, "-k", "3", "--approx", "nystroem", "-o", model]).exit_code == 0
+    assert run(["fit", "--kernel", "rbf", data, "-k", "3", "--approx", "nystroem", "-o", model]).exit_code == 0
     import json
 
     with np.load(model, allow_pickle=False) as z:

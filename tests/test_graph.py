@@ -250,11 +250,11 @@ def test_components_are_the_start_when_there_are_enough():
     X = np.vstack([_points(100, 13), _points(80, 14) + 40.0, _points(20, 15) - 40.0,
                    _points(12, 16) + [40.0, -40.0]])
     for k in (4, 3, 2):
-        res = fit_graph(X, k, random_state=0)
+        res = fit_graph(X, k, n_neighbors=10, random_state=0)
         assert res.start == "components" and res.ncut == 0.0
         assert len(np.unique(res.labels)) == k
     # three clusters from four components: the two small ones join the lightest cluster
-    res = fit_graph(X, 3, random_state=0)
+    res = fit_graph(X, 3, n_neighbors=10, random_state=0)
     assert len(np.unique(res.labels[:100])) == 1 and len(np.unique(res.labels[100:180])) == 1
 
 
@@ -328,7 +328,9 @@ def test_new_points_get_the_cluster_of_their_neighbourhood():
     mapping = {c: np.bincount(y[res.labels == c]).argmax() for c in range(2)}
     assert np.mean(np.vectorize(mapping.get)(pred) == yn) > 0.99
     rows, match = new_point_rows(res.model(), Xn)
-    assert np.all(match == -1) and rows.shape == (200, 600) and rows.nnz == 200 * 9
+    # the default graph: 20 other neighbours (n_neighbors 21), so 20 training nodes a row
+    assert res.graph.info.n_neighbors == 21
+    assert np.all(match == -1) and rows.shape == (200, 600) and rows.nnz == 200 * 20
 
 
 # -- silhouette ------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ def _data(tmp_path, n=30):
 # ---- weights whose products underflow floating point ------------------------------------
 
 @pytest.mark.parametrize("value", [1e-200, 5e-324])
-@pytest.mark.parametrize("command", ["fit", "sweep"])
+@pytest.mark.parametrize("command", ["fit", "--kernel", "rbf", "sweep"])
 def test_weights_too_small_for_floating_point_are_refused(tmp_path, value, command):
     data = _data(tmp_path)
     np.savetxt(tmp_path / "w.txt", np.full(30, value))
@@ -33,9 +33,9 @@ def test_weights_too_small_for_floating_point_are_refused(tmp_path, value, comma
 def test_small_weights_with_a_normal_square_sum_give_the_unweighted_labels(tmp_path):
     data = _data(tmp_path)
     np.savetxt(tmp_path / "w.txt", np.full(30, 1e-150))
-    weighted = run(["fit", data, "-k", 3, "--no-model", "--weights", tmp_path / "w.txt",
+    weighted = run(["fit", "--kernel", "rbf", data, "-k", 3, "--no-model", "--weights", tmp_path / "w.txt",
                     "-q"] + FAST)
-    plain = run(["fit", data, "-k", 3, "--no-model", "-q"] + FAST)
+    plain = run(["fit", "--kernel", "rbf", data, "-k", 3, "--no-model", "-q"] + FAST)
     assert weighted.exit_code == 0 and plain.exit_code == 0, weighted.stderr
     assert weighted.stdout == plain.stdout
 
@@ -46,13 +46,13 @@ def test_estimator_refuses_weights_too_small_for_floating_point():
 
     X, _ = blobs(n=20)
     with pytest.raises(DataError, match="must stay above"):
-        KernelKMeans(3, random_state=0, n_threads=1).fit(X, sample_weight=np.full(20, 1e-200))
+        KernelKMeans(3, kernel="rbf", random_state=0, n_threads=1).fit(X, sample_weight=np.full(20, 1e-200))
 
 
 def test_all_zero_weights_are_named_as_such(tmp_path):
     data = _data(tmp_path)
     np.savetxt(tmp_path / "w.txt", np.zeros(30))
-    result = run(["fit", data, "-k", 3, "-o", tmp_path / "m.npz", "--weights",
+    result = run(["fit", "--kernel", "rbf", data, "-k", 3, "-o", tmp_path / "m.npz", "--weights",
                   tmp_path / "w.txt", "-q"])
     assert result.exit_code == 1
     assert_one_error_line(result, "--weights", "every weight is 0")
@@ -62,7 +62,7 @@ def test_all_zero_weights_are_named_as_such(tmp_path):
 
 # ---- option values refused in the command line's words, not the estimator's -------------
 
-@pytest.mark.parametrize("command", ["fit", "sweep"])
+@pytest.mark.parametrize("command", ["fit", "--kernel", "rbf", "sweep"])
 @pytest.mark.parametrize("option,value,needle", [
     ("--seed", "-1", "0<=x<=4294967295"),
     ("--seed", "99999999999999999999999", "0<=x<=4294967295"),
@@ -100,7 +100,7 @@ def test_config_values_get_the_same_checks(tmp_path, line, needle):
 
 def test_the_largest_seed_is_accepted(tmp_path):
     data = _data(tmp_path)
-    result = run(["fit", data, "-k", 3, "--no-model", "--seed", 2 ** 32 - 1, "-q"] + FAST)
+    result = run(["fit", "--kernel", "rbf", data, "-k", 3, "--no-model", "--seed", 2 ** 32 - 1, "-q"] + FAST)
     assert result.exit_code == 0, result.stderr
     assert len(result.stdout.split()) == 30
 
@@ -113,7 +113,7 @@ def test_best_restart_is_one_based_in_the_file_and_zero_based_after_loading(tmp_
     from kkmeans_cli.model.model_file import load_model
 
     data = _data(tmp_path)
-    result = run(["fit", data, "-k", 3, "-o", tmp_path / "m.npz", "--summary",
+    result = run(["fit", "--kernel", "rbf", data, "-k", 3, "-o", tmp_path / "m.npz", "--summary",
                   tmp_path / "s.json", "-q", "--threads", 1, "--n-init", 4])
     assert result.exit_code == 0, result.stderr
     best = json.loads((tmp_path / "s.json").read_text())["best_restart"]
@@ -125,7 +125,7 @@ def test_best_restart_is_one_based_in_the_file_and_zero_based_after_loading(tmp_
 # ---- numbers in text files: the decimal notation of CSV, not all that Python's float reads --
 
 @pytest.mark.parametrize("cell", ["1_000", "١٢", "１２"])
-@pytest.mark.parametrize("command", ["fit", "predict"])
+@pytest.mark.parametrize("command", ["fit", "--kernel", "rbf", "predict"])
 def test_python_only_number_spellings_are_not_numbers(tmp_path, cell, command):
     X, _ = blobs(n=30)
     good = write_csv(tmp_path / "good.csv", X)
@@ -133,12 +133,12 @@ def test_python_only_number_spellings_are_not_numbers(tmp_path, cell, command):
     lines[4] = f"1.0,{cell}"
     (tmp_path / "x.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     if command == "predict":
-        assert run(["fit", good, "-k", 3, "-o", tmp_path / "m.npz", "-q"] + FAST).exit_code == 0
+        assert run(["fit", "--kernel", "rbf", good, "-k", 3, "-o", tmp_path / "m.npz", "-q"] + FAST).exit_code == 0
         args = ["predict", tmp_path / "m.npz", tmp_path / "x.csv", "--labels",
                 tmp_path / "l.txt"]
         before = ["good.csv", "m.npz", "x.csv"]
     else:
-        args = ["fit", tmp_path / "x.csv", "-k", 3, "-o", tmp_path / "m.npz", "--labels",
+        args = ["fit", "--kernel", "rbf", tmp_path / "x.csv", "-k", 3, "-o", tmp_path / "m.npz", "--labels",
                 tmp_path / "l.txt"]
         before = ["good.csv", "x.csv"]
     result = run(args + ["-q"])
@@ -150,7 +150,7 @@ def test_python_only_number_spellings_are_not_numbers(tmp_path, cell, command):
 
 def test_scientific_and_signed_spellings_still_read(tmp_path):
     (tmp_path / "x.csv").write_text("1e3,+.5\n-2.5E-1,7.\n0,0\n")
-    result = run(["fit", tmp_path / "x.csv", "-k", 3, "--no-model", "--with-data", "-q"] + FAST)
+    result = run(["fit", "--kernel", "rbf", tmp_path / "x.csv", "-k", 3, "--no-model", "--with-data", "-q"] + FAST)
     assert result.exit_code == 0, result.stderr
     rows = [line.split(",")[:2] for line in result.stdout.splitlines()]
     assert [[float(a), float(b)] for a, b in rows] == [[1000.0, 0.5], [-0.25, 7.0], [0.0, 0.0]]
@@ -164,7 +164,7 @@ def _model_with_meta(tmp_path, **changes):
     import zipfile
 
     data = _data(tmp_path)
-    assert run(["fit", data, "-k", 3, "-o", tmp_path / "good.npz", "-q"] + FAST).exit_code == 0
+    assert run(["fit", "--kernel", "rbf", data, "-k", 3, "-o", tmp_path / "good.npz", "-q"] + FAST).exit_code == 0
     with zipfile.ZipFile(tmp_path / "good.npz") as archive:
         members = {name: archive.read(name) for name in archive.namelist()}
     meta = json.loads(str(np.load(io.BytesIO(members["meta.npy"]), allow_pickle=False)))
@@ -205,14 +205,14 @@ def test_model_meta_of_the_wrong_type_or_size_is_named_plainly(tmp_path, changes
 def test_paths_that_look_like_api_names_are_not_reworded(tmp_path):
     (tmp_path / "max_iter").mkdir()
     (tmp_path / "max_iter" / "n_init.csv").write_text("a,b\n1,x\n")
-    result = run_process(["fit", "max_iter/n_init.csv", "-k", "2", "-q", "--no-model"],
+    result = run_process(["fit", "--kernel", "rbf", "max_iter/n_init.csv", "-k", "2", "-q", "--no-model"],
                          cwd=tmp_path)
     assert result.returncode == 1
     assert_one_error_line(result,
                           "max_iter/n_init.csv: line 2, column 2 ('b'): 'x' is not a number")
     assert "--max-iter" not in result.stderr and "--n-init" not in result.stderr
     data = _data(tmp_path)
-    result = run(["fit", data, "-k", 3, "-q", "-o", tmp_path / "n_clusters" / "m.npz"])
+    result = run(["fit", "--kernel", "rbf", data, "-k", 3, "-q", "-o", tmp_path / "n_clusters" / "m.npz"])
     assert result.exit_code == 1
     assert_one_error_line(result, "cannot write the model to", "n_clusters/m.npz")
     assert "-k/" not in result.stderr
@@ -241,19 +241,19 @@ def test_config_key_list_names_config_keys(tmp_path):
 
 @pytest.mark.parametrize("text,lines", [("seed: 1\nkernel: rbf\nseed: 2\n", "lines 1 and 3"),
                                         ("{seed: 1, seed: 2}\n", "lines 1 and 1")])
-@pytest.mark.parametrize("command", ["fit", "sweep", "predict"])
+@pytest.mark.parametrize("command", ["fit", "--kernel", "rbf", "sweep", "predict"])
 def test_a_config_key_given_twice_is_refused(tmp_path, text, lines, command):
     data = _data(tmp_path)
     (tmp_path / "c.yaml").write_text(text)
     if command == "predict":
-        assert run(["fit", data, "-k", 3, "-o", tmp_path / "m.npz", "-q"] + FAST).exit_code == 0
+        assert run(["fit", "--kernel", "rbf", data, "-k", 3, "-o", tmp_path / "m.npz", "-q"] + FAST).exit_code == 0
         args = ["predict", tmp_path / "m.npz", data, "--labels", tmp_path / "l.txt"]
         before = ["x.csv", "c.yaml", "m.npz"]
     elif command == "sweep":
         args = ["sweep", data, "--k", "2..3", "--table", tmp_path / "t.csv"]
         before = ["x.csv", "c.yaml"]
     else:
-        args = ["fit", data, "-k", 3, "-o", tmp_path / "m.npz"]
+        args = ["fit", "--kernel", "rbf", data, "-k", 3, "-o", tmp_path / "m.npz"]
         before = ["x.csv", "c.yaml"]
     result = run(args + ["--config", tmp_path / "c.yaml"])
     assert result.exit_code == 2
@@ -266,7 +266,7 @@ def test_a_yaml_merge_key_may_be_overridden(tmp_path):
     (tmp_path / "c.yaml").write_text("seed: 1\n<<: {seed: 2, tol: 0.001}\n")
     merged = run(["fit", data, "-k", 3, "--no-model", "-q", "--config", tmp_path / "c.yaml"]
                  + FAST)
-    plain = run(["fit", data, "-k", 3, "--no-model", "-q", "--seed", 1, "--tol", 0.001] + FAST)
+    plain = run(["fit", "--kernel", "rbf", data, "-k", 3, "--no-model", "-q", "--seed", 1, "--tol", 0.001] + FAST)
     assert merged.exit_code == 0, merged.stderr
     assert merged.stdout == plain.stdout
 
@@ -276,7 +276,7 @@ def test_a_yaml_merge_key_may_be_overridden(tmp_path):
 @pytest.mark.parametrize("command", ["info", "predict"])
 def test_model_from_standard_input_is_a_usage_error(tmp_path, command):
     data = _data(tmp_path)
-    assert run(["fit", data, "-k", 3, "-o", tmp_path / "m.npz", "-q"] + FAST).exit_code == 0
+    assert run(["fit", "--kernel", "rbf", data, "-k", 3, "-o", tmp_path / "m.npz", "-q"] + FAST).exit_code == 0
     raw = (tmp_path / "m.npz").read_bytes()
     args = ["info", "-"] if command == "info" else ["predict", "-", data, "--labels", "l.txt"]
     result = run_process(args, cwd=tmp_path, input=raw.decode("latin-1"))
@@ -291,7 +291,7 @@ def test_model_from_standard_input_is_a_usage_error(tmp_path, command):
 
 @pytest.mark.parametrize("columns,needle", [("x0,x0", "column 'x0' is listed twice;"),
                                             ("0,x0", "column 'x0' is listed twice (as '0');")])
-@pytest.mark.parametrize("command", ["fit", "sweep"])
+@pytest.mark.parametrize("command", ["fit", "--kernel", "rbf", "sweep"])
 def test_a_column_listed_twice_is_a_usage_error(tmp_path, columns, needle, command):
     data = _data(tmp_path)
     k = ["-k", 3, "-o", tmp_path / "m.npz"] if command == "fit" else ["--k", "2..3",
@@ -305,7 +305,7 @@ def test_a_column_listed_twice_is_a_usage_error(tmp_path, columns, needle, comma
 def test_a_column_listed_twice_in_an_npy_file_is_a_usage_error(tmp_path):
     X, _ = blobs(n=30)
     np.save(tmp_path / "x.npy", X)
-    result = run(["fit", tmp_path / "x.npy", "-k", 3, "-o", tmp_path / "m.npz", "--columns",
+    result = run(["fit", "--kernel", "rbf", tmp_path / "x.npy", "-k", 3, "-o", tmp_path / "m.npz", "--columns",
                   "1,1", "-q"])
     assert result.exit_code == 2
     assert_one_error_line(result, "--columns: column '1' is listed twice;")
@@ -314,7 +314,7 @@ def test_a_column_listed_twice_in_an_npy_file_is_a_usage_error(tmp_path):
 
 # ---- a huge --n-init is a usage error, not a failed allocation --------------------------------
 
-@pytest.mark.parametrize("command", ["fit", "sweep"])
+@pytest.mark.parametrize("command", ["fit", "--kernel", "rbf", "sweep"])
 def test_a_huge_n_init_is_a_usage_error(tmp_path, command):
     data = _data(tmp_path)
     k = ["-k", 3, "-o", tmp_path / "m.npz"] if command == "fit" else ["--k", "2..3"]
@@ -327,8 +327,8 @@ def test_a_huge_n_init_is_a_usage_error(tmp_path, command):
 
 # ---- an empty output path ------------------------------------------------------------------
 
-@pytest.mark.parametrize("args,what", [(["fit", "-k", "3", "--no-model", "--labels", ""], "labels"),
-                                       (["fit", "-k", "3", "-o", ""], "model"),
+@pytest.mark.parametrize("args,what", [(["fit", "--kernel", "rbf", "-k", "3", "--no-model", "--labels", ""], "labels"),
+                                       (["fit", "--kernel", "rbf", "-k", "3", "-o", ""], "model"),
                                        (["sweep", "--k", "2..3", "--table", ""], "table")])
 def test_an_empty_output_path_is_named_as_empty(tmp_path, args, what):
     data = _data(tmp_path)

@@ -88,11 +88,11 @@ def test_feature_engine_fit_is_checked_against_its_own_plan():
     planned = dict(k=3, approx="nystroem", n_landmarks=300, rank=15, feature_engine=True,
                    n_threads=1)
     need = memory.plan(X.shape[0], **planned).total
-    est = KernelKMeans(3, gamma=1.0, approx="nystroem", n_threads=1, memory_limit=need,
+    est = KernelKMeans(3, kernel="rbf", gamma=1.0, approx="nystroem", n_threads=1, memory_limit=need,
                        random_state=0).fit(X)
     assert est.nystroem_rank_ == 15 and np.bincount(est.labels_).tolist() == [3000] * 3
     with pytest.raises(MemoryPlanError) as info:
-        KernelKMeans(3, gamma=1.0, approx="nystroem", n_threads=1, memory_limit=need - 1,
+        KernelKMeans(3, kernel="rbf", gamma=1.0, approx="nystroem", n_threads=1, memory_limit=need - 1,
                      random_state=0).fit(X)
     assert "Nyström fit of 9,000 points with 300 landmarks (rank 15)" in str(info.value)
     assert "Nyström features" in str(info.value)
@@ -106,7 +106,7 @@ def test_fit_refuses_a_million_points_before_allocating(monkeypatch):
     X = np.zeros((10**6, 2))
     X[:, 0] = np.arange(10**6) % 7
     with pytest.raises(MemoryPlanError) as info:
-        KernelKMeans(3, gamma=1.0, storage="matrix").fit(X)
+        KernelKMeans(3, kernel="rbf", gamma=1.0, storage="matrix").fit(X)
     message = str(info.value)
     assert "7.28 TiB" in message and "80% of the available RAM" in message
     assert "--dtype float32" in message and "--approx nystroem" in message
@@ -116,9 +116,9 @@ def test_fit_refuses_a_million_points_before_allocating(monkeypatch):
 def test_explicit_limit_and_nystroem_way_out():
     X, k, gamma = _blobs(2000)
     with pytest.raises(MemoryPlanError, match=r"limit is .*--memory-limit"):
-        KernelKMeans(k, gamma=0.1, memory_limit="10M").fit(X)
+        KernelKMeans(k, kernel="rbf", gamma=0.1, memory_limit="10M").fit(X)
     # The same limit admits the Nyström fit (n·m instead of n²).
-    est = KernelKMeans(k, gamma=0.1, memory_limit="20M", approx="nystroem", n_landmarks=200,
+    est = KernelKMeans(k, kernel="rbf", gamma=0.1, memory_limit="20M", approx="nystroem", n_landmarks=200,
                        n_init=2, n_threads=1).fit(X)
     assert est.labels_.shape == (2000,)
 
@@ -129,19 +129,19 @@ def test_blocked_storage_is_planned_and_offered(monkeypatch):
     monkeypatch.setattr(Kernel, "matrix",
                         lambda *a, **kw: pytest.fail("the kernel matrix was allocated"))
     with pytest.raises(MemoryPlanError) as info:
-        KernelKMeans(k, gamma=0.1, memory_limit="200M", storage="matrix").fit(X)
+        KernelKMeans(k, kernel="rbf", gamma=0.1, memory_limit="200M", storage="matrix").fit(X)
     assert "--storage blocked (needs 129 MiB)" in str(info.value)
     blocked = memory.plan(6000, k, storage="blocked")
     assert "kernel matrix" not in blocked.items and "Elkan bounds" in blocked.items
     # ... which fits that limit without a kernel matrix and predicts its own labels ...
-    est = KernelKMeans(k, gamma=0.1, memory_limit="200M", storage="blocked", n_init=1,
+    est = KernelKMeans(k, kernel="rbf", gamma=0.1, memory_limit="200M", storage="blocked", n_init=1,
                        n_threads=1, random_state=0).fit(X)
     np.testing.assert_array_equal(est.predict(X), est.labels_)
     # ... and is refused itself below its own need, before any kernel value is computed.
     monkeypatch.setattr(Kernel, "cross",
                         lambda *a, **kw: pytest.fail("a kernel block was computed"))
     with pytest.raises(MemoryPlanError, match="the blocked exact fit of 6,000 points"):
-        KernelKMeans(k, gamma=0.1, memory_limit="100M", storage="blocked").fit(X)
+        KernelKMeans(k, kernel="rbf", gamma=0.1, memory_limit="100M", storage="blocked").fit(X)
 
 
 def test_auto_storage_takes_the_blocked_route_when_the_matrix_does_not_fit():
@@ -176,7 +176,7 @@ def test_auto_fit_goes_blocked_instead_of_refusing(monkeypatch):
     X, k, _ = _blobs(6000)
     monkeypatch.setattr(Kernel, "matrix",
                         lambda *a, **kw: pytest.fail("the kernel matrix was allocated"))
-    est = KernelKMeans(k, gamma=0.1, memory_limit="200M", n_init=2, n_threads=1,
+    est = KernelKMeans(k, kernel="rbf", gamma=0.1, memory_limit="200M", n_init=2, n_threads=1,
                        random_state=0).fit(X)
     assert est.fit_stats_["storage"] == "blocked"
     limit = memory.format_bytes(memory.parse_size("200M"))
@@ -190,14 +190,14 @@ def test_auto_fit_goes_blocked_instead_of_refusing(monkeypatch):
 def test_sweep_kernel_matrix_is_planned():
     X, _, _ = _blobs(2000)
     with pytest.raises(MemoryPlanError):
-        KernelKMeans(3, gamma=0.1, memory_limit=10**6).kernel_matrix(X)
+        KernelKMeans(3, kernel="rbf", gamma=0.1, memory_limit=10**6).kernel_matrix(X)
 
 
 def test_cli_memory_limit_refuses_with_exit_1_and_no_file(tmp_path):
     X, _, _ = _blobs(500)
     data = write_csv(tmp_path / "d.csv", X)
     model = tmp_path / "m.npz"
-    res = run(["fit", data, "-k", "3", "--memory-limit", "1M", "-o", model] + FAST)
+    res = run(["fit", "--kernel", "rbf", data, "-k", "3", "--memory-limit", "1M", "-o", model] + FAST)
     assert res.exit_code == 1
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kkmeans: error: not enough memory")
@@ -210,7 +210,7 @@ def test_cli_memory_limit_refuses_with_exit_1_and_no_file(tmp_path):
 @pytest.mark.parametrize("value", ["12Q", "-5M", "lots"])
 def test_cli_bad_memory_limit_is_a_usage_error(tmp_path, value):
     data = write_csv(tmp_path / "d.csv", _blobs(50)[0])
-    res = run(["fit", data, "-k", "2", "--memory-limit", value, "--no-model"])
+    res = run(["fit", "--kernel", "rbf", data, "-k", "2", "--memory-limit", value, "--no-model"])
     assert res.exit_code == 2 and "--memory-limit" in res.stderr
 
 
@@ -218,8 +218,8 @@ def test_cli_bad_memory_limit_is_a_usage_error(tmp_path, value):
 @pytest.mark.parametrize("name", sorted(DATASETS))
 def test_float32_agrees_with_float64(name):
     X, k, gamma = DATASETS[name](1500)
-    a = KernelKMeans(k, gamma=gamma, random_state=0, n_init=3).fit(X)
-    b = KernelKMeans(k, gamma=gamma, random_state=0, n_init=3, dtype=np.float32).fit(X)
+    a = KernelKMeans(k, kernel="rbf", gamma=gamma, random_state=0, n_init=3).fit(X)
+    b = KernelKMeans(k, kernel="rbf", gamma=gamma, random_state=0, n_init=3, dtype=np.float32).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
     assert b.inertia_ == pytest.approx(a.inertia_, rel=1e-5)
 
@@ -246,9 +246,9 @@ def test_transform_is_the_inverse_square_root():
 def test_nystroem_with_all_points_is_exact_kernel_kmeans():
     X, _ = make_blobs(400, centers=4, n_features=3, cluster_std=2.0, random_state=3)
     start = np.random.default_rng(1).integers(0, 4, size=400)
-    exact = KernelKMeans(4, gamma=0.1, init=start, tol=0).fit(X)
+    exact = KernelKMeans(4, kernel="rbf", gamma=0.1, init=start, tol=0).fit(X)
     # every landmark and the full rank: the Nyström kernel is K itself
-    nys = KernelKMeans(4, gamma=0.1, init=start, tol=0, approx="nystroem",
+    nys = KernelKMeans(4, kernel="rbf", gamma=0.1, init=start, tol=0, approx="nystroem",
                        n_landmarks=400, nystroem_rank=400).fit(X)
     np.testing.assert_array_equal(nys.labels_, exact.labels_)
     assert nys.inertia_ == pytest.approx(exact.inertia_, rel=1e-6)
@@ -279,8 +279,8 @@ def test_feature_source_matches_in_memory_kernel():
 @pytest.mark.parametrize("name", sorted(DATASETS))
 def test_nystroem_default_landmarks_reproduce_exact(name):
     X, k, gamma = DATASETS[name](5000)
-    exact = KernelKMeans(k, gamma=gamma, random_state=0, n_init=5).fit(X)
-    nys = KernelKMeans(k, gamma=gamma, random_state=0, n_init=5, approx="nystroem").fit(X)
+    exact = KernelKMeans(k, kernel="rbf", gamma=gamma, random_state=0, n_init=5).fit(X)
+    nys = KernelKMeans(k, kernel="rbf", gamma=gamma, random_state=0, n_init=5, approx="nystroem").fit(X)
     assert nys.n_landmarks_ == 300
     assert adjusted_rand_score(exact.labels_, nys.labels_) >= 0.95
     assert not hasattr(nys, "X_fit_") or nys.X_fit_ is None
@@ -288,9 +288,9 @@ def test_nystroem_default_landmarks_reproduce_exact(name):
 
 def test_nystroem_thread_count_does_not_change_results():
     X, k, gamma = _blobs(5000)
-    a = KernelKMeans(k, gamma=gamma, random_state=0, n_init=2, approx="nystroem",
+    a = KernelKMeans(k, kernel="rbf", gamma=gamma, random_state=0, n_init=2, approx="nystroem",
                      n_threads=1).fit(X)
-    b = KernelKMeans(k, gamma=gamma, random_state=0, n_init=2, approx="nystroem",
+    b = KernelKMeans(k, kernel="rbf", gamma=gamma, random_state=0, n_init=2, approx="nystroem",
                      n_threads=2).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
     assert a.inertia_ == b.inertia_
@@ -299,7 +299,7 @@ def test_nystroem_thread_count_does_not_change_results():
 
 def test_nystroem_predict_api():
     X, k, gamma = _circles(2000)
-    est = KernelKMeans(k, gamma=gamma, random_state=0, n_init=3, approx="nystroem",
+    est = KernelKMeans(k, kernel="rbf", gamma=gamma, random_state=0, n_init=3, approx="nystroem",
                        n_landmarks=150).fit(X)
     assert est.landmarks_.shape == (150, 2)
     s = est.nystroem_rank_  # the rank-restricted features: K(x, L) P, P of shape m×s
@@ -321,7 +321,7 @@ def test_nystroem_model_round_trip_and_cli_predict(tmp_path):
     X, k, gamma = _circles(1200)
     data = write_csv(tmp_path / "d.csv", X)
     model = tmp_path / "m.npz"
-    res = run(["fit", data, "-k", "2", "--gamma", "5", "--approx", "nystroem", "--landmarks",
+    res = run(["fit", "--kernel", "rbf", data, "-k", "2", "--gamma", "5", "--approx", "nystroem", "--landmarks",
                "120", "--silhouette", "-o", model] + FAST)
     assert res.exit_code == 0, res.stderr
     labels = res.stdout
@@ -358,7 +358,7 @@ def test_nystroem_sweep_shares_features(tmp_path, monkeypatch):
     assert len(calls) == 1
     assert result.best_k == 5
     best = result.best_estimator
-    direct = KernelKMeans(5, gamma=0.05, n_init=2, random_state=0, n_threads=1,
+    direct = KernelKMeans(5, kernel="rbf", gamma=0.05, n_init=2, random_state=0, n_threads=1,
                           approx="nystroem", n_landmarks=best.n_landmarks_).fit(X)
     np.testing.assert_array_equal(direct.labels_, best.labels_)
     sil = feature_measures.silhouette_score(nystroem.fit_features(
@@ -383,7 +383,7 @@ def test_nystroem_silhouette_blocks_match_exact_metric():
 def test_feature_progress_and_estimator_scores():
     X, k, gamma = _blobs(3000)
     seen = []
-    est = KernelKMeans(k, gamma=gamma, random_state=0, n_init=2, approx="nystroem",
+    est = KernelKMeans(k, kernel="rbf", gamma=gamma, random_state=0, n_init=2, approx="nystroem",
                        n_landmarks=100)
     est.fit(X, progress=lambda done, total: seen.append((done, total)))
     assert seen and seen[-1] == (3000, 3000)
@@ -412,7 +412,7 @@ def test_nystroem_spectral_start_uses_the_features_not_kernel_rows(monkeypatch):
         return rows(self, idx)
 
     monkeypatch.setattr(FeatureSpaceSource, "rows", guarded)
-    est = KernelKMeans(3, approx="nystroem", n_landmarks=m, init="spectral", n_init=1,
+    est = KernelKMeans(3, kernel="rbf", approx="nystroem", n_landmarks=m, init="spectral", n_init=1,
                        random_state=0).fit(X)
     assert est.fit_stats_["spectral_method"] == "features"
     np.testing.assert_array_equal(est.predict(X), est.labels_)
@@ -429,7 +429,7 @@ def test_screened_restarts_on_the_blocked_route(monkeypatch):
     monkeypatch.setattr(Kernel, "matrix",
                         lambda *a, **kw: pytest.fail("the kernel matrix was allocated"))
     X = make_blobs(3000, centers=4, n_features=3, cluster_std=1.0, random_state=2)[0]
-    est = KernelKMeans(4, n_init=6, storage="blocked", random_state=0, n_threads=1).fit(X)
+    est = KernelKMeans(4, kernel="rbf", n_init=6, storage="blocked", random_state=0, n_threads=1).fit(X)
     stats = est.fit_stats_
     assert stats["sample_size"] == 500 and len(stats["sample_objectives"]) == 6
     assert len(stats["screened_start_kinds"]) == 6
@@ -452,10 +452,10 @@ def test_the_nystroem_way_out_names_what_the_nystroem_run_then_needs(tmp_path, e
     data = tmp_path / "d.npy"
     np.save(data, X)
     common = ["-k", "3", "--no-model", "--seed", "0", *extra]
-    exact = run(["fit", data, "--storage", "matrix", "--memory-limit", "1G", *common])
+    exact = run(["fit", "--kernel", "rbf", data, "--storage", "matrix", "--memory-limit", "1G", *common])
     assert exact.exit_code == 1 and exact.stdout == ""
     named = re.search(r"--approx nystroem \(needs ([^,)]+)", exact.stderr).group(1)
-    nys = run(["fit", data, "--approx", "nystroem", "--memory-limit", "1M", *common])
+    nys = run(["fit", "--kernel", "rbf", data, "--approx", "nystroem", "--memory-limit", "1M", *common])
     assert nys.exit_code == 1 and nys.stdout == ""
     assert re.search(r"points with 300 landmarks[^)]*?\)? needs ([^ ]+ [KMG]i?B)",
                      nys.stderr).group(1) == named
@@ -463,7 +463,7 @@ def test_the_nystroem_way_out_names_what_the_nystroem_run_then_needs(tmp_path, e
     need = memory.plan(20_000, 3, approx="nystroem", n_landmarks=300,
                        feature_engine="hartigan" not in extra, n_threads=threads).total
     with pytest.raises(MemoryPlanError, match=re.escape(f"needs {memory.format_bytes(need)}")):
-        KernelKMeans(3, approx="nystroem", memory_limit="1M", random_state=0, n_threads=threads,
+        KernelKMeans(3, kernel="rbf", approx="nystroem", memory_limit="1M", random_state=0, n_threads=threads,
                      refine="hartigan" if "hartigan" in extra else "auto").fit(X)
 
 
@@ -472,7 +472,7 @@ def test_a_limit_too_small_for_two_rows_says_so():
     # fits, and the refusal names the one way out instead of failing to build its message.
     X = np.random.default_rng(0).normal(size=(3000, 2))
     with pytest.raises(MemoryPlanError) as info:
-        KernelKMeans(3, approx="nystroem", refine="hartigan", n_landmarks=300,
+        KernelKMeans(3, kernel="rbf", approx="nystroem", refine="hartigan", n_landmarks=300,
                      memory_limit="1M", random_state=0).fit(X)
     message = str(info.value)
     assert message.endswith("try a larger --memory-limit (not even 2 rows fit in this one)")

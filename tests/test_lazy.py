@@ -106,7 +106,7 @@ def test_max_iter_counts_the_blocked_and_the_matrix_iterations(small_lazy, monke
 def test_given_start_labels_take_the_lazy_route(small_lazy):
     X = mixture(1000, 2, 4, seed=3)
     # a start near a good clustering: k-means++ labels of the data
-    start = KernelKMeans(4, n_init=1, random_state=0, storage="matrix").fit(X).labels_.copy()
+    start = KernelKMeans(4, kernel="rbf", n_init=1, random_state=0, storage="matrix").fit(X).labels_.copy()
     flip = np.random.default_rng(0).choice(X.shape[0], 50, replace=False)
     start[flip] = (start[flip] + 1) % 4
     auto, matrix = _pair(X, n_clusters=4, init=start, random_state=0)
@@ -136,16 +136,16 @@ def test_the_matrix_route_where_lazy_cannot_help(small_lazy, params, why):
 def test_many_features_and_few_clusters_use_the_matrix(small_lazy):
     # The blocked rule of algorithm='auto': Lloyd there, so no lazy start (engine.iterate.scheme).
     X = np.random.default_rng(0).normal(size=(400, 40))
-    assert KernelKMeans(3, n_init=1, random_state=0).fit(X).fit_stats_["storage"] == "matrix"
-    est = KernelKMeans(3, n_init=1, random_state=0, algorithm="elkan").fit(X)
+    assert KernelKMeans(3, kernel="rbf", n_init=1, random_state=0).fit(X).fit_stats_["storage"] == "matrix"
+    est = KernelKMeans(3, kernel="rbf", n_init=1, random_state=0, algorithm="elkan").fit(X)
     assert est.fit_stats_["storage"].startswith("blocked")
 
 
 def test_given_kernel_matrix_and_small_n_use_the_matrix():
     X = mixture(600, 2, 3)
-    est = KernelKMeans(3, n_init=1, random_state=0)
+    est = KernelKMeans(3, kernel="rbf", n_init=1, random_state=0)
     assert est.fit(X).fit_stats_["storage"] == "matrix"        # n < LAZY_MIN_N
-    est = KernelKMeans(3, n_init=1, random_state=0)
+    est = KernelKMeans(3, kernel="rbf", n_init=1, random_state=0)
     K = est.kernel_matrix(X)
     assert est.fit(X, kernel_matrix=K).fit_stats_["storage"] == "matrix"
 
@@ -157,14 +157,14 @@ def test_at_the_real_threshold(small_lazy, monkeypatch):
     auto, matrix = _pair(X, n_clusters=5, n_init=1, random_state=2, dtype=np.float32)
     assert auto.fit_stats_["storage"] == "blocked"
     _assert_same(auto, matrix)
-    small = KernelKMeans(5, n_init=1, random_state=2).fit(X[:n - 1])
+    small = KernelKMeans(5, kernel="rbf", n_init=1, random_state=2).fit(X[:n - 1])
     assert small.fit_stats_["storage"] == "matrix"
 
 
 def test_thread_count_does_not_change_the_lazy_result(small_lazy):
     X = mixture(2500, 3, 5, seed=11)
-    one = KernelKMeans(5, n_init=1, random_state=0, n_threads=1).fit(X)
-    two = KernelKMeans(5, n_init=1, random_state=0, n_threads=2).fit(X)
+    one = KernelKMeans(5, kernel="rbf", n_init=1, random_state=0, n_threads=1).fit(X)
+    two = KernelKMeans(5, kernel="rbf", n_init=1, random_state=0, n_threads=2).fit(X)
     np.testing.assert_array_equal(one.labels_, two.labels_)
     assert one.inertia_ == two.inertia_
 
@@ -225,9 +225,9 @@ def test_blocked_hartigan_equals_matrix_hartigan_on_small_data():
     for seed in range(4):
         X = mixture(400, 3, 4, seed=seed)
         for init in ("k-means++", "random"):
-            blocked = KernelKMeans(4, n_init=1, init=init, storage="blocked", random_state=seed,
+            blocked = KernelKMeans(4, kernel="rbf", n_init=1, init=init, storage="blocked", random_state=seed,
                                    n_threads=1).fit(X)
-            matrix = KernelKMeans(4, n_init=1, init=init, storage="matrix", algorithm="elkan",
+            matrix = KernelKMeans(4, kernel="rbf", n_init=1, init=init, storage="matrix", algorithm="elkan",
                                   random_state=seed, n_threads=1).fit(X)
             np.testing.assert_array_equal(blocked.labels_, matrix.labels_)
             np.testing.assert_allclose(blocked.inertia_, matrix.inertia_, rtol=1e-12)
@@ -239,12 +239,12 @@ def test_lazy_fit_does_not_build_the_matrix_for_hartigan(small_lazy, monkeypatch
     a single-start fit whose refinement moves points stays blocked and equals the matrix
     fit."""
     X = mixture(1500, 2, 6, seed=2)
-    matrix = KernelKMeans(6, n_init=1, random_state=0, n_threads=1, storage="matrix").fit(X)
+    matrix = KernelKMeans(6, kernel="rbf", n_init=1, random_state=0, n_threads=1, storage="matrix").fit(X)
     assert matrix.fit_stats_["refine_moves"] >= 1
     monkeypatch.setattr(estimator_module, "LAZY_BUDGET", np.inf)
     monkeypatch.setattr(Kernel, "matrix",
                         lambda *a, **kw: pytest.fail("the kernel matrix was built"))
-    auto = KernelKMeans(6, n_init=1, random_state=0, n_threads=1).fit(X)
+    auto = KernelKMeans(6, kernel="rbf", n_init=1, random_state=0, n_threads=1).fit(X)
     assert auto.fit_stats_["storage"] == "blocked"
     assert auto.fit_stats_["refine_moves"] == matrix.fit_stats_["refine_moves"]
     _assert_same(auto, matrix)
@@ -256,7 +256,7 @@ def test_cli_reports_the_storage_used(tmp_path, small_lazy):
 
     X = mixture(600, 2, 3, seed=2)
     data = write_csv(tmp_path / "d.csv", X)
-    base = ["fit", data, "-k", "3", "--n-init", "1", "--no-model"]
+    base = ["fit", "--kernel", "rbf", data, "-k", "3", "--n-init", "1", "--no-model"]
     auto = run(base + ["--summary", tmp_path / "auto.json"])
     assert auto.exit_code == 0, auto.output
     assert "no kernel matrix" in auto.stderr
@@ -285,7 +285,7 @@ def test_not_converged_warning_quotes_the_whole_max_iter(small_lazy, monkeypatch
     X = np.random.default_rng(9).normal(size=(1000, 3))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        est = KernelKMeans(10, n_init=1, max_iter=6, random_state=1, refine="none").fit(X)
+        est = KernelKMeans(10, kernel="rbf", n_init=1, max_iter=6, random_state=1, refine="none").fit(X)
     assert est.fit_stats_["storage"] == "blocked, then matrix"
     messages = [str(w.message) for w in caught]
     assert any("max_iter=6 was reached" in m for m in messages), messages

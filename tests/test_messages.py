@@ -19,14 +19,14 @@ def data(tmp_path):
 def test_an_inner_step_bound_is_not_reported_as_the_users_max_iter(data, seed):
     """The spectral start of a Nyström fit runs k-means on its embedding for at most 100
     iterations; with one landmark it may stop there, which is no concern of the fit's."""
-    result = run(["fit", data, "-k", "3", "--approx", "nystroem", "--landmarks", "1",
+    result = run(["fit", "--kernel", "rbf", data, "-k", "3", "--approx", "nystroem", "--landmarks", "1",
                   "--max-iter", "500", "--seed", seed, "--no-model"])
     assert result.exit_code == 0, result.stderr
     assert "--max-iter 100" not in result.stderr
     assert "did not converge" not in result.stderr or "--max-iter 500" in result.stderr
 
 
-@pytest.mark.parametrize("command", ["fit", "sweep", "predict"])
+@pytest.mark.parametrize("command", ["fit", "--kernel", "rbf", "sweep", "predict"])
 def test_help_shows_no_empty_range(command):
     text = run([command, "--help"]).stdout
     assert not re.search(r"\[[^\]]*None[^\]]*\]", text), text
@@ -61,7 +61,7 @@ def test_distances_of_a_precomputed_model_say_what_to_do(tmp_path):
     (["--degree", "100000", "--gamma", "scale"], "with gamma from 'scale'"),
 ])
 def test_poly_options_at_fault_are_named_not_the_data(data, args, needle):
-    for command in (["fit", data, "-k", "3"], ["sweep", data, "--k", "2..3"]):
+    for command in (["fit", "--kernel", "rbf", data, "-k", "3"], ["sweep", data, "--k", "2..3"]):
         result = run(command + ["--kernel", "poly", *args, *FAST, "-q", "-o",
                                 str(data) + ".npz"])
         assert result.exit_code == 2, result.stderr
@@ -106,12 +106,12 @@ def test_a_bool_for_a_number_is_an_invalid_parameter(params):
 
 def test_a_column_name_with_a_comma_can_be_selected_in_quotes(tmp_path):
     (tmp_path / "q.csv").write_text('"a,b",c\n1,20\n3,40\n5,60\n7,80\n')
-    result = run(["fit", tmp_path / "q.csv", "-k", "2", *FAST, "--columns", '"a,b"',
+    result = run(["fit", "--kernel", "rbf", tmp_path / "q.csv", "-k", "2", *FAST, "--columns", '"a,b"',
                   "--no-model", "-q", "--with-data"])
     assert result.exit_code == 0, result.stderr
     assert result.stdout.splitlines()[0] == '"a,b",label'
     assert [line.split(",")[0] for line in result.stdout.splitlines()[1:]] == ["1", "3", "5", "7"]
-    result = run(["fit", tmp_path / "q.csv", "-k", "2", *FAST, "--columns", '"a,b',
+    result = run(["fit", "--kernel", "rbf", tmp_path / "q.csv", "-k", "2", *FAST, "--columns", '"a,b',
                   "--no-model", "-q"])
     assert result.exit_code == 2
     assert "a name in double quotes must end in one" in result.stderr
@@ -121,7 +121,7 @@ def test_a_column_name_with_a_comma_can_be_selected_in_quotes(tmp_path):
 def test_an_index_is_written_in_ascii_digits(tmp_path, item):
     X, _ = blobs(n=20, d=3, k=2)
     np.save(tmp_path / "x.npy", X)
-    result = run(["fit", tmp_path / "x.npy", "-k", "2", *FAST, "--columns", item,
+    result = run(["fit", "--kernel", "rbf", tmp_path / "x.npy", "-k", "2", *FAST, "--columns", item,
                   "--labels", tmp_path / "l.txt", "--no-model"])
     assert result.exit_code == 2
     assert result.stderr == (f"kkmeans: error: --columns: {item!r} is not an index: write "
@@ -138,14 +138,14 @@ def test_an_index_is_written_in_ascii_digits(tmp_path, item):
                               "only; ignored"),
 ])
 def test_an_option_that_does_not_apply_is_warned_about(data, args, warning):
-    command = ["fit", data, "-k", "3"]
+    command = ["fit", "--kernel", "rbf", data, "-k", "3"]
     result = run(command + args + [*FAST, "--no-model"])
     assert result.exit_code == 0, result.stderr
     assert f"kkmeans: warning: {warning}\n" in result.stderr
     plain = run(command + [*FAST, "--no-model"])
     assert plain.stdout == result.stdout  # ignored indeed
     if "--worker-memory" in args or "--chunk-rows" in args:
-        model = run(["fit", data, "-k", "3", *FAST, "-o", str(data) + ".npz", "-q"])
+        model = run(["fit", "--kernel", "rbf", data, "-k", "3", *FAST, "-o", str(data) + ".npz", "-q"])
         assert model.exit_code == 0
         result = run(["predict", str(data) + ".npz", data] + args)
         assert f"kkmeans: warning: {warning}\n" in result.stderr
@@ -165,7 +165,7 @@ def test_a_config_value_that_does_not_apply_says_where_it_came_from(data, tmp_pa
 def test_a_nystroem_fit_reports_the_starts_it_ran_and_no_kernel_matrix(data, extra):
     import json
 
-    result = run(["fit", data, "-k", "3", "--approx", "nystroem", "--threads", "1",
+    result = run(["fit", "--kernel", "rbf", data, "-k", "3", "--approx", "nystroem", "--threads", "1",
                   "--n-init", "6", "--no-model", "--json", *extra])
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
@@ -206,17 +206,17 @@ def test_a_blocked_sigmoid_fit_warns_as_the_matrix_route_does(data):
     matrix = run(["fit", data, "-k", "3", "--kernel", "sigmoid", "--storage", "matrix",
                   *FAST, "--no-model"])
     assert "kkmeans: warning: the kernel matrix is not positive semidefinite" in matrix.stderr
-    rbf = run(["fit", data, "-k", "3", "--storage", "blocked", *FAST, "--no-model"])
+    rbf = run(["fit", "--kernel", "rbf", data, "-k", "3", "--storage", "blocked", *FAST, "--no-model"])
     assert "warning" not in rbf.stderr
 
 
 def test_a_zarr_folder_in_one_process_says_where_it_is_read(tmp_path):
     (tmp_path / "x.zarr").mkdir()
-    result = run(["fit", tmp_path / "x.zarr", "-k", "2", "--no-model", "-q"])
+    result = run(["fit", "--kernel", "rbf", tmp_path / "x.zarr", "-k", "2", "--no-model", "-q"])
     assert result.exit_code == 1
     assert result.stderr == (f"kkmeans: error: {tmp_path / 'x.zarr'}: is a folder, not a data "
                              f"file; a Zarr array is read by the workers of a cluster (--cluster "
                              f"local[:N] --approx nystroem), or save it as .npy or HDF5\n")
     (tmp_path / "plain").mkdir()
-    result = run(["fit", tmp_path / "plain", "-k", "2", "--no-model", "-q"])
+    result = run(["fit", "--kernel", "rbf", tmp_path / "plain", "-k", "2", "--no-model", "-q"])
     assert result.stderr == f"kkmeans: error: {tmp_path / 'plain'}: is a folder, not a data file\n"

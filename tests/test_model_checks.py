@@ -57,7 +57,7 @@ def models(tmp_path_factory):
     os.chdir(folder)
     try:
         for name, options in VARIANTS.items():
-            result = run(["fit", _data_for(name), "-k", "3", "-o", f"{name}.npz",
+            result = run(["fit", "--kernel", "rbf", _data_for(name), "-k", "3", "-o", f"{name}.npz",
                           "--labels", f"{name}.labels", *QUICK, *options])
             assert result.exit_code == 0, (name, result.stderr)
     finally:

@@ -95,8 +95,8 @@ def test_hartigan_never_raises_the_objective_and_ends_at_a_lloyd_fixed_point(see
     k = 5
     w = np.random.default_rng(seed).uniform(0.5, 2.0, len(X)) if seed % 2 else None
     start = np.random.default_rng(seed + 10).integers(0, k, len(X))
-    plain = KernelKMeans(k, gamma=0.1, init=start, refine="none").fit(X, sample_weight=w)
-    refined = KernelKMeans(k, gamma=0.1, init=start, refine="hartigan").fit(X, sample_weight=w)
+    plain = KernelKMeans(k, kernel="rbf", gamma=0.1, init=start, refine="none").fit(X, sample_weight=w)
+    refined = KernelKMeans(k, kernel="rbf", gamma=0.1, init=start, refine="hartigan").fit(X, sample_weight=w)
     assert refined.inertia_ <= plain.inertia_ * (1 + 1e-12)
     stats = refined.fit_stats_
     assert stats["lloyd_objective"] == pytest.approx(plain.inertia_, rel=1e-12)
@@ -114,7 +114,7 @@ def test_hartigan_never_raises_the_objective_and_ends_at_a_lloyd_fixed_point(see
 @pytest.mark.parametrize("seed", [0, 3])
 def test_default_fit_reaches_the_true_moons_objective(seed):
     X, y = make_moons(600, noise=0.06, random_state=seed)
-    est = KernelKMeans(2, gamma=20, random_state=0).fit(X)
+    est = KernelKMeans(2, kernel="rbf", gamma=20, random_state=0).fit(X)
     truth = ref.objective(ref.kernel_matrix(X, X, "rbf", gamma=20), y)
     assert est.inertia_ <= truth * (1 + 1e-12)
     assert adjusted_rand_score(y, est.labels_) >= 0.99
@@ -130,7 +130,7 @@ def test_ncut_recovers_moons_and_circles_and_equals_bruteforce(name):
         X, y = make_moons(600, noise=0.06, random_state=0)
     else:
         X, y = make_circles(600, noise=0.05, factor=0.5, random_state=0)
-    est = KernelKMeans(2, gamma=50, objective="ncut", random_state=0).fit(X)
+    est = KernelKMeans(2, kernel="rbf", gamma=50, objective="ncut", random_state=0).fit(X)
     assert adjusted_rand_score(y, est.labels_) >= 0.99
     A = ref.kernel_matrix(X, X, "rbf", gamma=50)
     assert est.ncut_ == pytest.approx(_ncut_bruteforce(A, est.labels_), rel=1e-8, abs=1e-12)
@@ -143,9 +143,9 @@ def test_ncut_with_weights_equals_repeated_rows_and_bruteforce():
     X, _ = make_blobs(60, centers=3, random_state=4)
     reps = np.random.default_rng(0).integers(1, 4, len(X))
     start = np.random.default_rng(1).integers(0, 3, len(X))
-    weighted = KernelKMeans(3, gamma=0.2, objective="ncut", init=start).fit(
+    weighted = KernelKMeans(3, kernel="rbf", gamma=0.2, objective="ncut", init=start).fit(
         X, sample_weight=reps.astype(float))
-    repeated = KernelKMeans(3, gamma=0.2, objective="ncut", init=np.repeat(start, reps)).fit(
+    repeated = KernelKMeans(3, kernel="rbf", gamma=0.2, objective="ncut", init=np.repeat(start, reps)).fit(
         np.repeat(X, reps, axis=0))
     np.testing.assert_array_equal(np.repeat(weighted.labels_, reps), repeated.labels_)
     assert weighted.ncut_ == pytest.approx(repeated.ncut_, rel=1e-9)
@@ -161,8 +161,8 @@ def test_ncut_needs_positive_degrees():
 
 def test_spectral_start_on_blobs_equals_kmeanspp():
     X, y = make_blobs(300, centers=4, cluster_std=0.6, random_state=2)
-    spec = KernelKMeans(4, gamma=0.1, init="spectral", n_init=1, random_state=0).fit(X)
-    kpp = KernelKMeans(4, gamma=0.1, init="k-means++", n_init=1, random_state=0).fit(X)
+    spec = KernelKMeans(4, kernel="rbf", gamma=0.1, init="spectral", n_init=1, random_state=0).fit(X)
+    kpp = KernelKMeans(4, kernel="rbf", gamma=0.1, init="k-means++", n_init=1, random_state=0).fit(X)
     assert spec.fit_stats_["start_kinds"] == ["spectral"]
     assert kpp.fit_stats_["start_kinds"] == ["k-means++"]
     assert adjusted_rand_score(spec.labels_, kpp.labels_) == 1.0
@@ -176,7 +176,7 @@ def test_spectral_start_uses_landmarks_for_large_n(monkeypatch):
     monkeypatch.setattr(spectral, "SPECTRAL_EXACT_MAX", 100)
     monkeypatch.setattr(spectral, "SPECTRAL_LANDMARKS", 80)
     X, y = make_blobs(300, centers=4, cluster_std=0.6, random_state=2)
-    est = KernelKMeans(4, gamma=0.1, init="spectral", n_init=1, random_state=0).fit(X)
+    est = KernelKMeans(4, kernel="rbf", gamma=0.1, init="spectral", n_init=1, random_state=0).fit(X)
     assert est.fit_stats_["spectral_method"] == "landmarks(80)"
     assert adjusted_rand_score(y, est.labels_) == 1.0
 
@@ -184,16 +184,16 @@ def test_spectral_start_uses_landmarks_for_large_n(monkeypatch):
 def test_bad_objective_and_refine_raise():
     X, _ = make_blobs(20, random_state=0)
     with pytest.raises(ValueError, match="objective"):
-        KernelKMeans(2, objective="cut").fit(X)
+        KernelKMeans(2, kernel="rbf", objective="cut").fit(X)
     with pytest.raises(ValueError, match="refine"):
-        KernelKMeans(2, refine="kl").fit(X)
+        KernelKMeans(2, kernel="rbf", refine="kl").fit(X)
 
 
 def test_cli_spectral_hartigan_ncut_end_to_end(tmp_path):
     X, y = make_moons(300, noise=0.06, random_state=0)
     data = write_csv(tmp_path / "moons.csv", X)
     model = tmp_path / "m.npz"
-    result = run(["fit", data, "-k", "2", "--gamma", "50", "--init", "spectral", "--refine",
+    result = run(["fit", "--kernel", "rbf", data, "-k", "2", "--gamma", "50", "--init", "spectral", "--refine",
                   "hartigan", "--objective", "ncut", "-o", model, "--threads", "1",
                   "--n-init", "3", "--summary", tmp_path / "s.json"])
     assert result.exit_code == 0, result.stderr
@@ -221,7 +221,7 @@ def test_ncut_model_without_degrees_is_refused(tmp_path):
     X, _ = make_moons(100, noise=0.06, random_state=0)
     data = write_csv(tmp_path / "d.csv", X)
     model = tmp_path / "m.npz"
-    result = run(["fit", data, "-k", "2", "--gamma", "50", "--objective", "ncut", "-o", model,
+    result = run(["fit", "--kernel", "rbf", data, "-k", "2", "--gamma", "50", "--objective", "ncut", "-o", model,
                   "--threads", "1", "--n-init", "2", "--quiet"])
     assert result.exit_code == 0, result.stderr
     arrays = dict(np.load(model, allow_pickle=False))
@@ -240,7 +240,7 @@ def test_every_storage_route_gets_the_same_starts(dtype):
     read the same kernel values from blocked rows, so each restart starts, and ends, where
     the matrix route's does."""
     X, _ = make_blobs(400, n_features=5, centers=6, cluster_std=2.5, random_state=3)
-    fits = [KernelKMeans(6, n_init=4, random_state=7, storage=storage, dtype=dtype,
+    fits = [KernelKMeans(6, kernel="rbf", n_init=4, random_state=7, storage=storage, dtype=dtype,
                          refine="none").fit(X) for storage in ("matrix", "blocked")]
     matrix, blocked = (f.fit_stats_ for f in fits)
     assert matrix["start_kinds"] == ["spectral", "normalized-spectral", "k-means++",

@@ -34,7 +34,7 @@ def _null_device(folder):
 def test_character_device_is_written_to_not_replaced(fitted):
     null = _null_device(fitted)
     before = os.stat(null)
-    for args in (["fit", fitted / "data.csv", "-k", "3", *FAST, "-o", null, "--labels", null,
+    for args in (["fit", "--kernel", "rbf", fitted / "data.csv", "-k", "3", *FAST, "-o", null, "--labels", null,
                   "--summary", null],
                  ["predict", fitted / "model.npz", fitted / "data.csv", "--labels", null,
                   "--distances", null]):
@@ -100,7 +100,7 @@ def test_symbolic_link_is_followed_and_kept(fitted):
     os.symlink("../real/labels.txt", link)
     dangling = fitted / "links" / "summary.json"
     os.symlink("../real/summary.json", dangling)  # a link to a file not yet there
-    result = run(["fit", fitted / "data.csv", "-k", "3", *FAST, "--no-model", "--labels", link,
+    result = run(["fit", "--kernel", "rbf", fitted / "data.csv", "-k", "3", *FAST, "--no-model", "--labels", link,
                   "--summary", dangling, "-q"])
     assert result.exit_code == 0, result.stderr
     assert os.path.islink(link) and os.readlink(link) == "../real/labels.txt"
@@ -113,7 +113,7 @@ def test_symbolic_link_is_followed_and_kept(fitted):
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
 def test_new_files_get_0666_less_the_umask(fitted, umask, mode):
-    proc = subprocess.run(kkmeans_command() + ["fit", "data.csv", "-k", "3", *FAST, "-o",
+    proc = subprocess.run(kkmeans_command() + ["fit", "--kernel", "rbf", "data.csv", "-k", "3", *FAST, "-o",
                                                "new.npz", "--labels", "new.txt", "--summary",
                                                "new.json", "-q"],
                           cwd=fitted, capture_output=True, timeout=120,
@@ -144,7 +144,7 @@ def test_read_only_output_is_refused_without_force(fitted, command, option):
     ro = fitted / "ro.out"
     ro.write_bytes(OLD)
     os.chmod(ro, 0o444)
-    args = {"fit": ["fit", fitted / "data.csv", "-k", "3", *FAST, "--labels", fitted / "lab.txt",
+    args = {"fit": ["fit", "--kernel", "rbf", fitted / "data.csv", "-k", "3", *FAST, "--labels", fitted / "lab.txt",
                     "-o", fitted / "new.npz"],
             "predict": ["predict", fitted / "model.npz", fitted / "data.csv", "--labels",
                         fitted / "lab.txt"],
@@ -177,7 +177,7 @@ def test_two_outputs_naming_one_file_is_a_usage_error(fitted, case, monkeypatch)
     (fitted / "out.txt").write_bytes(OLD)
     os.symlink("out.txt", fitted / "link.txt")
     os.link(fitted / "out.txt", fitted / "hard.txt")
-    fit = ["fit", "data.csv", "-k", "3", *FAST]
+    fit = ["fit", "--kernel", "rbf", "data.csv", "-k", "3", *FAST]
     args, message = {
         "same": (fit + ["-o", "out.txt", "--labels", "out.txt"],
                  "-o/--model and --labels both name 'out.txt'"),
@@ -209,7 +209,7 @@ def test_two_outputs_naming_one_file_is_a_usage_error(fitted, case, monkeypatch)
 
 def test_same_file_found_before_any_work(fitted):
     """The check runs before DATA is read: a missing DATA file is not even noticed."""
-    result = run(["fit", fitted / "missing.csv", "-k", "3", "-o", fitted / "m.npz", "--labels",
+    result = run(["fit", "--kernel", "rbf", fitted / "missing.csv", "-k", "3", "-o", fitted / "m.npz", "--labels",
                   fitted / "m.npz"])
     assert_one_error_line(result, "both name", code=2)
 
@@ -226,7 +226,7 @@ def test_null_device_may_take_several_outputs(fitted):
 @pytest.mark.parametrize("name, magic", [("p.png", b"\x89PNG"), ("p.PDF", b"%PDF"),
                                          ("p.svg", b"<?xml")])
 def test_plot_format_follows_the_extension(fitted, name, magic):
-    result = run(["fit", fitted / "data.csv", "-k", "3", *FAST, "--no-model", "--plot",
+    result = run(["fit", "--kernel", "rbf", fitted / "data.csv", "-k", "3", *FAST, "--no-model", "--plot",
                   fitted / name, "-q"])
     assert result.exit_code == 0, result.stderr
     assert (fitted / name).read_bytes().startswith(magic)
@@ -239,9 +239,9 @@ def test_plot_format_follows_the_extension(fitted, name, magic):
     assert sweep_plot.read_bytes().startswith(magic)
 
 
-@pytest.mark.parametrize("command", ["fit", "sweep"])
+@pytest.mark.parametrize("command", ["fit", "--kernel", "rbf", "sweep"])
 def test_unknown_plot_extension_is_refused_up_front(fitted, command):
-    args = (["fit", fitted / "missing.csv", "-k", "3", "-o", fitted / "m.npz"] if command == "fit"
+    args = (["fit", "--kernel", "rbf", fitted / "missing.csv", "-k", "3", "-o", fitted / "m.npz"] if command == "fit"
             else ["sweep", fitted / "missing.csv", "--k", "2..3", "-o", fitted / "m.npz"])
     before = listing(fitted)
     result = run(args + ["--plot", fitted / "p.jpg"])
@@ -252,12 +252,12 @@ def test_unknown_plot_extension_is_refused_up_front(fitted, command):
 
 # -- relatives: inputs, folders, full disks -----------------------------------------------------
 @pytest.mark.parametrize("args, message", [
-    (["fit", "data.csv", "-k", "3", "-o", "data.csv"],
+    (["fit", "--kernel", "rbf", "data.csv", "-k", "3", "-o", "data.csv"],
      "-o/--model names the input DATA ('data.csv'); writing there would replace it"),
-    (["fit", "data.csv", "-k", "3", "--no-model", "--labels", "./data.csv"],
+    (["fit", "--kernel", "rbf", "data.csv", "-k", "3", "--no-model", "--labels", "./data.csv"],
      "--labels names the input DATA ('data.csv' and './data.csv', the same file); writing "
      "there would replace it"),
-    (["fit", "data.csv", "-k", "3", "--weights", "w.txt", "--summary", "w.txt"],
+    (["fit", "--kernel", "rbf", "data.csv", "-k", "3", "--weights", "w.txt", "--summary", "w.txt"],
      "--summary names the input --weights ('w.txt'); writing there would replace it"),
     (["predict", "model.npz", "data.csv", "--labels", "model.npz"],
      "--labels names the input MODEL ('model.npz'); writing there would replace it"),
@@ -274,7 +274,7 @@ def test_an_output_never_replaces_an_input(fitted, monkeypatch, args, message):
 
 
 def test_output_path_naming_a_folder(fitted):
-    result = run(["fit", fitted / "data.csv", "-k", "3", "--no-model", "--labels",
+    result = run(["fit", "--kernel", "rbf", fitted / "data.csv", "-k", "3", "--no-model", "--labels",
                   str(fitted / "newdir") + "/"])
     assert_one_error_line(result, f"cannot write the labels to {fitted / 'newdir'}/: it "
                                   f"names a folder, not a file", code=1)

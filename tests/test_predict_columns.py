@@ -11,7 +11,7 @@ from helpers import FAST, blobs, run
 def work(tmp_path):
     X, _ = blobs(n=60, d=3, k=3, seed=4)
     _write(tmp_path / "abc.csv", ["a", "b", "c"], X)
-    result = run(["fit", tmp_path / "abc.csv", "-k", "3", *FAST, "-o", tmp_path / "m.npz",
+    result = run(["fit", "--kernel", "rbf", tmp_path / "abc.csv", "-k", "3", *FAST, "-o", tmp_path / "m.npz",
                   "--labels", tmp_path / "fit.txt", "-q"])
     assert result.exit_code == 0, result.stderr
     return tmp_path, X, (tmp_path / "fit.txt").read_text()

@@ -40,7 +40,7 @@ def fails(work, args, code, line, input=None):
 # -- header detection -----------------------------------------------------------------------
 def test_first_line_with_a_number_is_data_so_a_typo_is_reported(work):
     (work / "typo.csv").write_text("1.0,2.O\n1,2\n3,4\n5,6\n")
-    fails(work, ["fit", work / "typo.csv", "-k", "2"], 1,
+    fails(work, ["fit", "--kernel", "rbf", work / "typo.csv", "-k", "2"], 1,
           f"{work / 'typo.csv'}: line 1, column 2: '2.O' is not a number; line 1 holds "
           f"numbers, so it was read as data (pass --header if it is a header)")
 
@@ -61,7 +61,7 @@ def test_header_only_when_no_field_is_a_number(first, header):
 
 def test_header_option_still_wins(work):
     (work / "num.csv").write_text("1,2\n3,4\n5,6\n7,8\n")
-    result = run(["fit", work / "num.csv", "-k", "2", "--header", "--no-model", *FAST, "-q"])
+    result = run(["fit", "--kernel", "rbf", work / "num.csv", "-k", "2", "--header", "--no-model", *FAST, "-q"])
     assert result.exit_code == 0 and labels_of(result.stdout).shape == (3,)
 
 
@@ -69,20 +69,20 @@ def test_header_option_still_wins(work):
 def test_comment_lines_are_skipped_and_counted(work):
     (work / "c.csv").write_text("# made by hand\n# x, y in metres\nx,y\n1,2\n# a note\n3,4\n"
                                 "5\n")
-    fails(work, ["fit", work / "c.csv", "-k", "2"], 1,
+    fails(work, ["fit", "--kernel", "rbf", work / "c.csv", "-k", "2"], 1,
           f"{work / 'c.csv'}: line 7 has 1 field, expected 2 (as on line 3)")
     (work / "d.csv").write_text("# no header\n\n1,2\n3,x\n")
-    fails(work, ["fit", work / "d.csv", "-k", "2"], 1,
+    fails(work, ["fit", "--kernel", "rbf", work / "d.csv", "-k", "2"], 1,
           f"{work / 'd.csv'}: line 4, column 2: 'x' is not a number")
     (work / "e.csv").write_text("# only\n# comments\n\n")
-    fails(work, ["fit", work / "e.csv", "-k", "2"], 1,
+    fails(work, ["fit", "--kernel", "rbf", work / "e.csv", "-k", "2"], 1,
           f"{work / 'e.csv'}: holds no data (only comments and blank lines)")
 
 
 def test_comment_lines_do_not_shift_labels(work):
     (work / "c.csv").write_text("# header follows\nx,y\n0,0\n# between rows\n0,0.1\n10,10\n"
                                 "10,10.1\n")
-    result = run(["fit", work / "c.csv", "-k", "2", "--no-model", *FAST, "-q"])
+    result = run(["fit", "--kernel", "rbf", work / "c.csv", "-k", "2", "--no-model", *FAST, "-q"])
     assert result.exit_code == 0, result.stderr
     labels = labels_of(result.stdout)
     assert labels.shape == (4,) and labels[0] == labels[1] != labels[2] == labels[3]
@@ -90,7 +90,7 @@ def test_comment_lines_do_not_shift_labels(work):
 
 def test_comment_line_numbers_as_subprocess(work):
     (work / "c.csv").write_text("# comment\nx,y\n1,2\n3\n")
-    result = run_process(["fit", "c.csv", "-k", "1", "--no-model"], work)
+    result = run_process(["fit", "--kernel", "rbf", "c.csv", "-k", "1", "--no-model"], work)
     assert result.returncode == 1
     assert result.stderr == "kkmeans: error: c.csv: line 4 has 1 field, expected 2 (as on " \
                             "line 2)\n"
@@ -99,11 +99,11 @@ def test_comment_line_numbers_as_subprocess(work):
 
 # -- binary and undecodable input -----------------------------------------------------------
 def test_binary_data_on_stdin(work):
-    fails(work, ["fit", "-", "-k", "2"], 1,
+    fails(work, ["fit", "--kernel", "rbf", "-", "-k", "2"], 1,
           "<stdin>: not a text file (invalid start byte at byte 0, line 1); binary data must "
           "be .npy or HDF5 (given as a file); text is read as UTF-8: save a Latin-1 (or "
           "other) text file as UTF-8", input=b"\x93NUMPY\x01\x00\xff\xfe binary")
-    proc = subprocess.run(kkmeans_command() + ["fit", "-", "-k", "2", "--no-model"],
+    proc = subprocess.run(kkmeans_command() + ["fit", "--kernel", "rbf", "-", "-k", "2", "--no-model"],
                           input=os.urandom(64) + b"\xff", capture_output=True, cwd=work,
                           timeout=120)
     assert proc.returncode == 1
@@ -113,17 +113,17 @@ def test_binary_data_on_stdin(work):
 
 def test_undecodable_file_and_split_errors(work):
     (work / "latin.csv").write_bytes(b"x,y\n1,2\n3,\xe9\n")
-    fails(work, ["fit", work / "latin.csv", "-k", "1"], 1,
+    fails(work, ["fit", "--kernel", "rbf", work / "latin.csv", "-k", "1"], 1,
           f"{work / 'latin.csv'}: not a text file (invalid continuation byte at byte 10, "
           f"line 3); binary data must be .npy or HDF5 (given as a file); text is read as "
           f"UTF-8: save a Latin-1 (or other) text file as UTF-8")
     (work / "utf16.csv").write_bytes("x,y\n1,2\n".encode("utf-16"))
-    fails(work, ["fit", work / "utf16.csv", "-k", "1"], 1,
+    fails(work, ["fit", "--kernel", "rbf", work / "utf16.csv", "-k", "1"], 1,
           f"{work / 'utf16.csv'}: not a text file (invalid start byte at byte 0, line 1); "
           f"binary data must be .npy or HDF5 (given as a file); it looks like UTF-16 text: "
           f"save it as UTF-8")
     (work / "long.csv").write_text("x,y\n1," + "9" * 200_000 + "\n")
-    fails(work, ["fit", work / "long.csv", "-k", "1"], 1,
+    fails(work, ["fit", "--kernel", "rbf", work / "long.csv", "-k", "1"], 1,
           f"{work / 'long.csv'}: line 2: cannot be split into fields (field larger than "
           f"field limit (131072))")
 
@@ -147,7 +147,7 @@ def links(work):
     ("/good/deeper", "no such dataset in {path} (datasets: /good)"),
 ])
 def test_hdf5_links_and_names_that_cannot_be_read(work, links, dataset, message):
-    fails(work, ["fit", f"{links}:{dataset}", "-k", "1"], 1,
+    fails(work, ["fit", "--kernel", "rbf", f"{links}:{dataset}", "-k", "1"], 1,
           f"{links}:{dataset}: " + message.format(path=links))
 
 
@@ -156,7 +156,7 @@ def test_hdf5_external_link_to_a_good_file_is_read(work):
         f["data"] = np.arange(12.0).reshape(6, 2)
     with h5py.File(work / "outer.h5", "w") as f:
         f["x"] = h5py.ExternalLink("target.h5", "/data")
-    result = run(["fit", f"{work / 'outer.h5'}:/x", "-k", "2", "--no-model", *FAST, "-q"],
+    result = run(["fit", "--kernel", "rbf", f"{work / 'outer.h5'}:/x", "-k", "2", "--no-model", *FAST, "-q"],
                  env={"HDF5_EXT_PREFIX": str(work)})
     assert result.exit_code == 0, result.stderr
     assert labels_of(result.stdout).shape == (6,)
@@ -186,22 +186,22 @@ def test_npy_header_checked_against_the_file_size(work):
     np.save(work / "ok.npy", np.ones((5, 2)))
     data = (work / "ok.npy").read_bytes()
     (work / "cut.npy").write_bytes(data[:-8])
-    fails(work, ["fit", work / "cut.npy", "-k", "1"], 1,
+    fails(work, ["fit", "--kernel", "rbf", work / "cut.npy", "-k", "1"], 1,
           f"{work / 'cut.npy'}: truncated: its header declares a float64 array of shape "
           f"(5, 2) (208 bytes with the header), the file has 200 bytes")
     (work / "huge.npy").write_bytes(_npy_with_shape((10 ** 9, 10 ** 9)))
     start = time.perf_counter()
-    fails(work, ["fit", work / "huge.npy", "-k", "1"], 1,
+    fails(work, ["fit", "--kernel", "rbf", work / "huge.npy", "-k", "1"], 1,
           f"{work / 'huge.npy'}: truncated: its header declares a float64 array of shape "
           f"(1000000000, 1000000000) (8000000000000000128 bytes with the header), the file has "
           f"208 bytes")
     assert time.perf_counter() - start < 5
     (work / "pickle.npy").write_bytes(b"\x80\x04\x95 not numpy")
-    fails(work, ["fit", work / "pickle.npy", "-k", "1"], 1,
+    fails(work, ["fit", "--kernel", "rbf", work / "pickle.npy", "-k", "1"], 1,
           f"{work / 'pickle.npy'}: not an .npy file (it does not start as one; a pickle is "
           f"never loaded)")
     np.save(work / "obj.npy", np.array([[1, "a"]], dtype=object), allow_pickle=True)
-    fails(work, ["fit", work / "obj.npy", "-k", "1"], 1,
+    fails(work, ["fit", "--kernel", "rbf", work / "obj.npy", "-k", "1"], 1,
           f"{work / 'obj.npy'}: holds Python objects; only numeric arrays are read (pickles "
           f"are never loaded)")
 
@@ -217,7 +217,7 @@ def _npy_with_shape(shape):
 
 # -- standard input -------------------------------------------------------------------------
 def test_weights_and_data_both_from_stdin_is_a_usage_error(work):
-    fails(work, ["fit", "-", "-k", "1", "--weights", "-"], 2,
+    fails(work, ["fit", "--kernel", "rbf", "-", "-k", "1", "--weights", "-"], 2,
           "DATA is read from standard input, so the weights cannot be too; give the weights "
           "as a file", input="1,2\n3,4\n")
 
@@ -239,7 +239,7 @@ def test_terminal_on_stdin_gets_a_notice():
 
 def test_terminal_on_stdin_notice_from_the_real_command(tmp_path):
     master, slave = pty.openpty()
-    proc = subprocess.Popen(kkmeans_command() + ["fit", "-", "-k", "1", "--no-model",
+    proc = subprocess.Popen(kkmeans_command() + ["fit", "--kernel", "rbf", "-", "-k", "1", "--no-model",
                                                  "--threads", "1"],
                             stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             cwd=tmp_path)
@@ -260,14 +260,14 @@ def test_terminal_on_stdin_notice_from_the_real_command(tmp_path):
             proc.kill()
     assert proc.returncode == 0, err
     assert out.decode().split() == ["0", "0"]
-    quiet = subprocess.run(kkmeans_command() + ["fit", "-", "-k", "1", "--no-model", "-q"],
+    quiet = subprocess.run(kkmeans_command() + ["fit", "--kernel", "rbf", "-", "-k", "1", "--no-model", "-q"],
                            input=b"1,2\n", capture_output=True, cwd=tmp_path, timeout=60)
     assert quiet.stderr == b""  # not a terminal: nothing said
 
 
 # -- relatives: other inputs through the same readers ---------------------------------------------
 def test_device_as_data_is_refused(work):
-    fails(work, ["fit", "/dev/zero", "-k", "1"], 1,
+    fails(work, ["fit", "--kernel", "rbf", "/dev/zero", "-k", "1"], 1,
           "/dev/zero: is a device, not a data file (give - to read standard input)")
 
 
@@ -276,7 +276,7 @@ def test_fifo_as_data_is_read(work):
     os.mkfifo(fifo)
     text = (work / "data.csv").read_text()
     writer = subprocess.Popen(["sh", "-c", f"cat '{work / 'data.csv'}' > '{fifo}'"])
-    result = run(["fit", fifo, "-k", "3", "--no-model", "--threads", "1", "--n-init", "2",
+    result = run(["fit", "--kernel", "rbf", fifo, "-k", "3", "--no-model", "--threads", "1", "--n-init", "2",
                   "-q"])
     writer.wait(timeout=60)
     assert result.exit_code == 0, result.stderr
@@ -286,17 +286,17 @@ def test_fifo_as_data_is_read(work):
 def test_weights_and_init_files_go_through_the_same_checks(work, links):
     (work / "w.bin").write_bytes(b"\xff\xfe\x00binary")
     # The same messages as for DATA, after the option that named the file.
-    fails(work, ["fit", work / "data.csv", "-k", "3", "--weights", work / "w.bin"], 1,
+    fails(work, ["fit", "--kernel", "rbf", work / "data.csv", "-k", "3", "--weights", work / "w.bin"], 1,
           f"--weights {work / 'w.bin'}: not a text file (invalid start byte at byte 0, line 1); "
           f"binary data must be .npy or HDF5 (given as a file); it looks like UTF-16 text: "
           f"save it as UTF-8")
-    fails(work, ["fit", work / "data.csv", "-k", "3", "--weights", f"{links}:/external"], 1,
+    fails(work, ["fit", "--kernel", "rbf", work / "data.csv", "-k", "3", "--weights", f"{links}:/external"], 1,
           f"--weights {links}:/external: is an external link to missing.h5:/data, which cannot "
           f"be opened (...)")
-    fails(work, ["fit", work / "data.csv", "-k", "3", "--init", f"{links}:/soft"], 1,
+    fails(work, ["fit", "--kernel", "rbf", work / "data.csv", "-k", "3", "--init", f"{links}:/soft"], 1,
           f"--init {links}:/soft: is a link to /nowhere, which does not exist")
     (work / "init.npy").write_bytes(_npy_with_shape((30,)))
-    fails(work, ["fit", work / "data.csv", "-k", "3", "--init", work / "init.npy"], 1,
+    fails(work, ["fit", "--kernel", "rbf", work / "data.csv", "-k", "3", "--init", work / "init.npy"], 1,
           f"--init {work / 'init.npy'}: truncated: its header declares a float64 array of "
           f"shape (30,) (368 bytes with the header), the file has 208 bytes")
 
@@ -311,14 +311,14 @@ def test_hdf5_dataset_larger_than_memory_is_refused_unread(work, monkeypatch):
         f.create_dataset("x", shape=(10 ** 7, 10 ** 5), dtype="f8", chunks=(100, 100),
                          compression="gzip")
     start = time.perf_counter()
-    fails(work, ["fit", f"{path}:/x", "-k", "2"], 1,
+    fails(work, ["fit", "--kernel", "rbf", f"{path}:/x", "-k", "2"], 1,
           f"{path}:/x: the dataset of shape (10000000, 100000) needs {format_bytes(8 * 10 ** 12)}"
           f" as float64, more than the memory available ({format_bytes(2 ** 30)})")
     assert time.perf_counter() - start < 10
 
 
 def test_model_given_as_data(work):
-    fails(work, ["fit", work / "model.npz", "-k", "2"], 1,
+    fails(work, ["fit", "--kernel", "rbf", work / "model.npz", "-k", "2"], 1,
           f"{work / 'model.npz'}: is an .npz archive (a model?); DATA is text, .npy or HDF5")
 
 
@@ -330,10 +330,10 @@ def test_hdf5_damaged_files(work):
     data = bytearray(path.read_bytes())
     data[offset:offset + 20] = b"\xff" * 20  # a compressed chunk that does not inflate
     (work / "bad.h5").write_bytes(bytes(data))
-    fails(work, ["fit", f"{work / 'bad.h5'}:/c", "-k", "2"], 1,
+    fails(work, ["fit", "--kernel", "rbf", f"{work / 'bad.h5'}:/c", "-k", "2"], 1,
           f"{work / 'bad.h5'}:/c: cannot read dataset (...)")
     (work / "cut.h5").write_bytes(bytes(data[:len(data) // 2]))
-    result = run(["fit", f"{work / 'cut.h5'}:/c", "-k", "2", "--no-model"])
+    result = run(["fit", "--kernel", "rbf", f"{work / 'cut.h5'}:/c", "-k", "2", "--no-model"])
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr.startswith(f"kkmeans: error: {work / 'cut.h5'}: not a readable HDF5 "
                                     f"file (")

@@ -169,18 +169,18 @@ def _off(labels, truth):
 
 def test_moons_at_gamma_20_one_point_from_the_truth_with_a_lower_objective(moons):
     X, y = moons
-    est = KernelKMeans(2, gamma=20, random_state=0).fit(X)
+    est = KernelKMeans(2, kernel="rbf", gamma=20, random_state=0).fit(X)
     assert _off(est.labels_, y) == 1
     K = ref.kernel_matrix(X, X, "rbf", gamma=20)
     found, truth = ref.objective(K, est.labels_), ref.objective(K, y)
     assert (round(found, 3), round(truth, 3)) == (267.739, 267.742)
-    cut = KernelKMeans(2, gamma=20, init="random", random_state=0).fit(X)
+    cut = KernelKMeans(2, kernel="rbf", gamma=20, init="random", random_state=0).fit(X)
     assert _off(cut.labels_, y) > 50  # random starts: an optimum that cuts the moons across
 
 
 def test_moons_at_the_median_gamma_are_far_from_the_optimum(moons):
     X, y = moons
-    est = KernelKMeans(2, random_state=0).fit(X)
+    est = KernelKMeans(2, kernel="rbf", random_state=0).fit(X)
     K = ref.kernel_matrix(X, X, "rbf", gamma=est.gamma_)
     assert round(ref.objective(K, y), 1) == 92.5
     assert round(ref.objective(K, est.labels_), 1) == 71.0
@@ -189,5 +189,5 @@ def test_moons_at_the_median_gamma_are_far_from_the_optimum(moons):
 @pytest.mark.parametrize("gamma", [20, 50])
 def test_moons_the_normalized_cut_recovers_them_exactly(moons, gamma):
     X, y = moons
-    est = KernelKMeans(2, gamma=gamma, objective="ncut", random_state=0).fit(X)
+    est = KernelKMeans(2, kernel="rbf", gamma=gamma, objective="ncut", random_state=0).fit(X)
     assert _off(est.labels_, y) == 0

@@ -36,7 +36,7 @@ def test_cli_fit_refuses_values_that_overflow_with_row_and_column(tmp_path, big)
     data = _write(tmp_path / "big.csv", X, fmt="%.17g")
     for outputs in (["-o", tmp_path / "m.npz", "--labels", tmp_path / "l.txt",
                      "--summary", tmp_path / "s.json"], ["--no-model"]):
-        result = run(["fit", data, "-k", 2, *outputs, *FAST])
+        result = run(["fit", "--kernel", "rbf", data, "-k", 2, *outputs, *FAST])
         assert result.exit_code == 1
         assert result.stdout == ""
         assert_one_error_line(result, "row 3, column y", "too large for floating point",
@@ -60,7 +60,7 @@ def test_fit_refusal_as_a_subprocess_leaks_no_numpy_warning(tmp_path):
     X = gaussian(30, 2, decimals=4)
     X[0, 0] = 1e300
     _write(tmp_path / "big.csv", X, "%.17g")
-    result = run_process(["fit", "big.csv", "-k", "2", "-q", "-o", "m.npz"], tmp_path)
+    result = run_process(["fit", "--kernel", "rbf", "big.csv", "-k", "2", "-q", "-o", "m.npz"], tmp_path)
     assert result.returncode == 1 and result.stdout == ""
     assert_one_error_line(result, "big.csv: row 1, column x")
     assert sorted(os.listdir(tmp_path)) == ["big.csv"]
@@ -68,7 +68,7 @@ def test_fit_refusal_as_a_subprocess_leaks_no_numpy_warning(tmp_path):
 
 def test_text_values_beyond_float_are_refused_by_the_reader(tmp_path):
     (tmp_path / "inf.csv").write_text("x,y\n1,2\n3,1e400\n4,5\n")
-    result = run(["fit", tmp_path / "inf.csv", "-k", 2, "--no-model", *FAST])
+    result = run(["fit", "--kernel", "rbf", tmp_path / "inf.csv", "-k", 2, "--no-model", *FAST])
     assert result.exit_code == 1 and result.stdout == ""
     assert_one_error_line(result, "infinite value")
 
@@ -86,7 +86,7 @@ def test_sweep_refuses_overflowing_values_and_writes_no_table(tmp_path):
 
 def test_predict_refuses_new_rows_that_overflow(tmp_path):
     X = gaussian(30, 2, decimals=4)
-    fitted = run(["fit", _write(tmp_path / "d.csv", X), "-k", 2, "-o", tmp_path / "m.npz",
+    fitted = run(["fit", "--kernel", "rbf", _write(tmp_path / "d.csv", X), "-k", 2, "-o", tmp_path / "m.npz",
                   "-q", *FAST])
     assert fitted.exit_code == 0, fitted.stderr
     new = X[:5].copy()
@@ -103,17 +103,17 @@ def test_scale_standard_makes_huge_data_usable(tmp_path):
     # model that info and predict accept.
     X = gaussian(30, 2, decimals=4) * 1e200
     data = _write(tmp_path / "big.csv", X, "%.17g")
-    result = run(["fit", data, "-k", 2, "--scale", "standard", "-o", tmp_path / "m.npz",
+    result = run(["fit", "--kernel", "rbf", data, "-k", 2, "--scale", "standard", "-o", tmp_path / "m.npz",
                   "-q", *FAST])
     assert result.exit_code == 0 and result.stderr == ""
-    scaled = run(["fit", _write(tmp_path / "small.csv", X / 1e200, "%.17g"), "-k", 2,
+    scaled = run(["fit", "--kernel", "rbf", _write(tmp_path / "small.csv", X / 1e200, "%.17g"), "-k", 2,
                   "--scale", "standard", "--no-model", "-q", *FAST])
     assert np.array_equal(labels_of(result.stdout), labels_of(scaled.stdout))
     assert run(["info", tmp_path / "m.npz"]).exit_code == 0
     predicted = run(["predict", tmp_path / "m.npz", data, "-q"])
     assert predicted.exit_code == 0 and predicted.stderr == ""
     assert np.array_equal(labels_of(predicted.stdout), labels_of(result.stdout))
-    proc = run_process(["fit", "big.csv", "-k", "2", "--scale", "standard", "--no-model",
+    proc = run_process(["fit", "--kernel", "rbf", "big.csv", "-k", "2", "--scale", "standard", "--no-model",
                         "-q", "--threads", "1"], tmp_path)
     assert proc.returncode == 0 and proc.stderr == ""
 
@@ -131,7 +131,7 @@ def test_scale_standard_of_tiny_data_is_not_a_constant_column():
 def test_scale_minmax_refuses_a_column_wider_than_floating_point(tmp_path):
     X = gaussian(30, 2, decimals=4)
     X[0, 1], X[1, 1] = 1.5e308, -1.5e308
-    result = run(["fit", _write(tmp_path / "wide.csv", X, "%.17g"), "-k", 2, "--scale",
+    result = run(["fit", "--kernel", "rbf", _write(tmp_path / "wide.csv", X, "%.17g"), "-k", 2, "--scale",
                   "minmax", "-o", tmp_path / "m.npz", *FAST])
     assert result.exit_code == 1 and result.stdout == ""
     assert_one_error_line(result, "--scale minmax: column 2 spans", "wider than floating point")
@@ -140,7 +140,7 @@ def test_scale_minmax_refuses_a_column_wider_than_floating_point(tmp_path):
 
 def test_predict_refuses_rows_that_the_scaling_sends_to_infinity(tmp_path):
     X = gaussian(30, 2, decimals=4) * 1e-200  # moments without underflow: factor ~1e-200, not 1
-    fitted = run(["fit", _write(tmp_path / "d.csv", X, "%.17g"), "-k", 2, "--scale",
+    fitted = run(["fit", "--kernel", "rbf", _write(tmp_path / "d.csv", X, "%.17g"), "-k", 2, "--scale",
                   "standard", "-o", tmp_path / "m.npz", "-q", *FAST])
     assert fitted.exit_code == 0, fitted.stderr
     new = np.array([[1e120, 0.0]])
@@ -199,11 +199,11 @@ def test_weights_whose_sums_overflow_are_refused(tmp_path):
     X = gaussian(30, 2, decimals=4)
     w = np.full(30, 1e153)  # (Σw)² = 9e308
     with pytest.raises(DataError, match=r"sample_weight sums to 3e\+154: 4·\(Σw\)² must stay"):
-        KernelKMeans(2, n_init=1).fit(X, sample_weight=w)
-    est = KernelKMeans(2, n_init=1, random_state=0).fit(X, sample_weight=w / 1e153)
+        KernelKMeans(2, kernel="rbf", n_init=1).fit(X, sample_weight=w)
+    est = KernelKMeans(2, kernel="rbf", n_init=1, random_state=0).fit(X, sample_weight=w / 1e153)
     assert np.isfinite(est.inertia_)
     np.savetxt(tmp_path / "w.txt", w)
-    result = run(["fit", _write(tmp_path / "d.csv", X), "-k", 2, "--weights",
+    result = run(["fit", "--kernel", "rbf", _write(tmp_path / "d.csv", X), "-k", 2, "--weights",
                   tmp_path / "w.txt", "-o", tmp_path / "m.npz", *FAST])
     assert result.exit_code == 1 and result.stdout == ""
     assert_one_error_line(result, "w.txt: sums to 3e+154", "only their ratios matter")
@@ -221,7 +221,7 @@ def test_a_fit_near_the_limit_stays_finite():
 def test_cli_refuses_fewer_distinct_points_than_k(tmp_path):
     data = _write(tmp_path / "same.csv", np.full((50, 2), 1.5))
     t0 = time.perf_counter()
-    result = run(["fit", data, "-k", 2, "-o", tmp_path / "m.npz", "--labels",
+    result = run(["fit", "--kernel", "rbf", data, "-k", 2, "-o", tmp_path / "m.npz", "--labels",
                   tmp_path / "l.txt", *FAST])
     assert time.perf_counter() - t0 < 10  # at once, not after 300 iterations
     assert result.exit_code == 1 and result.stdout == ""
@@ -229,10 +229,10 @@ def test_cli_refuses_fewer_distinct_points_than_k(tmp_path):
                                   "than the 2 clusters asked for; k can be at most 1",
                           "use a smaller -k")
     assert sorted(os.listdir(tmp_path)) == ["same.csv"]
-    proc = run_process(["fit", "same.csv", "-k", "2", "--no-model"], tmp_path)
+    proc = run_process(["fit", "--kernel", "rbf", "same.csv", "-k", "2", "--no-model"], tmp_path)
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.startswith("kkmeans: error: same.csv: the data have 1 distinct")
-    ok = run(["fit", data, "-k", 1, "--no-model", "-q", *FAST])
+    ok = run(["fit", "--kernel", "rbf", data, "-k", 1, "--no-model", "-q", *FAST])
     assert ok.exit_code == 0 and set(labels_of(ok.stdout)) == {0}
 
 
@@ -240,7 +240,7 @@ def test_cli_counts_only_points_of_positive_weight(tmp_path):
     X = np.repeat(np.array([[0.0, 0.0], [1.0, 0.0], [5.0, 5.0]]), 4, axis=0)
     weights = np.where(np.arange(12) >= 8, 0.0, 1.0)  # the third point weighs nothing
     np.savetxt(tmp_path / "w.txt", weights)
-    result = run(["fit", _write(tmp_path / "d.csv", X), "-k", 3, "--weights",
+    result = run(["fit", "--kernel", "rbf", _write(tmp_path / "d.csv", X), "-k", 3, "--weights",
                   tmp_path / "w.txt", "--no-model", *FAST])
     assert result.exit_code == 1
     assert_one_error_line(result, "2 distinct points (of positive weight)")
@@ -312,7 +312,7 @@ def test_silhouette_of_a_blocked_start_never_builds_the_kernel_matrix(tmp_path, 
     original = KernelKMeans.kernel_matrix
     monkeypatch.setattr(KernelKMeans, "kernel_matrix",
                         lambda self, X: built.append(1) or original(self, X))
-    blocked = run(["fit", data, "-k", 3, "--n-init", 1, "--silhouette", "--no-model",
+    blocked = run(["fit", "--kernel", "rbf", data, "-k", 3, "--n-init", 1, "--silhouette", "--no-model",
                    "--threads", 1])
     assert blocked.exit_code == 0, blocked.stderr
     assert built == []
@@ -321,7 +321,7 @@ def test_silhouette_of_a_blocked_start_never_builds_the_kernel_matrix(tmp_path, 
     # the 0 s of a matrix given to the fit ("kernel matrix 0.000 s, iterations").
     assert "kernel matrix 0.000 s, " not in blocked.stderr
     assert "no kernel matrix" in blocked.stderr or "built after blocked" in blocked.stderr
-    shared = run(["fit", data, "-k", 3, "--n-init", 1, "--storage", "matrix", "--silhouette",
+    shared = run(["fit", "--kernel", "rbf", data, "-k", 3, "--n-init", 1, "--storage", "matrix", "--silhouette",
                   "--no-model", "--threads", 1, "--json"])
     assert shared.exit_code == 0 and built == [1]
     import json
@@ -344,18 +344,18 @@ def test_memory_plan_counts_the_route_that_runs():
 
 def test_fit_blocked_silhouette_fits_the_memory_the_plan_names(tmp_path):
     data = write_csv(tmp_path / "d.csv", gaussian(21000, 2, seed=1, decimals=4))
-    refused = run(["fit", data, "-k", 3, "--n-init", 1, "--silhouette", "--memory-limit",
+    refused = run(["fit", "--kernel", "rbf", data, "-k", 3, "--n-init", 1, "--silhouette", "--memory-limit",
                    "700M", "--storage", "blocked", "--no-model", "--threads", 1])
     assert refused.exit_code == 1 and refused.stdout == ""
     assert_one_error_line(refused, "needs 764 MiB", "silhouette sample after the fit")
     # storage auto: K (3.5 GB) does not fit 1G, the blocked route does and is taken
-    auto = run(["fit", data, "-k", 3, "--n-init", 1, "--silhouette", "--memory-limit", "1G",
+    auto = run(["fit", "--kernel", "rbf", data, "-k", 3, "--n-init", 1, "--silhouette", "--memory-limit", "1G",
                 "--no-model", "--threads", 1])
     assert auto.exit_code == 0, auto.stderr
     assert "route:" in auto.stderr and "more than the limit of 1 GiB" in auto.stderr
     assert "no kernel matrix" in auto.stderr
     # ... and below the blocked route's need no exact route fits: refused, Nyström named
-    none = run(["fit", data, "-k", 3, "--n-init", 1, "--silhouette", "--memory-limit",
+    none = run(["fit", "--kernel", "rbf", data, "-k", 3, "--n-init", 1, "--silhouette", "--memory-limit",
                 "700M", "--no-model", "--threads", 1])
     assert none.exit_code == 1 and none.stdout == ""
     assert_one_error_line(none, "not enough memory", "--approx nystroem")
@@ -410,11 +410,11 @@ def test_as_many_clusters_as_distinct_points():
     # 5 distinct points × 20 copies: k = 5 is the exact partition; k = 8 is refused.
     P = np.random.default_rng(7).normal(size=(5, 2))
     X = np.repeat(P, 20, axis=0)
-    est = KernelKMeans(5, random_state=0, n_init=3).fit(X)
+    est = KernelKMeans(5, kernel="rbf", random_state=0, n_init=3).fit(X)
     assert est.converged_ and est.inertia_ == pytest.approx(0.0, abs=1e-9)
     np.testing.assert_array_equal(est.predict(X), est.labels_)
     with pytest.raises(TooFewDistinctPointsError, match="5 distinct points.*8 clusters"):
-        KernelKMeans(8, random_state=0).fit(X)
+        KernelKMeans(8, kernel="rbf", random_state=0).fit(X)
 
 
 def test_what_the_refused_sklearn_weight_checks_hold():
@@ -423,11 +423,11 @@ def test_what_the_refused_sklearn_weight_checks_hold():
     X = np.repeat(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), 4, axis=0)
     w = np.arange(1.0, 17.0)
     kept = w.copy()
-    KernelKMeans(4, n_init=2, random_state=0).fit(X, sample_weight=w)
+    KernelKMeans(4, kernel="rbf", n_init=2, random_state=0).fit(X, sample_weight=w)
     np.testing.assert_array_equal(w, kept)
     for bad in (np.ones(15), np.ones((16, 1)), np.ones((4, 4))):
         with pytest.raises(ValueError, match="sample_weight"):
-            KernelKMeans(4, n_init=1).fit(X, sample_weight=bad)
+            KernelKMeans(4, kernel="rbf", n_init=1).fit(X, sample_weight=bad)
 
 
 @pytest.mark.parametrize("name", ["linear", "rbf", "poly", "laplacian", "chi2", "sigmoid",

@@ -23,7 +23,7 @@ NAMES = {signal.SIGINT: "", signal.SIGTERM: " (SIGTERM)", signal.SIGHUP: " (SIGH
 def work(tmp_path):
     X, _ = blobs(n=30, d=2, k=3)
     write_csv(tmp_path / "data.csv", X)
-    result = run(["fit", tmp_path / "data.csv", "-k", "3", "-o", tmp_path / "model.npz",
+    result = run(["fit", "--kernel", "rbf", tmp_path / "data.csv", "-k", "3", "-o", tmp_path / "model.npz",
                   *FAST, "--quiet"])
     assert result.exit_code == 0, result.stderr
     return tmp_path
@@ -113,7 +113,7 @@ def test_a_signal_while_reading_data_leaves_no_output(work, signum):
     fifo = work / "data.fifo"
     os.mkfifo(fifo)
     before = _snapshot(work)
-    proc = _start(["fit", fifo, "-k", "3", *FAST, "-o", "new.npz", "--labels", "new.txt",
+    proc = _start(["fit", "--kernel", "rbf", fifo, "-k", "3", *FAST, "-o", "new.npz", "--labels", "new.txt",
                    "--summary", "new.json"], work)
     with open(fifo, "wb") as writer:  # returns when the command opens it to read
         writer.write(b"x,y\n1,2\n")
@@ -154,7 +154,7 @@ def test_a_signal_during_the_renames_undoes_them(work, monkeypatch):
         return real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", replace)
-    result = run(["fit", work / "data.csv", "-k", "3", *FAST, "-o", work / "old.npz",
+    result = run(["fit", "--kernel", "rbf", work / "data.csv", "-k", "3", *FAST, "-o", work / "old.npz",
                   "--labels", work / "old.txt", "--summary", work / "new.json"])
     assert result.exit_code == 143
     assert result.stderr == "kkmeans: interrupted (SIGTERM)\n"
@@ -174,7 +174,7 @@ def test_a_signal_after_the_commit_does_not_undo_a_finished_command(work, monkey
         return real_table(self, title, rows)
 
     monkeypatch.setattr(report.Reporter, "table", table)
-    result = run(["fit", work / "data.csv", "-k", "3", *FAST, "-o", work / "new.npz",
+    result = run(["fit", "--kernel", "rbf", work / "data.csv", "-k", "3", *FAST, "-o", work / "new.npz",
                   "--labels", work / "new.txt"])
     assert result.exit_code == 0, result.stderr
     assert (work / "new.npz").is_file() and len((work / "new.txt").read_text().split()) == 30

@@ -42,7 +42,9 @@ def _check_name(check):
 
 
 # -- scikit-learn's estimator checks --------------------------------------------------------
-@parametrize_with_checks([KernelKMeans()], expected_failed_checks=expected_failed_checks)
+# The default estimator (the graph kernel 'knn') and the rbf kernel of the dense routes.
+@parametrize_with_checks([KernelKMeans(), KernelKMeans(kernel="rbf")],
+                         expected_failed_checks=expected_failed_checks)
 def test_sklearn_estimator_checks(estimator, check):
     name = _check_name(check)
     if name == "check_array_api_input":
@@ -73,10 +75,11 @@ def _array_api_check_in_subprocess(check):
 
 
 def test_expected_failures_are_few_and_explained():
-    expected = expected_failed_checks(KernelKMeans())
-    assert sorted(expected) == sorted(("check_sample_weight_equivalence_on_dense_data",)
-                                      + FEW_DISTINCT_POINTS)
-    assert all(len(reason) > 80 for reason in expected.values())
+    for estimator in (KernelKMeans(), KernelKMeans(kernel="rbf")):
+        expected = expected_failed_checks(estimator)
+        assert sorted(expected) == sorted(("check_sample_weight_equivalence_on_dense_data",)
+                                          + FEW_DISTINCT_POINTS)
+        assert all(len(reason) > 80 for reason in expected.values())
 
 
 @pytest.mark.parametrize("name", FEW_DISTINCT_POINTS)
@@ -89,8 +92,8 @@ def test_sample_weight_checks_with_as_many_clusters_as_points(name):
 
     check = getattr(estimator_checks, name)
     with pytest.raises(TooFewDistinctPointsError, match="4 distinct points.*8 clusters"):
-        check("KernelKMeans", KernelKMeans())
-    check("KernelKMeans", KernelKMeans(n_clusters=2))
+        check("KernelKMeans", KernelKMeans(kernel="rbf"))
+    check("KernelKMeans", KernelKMeans(kernel="rbf", n_clusters=2))
 
 
 def test_what_the_sample_weight_checks_are_about_holds():
@@ -100,11 +103,11 @@ def test_what_the_sample_weight_checks_are_about_holds():
     X, _ = blobs(n=40, d=2, k=3, seed=0)
     w = np.random.default_rng(0).uniform(0.5, 2.0, len(X))
     kept = w.copy()
-    KernelKMeans(3, random_state=0, n_init=2).fit(X, sample_weight=w)
+    KernelKMeans(3, kernel="rbf", random_state=0, n_init=2).fit(X, sample_weight=w)
     np.testing.assert_array_equal(w, kept)
     for bad in (w[:-1], w.reshape(-1, 1), np.ones((2, len(X)))):
         with pytest.raises(ValueError):
-            KernelKMeans(3, random_state=0, n_init=2).fit(X, sample_weight=bad)
+            KernelKMeans(3, kernel="rbf", random_state=0, n_init=2).fit(X, sample_weight=bad)
 
 
 def test_integer_weights_equal_repeated_rows_from_the_same_start():
@@ -126,16 +129,16 @@ def test_integer_weights_equal_repeated_rows_from_the_same_start():
 def test_pipeline_equals_the_steps_by_hand():
     X, _ = make_blobs(150, centers=3, n_features=4, random_state=0)
     pipe = Pipeline([("scale", StandardScaler()),
-                     ("kkm", KernelKMeans(3, random_state=0, n_init=3))]).fit(X)
+                     ("kkm", KernelKMeans(3, kernel="rbf", random_state=0, n_init=3))]).fit(X)
     Xs = StandardScaler().fit_transform(X)
-    direct = KernelKMeans(3, random_state=0, n_init=3).fit(Xs)
+    direct = KernelKMeans(3, kernel="rbf", random_state=0, n_init=3).fit(Xs)
     np.testing.assert_array_equal(pipe.named_steps["kkm"].labels_, direct.labels_)
     np.testing.assert_array_equal(pipe.predict(X), direct.predict(Xs))
     np.testing.assert_allclose(pipe.transform(X), direct.transform(Xs), rtol=1e-12)
     # fit parameters reach the step: sample weights through the pipeline
     w = np.linspace(0.5, 2.0, 150)
     weighted = pipe.fit(X, kkm__sample_weight=w).named_steps["kkm"]
-    again = KernelKMeans(3, random_state=0, n_init=3).fit(Xs, sample_weight=w)
+    again = KernelKMeans(3, kernel="rbf", random_state=0, n_init=3).fit(Xs, sample_weight=w)
     assert weighted.inertia_ == again.inertia_
 
 
@@ -159,13 +162,13 @@ def _feature_space_silhouette(estimator, X, y=None):
 def test_grid_search_by_silhouette_picks_the_true_number_of_clusters():
     X, _ = make_blobs(240, centers=4, cluster_std=0.6, random_state=3)
     cv = KFold(3, shuffle=True, random_state=0)
-    search = GridSearchCV(KernelKMeans(random_state=0, n_init=3, n_threads=1),
+    search = GridSearchCV(KernelKMeans(kernel="rbf", random_state=0, n_init=3, n_threads=1),
                           {"n_clusters": [2, 3, 4, 5, 6]}, scoring=_feature_space_silhouette,
                           cv=cv).fit(X)
     assert search.best_params_ == {"n_clusters": 4}
     # the score of the winner, recomputed by hand on the same folds
     scores = [_feature_space_silhouette(
-        KernelKMeans(4, random_state=0, n_init=3, n_threads=1).fit(X[train]), X[test])
+        KernelKMeans(4, kernel="rbf", random_state=0, n_init=3, n_threads=1).fit(X[train]), X[test])
         for train, test in cv.split(X)]
     assert search.best_score_ == pytest.approx(np.mean(scores), rel=1e-12)
 
@@ -198,7 +201,7 @@ def test_pickle_round_trip_predicts_the_same(params):
 def test_invalid_parameter_error_is_usage_value_and_sklearn_error():
     with pytest.raises(InvalidParameterError,
                        match="'psd_repair' parameter of KernelKMeans must be a str among") as info:
-        KernelKMeans(2, psd_repair="higham").fit(np.ones((4, 2)))
+        KernelKMeans(2, kernel="rbf", psd_repair="higham").fit(np.ones((4, 2)))
     for base in (UsageError, KKMeansError, ValueError, SklearnInvalidParameter):
         assert isinstance(info.value, base)
     assert info.value.exit_code == 2
@@ -233,7 +236,7 @@ def test_cross_parameter_rules(params, message):
 def test_cli_maps_invalid_parameters_to_exit_2_before_reading_data(tmp_path, args, message):
     model = tmp_path / "m.npz"
     missing = tmp_path / "not-there.csv"   # never read: the options are refused first
-    result = run(["fit", missing, "-k", 2, "-o", model] + args)
+    result = run(["fit", "--kernel", "rbf", missing, "-k", 2, "-o", model] + args)
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr == f"kkmeans: error: {message}\n"  # in command-line words
@@ -242,7 +245,7 @@ def test_cli_maps_invalid_parameters_to_exit_2_before_reading_data(tmp_path, arg
 
 def test_random_state_accepts_int_randomstate_none_and_generator():
     X, _ = make_blobs(80, centers=3, random_state=7)
-    fit = lambda rs: KernelKMeans(3, n_init=2, random_state=rs, n_threads=1).fit(X)  # noqa: E731
+    fit = lambda rs: KernelKMeans(3, kernel="rbf", n_init=2, random_state=rs, n_threads=1).fit(X)  # noqa: E731
     np.testing.assert_array_equal(fit(3).labels_, fit(3).labels_)
     a = fit(np.random.RandomState(11))
     b = fit(np.random.RandomState(11))
@@ -269,6 +272,9 @@ def test_tags_say_what_the_estimator_accepts():
     tags = KernelKMeans().__sklearn_tags__()
     assert tags.estimator_type == "clusterer"
     assert not tags.input_tags.pairwise and not tags.input_tags.sparse
+    assert not KernelKMeans(kernel="rbf").__sklearn_tags__().input_tags.sparse
+    # a sparse X is an affinity graph for the precomputed kernel (tests/test_graph_api.py)
+    assert KernelKMeans(kernel="precomputed").__sklearn_tags__().input_tags.sparse
     assert not tags.input_tags.allow_nan and not tags.input_tags.positive_only
     assert tags.transformer_tags.preserves_dtype == ["float64"]
     assert KernelKMeans(kernel="precomputed").__sklearn_tags__().input_tags.pairwise

@@ -298,7 +298,7 @@ def test_predict_and_info_import_no_scikit_learn(tmp_path, approx):
 
     X, _ = blobs(n=300, d=3, k=3)
     data = write_csv(tmp_path / "X.csv", X)
-    fitted = run(["fit", data, "-k", "3", "-o", tmp_path / "m.npz", "--approx", approx, "-q",
+    fitted = run(["fit", "--kernel", "rbf", data, "-k", "3", "-o", tmp_path / "m.npz", "--approx", approx, "-q",
                   "--threads", "1", "--n-init", "2"])
     assert fitted.exit_code == 0, fitted.stderr
     never = {"sklearn", "pandas", "h5py", "matplotlib", "dask", "pyarrow", "rich"}

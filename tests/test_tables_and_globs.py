@@ -36,9 +36,9 @@ def files(folder):
 @pytest.mark.parametrize("name", ["X.parquet", "X.feather", "X.arrows"])
 def test_table_gives_the_labels_of_the_npy(tables, name):
     X, work = tables
-    expected = run(["fit", work / "X.npy", *ARGS])
+    expected = run(["fit", "--kernel", "rbf", work / "X.npy", *ARGS])
     assert expected.exit_code == 0, expected.stderr
-    result = run(["fit", work / name, "--columns", "x0,x1,x2", *ARGS])
+    result = run(["fit", "--kernel", "rbf", work / name, "--columns", "x0,x1,x2", *ARGS])
     assert result.exit_code == 0, result.stderr
     assert result.stdout == expected.stdout
     data = read_data(str(work / name), columns="0,1,2")
@@ -50,7 +50,7 @@ def test_format_by_content_and_by_extension(tables):
     os.rename(work / "X.parquet", work / "table.dat")  # no extension of its own: magic bytes
     assert read_data(str(work / "table.dat"), columns="x2,x0").X.tolist() == X[:, [2, 0]].tolist()
     (work / "fake.parquet").write_bytes(b"not parquet at all")
-    result = run(["fit", work / "fake.parquet", *ARGS])
+    result = run(["fit", "--kernel", "rbf", work / "fake.parquet", *ARGS])
     assert result.exit_code == 1
     assert result.stderr.startswith(f"kkmeans: error: {work / 'fake.parquet'}: not a readable "
                                     f"Parquet file (")
@@ -62,7 +62,7 @@ def test_non_numeric_column_is_named(tables):
     (work / "labels.txt").write_text("OLD\n")
     before = files(work)
     for name in ["X.parquet", "X.feather"]:
-        result = run(["fit", work / name, "-k", "3", "--labels", work / "labels.txt",
+        result = run(["fit", "--kernel", "rbf", work / name, "-k", "3", "--labels", work / "labels.txt",
                       "-o", work / "m.npz"])
         assert result.exit_code == 1
         assert result.stderr == (f"kkmeans: error: {work / name}: column 4 ('name') holds "
@@ -70,7 +70,7 @@ def test_non_numeric_column_is_named(tables):
                                  f"--columns\n")
         assert result.stdout == "" and files(work) == before
     assert (work / "labels.txt").read_text() == "OLD\n"
-    result = run(["fit", work / "X.parquet", "--columns", "x0,nope", *ARGS])
+    result = run(["fit", "--kernel", "rbf", work / "X.parquet", "--columns", "x0,nope", *ARGS])
     assert result.exit_code == 2
     assert "has no column 'nope'; its columns are x0, x1, x2, name" in result.stderr
 
@@ -80,12 +80,12 @@ def test_nulls_are_missing_values(tmp_path):
                       "b": pa.array([1, 2, 3, None, 5, 6], pa.int32()),
                       "c": pa.array([True, False, True, False, True, False])})
     pq.write_table(table, tmp_path / "n.parquet")
-    result = run(["fit", tmp_path / "n.parquet", *ARGS[2:], "-k", "2"])
+    result = run(["fit", "--kernel", "rbf", tmp_path / "n.parquet", *ARGS[2:], "-k", "2"])
     assert result.exit_code == 1
     assert result.stderr == (f"kkmeans: error: {tmp_path / 'n.parquet'}: row 3, column 1 "
                              f"('a'): missing value (null or NaN); use --missing drop to skip "
                              f"such rows\n")
-    result = run(["fit", tmp_path / "n.parquet", "--missing", "drop", *ARGS[2:], "-k", "2"])
+    result = run(["fit", "--kernel", "rbf", tmp_path / "n.parquet", "--missing", "drop", *ARGS[2:], "-k", "2"])
     assert result.exit_code == 0, result.stderr
     labels = labels_of(result.stdout)
     assert labels.shape == (6,) and labels[2] == labels[3] == -1
@@ -96,7 +96,7 @@ def test_nulls_are_missing_values(tmp_path):
 def test_without_pyarrow_the_message_says_what_to_install(tables, monkeypatch):
     _, work = tables
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # `import pyarrow` raises ImportError
-    result = run(["fit", work / "X.parquet", *ARGS])
+    result = run(["fit", "--kernel", "rbf", work / "X.parquet", *ARGS])
     assert result.exit_code == 1
     assert result.stderr == (f"kkmeans: error: {work / 'X.parquet'}: reading Parquet files "
                              f"needs pyarrow (pip install 'kkmeans-cli[arrow]')\n")
@@ -121,9 +121,9 @@ def parts(tmp_path):
 def test_glob_fits_and_predicts_as_the_whole_file(parts, pattern):
     work, whole = parts
     spec = str(work / "parts" / pattern)
-    expected = run(["fit", whole, "-k", "3", "-o", work / "m.npz", "-q", *FAST])
+    expected = run(["fit", "--kernel", "rbf", whole, "-k", "3", "-o", work / "m.npz", "-q", *FAST])
     assert expected.exit_code == 0, expected.stderr
-    result = run(["fit", spec, *ARGS])
+    result = run(["fit", "--kernel", "rbf", spec, *ARGS])
     assert result.exit_code == 0, result.stderr
     assert result.stdout == expected.stdout
     predicted = run(["predict", work / "m.npz", spec])
@@ -133,7 +133,7 @@ def test_glob_fits_and_predicts_as_the_whole_file(parts, pattern):
 
 def test_glob_with_data_and_as_a_subprocess(parts):
     work, whole = parts
-    by_file = run(["fit", whole, "-k", "3", "-q", "--with-data", "-o", work / "m.npz", *FAST])
+    by_file = run(["fit", "--kernel", "rbf", whole, "-k", "3", "-q", "--with-data", "-o", work / "m.npz", *FAST])
     proc = run_process(["predict", "m.npz", "parts/p*.csv", "--with-data"], work)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == by_file.stdout
@@ -154,11 +154,11 @@ def test_glob_parts_that_differ_are_named(parts):
     for content, message in cases:
         last.write_text(content)
         before = files(work / "parts")
-        result = run(["fit", spec, "-k", "2", "--labels", work / "labels.txt",
+        result = run(["fit", "--kernel", "rbf", spec, "-k", "2", "--labels", work / "labels.txt",
                       "-o", work / "m.npz"])
         assert (result.exit_code, result.stderr) == (1, f"kkmeans: error: {message}\n")
         assert files(work / "parts") == before and not (work / "m.npz").exists()
-    result = run(["fit", work / "nothing" / "*.csv", *ARGS])
+    result = run(["fit", "--kernel", "rbf", work / "nothing" / "*.csv", *ARGS])
     assert result.exit_code == 1
     assert result.stderr == f"kkmeans: error: {work / 'nothing' / '*.csv'}: no file matches\n"
     assert (work / "labels.txt").read_text() == "OLD\n"
@@ -167,7 +167,7 @@ def test_glob_parts_that_differ_are_named(parts):
 def test_output_may_not_replace_a_part(parts):
     work, _ = parts
     before = (work / "parts" / "p1.csv").read_bytes()
-    result = run(["fit", work / "parts" / "p*.csv", "-k", "3", "--labels",
+    result = run(["fit", "--kernel", "rbf", work / "parts" / "p*.csv", "-k", "3", "--labels",
                   work / "parts" / "p1.csv", "--no-model"])
     assert result.exit_code == 2
     assert "--labels names the input DATA" in result.stderr

@@ -4,8 +4,9 @@ import time
 import click
 
 from ..errors import DataError, UsageError
-from .inputs import (check_distinct, init_is_file, input_paths, labels_text,
+from .inputs import (check_distinct, init_is_file, input_paths, is_graph_data, labels_text,
                      prepare_fit_data)
+from .._options import GRAPH_KERNELS
 from .options import (PRECOMPUTED_KERNELS, check_memory_plan, check_option_combination,
                       cluster_options, data_options, effective_options, estimator_kwargs,
                       fit_options, on_cluster, require_matplotlib, run_options,
@@ -15,12 +16,14 @@ from .options import (PRECOMPUTED_KERNELS, check_memory_plan, check_option_combi
 FIT_EPILOG = """\b
 Examples:
   kkmeans fit examples/moons.csv -k 2
-  kkmeans fit data.csv -k 5 --kernel rbf > labels.txt
+  kkmeans fit data.csv -k 5 --n-neighbors 30 > labels.txt
+  kkmeans fit data.csv -k 5 --kernel rbf --gamma 0.5 > labels.txt
   cat data.csv | kkmeans fit - -k 3 --no-model --quiet
   kkmeans fit data.csv --config configs/rbf.yaml -k 4 --summary run.json
   kkmeans fit data.tsv -k 3 --columns x,y --scale standard --missing drop
-  kkmeans fit 'parts/*.parquet' -k 8 --columns x,y,z --approx nystroem
-  kkmeans fit examples/blobs.csv -k 4 --silhouette --plot clusters.png
+  kkmeans fit 'parts/*.parquet' -k 8 --columns x,y,z --kernel rbf --approx nystroem
+  kkmeans fit graph.npz -k 4 --kernel precomputed
+  kkmeans fit examples/blobs.csv -k 4 --kernel rbf --silhouette --plot clusters.png
   kkmeans fit examples/blobs.csv -k 4 --no-model --with-data > labelled.csv
 """
 
@@ -57,6 +60,8 @@ def fit(ctx, **_):
     if opts["n_clusters"] is None:
         raise UsageError("missing option -k/--n-clusters (or n_clusters in --config) "
                          "(see 'kkmeans fit --help')")
+    import numpy as np
+
     from ..io.outputs import check_outputs
     from ..model.estimator import KernelKMeans
     from .report import (Reporter, fit_report, fit_summary, silhouette_text,
@@ -64,6 +69,13 @@ def fit(ctx, **_):
 
     check_option_combination(opts, opts["n_clusters"])
     init_is_file(opts["init"])
+    if opts["with_data"] and is_graph_data(opts):
+        raise UsageError(f"--with-data writes the rows of DATA; {opts['data']} is a sparse "
+                         f"graph (drop --with-data)")
+    if opts["silhouette"] and (opts["kernel"] in GRAPH_KERNELS or is_graph_data(opts)):
+        raise UsageError(f"--silhouette is computed on a kernel matrix; --kernel "
+                         f"{opts['kernel']} clusters a sparse neighbour graph without one "
+                         f"(drop --silhouette)")
     model_path = None if opts["no_model"] else opts["model"]
     if opts["json"] and opts["with_data"]:
         raise UsageError("--json prints the summary instead of the labels; --with-data "
@@ -93,15 +105,20 @@ def fit(ctx, **_):
     if k > X.shape[0]:
         raise DataError(f"{data.source}: k = {k} is larger than the number of rows "
                         f"({X.shape[0]}); use a smaller -k")
-    check_distinct(data, X, k, weights, opts["kernel"])
+    graph = opts["kernel"] in GRAPH_KERNELS or not isinstance(X, np.ndarray)
     estimator = KernelKMeans(**estimator_kwargs(opts, k, init))
-    # With --silhouette the kernel matrix is built once, for the fit and the score, when the
-    # fit holds it anyway; a fit that starts blocked (--storage blocked, or auto with one
-    # start) leaves the silhouette to kernel rows recomputed in blocks.
-    share_K = (opts["silhouette"] and estimator.approx != "nystroem"
-               and not estimator.starts_blocked(*X.shape))
-    check_memory_plan(opts, X.shape[0], [k], "silhouette" if opts["silhouette"] else None,
-                       blocked_silhouette=opts["silhouette"] and not share_K)
+    share_K = False
+    if not graph:  # a graph fit holds no kernel matrix: no memory plan of one
+        check_distinct(data, X, k, weights, opts["kernel"])
+        # With --silhouette the kernel matrix is built once, for the fit and the score, when
+        # the fit holds it anyway; a fit that starts blocked (--storage blocked, or auto with
+        # one start) leaves the silhouette to kernel rows recomputed in blocks.
+        share_K = (opts["silhouette"] and estimator.approx != "nystroem"
+                   and not estimator.starts_blocked(*X.shape))
+        check_memory_plan(opts, X.shape[0], [k], "silhouette" if opts["silhouette"] else None,
+                          blocked_silhouette=opts["silhouette"] and not share_K)
+    elif opts["kernel"] in GRAPH_KERNELS:
+        check_distinct(data, X, k, weights, opts["kernel"])
     with reporter.engine_warnings(), \
             reporter.progress(f"fitting k = {k} on {data.source}") as update:
         try:

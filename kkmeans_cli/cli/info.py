@@ -52,7 +52,7 @@ def model_info(path, loaded):
             info[key] = meta[key]
 
     info.update({key: meta[key] for key in PSD_INFO_KEYS if key in meta})
-    info.update({key: meta[key] for key in ("objective", "refine", "ncut", "optima")
+    info.update({key: meta[key] for key in ("objective", "refine", "ncut", "optima", "graph")
                  if key in meta})
     return info
 
@@ -96,6 +96,10 @@ def model_info_rows(info):
         landmarks = plural(info.get("n_landmarks"), "landmark")
         rows.insert(-1, ("approximation", f"Nyström, {landmarks} "
                                           f"(rank {info.get('nystroem_rank')})"))
+    if info.get("graph"):
+        from .report import graph_text
+
+        rows.insert(3, ("graph", graph_text(info["graph"])))
     if info.get("objective") == "ncut":
         rows[-1:-1] = [("objective", f"ncut = {info.get('ncut', float('nan')):.6g} "
                                      f"(normalized cut)")]

@@ -72,6 +72,8 @@ def prepare_fit_data(opts):
     if opts["kernel"] in PRECOMPUTED_KERNELS and opts["scale"] != "none":
         raise UsageError(f"--scale cannot be used with --kernel {opts['kernel']} (DATA is an "
                          f"n×n matrix)")
+    if is_graph_data(opts):
+        return _prepare_graph_data(opts)
     data = read_input(opts, opts["data"])
     weights = _per_row(opts["weights"], "--weights", "weights", data)
     if weights is not None:
@@ -89,6 +91,46 @@ def prepare_fit_data(opts):
     total = data.X.shape[0] if weights is None else float(weights.sum())
     check_values(data, X, opts["kernel"], total, opts["scale"], objective=opts["objective"])
     return data, scaler, X, weights, init
+
+
+def is_graph_data(opts):
+    """Whether DATA is a sparse affinity graph (``--kernel precomputed`` and an ``.npz`` of
+    ``scipy.sparse.save_npz`` or a Matrix Market ``.mtx``: ``io/graphs.py``)."""
+    from ..io.graphs import is_graph_file
+
+    return opts["kernel"] == "precomputed" and opts["data"] != "-" and is_graph_file(
+        opts["data"])
+
+
+def _prepare_graph_data(opts):
+    """DATA that is a sparse affinity graph, read (``io.graphs.read_graph``) and checked
+    (``kernels.graph.check_affinity``: square, finite, non-negative, symmetric, no empty
+    row), every problem one line naming the file (exit 1). The options of text DATA and the
+    per-row files do not apply (a usage error); k is checked against its nodes."""
+    import numpy as np
+
+    from ..io.graphs import read_graph
+    from ..io.readers import DataSet
+    from ..io.scaling import Scaler
+    from ..kernels.graph import check_affinity
+
+    path = opts["data"]
+    given = [flag for key, flag, default in (
+        ("columns", "--columns", None), ("dataset", "--dataset", None),
+        ("header", "--header/--no-header", None), ("delimiter", "--delimiter", None),
+        ("weights", "--weights", None), ("missing", "--missing", "error"))
+        if opts.get(key) != default]
+    if given or init_is_file(opts["init"]):
+        flag = given[0] if given else "--init FILE"
+        raise UsageError(f"{flag} does not apply to a sparse graph as DATA ({path}: its rows "
+                         f"and columns are its nodes); drop {flag.split('/')[0]}")
+    A = check_affinity(read_graph(path), what=path)
+    k = opts.get("n_clusters")
+    if k is not None and k > A.shape[0]:
+        raise DataError(f"{path}: k = {k} is larger than the number of nodes ({A.shape[0]}); "
+                        f"use a smaller -k")
+    data = DataSet(A, np.ones(A.shape[0], dtype=bool), path)
+    return data, Scaler("none"), A, None, opts["init"]
 
 
 def _check_weights(weights, path):

@@ -143,15 +143,19 @@ def _apply(options, f):
     return f
 
 
-def fit_options(f):
+def fit_options(f, kernel=DEFAULTS["kernel"]):
     """The options of fitting a model (everything but k and the outputs), shared by the
-    commands that fit."""
+    commands that fit; ``kernel`` is the command's default kernel."""
     return _apply([
-        click.option("--kernel", type=click.Choice(KERNEL_CHOICES), default=DEFAULTS["kernel"],
+        click.option("--kernel", type=click.Choice(KERNEL_CHOICES), default=kernel,
                      show_default=True,
-                     help="Kernel; 'precomputed': DATA is the n×n kernel matrix; "
-                          "'precomputed-distance': DATA is the n×n dissimilarity matrix "
-                          "(kernel by Gower double centering)."),
+                     help="Kernel; knn: the normalized cut of the k-nearest-neighbour graph "
+                          "of DATA (--n-neighbors); 'precomputed': DATA is the n×n kernel "
+                          "matrix; 'precomputed-distance': DATA is the n×n dissimilarity "
+                          "matrix (kernel by Gower double centering)."),
+        click.option("--n-neighbors", type=click.IntRange(min=1), default=None, metavar="INT",
+                     help="knn: neighbours of each point, itself included (fewer than the "
+                          "rows)  [default: min(20, rows - 1)]"),
         click.option("--gamma", type=GammaType(), default=DEFAULTS["gamma"], show_default=True,
                      help="Kernel width. median: 1/(2·median squared pair distance); "
                           "scale: 1/(n_features·Var(X))."),
@@ -313,6 +317,14 @@ def warn_unused_options(opts, reporter):
     if cluster and opts.get("memory_limit") is not None:
         notes.append("--memory-limit plans the memory of a run in one process; on a cluster "
                      "each worker has --worker-memory; ignored")
+    if opts.get("kernel") in _options.GRAPH_KERNELS:
+        if opts.get("n_init", DEFAULT_N_INIT) != DEFAULT_N_INIT and opts.get("init") != \
+                "spectral":
+            notes.append(f"--n-init counts the starts of --init spectral; --kernel "
+                         f"{opts['kernel']} starts from a fixed set of its own; ignored")
+        if opts.get("tol", DEFAULTS["tol"]) != DEFAULTS["tol"]:
+            notes.append(f"--tol applies to the dense kernels; --kernel {opts['kernel']} "
+                         f"iterates until no point moves; ignored")
     if cluster and opts.get("threads") is not None:
         notes.append("--threads sets the threads of a run in one process; a cluster's workers "
                      "run one thread each; ignored")
@@ -374,7 +386,8 @@ def estimator_kwargs(opts, n_clusters, init):
                 objective=opts["objective"], refine=opts["refine"],
                 approx=opts["approx"], n_landmarks=opts["landmarks"],
                 nystroem_rank=opts.get("rank"),
-                memory_limit=opts["memory_limit"], storage=opts["storage"])
+                memory_limit=opts["memory_limit"], storage=opts["storage"],
+                n_neighbors=opts.get("n_neighbors"))
 
 
 def require_matplotlib(path):
@@ -392,6 +405,17 @@ def check_option_combination(opts, k):
     from ..model.estimator import KernelKMeans
     from ..model.params import validate_params
 
+    if opts["kernel"] in _options.GRAPH_KERNELS and on_cluster(opts):
+        where = "--cluster" if opts.get("cluster") is not None else "--scheduler"
+        raise UsageError(f"{where}: --kernel {opts['kernel']} (the normalized cut of a "
+                         f"neighbour graph) runs in one process; a cluster runs --approx "
+                         f"nystroem fits of the dense kernels (add --kernel rbf --approx "
+                         f"nystroem, or drop {where})")
+    if opts["kernel"] in _options.GRAPH_KERNELS and opts["init"] not in ("k-means++",
+                                                                          "spectral"):
+        raise UsageError(f"--init {opts['init']}: --kernel {opts['kernel']} starts from the "
+                         f"graph's components, multilevel coarsening and a spectral embedding "
+                         f"(--init spectral: spectral starts only); drop --init")
     validate_params(KernelKMeans(**estimator_kwargs(opts, k, "k-means++")))
 
 

@@ -67,6 +67,15 @@ def predict(ctx, **_):
                          f"do not hold; drop --distances (the labels need only the rows), or "
                          f"fit the points with their kernel (--kernel rbf, poly, ...) to get "
                          f"distances")
+    graph = loaded.result.graph
+    if graph is not None and graph.model is None:
+        from ..model.predictor import no_graph_coordinates
+
+        raise UsageError(f"{opts['model_path']}: {no_graph_coordinates()}")
+    if graph is not None and on_cluster(opts):
+        raise UsageError(f"{'--cluster' if opts.get('cluster') else '--scheduler'}: the "
+                         f"{loaded.meta['kernel']} model {opts['model_path']} predicts in one "
+                         f"process (a cluster predicts with --approx nystroem models)")
     if on_cluster(opts):
         from .distributed import predict_command
 

@@ -23,7 +23,7 @@ _API_OPTIONS = {"n_clusters": "-k", "random_state": "--seed", "n_threads": "--th
 _API_PARAMS = ("n_clusters", "kernel", "gamma", "degree", "coef0", "init", "n_init",
                "max_iter", "tol", "algorithm", "random_state", "dtype", "n_threads",
                "psd_repair", "solver", "objective", "refine", "approx", "n_landmarks",
-               "memory_limit", "storage", "nystroem_rank")
+               "memory_limit", "storage", "nystroem_rank", "n_neighbors")
 # Never inside a file name: a path such as max_iter/n_init.csv or n_clusters=3.csv is kept.
 _API_SETTING = re.compile(r"(?<![\w./-])(" + "|".join(_API_PARAMS)
                           + r")=(?:'([^']*)'|\"([^\"]*)\"|([-+0-9.eE]+\b))")
@@ -230,13 +230,16 @@ def fit_report(estimator, data, scaler, model_path):
     n, d = data.X.shape
     restarts = len(stats["restart_inertias"])
     rows = [
-        ("data", f"{data.source}: {plural(n, 'sample')} × {plural(d, 'feature')}"
+        ("data", f"{data.source}: " + (f"sparse affinity graph of {plural(n, 'node')}"
+                                       if hasattr(data.X, "nnz") else
+                                       f"{plural(n, 'sample')} × {plural(d, 'feature')}")
                  + (f" ({plural(data.n_dropped, 'row')} with missing values dropped)"
                     if data.n_dropped else "")),
         ("k", str(estimator.n_clusters)),
         ("kernel", estimator.kernel_.describe()
          + (f"  (gamma from '{estimator.gamma}')" if isinstance(estimator.gamma, str)
-            and estimator.kernel_.gamma is not None else "")),
+            and estimator.kernel_.gamma is not None else "")
+         + ("  (the normalized cut of a sparse graph)" if "graph" in stats else "")),
         ("scaling", scaler.method),
         ("restarts", _restarts_text(stats, restarts)),
         ("iterations", f"{estimator.n_iter_}"
@@ -248,6 +251,7 @@ def fit_report(estimator, data, scaler, model_path):
                             getattr(estimator, "approx", "none"))),
     ]
     rows[-2:-2] = _psd_rows(stats)
+    rows[-2:-2] = _graph_rows(stats)
     rows[-2:-2] = _optima_rows(estimator)
     rows[-2:-2] = _nystroem_rows(estimator)
     if stats.get("storage_reason") and (stats.get("storage", "matrix") != "matrix"
@@ -256,12 +260,36 @@ def fit_report(estimator, data, scaler, model_path):
     return rows
 
 
+def graph_text(graph, ncut=None):
+    """A graph kernel's graph for people: ``20 neighbours (connectivity), 300 nodes,
+    1 component, nnz 6,488`` (and the normalized cut when given)."""
+    parts = []
+    if graph.get("weighting") != "precomputed":
+        parts.append(f"{plural(graph['n_neighbors'], 'neighbour')} ({graph['weighting']})")
+    else:
+        parts.append("affinity given as DATA")
+    nodes = plural(graph["n_nodes"], "node")
+    if graph.get("n_duplicates"):
+        nodes += f" ({plural(graph['n_duplicates'], 'repeated point')} merged)"
+    parts += [nodes, plural(graph["n_components"], "component"), f"nnz {graph['nnz']:,}"]
+    if ncut is not None:
+        parts.append(f"normalized cut {ncut:.6g}")
+    return ", ".join(parts)
+
+
+def _graph_rows(stats):
+    """The row of a graph kernel's fit: its graph and normalized cut."""
+    if "graph" not in stats:
+        return []
+    return [("graph", graph_text(stats["graph"], stats["ncut"]))]
+
+
 def _optima_rows(est):
     """Rows of the fit report: the objective (with the ncut value), the winning start and
     what each stage lowered the objective by."""
     stats = est.fit_stats_
     rows = []
-    if est.objective == "ncut":
+    if est.objective == "ncut" or "graph" in stats:
         rows.append(("objective", f"ncut = {est.ncut_:.6g} (normalized cut, Σ cut/vol)"))
     kinds = stats.get("start_kinds")
     if kinds:
@@ -406,7 +434,7 @@ def _route_text(stats):
 
 def fit_summary(estimator, data, model_path):
     """The JSON summary of a fit (``--summary``, ``--json``)."""
-    from ..model.parts import NystroemPart, ObjectivePart
+    from ..model.parts import GraphPart, NystroemPart, ObjectivePart
 
     stats = estimator.fit_stats_
     return {
@@ -435,6 +463,7 @@ def fit_summary(estimator, data, model_path):
         "n_threads": int(stats["n_threads"]),
         **ObjectivePart.model_meta(estimator),
         **NystroemPart.model_meta(estimator),
+        **GraphPart.model_meta(estimator),
         **{key: stats[key] for key in ("solver", "psd_checked", "psd", "lambda_min",
                                        "psd_repair", "psd_sigma", "objective_used",
                                        "objective_original") if key in stats},
@@ -489,6 +518,9 @@ def _time_text(stats, threads, approx="none"):
     landmarks, no kernel matrix."""
     iterations = f"iterations {stats['iteration_seconds']:.3f} s"
     storage = stats.get("storage", "matrix")
+    if storage == "graph":
+        return (f"graph and iterations {stats['iteration_seconds']:.3f} s (sparse graph, "
+                f"no kernel matrix; {threads})")
     if approx == "nystroem":
         return (f"Nyström features {stats['kernel_seconds']:.3f} s (no kernel matrix), "
                 f"{iterations} ({threads})")

@@ -3,6 +3,8 @@ k."""
 
 import click
 
+from .._options import GRAPH_KERNELS
+
 from .._text import plural
 from ..errors import DataError, UsageError
 from .inputs import check_distinct, init_is_file, input_paths, prepare_fit_data
@@ -28,6 +30,12 @@ Examples:
 """
 
 
+def sweep_fit_options(f):
+    """The fit options of ``sweep``: its kernel stays rbf by default (a sweep fits every k on
+    one kernel matrix; the graph kernel 'knn' has none)."""
+    return fit_options(f, kernel="rbf")
+
+
 @click.command("sweep", epilog=SWEEP_EPILOG)
 @click.argument("data")
 @click.option("--k", "k", default=None, metavar="2..10|2,3,5",
@@ -35,7 +43,7 @@ Examples:
                    "each 2 ≤ k < rows (required).")
 @click.option("--metric", type=click.Choice(SWEEP_METRICS), default="silhouette",
               show_default=True, help="The measure that chooses k.")
-@fit_options
+@sweep_fit_options
 @click.option("-o", "--model", default=None, metavar="PATH",
               help="Save the chosen k's model here  [default: no model]")
 @click.option("--table", default="-", show_default=True, metavar="PATH",
@@ -69,6 +77,11 @@ def sweep_command(ctx, **_):
     if init_is_file(opts["init"]):
         raise UsageError("--init PATH fixes the number of clusters and cannot be used with "
                          "sweep; use --init k-means++, spectral or random")
+    if opts["kernel"] in GRAPH_KERNELS:
+        raise UsageError(f"sweep fits every k on one kernel matrix; --kernel {opts['kernel']} "
+                         f"clusters a sparse neighbour graph and is not swept yet (run "
+                         f"'kkmeans fit --kernel {opts['kernel']} -k K' per k, or sweep another "
+                         f"kernel, such as the default rbf)")
     if opts["storage"] == "blocked":
         raise UsageError("sweep fits every k on one kernel matrix; --storage blocked has none. "
                          "For data too large for the matrix use --approx nystroem (or run "

@@ -181,3 +181,218 @@ def multilevel_start(A, k, rng, max_iter=300, n_threads=1):
     if levels:
         labels = labels[levels[0][1]]
     return np.ascontiguousarray(labels, dtype=np.int32), len(levels)
+
+
+# -- the default starts: NJW, and over-segment then merge --------------------------------------
+OVERSEGMENT = (2, 3, 4, 6)   # the merge starts split into these multiples of k first
+SPECTRAL_DIRECT_MAX = 5000   # eigenvectors of the graph itself up to this many nodes, else of
+                             # its multilevel coarsening (Lanczos slows sharply above: 20 s at
+                             # 2·10⁴ nodes, 220 s at 10⁵ for 12 vectors of a moons graph)
+EIGEN_TOL = 1e-8
+
+
+def top_eigenvectors(kernel, r, rng):
+    """(λ, V): the r largest eigenpairs of N = D^{-½}AD^{-½}, λ descending (a dense ``eigh``
+    up to ``SPECTRAL_DENSE_MAX`` nodes or when r ≥ n − 1, Lanczos above, the dense solver
+    again when Lanczos does not converge)."""
+    n = kernel.n
+    r = int(min(r, n))
+    s = 1.0 / np.sqrt(kernel.degrees)
+    N = kernel.matrix().multiply(s[:, None]).multiply(s[None, :]).tocsr()
+    if n > SPECTRAL_DENSE_MAX and r < n - 1:
+        from scipy.sparse.linalg import ArpackNoConvergence, eigsh
+
+        try:
+            lam, V = eigsh(N, k=r, which="LA", v0=rng.uniform(-1.0, 1.0, n), tol=EIGEN_TOL)
+            order = np.argsort(-lam, kind="stable")
+            return lam[order], V[:, order]
+        except ArpackNoConvergence:
+            pass
+    lam, V = np.linalg.eigh(N.toarray())
+    return lam[::-1][:r], V[:, ::-1][:, :r]
+
+
+def njw_labels(V, k, rng):
+    """Ng, Jordan & Weiss ("On spectral clustering: analysis and an algorithm", NIPS 2001):
+    the rows of the top-k eigenvectors normalised to unit length, clustered by k-means (one
+    run from greedy k-means++ seeds). int32 labels; fewer than k clusters only when V has
+    fewer than k distinct rows."""
+    Y = V[:, :k] / np.maximum(np.linalg.norm(V[:, :k], axis=1, keepdims=True), 1e-300)
+    return kmeans_rows(Y, k, rng)
+
+
+def kmeans_rows(Y, k, rng, max_iter=300):
+    """k-means (unweighted) on the rows of a small Y: greedy k-means++ seeds (2 + ⌊ln k⌋
+    candidates a step, as scikit-learn's KMeans), then Lloyd's iterations with distances by
+    ‖y‖² − 2y·c + ‖c‖² (n×k, never n×k×r); an emptied cluster takes the farthest point."""
+    n = Y.shape[0]
+    yy = np.einsum("ij,ij->i", Y, Y)
+
+    def sqdist(C):
+        return np.maximum(yy[:, None] - 2.0 * (Y @ C.T) + np.einsum("ij,ij->i", C, C)[None, :],
+                          0.0)
+
+    trials = 2 + int(np.log(k))
+    first = int(rng.integers(n))
+    d2 = sqdist(Y[first:first + 1])[:, 0]
+    seeds = [first]
+    for _ in range(1, k):
+        total = d2.sum()
+        cand = rng.choice(n, size=trials, p=d2 / total) if total > 0 else \
+            rng.integers(n, size=trials)
+        D = np.minimum(d2[:, None], sqdist(Y[cand]))
+        best = int(np.argmin(D.sum(0)))
+        seeds.append(int(cand[best]))
+        d2 = D[:, best]
+    C = Y[seeds].copy()
+    labels = None
+    for _ in range(max_iter):
+        D = sqdist(C)
+        new = np.argmin(D, axis=1)
+        counts = np.bincount(new, minlength=k)
+        for c in np.flatnonzero(counts == 0):
+            near = D[np.arange(n), new]
+            movable = counts[new] > 1
+            if not movable.any():
+                break
+            far = int(np.argmax(np.where(movable, near, -1.0)))
+            counts[new[far]] -= 1
+            new[far], counts[c] = c, 1
+        if labels is not None and np.array_equal(new, labels):
+            break
+        labels = new
+        W = np.bincount(labels, minlength=k).astype(np.float64)
+        C = np.stack([np.bincount(labels, weights=Y[:, j], minlength=k)
+                      for j in range(Y.shape[1])], axis=1) / np.maximum(W, 1.0)[:, None]
+    return labels.astype(np.int32)
+
+
+def cluster_links(kernel, labels, kp):
+    """M[a, b] = Σ_{i∈a, j∈b} A_ij (kp×kp, dense: kp is small) and vol (kp,)."""
+    from scipy import sparse
+
+    Z = sparse.csr_matrix((np.ones(kernel.n), (np.arange(kernel.n), labels)),
+                          shape=(kernel.n, kp))
+    M = np.asarray((Z.T @ kernel.matrix() @ Z).todense())
+    return (M + M.T) * 0.5, np.bincount(labels, weights=kernel.degrees, minlength=kp)
+
+
+def merge_increase(M, vol, a, b):
+    """The increase of ncut when clusters a and b merge: links(a∪b) = M_aa + M_bb + 2M_ab,
+    vol(a∪b) = vol_a + vol_b, one cluster less:
+    M_aa/vol_a + M_bb/vol_b − (M_aa + M_bb + 2M_ab)/(vol_a + vol_b) − 1."""
+    return (M[a, a] / vol[a] + M[b, b] / vol[b]
+            - (M[a, a] + M[b, b] + 2.0 * M[a, b]) / (vol[a] + vol[b]) - 1.0)
+
+
+def merge_to_k(kernel, labels, k):
+    """Merge the clusters of ``labels`` greedily down to k, each merge the pair whose union
+    raises ncut least (the first pair in index order on ties). Returns (int32 labels
+    numbered 0 … k−1 in order of their lowest old cluster, the ncut increase of each merge)."""
+    labels = np.unique(labels, return_inverse=True)[1].reshape(-1)
+    kp = int(labels.max()) + 1
+    M, vol = cluster_links(kernel, labels, kp)
+    alive = list(range(kp))
+    group = np.arange(kp)
+    increases = []
+    while len(alive) > k:
+        idx = np.array(alive)
+        Ms, vs = M[np.ix_(idx, idx)], vol[idx]
+        own = np.diag(Ms) / vs
+        D = (own[:, None] + own[None, :]
+             - (np.diag(Ms)[:, None] + np.diag(Ms)[None, :] + 2.0 * Ms)
+             / (vs[:, None] + vs[None, :]) - 1.0)
+        D[np.tril_indices(idx.size)] = np.inf
+        x, y = np.unravel_index(int(np.argmin(D)), D.shape)     # row-major: first pair
+        a, b = int(idx[x]), int(idx[y])
+        delta = merge_increase(M, vol, a, b)
+        M[a, :] += M[b, :]
+        M[:, a] += M[:, b]
+        vol[a] += vol[b]
+        group[group == b] = a
+        alive.remove(b)
+        increases.append(float(delta))
+    new = np.empty(kp, dtype=np.int32)
+    for i, c in enumerate(alive):
+        new[group == c] = i
+    return new[labels], increases
+
+
+def default_starts(kernel, k, rng):
+    """[(kind, labels)] of the default starts on one graph (Ng, Jordan & Weiss; the merge
+    starts): one NJW start on the top k eigenvectors of D^{-½}AD^{-½}, and for k' = 2k, 3k,
+    4k, 6k (at most n − 2) NJW into k' pieces merged greedily down to k (``merge_to_k``). The
+    top max(k + 1, 6k) eigenvectors are computed once; their prefixes serve every k'. Starts
+    with fewer than k clusters, and repeats of an earlier start, are left out."""
+    n = kernel.n
+    r = max(k + 1, min(max(OVERSEGMENT) * k, n - 2))
+    _, V = top_eigenvectors(kernel, r, rng)
+    starts = [("spectral", njw_labels(V, k, rng))]
+    for mult in OVERSEGMENT:
+        kp = min(mult * k, V.shape[1])
+        if kp <= k:
+            continue
+        pieces = njw_labels(V, kp, rng)
+        starts.append((f"merge-{mult}k", merge_to_k(kernel, pieces, k)[0]))
+    out, seen = [], set()
+    for kind, labels in starts:
+        key = canonical_labels(labels).tobytes()
+        if np.unique(labels).size < k or key in seen:
+            continue
+        seen.add(key)
+        out.append((kind, np.ascontiguousarray(labels, dtype=np.int32)))
+    return out
+
+
+def canonical_labels(labels):
+    """Labels renumbered by first appearance (two labellings equal up to names compare
+    equal)."""
+    _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, dtype=np.int32)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size, dtype=np.int32)
+    return rank[inverse.reshape(-1)]
+
+
+def best_default_start(A, k, rng, max_iter=300, n_threads=1):
+    """The default starts (``default_starts``) on A itself up to ``SPECTRAL_DIRECT_MAX``
+    nodes; above, on its multilevel coarsening (heavy-edge matching down to that many nodes:
+    the ncut of a coarse labelling is that of its projection), where every start is refined
+    and the lowest ncut (first on ties) is carried up, refined at every level but the finest.
+
+    Returns (runs, levels): runs [(kind, labels)] to refine on A — every default start when
+    A is small, the carried-up winner otherwise — and the number of coarsening levels."""
+    if A.shape[0] <= SPECTRAL_DIRECT_MAX:
+        return default_starts(GraphKernel(A, n_threads=n_threads), k, rng), 0
+    levels, coarsest = coarsen(A, rng, SPECTRAL_DIRECT_MAX)
+    kernel = GraphKernel(coarsest, n_threads=n_threads)
+    best = None
+    for kind, labels in default_starts(kernel, k, rng):
+        run = refine(kernel, labels, k, max_iter)
+        ncut = run.sums.ncut()
+        if best is None or ncut < best[0]:
+            best = (ncut, kind, run.labels)
+    if best is None:
+        return [], len(levels)
+    _, kind, labels = best
+    for level_A, coarse_of in reversed(levels[1:]):
+        labels = labels[coarse_of]
+        labels = refine(GraphKernel(level_A, n_threads=n_threads), labels, k, max_iter).labels
+    if levels:
+        labels = labels[levels[0][1]]
+    return [(kind, np.ascontiguousarray(labels, dtype=np.int32))], len(levels)
+
+
+def laplacian_eigenvalues(kernel, r, rng):
+    """The r smallest eigenvalues of the normalized Laplacian L = I − D^{-½}AD^{-½},
+    ascending: 1 − the r largest of D^{-½}AD^{-½} (``top_eigenvectors``: Lanczos on the
+    sparse matrix above ``SPECTRAL_DENSE_MAX`` nodes, a dense ``eigh`` below)."""
+    lam, _ = top_eigenvectors(kernel, r, rng)
+    return np.sort(1.0 - lam)
+
+
+def eigengaps(eigenvalues, ks):
+    """gap_k = λ_{k+1} − λ_k of ascending Laplacian eigenvalues λ_1 ≤ λ_2 ≤ … (von Luxburg,
+    "A tutorial on spectral clustering", 2007: k clusters show as k eigenvalues near 0 and a
+    gap after them), for each k of ``ks``; None where λ_{k+1} is not among them."""
+    lam = np.asarray(eigenvalues)
+    return [float(lam[k] - lam[k - 1]) if 1 <= k < lam.size else None for k in ks]

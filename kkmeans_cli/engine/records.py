@@ -88,6 +88,18 @@ class NystroemState:
 
 
 @dataclass(frozen=True)
+class GraphState:
+    """A graph kernel's fitted state (``kernels/graph_fit.py``): ``model`` (the
+    ``GraphModel`` predictions of new points read; None for an affinity given as is, which
+    has no coordinates), ``info`` (``kernels.graph.GraphInfo``: neighbours, nodes,
+    components, nnz) and ``ncut``, the normalized cut of the labels."""
+
+    model: object
+    info: object
+    ncut: float
+
+
+@dataclass(frozen=True)
 class FitResult:
     """Everything a fit found, for the estimator's fitted attributes.
 
@@ -96,7 +108,8 @@ class FitResult:
     iterations used (``sample_weight``), the training rows kept for predict (``X_fit``; None
     for precomputed and Nyström models), ``n_features``, ``fit_stats``, and the parts of the
     state that only some fits have: ``psd`` (``kernels.psd.PSDState`` or None), ``ncut``
-    (:class:`NcutState`), ``nystroem`` (:class:`NystroemState`). ``outer_sums``: F of the
+    (:class:`NcutState`), ``nystroem`` (:class:`NystroemState`), ``graph``
+    (:class:`GraphState`, a graph kernel's fit). ``outer_sums``: F of the
     labels on exactly a kernel matrix that was given (a sweep's measures reuse it), or None.
     """
 
@@ -115,3 +128,4 @@ class FitResult:
     ncut: object = None
     nystroem: object = None
     outer_sums: object = None
+    graph: object = None

@@ -43,6 +43,7 @@ from ..errors import DataError
 from . import _knn_graph
 
 WEIGHTINGS = ("connectivity", "self-tuning")
+DEFAULT_NEIGHBORS = 20      # other points in a neighbourhood by default (``default_neighbors``)
 SCALE_NEIGHBOR = 7          # Zelnik-Manor & Perona's σ_i: the 7th nearest other point
 TREE_MAX_DIM = 15           # k-d tree up to this dimension, blocked exact search above
 SEARCH_BLOCK_BYTES = 64 << 20   # distance block of the exact search
@@ -182,15 +183,44 @@ def edge_weights(dist, idx, weighting, scales_row, scales_col):
 
 
 # -- the graph -------------------------------------------------------------------------------
-def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1):
+def default_neighbors(n_nodes, n_clusters):
+    """The default ``n_neighbors`` (counting the point itself) for ``n_nodes`` distinct
+    points and ``n_clusters`` clusters: m = ``DEFAULT_NEIGHBORS`` other points, then
+    m ← min(m, ⌊n_nodes/k⌋ − 1, n_nodes − 1), at least 1; n_neighbors = m + 1.
+
+    20 other neighbours is the one value that met every target on the scikit-learn cluster
+    gallery at 500, 1500 and 2000 points and on iris, wine, breast cancer and digits (raw and
+    standardized) — fewer fail noisy circles and rings, more fail them at 500 points; the cap
+    keeps a neighbourhood within one cluster's share of tiny data (benchmarks/bench_graph.py,
+    docs/performance.md)."""
+    m = min(DEFAULT_NEIGHBORS, int(n_nodes) // max(1, int(n_clusters)) - 1, int(n_nodes) - 1)
+    return max(1, m) + 1
+
+
+def check_n_neighbors(n_neighbors):
+    """None (the default rule) or an int ≥ 1 (``ValueError`` otherwise)."""
+    if n_neighbors is None:
+        return None
+    if isinstance(n_neighbors, (bool, np.bool_)) or not isinstance(n_neighbors,
+                                                                   (int, np.integer)):
+        raise ValueError(f"n_neighbors must be a positive integer or None, got "
+                         f"{n_neighbors!r}")
+    if int(n_neighbors) < 1:
+        raise ValueError(f"n_neighbors must be at least 1, got {n_neighbors}")
+    return int(n_neighbors)
+
+
+def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_clusters=None):
     """The symmetrized k-nearest-neighbour graph of X (module docstring).
 
     Parameters
     ----------
     X : array (n, d), finite
-    n_neighbors : int ≥ 1, neighbours of each point counting itself (at most n)
+    n_neighbors : int ≥ 1, neighbours of each point counting itself (at most n), or None:
+        ``default_neighbors`` of the distinct points and ``n_clusters``
     weighting : 'connectivity' or 'self-tuning'
     n_threads : int, workers of the neighbour search
+    n_clusters : int, the k of the default rule (needed when n_neighbors is None)
 
     Returns
     -------
@@ -198,18 +228,23 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1):
     """
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
-    if int(n_neighbors) < 1:
-        raise ValueError(f"n_neighbors must be at least 1, got {n_neighbors}")
+    given = check_n_neighbors(n_neighbors)
+    if given is None and n_clusters is None:
+        raise ValueError("n_neighbors=None (the default rule) needs n_clusters")
     X = np.ascontiguousarray(X, dtype=np.float64) + 0.0     # −0.0 → 0.0: copies compare equal
     check_points(X)
     n = X.shape[0]
-    k = int(min(n_neighbors, n))
+    wanted = given if given is not None else default_neighbors(n, n_clusters)
+    k = int(min(wanted, n))
     base_of, points, counts = None, X, np.ones(n)
     order, dist, idx = self_neighbours(points, k, n_threads)
     if k >= 2 and np.any(dist[:, 1] == 0.0):
         base_of, points, counts = distinct_nodes(X)
-        k = int(min(n_neighbors, points.shape[0]))
+        if given is None:
+            wanted = default_neighbors(points.shape[0], n_clusters)
+        k = int(min(wanted, points.shape[0]))
         order, dist, idx = self_neighbours(points, k, n_threads)
+    n_neighbors = wanted
     node_of, nodes = base_of, points
     if order is not None:
         rank = inverse_permutation(order)
@@ -312,22 +347,31 @@ def components(A):
 
 
 # -- a given affinity ------------------------------------------------------------------------
-def check_affinity(A, what="affinity"):
+def check_affinity(A, what="affinity", n_clusters=None):
     """A user-given affinity as CSR float64 with sorted indices, exactly symmetric.
 
-    Raises ``DataError`` (one line, naming the first bad row and column) unless A is square,
-    finite, non-negative, symmetric within ``SYMMETRY_RTOL`` × max A_ij, and every row has a
-    positive entry (a row of zeros is a point of degree 0, outside every cut). The stored
-    matrix is (A + Aᵀ)/2, so rounding asymmetry does not reach the engine.
+    Raises ``DataError`` (one line, naming the first bad row and column) unless A is a
+    non-empty square matrix of real numbers, finite, non-negative, symmetric within
+    ``SYMMETRY_RTOL`` × max A_ij, every row has a positive entry (a row of zeros is a point
+    of degree 0, outside every cut) and, when ``n_clusters`` is given, A has at least that many
+    points. The stored matrix is (A + Aᵀ)/2, so rounding asymmetry does not reach the engine.
     """
     from scipy import sparse
 
     if not sparse.issparse(A):
-        A = np.asarray(A)
-        if A.ndim != 2:
-            raise DataError(f"{what} must be a 2-D matrix, got {A.ndim} dimensions")
+        try:
+            A = np.asarray(A)
+        except (TypeError, ValueError) as exc:
+            raise DataError(f"{what} is not a matrix ({exc})") from None
+    if A.ndim != 2:
+        raise DataError(f"{what} must be a 2-D matrix, got {A.ndim} dimensions")
     if A.shape[0] != A.shape[1]:
         raise DataError(f"{what} must be square, got {A.shape[0]}×{A.shape[1]}")
+    if A.shape[0] == 0:
+        raise DataError(f"{what} is empty (0×0): there are no points to cluster")
+    if n_clusters is not None and int(n_clusters) > A.shape[0]:
+        raise DataError(f"{what} has {A.shape[0]} points, fewer than the {int(n_clusters)} "
+                        f"clusters asked for")
     if not (np.issubdtype(A.dtype, np.number) and not np.iscomplexobj(A)) \
             and A.dtype != np.bool_:
         raise DataError(f"{what} must hold real numbers, got dtype {A.dtype}")
@@ -369,9 +413,9 @@ def _check_symmetric(A, rows, what):
                     f"row {c}, column {r} holds {A[c, r]:.6g}")
 
 
-def given_graph(A):
+def given_graph(A, n_clusters=None):
     """A checked user affinity as a ``Graph`` (every point its own node, no coordinates)."""
-    E = check_affinity(A)
+    E = check_affinity(A, n_clusters=n_clusters)
     n = E.shape[0]
     n_comp, comp = components(E)
     sizes = np.bincount(comp, minlength=n_comp)

@@ -34,7 +34,6 @@ from ..errors import DataError
 from . import graph as kgraph
 
 STARTS = ("auto", "multilevel", "spectral")
-SPECTRAL_MIX_MAX = 20_000     # 'auto': one spectral start more up to this many nodes
 
 
 @dataclass(frozen=True)
@@ -139,6 +138,8 @@ class GraphFitResult:
     graph: object
     kernel: object
     sums: GraphSums
+    start_kinds: tuple = ()
+    levels: int = 0
 
     @property
     def inner_sums(self):
@@ -153,6 +154,7 @@ class GraphFitResult:
                 "n_iter_": self.n_iter, "converged_": self.converged, "ncut_": self.ncut,
                 "fit_stats_": {"graph": dict(vars(self.graph.info)), "start": self.start,
                                "start_ncuts": list(self.start_ncuts),
+                               "start_kinds": list(self.start_kinds), "levels": self.levels,
                                "refine_moves": self.hartigan_moves,
                                "sigma": self.kernel.sigma}}
 
@@ -166,7 +168,7 @@ class GraphFitResult:
                           g.info.n_neighbors, g.info.weighting)
 
 
-def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=10,
+def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
               weighting="connectivity", start="auto", n_init=3, max_iter=300,
               random_state=None, n_threads=None):
     """Minimise the normalized cut of the k-nearest-neighbour graph of X (or of ``affinity``).
@@ -176,12 +178,13 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=10,
     X : array (n, d) or None when ``affinity`` is given
     n_clusters : int, 1 ≤ k ≤ number of nodes
     affinity : sparse or dense (n, n), checked by ``kernels.graph.check_affinity``
-    n_neighbors, weighting : the graph (``kernels.graph.knn_graph``)
-    start : 'auto' (components when there are ≥ k, else ``start_kinds``), 'multilevel',
-        'spectral'
-    n_init : starts tried when the components do not settle it
+    n_neighbors : int ≥ 1 counting the point itself, or None: 20 other points, capped for
+        tiny data (``kernels.graph.default_neighbors``)
+    weighting : the graph's weights (``kernels.graph.knn_graph``)
+    start : 'auto' (module docstring), 'multilevel' or 'spectral' (``n_init`` of them)
+    n_init : starts tried by 'multilevel' and 'spectral' ('auto' runs its fixed set)
     max_iter : Lloyd passes per run
-    random_state : None, int or numpy Generator (coarsening orders, embedding k-means)
+    random_state : None, int or numpy Generator (embedding k-means, coarsening orders)
     n_threads : threads of the neighbour search and the passes (None: every core)
 
     Returns
@@ -193,15 +196,32 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=10,
     n_threads = effective_n_threads(n_threads)
     rng = random_state if isinstance(random_state, np.random.Generator) \
         else np.random.default_rng(random_state)
-    graph = kgraph.given_graph(affinity) if affinity is not None else \
-        kgraph.knn_graph(X, n_neighbors, weighting, n_threads)
+    graph = build_graph(X, n_clusters, affinity, n_neighbors, weighting, n_threads)
+    return fit_on_graph(graph, n_clusters, start=start, n_init=n_init, max_iter=max_iter,
+                        rng=rng, n_threads=n_threads)
+
+
+def build_graph(X, n_clusters, affinity=None, n_neighbors=None, weighting="connectivity",
+                n_threads=1):
+    """The ``kernels.graph.Graph`` of a fit: the checked ``affinity``, or the neighbour graph
+    of X (``n_neighbors`` None: the default rule for ``n_clusters``)."""
+    if affinity is not None:
+        return kgraph.given_graph(affinity, n_clusters)
+    return kgraph.knn_graph(X, n_neighbors, weighting, n_threads, n_clusters=int(n_clusters))
+
+
+def fit_on_graph(graph, n_clusters, *, start="auto", n_init=3, max_iter=300, rng=None,
+                 n_threads=1, kernel=None):
+    """The normalized-cut fit of ``fit_graph`` on a built graph (``sweep_graph`` builds one
+    graph for every k)."""
     k = int(n_clusters)
     if not 1 <= k <= graph.info.n_nodes:
         raise ValueError(f"n_clusters must be between 1 and the {graph.info.n_nodes} "
                          f"distinct points, got {k}")
-    kernel = GraphKernel(graph.affinity, n_threads=n_threads)
+    rng = np.random.default_rng() if rng is None else rng
+    kernel = GraphKernel(graph.affinity, n_threads=n_threads) if kernel is None else kernel
     with blas_threads(1):
-        runs = _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads)
+        runs, levels = _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads)
     objectives = [run.sums.objective(kernel) for _, run in runs]
     best_kind, best = runs[int(np.argmin(objectives))]
     return GraphFitResult(
@@ -209,25 +229,27 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=10,
         ncut=best.sums.ncut(), objective=min(objectives), n_iter=best.n_iter,
         converged=best.converged, hartigan_moves=best.hartigan_moves, start=best_kind,
         start_ncuts=tuple(run.sums.ncut() for _, run in runs), graph=graph, kernel=kernel,
-        sums=best.sums)
+        sums=best.sums, start_kinds=tuple(kind for kind, _ in runs), levels=levels)
 
 
 def start_kinds(start, n_init, n_nodes):
-    """The start of each run: 'auto' runs ``n_init`` multilevel starts and, up to
-    ``SPECTRAL_MIX_MAX`` nodes (where its Lanczos is cheap), one spectral start more."""
-    n_init = max(1, int(n_init))
-    if start != "auto":
-        return [start] * n_init
-    return ["multilevel"] * n_init + (["spectral"] if n_nodes <= SPECTRAL_MIX_MAX else [])
+    """The start of each run of 'multilevel' or 'spectral': ``n_init`` of that kind."""
+    return [start] * max(1, int(n_init))
 
 
 def _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads):
-    """[(start kind, GraphRun)] of every start tried."""
+    """([(start kind, GraphRun)] of every start tried, coarsening levels of the default)."""
     if start == "auto":
         labels = graph_starts.component_start(graph.components, graph.info.n_components,
                                               kernel.degrees, k)
         if labels is not None:
-            return [("components", refine(kernel, labels, k, max_iter))]
+            return [("components", refine(kernel, labels, k, max_iter))], 0
+        starts, levels = graph_starts.best_default_start(graph.affinity, k, rng, max_iter,
+                                                         n_threads)
+        if starts:
+            return [(kind, refine(kernel, labels, k, max_iter)) for kind, labels in starts], \
+                levels
+        start, n_init = "multilevel", 1          # no start with k clusters: V is degenerate
     runs, embedding = [], None
     for kind in start_kinds(start, n_init, kernel.n):
         if kind == "multilevel":
@@ -238,7 +260,7 @@ def _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads):
                 embedding = graph_starts.spectral_embedding(kernel, k, rng)
             labels = graph_starts.spectral_start(kernel, k, rng, embedding)
         runs.append((kind, refine(kernel, labels, k, max_iter)))
-    return runs
+    return runs, 0
 
 
 # -- prediction ------------------------------------------------------------------------------

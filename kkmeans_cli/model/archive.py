@@ -46,7 +46,10 @@ MEMBER_KINDS = {"meta": "U", "labels": "i", "weights": "f", "cluster_sizes": "i"
                  "scale_offset": "f", "scale_factor": "f", "psd_train_diag": "f",
                  "psd_components": "f", "psd_eigenvalues": "f", "psd_col_means": "f",
                  "degrees": "f", "degree_weights": "f", "landmarks": "f",
-                 "nystroem_transform": "f", "centers": "f", "kernel_offset": "f"}
+                 "nystroem_transform": "f", "centers": "f", "kernel_offset": "f",
+                 "graph_nodes": "f", "graph_counts": "f", "graph_node_labels": "i",
+                 "graph_degrees": "f", "graph_vol": "f", "graph_links": "f",
+                 "graph_scales": "f"}
 
 
 _META_MAX_BYTES = 64 * 2 ** 20
@@ -66,7 +69,11 @@ def _expected_shapes(meta):
             "degree_weights": (n,), "landmarks": (m, d),
             # m×m (the full transform) or m×s (the rank-restricted projection, s ≤ m):
             # checked against the rank in model/parts.py (NystroemPart.load)
-            "nystroem_transform": (m, None), "centers": (k, None), "kernel_offset": (d,)}
+            "nystroem_transform": (m, None), "centers": (k, None), "kernel_offset": (d,),
+            # a graph kernel's m ≤ n nodes (model/parts.py, GraphPart)
+            "graph_nodes": (None, d), "graph_counts": (None,), "graph_node_labels": (None,),
+            "graph_degrees": (None,), "graph_vol": (k,), "graph_links": (k,),
+            "graph_scales": (None,)}
 
 
 def read_archive(path):

@@ -8,6 +8,7 @@ from sklearn.utils.validation import check_array, validate_data
 from ..errors import TooFewDistinctPointsError, WeightsError
 from ..kernels.functions import (FLOAT_MAX, check_domain, check_range, count_distinct,
                                  data_offset)
+from ..kernels.graph import check_affinity
 from ..kernels.psd import PRECOMPUTED, check_square
 
 FLOAT_TINY = float(np.finfo(np.float64).tiny)
@@ -33,6 +34,20 @@ def check_data(X, kernel, square=True, estimator=None, reset=False):
     if not X.flags.writeable:  # a read-only buffer (memory map): the engine's views need write
         X = X.copy()
     return np.ascontiguousarray(X)
+
+
+def check_graph_data(X, given, estimator=None):
+    """(X, affinity) of a graph fit: for kernel 'knn' the points X checked as
+    :func:`check_data` does (affinity None); for a sparse affinity given as X (kernel
+    'precomputed') X None and the affinity checked by ``kernels.graph.check_affinity``
+    (square, finite, non-negative, symmetric, no empty row; a ``DataError``, a
+    ``ValueError``, naming the first bad row and column)."""
+    if not given:
+        return check_data(X, "knn", estimator=estimator, reset=True), None
+    if estimator is not None:
+        X = validate_data(estimator, X, reset=True, accept_sparse="csr", dtype=np.float64,
+                          ensure_all_finite=False)
+    return None, check_affinity(X)
 
 
 def check_fit_values(X, kernel, weights, n_clusters, objective="kmeans"):

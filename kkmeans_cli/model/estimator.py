@@ -1,11 +1,12 @@
 """``KernelKMeans``: weighted kernel k-means with a scikit-learn style API."""
 import numpy as np
+from scipy import sparse
 from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin,
                           TransformerMixin)
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _options
-from ..engine.records import NcutState, NystroemState
+from ..engine.records import GraphState, NcutState, NystroemState
 from ..engine.threads import blas_threads, effective_n_threads
 from ..kernels.functions import check_range, data_offset, resolve_dtype
 from ..kernels.nystroem import NystroemFeatures, shared_features
@@ -13,12 +14,14 @@ from ..kernels.psd import PRECOMPUTED
 from ..measures import features as feature_measures
 from ..measures import metrics as quality
 from ..memory import check, plan
-from .checks import check_data, check_fit_values, check_init_labels, check_weights
-from .fitting import fit_arrays, nystroem_plan, resolved_kernel
-from .params import PARAMETER_CONSTRAINTS, fit_rngs, validate_params
+from .checks import (check_data, check_fit_values, check_graph_data, check_init_labels,
+                     check_weights)
+from .fitting import (check_graph_neighbors, fit_arrays, fit_graph_arrays, nystroem_plan,
+                      resolved_kernel)
+from .params import PARAMETER_CONSTRAINTS, check_graph_settings, fit_rngs, validate_params
 from .planning import plan_fit, route_of
 from .predictor import nearest as predictor_nearest
-from .predictor import predictor
+from .predictor import no_graph_coordinates, predictor
 
 
 # The planning thresholds (LAZY_MIN_N, LAZY_BUDGET, ELKAN_MAX_FEATURES, ELKAN_MIN_CLUSTERS,
@@ -57,11 +60,27 @@ _PART_ATTRIBUTES = {
                  ("n_landmarks_", "n_landmarks"), ("nystroem_rank_", "rank"),
                  ("nystroem_dtype_", "dtype"), ("centers_", "centers"),
                  ("nystroem_stats_", "stats")),
+    "graph": (("graph_model_", "model"), ("graph_info_", "info"), ("ncut_", "ncut")),
+}
+
+
+# The same checks for the graph kernel 'knn' (the default), with its reasons.
+EXPECTED_FAILED_CHECKS_GRAPH = {
+    "check_sample_weight_equivalence_on_dense_data": (
+        "a graph fit weighs its points by their degrees: it takes no sample weights but "
+        "equal ones (a ValueError says so), and repeated rows are one node of the graph"),
+    "check_sample_weights_shape": EXPECTED_FAILED_CHECKS["check_sample_weights_shape"],
+    "check_sample_weights_not_overwritten": (
+        "its weights are not all equal, which a graph fit refuses (it weighs points by their "
+        "degrees); fit does not modify sample_weight (tests/test_sklearn_api.py)"),
 }
 
 
 def expected_failed_checks(estimator):
-    """:data:`EXPECTED_FAILED_CHECKS`: check name → why it cannot hold."""
+    """:data:`EXPECTED_FAILED_CHECKS` (for the graph kernel
+    :data:`EXPECTED_FAILED_CHECKS_GRAPH`): check name → why it cannot hold."""
+    if getattr(estimator, "kernel", None) in _options.GRAPH_KERNELS:
+        return dict(EXPECTED_FAILED_CHECKS_GRAPH)
     return dict(EXPECTED_FAILED_CHECKS)
 
 
@@ -82,8 +101,18 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
     ----------
     n_clusters : int, default 8
         Number of clusters k, 1 ≤ k ≤ n_samples.
-    kernel : {'rbf', 'linear', 'poly', 'sigmoid', 'laplacian', 'chi2', 'cosine', 'precomputed'}
+    kernel : {'rbf', 'linear', 'poly', 'sigmoid', 'laplacian', 'chi2', 'cosine', 'knn', \
+'precomputed', 'precomputed-distance'}
         Kernel function; 'precomputed' means X is the n×n kernel matrix.
+        'knn': the normalized cut of the k-nearest-neighbour graph of X (``n_neighbors``,
+        connectivity weights), minimised as weighted kernel k-means with weights w = D on
+        K = σD⁻¹ + D⁻¹AD⁻¹ (Dhillon, Guan & Kulis, "Kernel k-means, spectral clustering and
+        normalized cuts", KDD 2004; ``kernels/graph_fit.py``); ``objective`` is the
+        normalized cut whatever it says, and the dense kernels' settings (gamma, storage,
+        approx, psd_repair, solver='embed', algorithm='elkan', init labels or 'random',
+        cluster) are refused. 'precomputed' with a SciPy sparse X: X is such an affinity
+        graph (n×n, symmetric, non-negative, no empty row), clustered the same way; such a
+        model cannot place new points (``predict`` raises).
     gamma : float, 'median' or 'scale', default 'median'
         Width of rbf/laplacian/chi2, scale of poly/sigmoid. 'median': γ·median pair distance
         = ½ (for rbf γ = 1/(2·median ‖x−y‖²)) on a seeded sample of pairs; 'scale':
@@ -162,6 +191,12 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
     solver : {'lloyd', 'embed'}, default 'lloyd'
         'embed': k-means on V Λ^½ of K = V Λ Vᵀ (all eigenvectors for n ≤ 2000, else the
         leading ones), scored on K; a cross-check of Lloyd (see ``embed.py``).
+    n_neighbors : int or None
+        With ``kernel='knn'``: the neighbours of each point in its graph, itself included
+        (1 ≤ n_neighbors < n_samples); None: the engine's default rule, 20 other points
+        capped at ⌊n_distinct/k⌋ − 1 and n_distinct − 1 (``kernels.graph.default_neighbors``).
+        ``n_init`` counts the starts of ``init='spectral'`` only: the default starts of a
+        graph are a fixed set (``kernels/graph_fit.py``).
     cluster : distributed.Client, str or None
         Run the Nyström fit on a Dask cluster (``distributed/``): a ``Client``, ``'local:N'``
         (N worker processes on 127.0.0.1 for the call) or a scheduler address or file. X may
@@ -208,7 +243,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
                  random_state=None, dtype=_D["dtype"], n_threads=None, approx=_D["approx"],
                  n_landmarks=None, memory_limit=None, objective=_D["objective"],
                  refine=_D["refine"], psd_repair=_D["psd_repair"], solver=_D["solver"],
-                 storage=_D["storage"], nystroem_rank=None, cluster=None):
+                 storage=_D["storage"], nystroem_rank=None, cluster=None, n_neighbors=None):
         self.n_clusters = n_clusters
         self.kernel = kernel
         self.gamma = gamma
@@ -232,6 +267,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         self.storage = storage
         self.nystroem_rank = nystroem_rank
         self.cluster = cluster
+        self.n_neighbors = n_neighbors
 
     # -- scikit-learn conventions ------------------------------------------------------------
     def _validate_params(self):
@@ -245,7 +281,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         tags.input_tags.pairwise = self.kernel in PRECOMPUTED
         tags.input_tags.positive_only = self.kernel == "chi2"
         tags.input_tags.allow_nan = False
-        tags.input_tags.sparse = False
+        # A sparse X is an affinity graph for kernel='precomputed' (the graph route).
+        tags.input_tags.sparse = self.kernel == "precomputed"
         # transform returns float64 distances whatever the input's type.
         tags.transformer_tags.preserves_dtype = ["float64"]
         return tags
@@ -291,6 +328,9 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             from ..distributed import api  # imports Dask: only when a cluster is used
 
             return api.fit(X, sample_weight, params, fit_rngs(self.random_state), progress)
+        if self.kernel in _options.GRAPH_KERNELS or (self.kernel == "precomputed"
+                                                     and sparse.issparse(X)):
+            return self._graph_fit_result(X, sample_weight)
         X = check_data(X, self.kernel, estimator=self, reset=True)
         n = X.shape[0]
         if self.n_clusters > n:
@@ -303,6 +343,31 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         plan = plan_fit(params, n, X.shape[1], kernel_given=kernel_matrix is not None)
         return fit_arrays(X, weights, init_labels, kernel_matrix, params, plan,
                           fit_rngs(self.random_state), progress)
+
+    def _graph_fit_result(self, X, sample_weight):
+        """The fit of a graph kernel (``fitting.fit_graph_arrays``): the k-nearest-neighbour
+        graph of X (kernel 'knn') or X itself, a sparse affinity (kernel 'precomputed').
+        Sample weights: none, or all equal (they scale every degree alike and change no
+        cut); the graph's own weights are its edges."""
+        given = self.kernel == "precomputed"
+        if given:
+            check_graph_settings(self.get_params(deep=False),
+                                 "kernel='precomputed' with a sparse X", "that affinity graph")
+        X, affinity = check_graph_data(X, given, estimator=self)
+        n = (affinity if given else X).shape[0]
+        if self.n_clusters > n:
+            raise ValueError(f"n_clusters={self.n_clusters} is larger than the number of "
+                             f"samples (n_samples={n})")
+        weights = check_weights(sample_weight, n, self.n_clusters)
+        if np.any(weights != weights[0]):
+            raise ValueError(f"sample_weight must be the same for every point with "
+                             f"kernel={self.kernel!r} (a graph fit weighs points by their "
+                             f"degrees); give equal weights or none")
+        if not given:
+            check_graph_neighbors(self.n_neighbors, n)
+            check_fit_values(X, "knn", weights, self.n_clusters)
+        return fit_graph_arrays(X, affinity, self.get_params(deep=False),
+                                fit_rngs(self.random_state), effective_n_threads(self.n_threads))
 
     def _set_fitted(self, result):
         """Write the fitted attributes (``*_``) from a :class:`FitResult`: the one place that
@@ -323,11 +388,17 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         self.n_features_in_ = result.n_features
         self.fit_stats_ = result.fit_stats
         self.psd_ = result.psd
+        written = set()
         for part, attributes in _PART_ATTRIBUTES.items():
             state = getattr(result, part)
             if state is not None:
                 for attribute, name in attributes:
                     setattr(self, attribute, getattr(state, name))
+                    written.add(attribute)
+        # A graph fit's state does not outlive a refit with another kernel.
+        for attribute in ("graph_model_", "graph_info_"):
+            if attribute not in written and hasattr(self, attribute):
+                delattr(self, attribute)
         return self
 
     def starts_blocked(self, n_samples, n_features):
@@ -346,6 +417,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         as ``kernel_matrix`` for several fits of the same data; with ``approx='nystroem'``
         the Nyström features of X (``progress``: as in :meth:`fit`)."""
         self._validate_params()
+        if self.kernel in _options.GRAPH_KERNELS:
+            raise ValueError("kernel='knn' builds a sparse neighbour graph, no kernel matrix")
         X = check_data(X, self.kernel)
         check_range(self.kernel, X, X.shape[0],
                     offset=data_offset(self.kernel, X, self.objective, quiet=True))
@@ -378,6 +451,9 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         """
         self._check_fitted()
         n_threads = effective_n_threads(self.n_threads)
+        if getattr(self, "graph_info_", None) is not None:
+            raise ValueError("a graph kernel's model is scored by the graph's silhouette "
+                             "(kkmeans_cli.measures.graph_silhouette), not on a kernel matrix")
         if self.approx == "nystroem":
             if not isinstance(kernel_matrix, NystroemFeatures):
                 raise ValueError("a Nyström model is scored on its features: pass "
@@ -429,21 +505,26 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
     def _predictor(self):
         """This fitted model as the record predictions read (``model/predictor.py``)."""
         ncut = (NcutState(self.degrees_, self.degree_weights_) if self.objective == "ncut"
-                else None)
+                and getattr(self, "graph_info_", None) is None else None)
         nys = (NystroemState(landmarks=self.landmarks_, transform=self.nystroem_transform_,
                              n_landmarks=self.n_landmarks_, rank=self.nystroem_rank_,
                              dtype=getattr(self, "nystroem_dtype_", None),
                              centers=self.centers_) if self.approx == "nystroem" else None)
+        graph = (GraphState(self.graph_model_, self.graph_info_, self.ncut_)
+                 if getattr(self, "graph_info_", None) is not None else None)
         return predictor(self.get_params(deep=False), kernel=self.kernel_, labels=self.labels_,
                          sample_weight=self.sample_weight_, inner_sums=self.inner_sums_,
                          cluster_weights=self.cluster_weights_,
                          n_features=self.n_features_in_, X_fit=self.X_fit_,
-                         psd=getattr(self, "psd_", None), ncut=ncut, nystroem=nys)
+                         psd=getattr(self, "psd_", None), ncut=ncut, nystroem=nys, graph=graph)
 
     def _nearest(self, X, kernel_diag, want_distances):
         self._check_fitted()
+        model = self._predictor()
+        if getattr(self, "graph_info_", None) is not None and self.kernel == "precomputed":
+            raise ValueError(no_graph_coordinates())
         X = check_data(X, self.kernel, square=False, estimator=self, reset=False)
-        return predictor_nearest(self._predictor(), X, kernel_diag, want_distances,
+        return predictor_nearest(model, X, kernel_diag, want_distances,
                                  effective_n_threads(self.n_threads))
 
     # -- helpers -----------------------------------------------------------------------------

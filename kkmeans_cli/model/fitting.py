@@ -13,12 +13,13 @@ import numpy as np
 
 from ..engine.features import default_rank
 from ..engine.ncut import ncut_fit_kernel, ncut_value
-from ..engine.records import FitResult, FitSpec, NcutState
+from ..engine.records import FitResult, FitSpec, GraphState, NcutState
 from ..engine.run import run_restarts
 from ..engine.threads import blas_threads
 from ..errors import DataError, KKMeansWarning
 from ..kernels import nystroem
 from ..kernels.functions import Kernel, check_range, data_offset, resolve_gamma
+from ..kernels.graph_fit import fit_graph
 from ..kernels.psd import PRECOMPUTED, check_and_repair
 from ..kernels.psd import fit_stats as psd_fit_stats
 from ..kernels.sources import BlockedKernel, InMemoryKernel, LazyKernel
@@ -223,3 +224,64 @@ def check_kernel_matrix(K, n, dtype):
         K = np.ascontiguousarray(K, dtype=dtype)
     return K
 
+
+
+# -- the graph kernels -----------------------------------------------------------------------
+def check_graph_neighbors(n_neighbors, n):
+    """An ``n_neighbors`` given for n points must be below n (``ValueError``): n neighbours
+    and more link every point to every other, a graph with no structure to cut."""
+    if n_neighbors is not None and n > 1 and int(n_neighbors) >= n:
+        raise ValueError(f"n_neighbors={int(n_neighbors)} must be less than the number of "
+                         f"points ({n}): each point's neighbours count itself, and {n} would "
+                         f"link every point to every other")
+
+
+def fit_graph_arrays(X, affinity, params, rngs, n_threads):
+    """A graph kernel's fit (``kernels/graph_fit.py``): the normalized cut of the
+    k-nearest-neighbour graph of the checked points X (kernel 'knn'; ``n_neighbors`` None:
+    the engine's default rule, ``kernels.graph.default_neighbors``), or of a given sparse
+    ``affinity`` (kernel 'precomputed'; X None), as weighted kernel k-means with weights
+    w = D on K = σD⁻¹ + D⁻¹AD⁻¹ (Dhillon, Guan & Kulis, "Kernel k-means, spectral clustering
+    and normalized cuts", KDD 2004; docs/engine.md).
+
+    The weights of the points are their degrees (a point with u copies carries 1/u of its
+    node's degree), so that ``cluster_weights`` (the volumes) are their sums per cluster as
+    for every other fit; J − ncut is the same for every labelling with k clusters
+    (J = σ(n − k) + ncut, docs/engine.md), so the objective of each start is the winner's J
+    shifted by the difference of their cuts.
+
+    Returns
+    -------
+    FitResult
+    """
+    _, fit_rng = rngs
+    k = int(params["n_clusters"])
+    start = "spectral" if params["init"] == "spectral" else "auto"
+    t0 = time.perf_counter()
+    fit = fit_graph(X, k, affinity=affinity, n_neighbors=params["n_neighbors"], start=start,
+                    n_init=int(params["n_init"]), max_iter=int(params["max_iter"]),
+                    random_state=fit_rng, n_threads=n_threads)
+    t1 = time.perf_counter()
+    fitted = fit.fitted_attributes()
+    graph, kernel = fit.graph, fit.kernel
+    per_node = kernel.degrees / graph.counts
+    weights = np.ascontiguousarray(graph.point_labels(per_node), dtype=np.float64)
+    ncuts = [float(c) for c in fit.start_ncuts]
+    kinds = list(fit.start_kinds)
+    info = {key: (list(value) if isinstance(value, tuple) else value)
+            for key, value in vars(graph.info).items()}
+    stats = {"kernel_seconds": 0.0, "iteration_seconds": t1 - t0,
+             "restart_inertias": [fit.objective - fit.ncut + c for c in ncuts],
+             "best_restart": int(np.argmin(ncuts)), "n_threads": int(n_threads),
+             "storage": "graph", "graph": info, "start_kinds": kinds,
+             "best_start": fit.start, "start_ncuts": ncuts,
+             "refine_moves": int(fit.hartigan_moves), "sigma": float(kernel.sigma),
+             "ncut": float(fit.ncut)}
+    name = "knn" if X is not None else "precomputed"
+    return FitResult(labels=fitted["labels_"], inertia=float(fit.objective),
+                     inner_sums=np.asarray(fitted["inner_sums_"], dtype=np.float64),
+                     cluster_weights=np.asarray(fitted["cluster_weights_"], dtype=np.float64),
+                     n_iter=int(fit.n_iter), converged=bool(fit.converged),
+                     kernel=Kernel(name), sample_weight=weights, X_fit=None,
+                     n_features=(X if X is not None else affinity).shape[1], fit_stats=stats,
+                     graph=GraphState(fit.model(), info, float(fit.ncut)))

@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from .._options import GRAPH_KERNELS
 from .._version import __version__
 from ..engine.records import FitResult
 from ..io.scaling import Scaler
@@ -195,7 +196,8 @@ def load_model(path):
     n, d, k = meta["n_samples"], meta["n_features"], meta["n_clusters"]
     precomputed = meta["kernel"] in ("precomputed", "precomputed-distance")
     nystroem = meta.get("approx", "none") == "nystroem"  # landmarks replace X_fit
-    required = list(_KEYS_ALWAYS) + ([] if precomputed or nystroem else ["X_fit"])
+    graph = meta["kernel"] in GRAPH_KERNELS  # the graph's nodes replace X_fit
+    required = list(_KEYS_ALWAYS) + ([] if precomputed or nystroem or graph else ["X_fit"])
     if meta["scale"] != "none":
         required += ["scale_offset", "scale_factor"]
     for key in required:
@@ -213,7 +215,7 @@ def load_model(path):
     cluster_weights = checked_array(path, arrays, "cluster_weights", (k,), "f")
     inner_sums = checked_array(path, arrays, "inner_sums", (k,), "f")
     inertia = checked_array(path, arrays, "inertia", (), "f")
-    X_fit = (None if precomputed or nystroem
+    X_fit = (None if precomputed or nystroem or graph
              else checked_array(path, arrays, "X_fit", (n, d), "f"))
     scaler = Scaler("none")
     if meta["scale"] != "none":
@@ -239,7 +241,7 @@ def load_model(path):
         kernel=kernel, sample_weight=np.ascontiguousarray(weights, dtype=np.float64),
         X_fit=None if X_fit is None else np.ascontiguousarray(X_fit, dtype=np.float64),
         n_features=d, fit_stats=fit_stats, psd=states.get("psd"), ncut=states.get("ncut"),
-        nystroem=states.get("nystroem"))
+        nystroem=states.get("nystroem"), graph=states.get("graph"))
     _check_consistency(path, meta, result, params)
     return LoadedModel(result=result, params=params, meta=meta, scaler=scaler)
 
@@ -297,7 +299,7 @@ def _check_consistency(path, meta, result, params):
     kernel = meta["kernel"]
     unit = kernel in ("rbf", "laplacian", "chi2", "cosine")  # |K(x, y)| <= 1
     ncut = result.ncut
-    if params.get("objective", "kmeans") == "ncut":
+    if params.get("objective", "kmeans") == "ncut" and ncut is not None:
         # The fit's weights are the degree weights times the degrees (Dhillon, Guan and
         # Kulis, "Kernel k-means, spectral clustering and normalized cuts").
         if not np.allclose(weights, ncut.degree_weights * ncut.degrees, rtol=1e-8, atol=0):

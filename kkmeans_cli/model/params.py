@@ -65,12 +65,15 @@ PARAMETER_CONSTRAINTS = {
     # A distributed.Client, 'local[:N]' or a scheduler address or file (checked when the
     # cluster is opened, distributed/cluster.py; Dask is not imported to validate).
     "cluster": "no_validation",
+    # neighbours of each point (itself included) in the graph of kernel='knn'; None: the
+    # engine's default rule (kernels.graph.default_neighbors)
+    "n_neighbors": [_positive_int(), None],
 }
 
 
 #: Parameters that take a number (or None, a string, a generator): never a bool.
 NUMBER_PARAMS = ("n_clusters", "gamma", "degree", "coef0", "n_init", "max_iter", "tol",
-                 "random_state", "n_threads", "n_landmarks", "nystroem_rank", "memory_limit")
+                 "random_state", "n_threads", "n_landmarks", "nystroem_rank", "memory_limit", "n_neighbors")
 
 
 def validate_params(estimator):
@@ -105,12 +108,15 @@ def check_param_combination(params):
       ``solver='embed'`` and no ``objective='ncut'`` (they need the exact kernel matrix);
     - ``objective='ncut'`` needs positive degrees: not the Gower kernel of a distance matrix;
     - ``kernel='poly'``: |coef0|^degree alone may not overflow floating point;
-    - ``memory_limit`` given as a string must parse as a size.
+    - ``memory_limit`` given as a string must parse as a size;
+    - ``kernel='knn'`` (:func:`check_graph_combination`) runs the normalized cut of a sparse
+      graph in one process: none of the dense kernels' settings.
 
     Raises
     ------
     InvalidParameterError
     """
+    check_graph_combination(params)
     if params["storage"] == "blocked":
         if params["kernel"] in _options.PRECOMPUTED_KERNELS:
             raise InvalidParameterError(
@@ -149,6 +155,73 @@ def check_param_combination(params):
             parse_size(params["memory_limit"])
         except ValueError as exc:
             raise InvalidParameterError(f"memory_limit: {exc}") from None
+
+
+#: The settings of the dense kernels that a graph kernel refuses: parameter → its default
+#: (a graph kernel builds no kernel matrix, has no kernel parameter and chooses its own starts).
+GRAPH_REFUSED = {"gamma": "median", "degree": 3, "coef0": 1.0, "storage": "auto",
+                 "approx": "none", "psd_repair": "none", "solver": "lloyd"}
+
+
+def check_graph_combination(params):
+    """The rules of ``kernel='knn'`` (the normalized cut of the k-nearest-neighbour graph,
+    ``kernels/graph_fit.py``): the objective is the normalized cut ('kmeans', the default,
+    and 'ncut' both name it for this kernel); it builds no kernel matrix and has no kernel
+    parameter (no ``gamma``, ``degree``, ``coef0``, ``dtype`` but float64, ``storage``,
+    ``approx``, ``psd_repair``, ``solver='embed'``); its iterations are Lloyd's and
+    Hartigan's on the sparse graph (no ``algorithm='elkan'``, no ``refine='none'``); ``n_init``
+    counts the starts of ``init='spectral'`` (the default starts are a fixed set,
+    ``kernels/graph_fit.py``); its starts are its own (``init`` 'k-means++', the default, or
+    'spectral'; no labels, no 'random'); it runs in one process (no ``cluster``).
+    ``n_neighbors`` applies to it alone."""
+    kernel = params["kernel"]
+    if kernel not in _options.GRAPH_KERNELS:
+        if params.get("n_neighbors") is not None:
+            raise InvalidParameterError(
+                f"n_neighbors={params['n_neighbors']} sets the graph of kernel='knn'; the "
+                f"{kernel} kernel has no neighbours (use kernel='knn', or drop n_neighbors)")
+        return
+    check_graph_settings(params, "kernel='knn'", "a sparse k-nearest-neighbour graph")
+
+
+def check_graph_settings(params, name, graph):
+    """The settings a graph fit refuses (:func:`check_graph_combination`), for the route
+    ``name`` (``kernel='knn'``, or a sparse affinity with ``kernel='precomputed'``) on
+    ``graph`` (what it clusters)."""
+    why = f"{name} clusters the normalized cut of {graph}, with no kernel matrix"
+    for key, default in GRAPH_REFUSED.items():
+        if key == "gamma" and params["kernel"] not in _options.GRAPH_KERNELS:
+            continue  # a precomputed kernel ignores gamma already
+        if params[key] != default:
+            raise InvalidParameterError(
+                f"{key}={params[key]!r} is a setting of the dense kernels; {why} (leave "
+                f"{key}={default!r}, or choose another kernel such as kernel='rbf')")
+    if np.dtype(params["dtype"]) != np.float64:
+        raise InvalidParameterError(
+            f"dtype={np.dtype(params['dtype']).name!r} is the storage of a kernel matrix; "
+            f"{why} (leave dtype='float64')")
+    if params["refine"] == "none":
+        raise InvalidParameterError(
+            f"refine='none' cannot be used with {name}: its runs end with Hartigan's "
+            f"single-point moves on the graph (use refine='auto')")
+    if params["algorithm"] == "elkan":
+        raise InvalidParameterError(
+            f"algorithm='elkan' needs a kernel matrix's bounds; {why}: its iterations are "
+            f"Lloyd's on the graph (use algorithm='auto')")
+    init = params["init"]
+    if not isinstance(init, str) or init == "random":
+        raise InvalidParameterError(
+            f"init={init!r} is not a start of {name}: it starts from the graph's "
+            f"components, multilevel coarsening and a spectral embedding (init='k-means++', "
+            f"the default, lets it choose; init='spectral' asks for spectral starts only)"
+            if isinstance(init, str) else
+            f"init labels are not a start of {name}: it starts from the graph's "
+            f"components, multilevel coarsening and a spectral embedding (drop init)")
+    if params.get("cluster") is not None:
+        raise InvalidParameterError(
+            f"cluster is set, but {why} in one process; a cluster runs "
+            f"approx='nystroem' fits of the dense kernels (choose kernel='rbf' with "
+            f"approx='nystroem', or drop cluster)")
 
 
 def fit_rngs(random_state):

@@ -1,6 +1,6 @@
 """The parts of a fitted model kept beside the labels and sums, as the model file stores them
 (``docs/model-format.md``): the PSD check and repair, the objective and its optima (the
-normalized cut's degrees), the Nyström map.
+normalized cut's degrees), the Nyström map, a graph kernel's graph.
 
 Each part owns its meta entries, its arrays and their checks:
 
@@ -18,7 +18,8 @@ A new kind of fitted state adds a part to :data:`PARTS` and its arrays to
 import numpy as np
 
 from .. import _options
-from ..engine.records import NcutState, NystroemState
+from ..engine.records import GraphState, NcutState, NystroemState
+from ..kernels.graph_fit import GraphModel
 from ..kernels.psd import loaded_state
 
 OBJECTIVES = _options.OBJECTIVES
@@ -82,16 +83,19 @@ class ObjectivePart:
     def model_meta(cls, estimator):
         """``objective``, ``refine``, ``optima`` and, for ncut, ``ncut``."""
         stats = getattr(estimator, "fit_stats_", {})
-        meta = {"objective": estimator.objective, "refine": estimator.refine,
+        graph = getattr(estimator, "graph_info_", None) is not None
+        meta = {"objective": "ncut" if graph else estimator.objective,
+                "refine": estimator.refine,
                 "optima": {key: stats[key] for key in cls.STAT_KEYS if key in stats}}
-        if estimator.objective == "ncut":
+        if estimator.objective == "ncut" or graph:
             meta["ncut"] = float(estimator.ncut_)
         return meta
 
     @staticmethod
     def model_arrays(estimator):
-        """For ncut: ``degrees`` (d) and ``degree_weights`` (u), n float64 each."""
-        if estimator.objective != "ncut":
+        """For ncut: ``degrees`` (d) and ``degree_weights`` (u), n float64 each (a graph
+        kernel's state is the graph part's)."""
+        if estimator.objective != "ncut" or getattr(estimator, "graph_info_", None) is not None:
             return {}
         return {"degrees": np.asarray(estimator.degrees_, dtype=np.float64),
                 "degree_weights": np.asarray(estimator.degree_weights_, dtype=np.float64)}
@@ -104,7 +108,7 @@ class ObjectivePart:
             fail(f"unknown objective {objective!r}")
         refine = meta.get("refine", "auto")
         params = {"objective": objective, "refine": refine if refine in REFINES else "auto"}
-        if objective != "ncut":
+        if objective != "ncut" or "graph" in meta:  # a graph's cut: GraphPart
             return params, {}
         for key in ("degrees", "degree_weights"):
             if key not in arrays:
@@ -190,5 +194,74 @@ class NystroemPart:
         return {"approx": "nystroem", "n_landmarks": int(m)}, {"nystroem": state}
 
 
+class GraphPart:
+    """A graph kernel's graph (``kernels/graph.py``, ``kernels/graph_fit.py``): meta
+    ``graph`` (neighbours, weighting, σ, points, nodes, components, nnz) and, for kernel
+    'knn', the ``GraphModel`` arrays that place new points (``graph_*``). A model fitted on
+    an affinity given as is (kernel 'precomputed') keeps only the meta: it predicts nothing."""
+
+    #: entries of ``GraphInfo`` (``kernels/graph.py``) kept in meta ``graph``
+    INFO_KEYS = ("n_points", "n_nodes", "n_neighbors", "weighting", "nnz", "n_components",
+                 "n_duplicates")
+
+    @classmethod
+    def model_meta(cls, estimator):
+        """``graph``: the graph's description, and the GraphModel's own entries."""
+        info = getattr(estimator, "graph_info_", None)
+        if info is None:
+            return {}
+        graph = {key: info[key] for key in cls.INFO_KEYS if key in info}
+        model = estimator.graph_model_
+        if model is not None:
+            graph.update(model.meta())
+        return {"graph": graph}
+
+    @staticmethod
+    def model_arrays(estimator):
+        """The GraphModel's arrays (``GraphModel.arrays``: nodes, counts, node labels,
+        degrees, volumes, links and, self-tuning only, scales)."""
+        model = getattr(estimator, "graph_model_", None)
+        if getattr(estimator, "graph_info_", None) is None or model is None:
+            return {}
+        return model.arrays()
+
+    @classmethod
+    def load(cls, meta, arrays, n, fail):
+        """``n_neighbors`` and the :class:`GraphState` (its GraphModel checked by
+        ``GraphModel.from_file``), or nothing for a model without a graph."""
+        graph, kernel = meta.get("graph"), meta["kernel"]
+        if graph is None:
+            if kernel in _options.GRAPH_KERNELS:
+                fail(f"meta 'graph' (needed by kernel {kernel!r}) is missing")
+            return {}, {}
+        if not isinstance(graph, dict):
+            fail("meta 'graph' must be an object")
+        if kernel not in _options.GRAPH_KERNELS + ("precomputed",):
+            fail(f"meta 'graph' is not used by the {kernel} kernel")
+        for key in ("n_nodes", "n_components", "nnz"):
+            value = graph.get(key)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= \
+                    (n if key != "nnz" else n * n):
+                fail(f"meta 'graph.{key}' must be an integer from 1 to "
+                     f"{'n²' if key == 'nnz' else 'n'}")
+        ncut = meta.get("ncut")
+        if not isinstance(ncut, (int, float)) or isinstance(ncut, bool) or not 0 <= ncut \
+                <= meta["n_clusters"]:
+            fail("meta 'ncut' must be a number from 0 to k")
+        if kernel == "precomputed":
+            return {}, {"graph": GraphState(None, dict(graph), float(ncut))}
+        model = GraphModel.from_file(graph, arrays, fail)
+        m, d, k = model.nodes.shape[0], meta["n_features"], meta["n_clusters"]
+        if model.nodes.shape[1] != d or m != graph["n_nodes"]:
+            fail(f"'graph_nodes' has shape {model.nodes.shape}, expected "
+                 f"({graph['n_nodes']}, {d})")
+        if model.vol.shape != (k,):
+            fail(f"'graph_vol' must have shape ({k},)")
+        if abs(float(model.counts.sum()) - n) > 1e-9 * n:
+            fail(f"'graph_counts' must sum to the {n} training points")
+        return ({"n_neighbors": int(model.n_neighbors)},
+                {"graph": GraphState(model, dict(graph), float(ncut))})
+
+
 #: The parts, in the order they are written and read.
-PARTS = (PSDPart, ObjectivePart, NystroemPart)
+PARTS = (PSDPart, ObjectivePart, NystroemPart, GraphPart)

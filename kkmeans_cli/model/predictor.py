@@ -10,6 +10,7 @@ never builds the estimator (so it imports no scikit-learn).
 import numpy as np
 
 from ..kernels.functions import resolve_dtype
+from ..kernels.graph_fit import GraphModel, new_point_distances, new_point_rows, predict_graph
 from ..kernels.nystroem import NystroemModel
 from ..kernels.nystroem import nearest as nystroem_nearest
 from ..kernels.predict import ExactModel
@@ -17,10 +18,14 @@ from ..kernels.predict import nearest as exact_nearest
 
 
 def predictor(params, *, kernel, labels, sample_weight, inner_sums, cluster_weights,
-              n_features, X_fit=None, psd=None, ncut=None, nystroem=None):
+              n_features, X_fit=None, psd=None, ncut=None, nystroem=None, graph=None):
     """The record predictions read, from the estimator's ``params`` (``approx``,
-    ``objective``, ``dtype``) and the fitted arrays; ``ncut`` and ``nystroem`` are the
-    fit's ``NcutState`` and ``NystroemState`` (``engine/records.py``) when it has them."""
+    ``objective``, ``dtype``) and the fitted arrays; ``ncut``, ``nystroem`` and ``graph``
+    are the fit's ``NcutState``, ``NystroemState`` and ``GraphState``
+    (``engine/records.py``) when it has them. A graph fit's record is its ``GraphModel``
+    (``kernels/graph_fit.py``), or None for an affinity given as is (no coordinates)."""
+    if graph is not None:
+        return graph.model
     if params["approx"] == "nystroem":
         return NystroemModel(kernel=kernel, landmarks=nystroem.landmarks,
                              transform=nystroem.transform, centers=nystroem.centers,
@@ -40,12 +45,28 @@ def predictor_of(result, params):
                      sample_weight=result.sample_weight, inner_sums=result.inner_sums,
                      cluster_weights=result.cluster_weights, n_features=result.n_features,
                      X_fit=result.X_fit, psd=result.psd, ncut=result.ncut,
-                     nystroem=result.nystroem)
+                     nystroem=result.nystroem, graph=result.graph)
+
+
+def no_graph_coordinates():
+    """Why a model fitted on a given affinity graph labels no new points."""
+    return ("this model was fitted on an affinity graph given as is (a sparse precomputed "
+            "matrix): it has no coordinates to place new points in the graph; fit the points "
+            "with kernel 'knn' to predict new ones")
 
 
 def nearest(model, X, kernel_diag=None, want_distances=False, n_threads=1):
     """Labels (intp) of the nearest centre of each row of X and, when ``want_distances``,
-    the squared feature-space distances to every centre (else None)."""
+    the squared feature-space distances to every centre (else None). A graph model places a
+    new point by its affinity row to the training nodes (``kernels/graph_fit.py``)."""
+    if model is None:
+        raise ValueError(no_graph_coordinates())
+    if isinstance(model, GraphModel):
+        labels = predict_graph(model, X, n_threads).astype(np.intp)
+        if not want_distances:
+            return labels, None
+        rows, match = new_point_rows(model, X, n_threads)
+        return labels, new_point_distances(model, rows, match)
     if isinstance(model, NystroemModel):
         return nystroem_nearest(model, X, want_distances, n_threads)
     return exact_nearest(model, X, kernel_diag, want_distances, n_threads)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import memory
+from .. import _options, memory
 from ..errors import KKMeansWarning, TooFewDistinctPointsError
 from ..kernels.functions import count_distinct
 from ..kernels.nystroem import NystroemFeatures
@@ -147,7 +147,8 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
     kernel_matrix : ndarray (n, n), optional
         K(X, X) already computed for these params (else computed once here).
     **params
-        ``KernelKMeans`` parameters other than ``n_clusters``, the same for every k. When
+        ``KernelKMeans`` parameters other than ``n_clusters``, the same for every k (the
+        kernel is 'rbf' unless given; the graph kernel 'knn' is refused). When
         ``random_state`` is None or a Generator, one int seed is drawn from it and used for
         the kernel and every fit (``SweepResult.random_state``).
 
@@ -159,6 +160,13 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
         raise ValueError(f"unknown metric {metric!r}; choose from {list(SWEEP_METRICS)}")
     if "n_clusters" in params:
         raise TypeError("sweep() sets n_clusters itself; give the ks instead")
+    # One kernel matrix for every k: rbf unless another dense kernel is named (the graph
+    # kernel 'knn', KernelKMeans's default, has no kernel matrix and is not swept here).
+    params.setdefault("kernel", "rbf")
+    if params["kernel"] in _options.GRAPH_KERNELS:
+        raise ValueError(f"sweep() fits every k on one kernel matrix; kernel="
+                         f"{params['kernel']!r} clusters a sparse neighbour graph and is not "
+                         f"swept (fit it per k, or sweep a dense kernel such as 'rbf')")
     n_rows = len(X)
     if isinstance(ks, str):
         ks = parse_ks(ks, max_k=n_rows - 1)

@@ -1,0 +1,179 @@
+"""Sparse graphs as DATA: an affinity matrix read from a file, as SciPy CSR.
+
+Two formats:
+
+``.npz`` written by ``scipy.sparse.save_npz``
+    A zip of ``.npy`` arrays with a ``format`` entry (``csr``, ``csc``, ``coo``, ``bsr``,
+    ``dia``) and the arrays of that format. It is read with ``allow_pickle=False``. A model
+    file or an ``np.savez`` archive of data is also an ``.npz`` but has no ``format`` entry:
+    ``is_graph_file`` tells them apart by content.
+Matrix Market ``.mtx`` (also ``.mtx.gz``, ``.mtx.bz2``)
+    Read by ``scipy.io.mmread``: coordinate files (``real``, ``integer`` or ``pattern``
+    entries; ``symmetric`` storage lists one triangle and is expanded) and dense ``array``
+    files of real or integer numbers. Complex, Hermitian and skew-symmetric files are refused:
+    an affinity is real and symmetric.
+
+``read_graph`` returns the matrix canonical: CSR float64, duplicates summed, indices sorted.
+Whether it *is* an affinity (square, symmetric, finite, non-negative, no empty row) is checked
+where it is used (``kernels.graph.check_affinity``): this layer reads files only. Every
+problem of the file is one ``DataError`` naming it.
+"""
+import os
+import zipfile
+import zlib
+
+import numpy as np
+
+from ..errors import DataError
+
+NPZ_SUFFIXES = (".npz",)
+MTX_SUFFIXES = (".mtx", ".mtx.gz", ".mtx.bz2")
+SPARSE_FORMATS = ("csr", "csc", "coo", "bsr", "dia")
+MTX_FIELDS = ("real", "integer", "pattern")
+MTX_SYMMETRIES = ("general", "symmetric")
+ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")     # a zip's first entry, or an empty zip
+
+
+def graph_kind(path):
+    """'npz', 'mtx' or None by the file name's ending (case-insensitive)."""
+    name = os.fspath(path).lower()
+    if name.endswith(MTX_SUFFIXES):
+        return "mtx"
+    if name.endswith(NPZ_SUFFIXES):
+        return "npz"
+    return None
+
+
+def is_graph_file(path):
+    """Whether ``path`` names a sparse graph: a Matrix Market file by its ending, or an
+    ``.npz`` archive holding a ``format`` entry (what ``save_npz`` writes; a model file or an
+    ``np.savez`` data archive has none). An unreadable ``.npz`` is not a graph here: the reader
+    that takes it says why."""
+    kind = graph_kind(path)
+    if kind != "npz":
+        return kind == "mtx"
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return "format.npy" in archive.namelist()
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return False
+
+
+def read_graph(path):
+    """The sparse matrix in ``path`` (``.npz`` of ``save_npz`` or Matrix Market ``.mtx``).
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, float64, duplicates summed and indices sorted
+
+    Raises
+    ------
+    DataError
+        One line naming the file: missing, a folder, unreadable, truncated or corrupt, not a
+        sparse matrix, or a Matrix Market file of a kind that cannot be an affinity.
+    """
+    path = os.fspath(path)
+    kind = graph_kind(path)
+    if kind is None:
+        raise DataError(f"{path}: not a graph file (a graph is an .npz of "
+                        f"scipy.sparse.save_npz or a Matrix Market .mtx)")
+    if not os.path.exists(path):
+        raise DataError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise DataError(f"{path}: is a folder, not a graph file")
+    A = _read_npz(path) if kind == "npz" else _read_mtx(path)
+    return canonical(A, path)
+
+
+def canonical(A, path):
+    """CSR float64 with duplicates summed and sorted indices (``DataError`` for a matrix
+    that is not 2-D or holds complex or non-numeric values)."""
+    from scipy import sparse
+
+    if A.ndim != 2:
+        raise DataError(f"{path}: holds a {A.ndim}-D array, not a matrix")
+    if np.iscomplexobj(A.data if sparse.issparse(A) else A):
+        raise DataError(f"{path}: holds complex numbers; an affinity is real")
+    dtype = A.dtype
+    if not (np.issubdtype(dtype, np.number) or dtype == np.bool_):
+        raise DataError(f"{path}: holds values of type {dtype}, not numbers")
+    out = sparse.csr_matrix(A, dtype=np.float64)
+    out.sum_duplicates()
+    out.sort_indices()
+    return out
+
+
+def _read_npz(path):
+    try:
+        with open(path, "rb") as stream:
+            return _read_npz_stream(stream, path)
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _read_npz_stream(stream, path):
+    """The matrix of an open ``save_npz`` archive (the file is opened and closed by the
+    caller: NumPy leaves a file it opened itself unclosed when the zip is truncated)."""
+    from scipy import sparse
+
+    if stream.read(4) not in ZIP_MAGIC:
+        raise DataError(f"{path}: not an .npz archive (it does not start as a zip file)")
+    stream.seek(0)
+    try:
+        with np.load(stream, allow_pickle=False) as archive:
+            names = set(archive.files)
+            if "format" not in names:
+                what = ("a model file" if "meta" in names
+                        else f"arrays {', '.join(sorted(names))}" if names else "no arrays")
+                raise DataError(f"{path}: is an .npz archive without a sparse matrix "
+                                f"({what}); a graph is written by scipy.sparse.save_npz")
+            fmt = archive["format"]
+            fmt = fmt.item() if fmt.ndim == 0 else None
+            fmt = fmt.decode("ascii", "replace") if isinstance(fmt, bytes) else fmt
+            if fmt not in SPARSE_FORMATS:
+                raise DataError(f"{path}: its 'format' entry is {fmt!r}, not a sparse format "
+                                f"({', '.join(SPARSE_FORMATS)})")
+    except (zipfile.BadZipFile, EOFError) as exc:
+        raise DataError(f"{path}: truncated or not an .npz archive ({exc})") from None
+    except ValueError as exc:
+        if isinstance(exc, DataError):
+            raise
+        raise DataError(f"{path}: cannot read ({_reason(exc)})") from None
+    stream.seek(0)
+    try:
+        return sparse.load_npz(stream)
+    except (zipfile.BadZipFile, EOFError, zlib.error) as exc:
+        raise DataError(f"{path}: truncated or corrupt .npz archive ({exc})") from None
+    except KeyError as exc:
+        raise DataError(f"{path}: a {fmt} matrix without its array {exc}") from None
+    except (ValueError, TypeError, IndexError) as exc:
+        raise DataError(f"{path}: not a valid {fmt} sparse matrix ({_reason(exc)})") from None
+
+
+def _read_mtx(path):
+    from scipy.io import mminfo, mmread
+
+    try:
+        _rows, _cols, _entries, layout, field, symmetry = mminfo(path)
+    except PermissionError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (OSError, ValueError, EOFError) as exc:
+        raise DataError(f"{path}: not a Matrix Market file ({_reason(exc)})") from None
+    if field not in MTX_FIELDS:
+        raise DataError(f"{path}: holds {field} numbers; an affinity is real (Matrix Market "
+                        f"field real, integer or pattern)")
+    if symmetry not in MTX_SYMMETRIES:
+        raise DataError(f"{path}: is {symmetry}; an affinity is symmetric (Matrix Market "
+                        f"symmetry general or symmetric)")
+    try:
+        return mmread(path)
+    except (OSError, ValueError, EOFError, IndexError) as exc:
+        word = "truncated" if "truncated" in str(exc).lower() else "corrupt"
+        raise DataError(f"{path}: {word} Matrix Market {layout} file "
+                        f"({_reason(exc)})") from None
+
+
+def _reason(exc):
+    """The first line of an exception's message (a message is one line)."""
+    text = str(getattr(exc, "strerror", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

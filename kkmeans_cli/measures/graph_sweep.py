@@ -1,0 +1,100 @@
+"""A sweep over k on one graph: the normalized-cut fit of every k, its graph silhouette and
+the eigengap of the normalized Laplacian, arrays in and records out.
+
+The graph is built once (``kernels.graph_fit.build_graph``): a given affinity, or the
+neighbour graph of X. With ``n_neighbors=None`` the default rule is applied for the largest
+k swept (its cap ⌊n_d/k⌋ − 1 is the smallest), so one graph serves every k; for data with more
+than 21·max(ks) distinct points that is the same graph ``fit_graph`` builds for each k.
+
+Each k is fitted as ``fit_graph`` fits it (``kernels.graph_fit.fit_on_graph``, a fresh
+generator from ``random_state`` for every k, so a k's record equals ``fit_graph(X, k, ...)``
+on the same graph). The silhouette is measured in the graph kernel's feature space
+(``measures.graph_silhouette``; None for k = 1).
+
+Eigengap (von Luxburg, "A tutorial on spectral clustering", Statistics and Computing 2007)
+    The smallest max(ks) + 1 eigenvalues λ_1 ≤ λ_2 ≤ … of L = I − D^{-½}AD^{-½} are computed
+    once (Lanczos on the sparse matrix, ``engine.graph_starts.laplacian_eigenvalues``);
+    gap_k = λ_{k+1} − λ_k, and the k swept with the largest gap is the eigengap's choice (the
+    first on ties). Lanczos slows sharply with n on neighbour graphs (their top eigenvalues
+    crowd near 1), so with ``eigengap='auto'`` it runs up to ``EIGENGAP_MAX_NODES`` nodes and
+    the records carry None above.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engine.graph import GraphKernel
+from ..engine.graph_starts import eigengaps, laplacian_eigenvalues
+from ..engine.threads import blas_threads, effective_n_threads
+from ..kernels.graph_fit import build_graph, fit_on_graph
+from .graph_silhouette import graph_silhouette
+
+EIGENGAP_MAX_NODES = 20_000
+EIGENGAP_MODES = ("auto", True, False)
+
+
+@dataclass(frozen=True)
+class GraphSweepRecord:
+    """One k of a sweep: the labels (n,), ncut, the objective J, the graph silhouette (None
+    for k = 1), the eigengap λ_{k+1} − λ_k (None when not computed or k = n), whether it is
+    the eigengap's choice among the k swept, and the fit (``GraphFitResult``)."""
+
+    k: int
+    labels: np.ndarray
+    ncut: float
+    objective: float
+    silhouette: object
+    eigengap: object
+    eigengap_choice: bool
+    fit: object
+
+
+def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
+                random_state=None, n_threads=1, eigengap="auto"):
+    """Fit every k of ``ks`` on one graph (module docstring).
+
+    Parameters
+    ----------
+    X : array (n, d), or None when ``affinity`` is given
+    ks : the numbers of clusters, each 1 ≤ k ≤ the graph's nodes (in the order given)
+    affinity : sparse or dense (n, n), checked by ``kernels.graph.check_affinity``
+    n_neighbors : int ≥ 1 counting the point itself, or None: the default rule at max(ks)
+    random_state : None or int (each k starts from a generator of its own seeded by it)
+    n_threads : threads of the neighbour search and the passes
+    eigengap : 'auto' (up to ``EIGENGAP_MAX_NODES`` nodes), True or False
+
+    Returns
+    -------
+    list of GraphSweepRecord, one per k in the order of ``ks``
+    """
+    ks = [int(k) for k in ks]
+    if not ks or min(ks) < 1:
+        raise ValueError(f"ks must be numbers of clusters ≥ 1, got {ks}")
+    if eigengap not in EIGENGAP_MODES:
+        raise ValueError(f"eigengap must be one of {EIGENGAP_MODES}, got {eigengap!r}")
+    n_threads = effective_n_threads(n_threads)
+    graph = build_graph(X, max(ks), affinity, n_neighbors, n_threads=n_threads)
+    too_many = [k for k in ks if k > graph.info.n_nodes]
+    if too_many:
+        raise ValueError(f"n_clusters must be between 1 and the {graph.info.n_nodes} "
+                         f"distinct points, got {too_many[0]}")
+    kernel = GraphKernel(graph.affinity, n_threads=n_threads)
+    gaps = [None] * len(ks)
+    if eigengap is True or (eigengap == "auto" and kernel.n <= EIGENGAP_MAX_NODES):
+        with blas_threads(n_threads):
+            lam = laplacian_eigenvalues(kernel, min(max(ks) + 1, kernel.n),
+                                        np.random.default_rng(random_state))
+        gaps = eigengaps(lam, ks)
+    known = [g for g in gaps if g is not None]
+    choice = gaps.index(max(known)) if known else None
+    records = []
+    for i, k in enumerate(ks):
+        fit = fit_on_graph(graph, k, rng=np.random.default_rng(random_state),
+                           n_threads=n_threads, kernel=kernel)
+        sil = graph_silhouette(kernel, fit.node_labels, k) if k >= 2 else None
+        records.append(GraphSweepRecord(k=k, labels=fit.labels, ncut=fit.ncut,
+                                        objective=fit.objective,
+                                        silhouette=None if sil is None else float(sil),
+                                        eigengap=gaps[i], eigengap_choice=i == choice,
+                                        fit=fit))
+    return records

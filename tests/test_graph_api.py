@@ -1,0 +1,417 @@
+"""The graph kernel in the product: ``KernelKMeans(kernel='knn')`` and a sparse affinity with
+``kernel='precomputed'`` (the normalized cut as weighted kernel k-means, Dhillon, Guan &
+Kulis, "Kernel k-means, spectral clustering and normalized cuts"), its model file, and
+``kkmeans fit/predict/info`` with ``--kernel knn``. The engine itself is tested in
+test_graph.py; here: the estimator's results equal the engine's (``fit_graph``), predict of
+the training points is the labels, the model file round trip is exact, and every refusal is
+one error line with nothing written."""
+import json
+import os
+
+import numpy as np
+import pytest
+from scipy import sparse
+from sklearn.datasets import make_circles, make_moons
+from sklearn.metrics import adjusted_rand_score
+
+from helpers import (OLD, assert_one_error_line, blobs, labels_of, listing, run, run_process,
+                     write_csv)
+from kkmeans_cli import KernelKMeans
+from kkmeans_cli.kernels.graph_fit import fit_graph
+from kkmeans_cli.model.model_file import load_model
+from kkmeans_cli.model.params import InvalidParameterError
+
+
+def _moons(n=200, seed=0):
+    return make_moons(n, noise=0.05, random_state=seed)
+
+
+def _blocks(sizes, seed=0):
+    """A block-diagonal affinity (one clique per size, random positive weights)."""
+    rng = np.random.default_rng(seed)
+    blocks = []
+    for size in sizes:
+        B = rng.uniform(0.5, 1.5, (size, size))
+        blocks.append((B + B.T) / 2)
+    return sparse.block_diag(blocks, format="csr")
+
+
+# -- the estimator ------------------------------------------------------------------------------
+def test_knn_estimator_is_the_engine_fit():
+    """The estimator's labels, objective, cut and sums are ``fit_graph``'s with the same
+    neighbours, starts and generator; predict(X_fit) == labels_."""
+    X, y = _moons()
+    est = KernelKMeans(2, kernel="knn", n_neighbors=12, n_init=3, random_state=0).fit(X)
+    from kkmeans_cli.model.params import fit_rngs
+
+    _, rng = fit_rngs(0)
+    ref = fit_graph(X, 2, n_neighbors=12, n_init=3, random_state=rng, n_threads=1)
+    np.testing.assert_array_equal(est.labels_, ref.labels)
+    assert est.inertia_ == ref.objective and est.ncut_ == ref.ncut
+    np.testing.assert_array_equal(est.cluster_weights_, ref.sums.vol)
+    np.testing.assert_array_equal(est.inner_sums_, ref.inner_sums)
+    assert adjusted_rand_score(y, est.labels_) == 1.0
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+    stats = est.fit_stats_
+    assert stats["graph"]["n_neighbors"] == 12 and stats["graph"]["n_components"] >= 1
+    assert stats["graph"]["nnz"] == ref.graph.info.nnz and stats["ncut"] == ref.ncut
+    assert stats["restart_inertias"][stats["best_restart"]] == pytest.approx(est.inertia_)
+    # the weights are the degrees: their sums per cluster are the volumes
+    np.testing.assert_allclose(np.bincount(est.labels_, weights=est.sample_weight_),
+                               est.cluster_weights_, rtol=1e-12)
+
+
+def test_knn_default_neighbours_and_duplicates():
+    """n_neighbors=None is the engine's rule (20 other points, capped for tiny data, on the
+    distinct points); copies of a point share its node and label, and predict(X_fit) ==
+    labels_ holds for them too."""
+    from kkmeans_cli.kernels.graph import default_neighbors
+
+    X, _ = _moons(150, seed=1)
+    X = np.vstack([X, X[:10], X[:3]])
+    est = KernelKMeans(2, kernel="knn", n_init=2, random_state=3).fit(X)
+    info = est.fit_stats_["graph"]
+    assert info["n_neighbors"] == default_neighbors(150, 2) == 21
+    assert info["n_duplicates"] == 13
+    assert info["n_nodes"] == 150 and info["n_points"] == 163
+    np.testing.assert_array_equal(est.labels_[150:160], est.labels_[:10])
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+    small = KernelKMeans(2, kernel="knn", random_state=0).fit(blobs(n=8, k=2)[0])
+    assert small.fit_stats_["graph"]["n_neighbors"] == default_neighbors(8, 2) == 4
+
+
+def test_knn_transform_and_new_points():
+    """transform gives the feature-space distances of the graph kernel's extension; the
+    predicted label is their argmin for points off the graph."""
+    X, y = _moons(240, seed=2)
+    est = KernelKMeans(2, kernel="knn", n_init=2, random_state=0).fit(X)
+    new, _ = _moons(60, seed=5)
+    D = est.transform(new)
+    assert D.shape == (60, 2) and np.all(np.isfinite(D))
+    np.testing.assert_array_equal(est.predict(new), np.argmin(D, axis=1))
+
+
+def test_knn_threads_do_not_change_the_fit():
+    X, _ = make_circles(400, factor=0.5, noise=0.05, random_state=0)
+    one = KernelKMeans(2, kernel="knn", n_init=3, random_state=1, n_threads=1).fit(X)
+    two = KernelKMeans(2, kernel="knn", n_init=3, random_state=1, n_threads=2).fit(X)
+    np.testing.assert_array_equal(one.labels_, two.labels_)
+    assert one.inertia_ == two.inertia_ and one.n_iter_ == two.n_iter_
+
+
+def test_knn_refit_with_another_kernel_drops_the_graph():
+    X, _ = blobs(n=40, k=2)
+    est = KernelKMeans(2, kernel="knn", random_state=0, n_init=2).fit(X)
+    assert est.graph_model_ is not None
+    est.set_params(kernel="rbf").fit(X)
+    assert not hasattr(est, "graph_model_") and not hasattr(est, "graph_info_")
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+
+
+def test_sparse_precomputed_affinity_is_a_graph_fit():
+    """A SciPy sparse X with kernel='precomputed' is an affinity graph: three separate
+    cliques are its three components (ncut 0); the model cannot place new points."""
+    A = _blocks([5, 7, 6])
+    est = KernelKMeans(3, kernel="precomputed", random_state=0).fit(A)
+    assert est.ncut_ == 0.0 and est.fit_stats_["best_start"] == "components"
+    truth = np.repeat([0, 1, 2], [5, 7, 6])
+    assert adjusted_rand_score(truth, est.labels_) == 1.0
+    ref = fit_graph(None, 3, affinity=A, random_state=0)
+    np.testing.assert_array_equal(est.labels_, ref.labels)
+    with pytest.raises(ValueError, match="no coordinates to place new points"):
+        est.predict(A.toarray())
+
+
+@pytest.mark.parametrize("A, needle", [
+    (sparse.csr_matrix(np.ones((3, 4))), "square"),
+    (sparse.csr_matrix(np.array([[1.0, 2.0], [0.5, 1.0]])), "not symmetric"),
+    (sparse.csr_matrix(np.array([[1.0, -1.0], [-1.0, 1.0]])), "negative weight"),
+    (sparse.csr_matrix(np.array([[1.0, np.nan], [np.nan, 1.0]])), "not a finite number"),
+    (sparse.csr_matrix(np.array([[1.0, 0.0], [0.0, 0.0]])), "no positive weight"),
+])
+def test_bad_sparse_affinity_is_refused(A, needle):
+    with pytest.raises(ValueError, match=needle):
+        KernelKMeans(1, kernel="precomputed").fit(A)
+
+
+@pytest.mark.parametrize("params, needle", [
+    (dict(approx="nystroem"), "approx='nystroem'"),
+    (dict(storage="blocked"), "storage='blocked'"),
+    (dict(storage="matrix"), "storage='matrix'"),
+    (dict(gamma=0.5), "gamma=0.5"),
+    (dict(degree=2), "degree=2"),
+    (dict(dtype="float32"), "dtype='float32'"),
+    (dict(psd_repair="lingoes"), "psd_repair='lingoes'"),
+    (dict(solver="embed"), "solver='embed'"),
+    (dict(algorithm="elkan"), "algorithm='elkan'"),
+    (dict(refine="none"), "refine='none'"),
+    (dict(init="random"), "init='random'"),
+    (dict(init=np.zeros(30, dtype=int)), "init labels"),
+    (dict(cluster="local:1"), "cluster"),
+])
+def test_knn_refuses_the_dense_settings(params, needle):
+    X, _ = blobs(n=30, k=3)
+    with pytest.raises(InvalidParameterError, match=needle) as info:
+        KernelKMeans(3, kernel="knn", **params).fit(X)
+    assert "kernel='knn'" in str(info.value)
+
+
+def test_n_neighbors_belongs_to_knn():
+    X, _ = blobs(n=30, k=3)
+    with pytest.raises(InvalidParameterError, match="n_neighbors=5 sets the graph"):
+        KernelKMeans(3, kernel="rbf", n_neighbors=5).fit(X)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(InvalidParameterError, match="n_neighbors"):
+            KernelKMeans(3, kernel="knn", n_neighbors=bad).fit(X)
+    with pytest.raises(ValueError, match="n_neighbors=30 must be less than the number of "
+                                         "points"):
+        KernelKMeans(3, kernel="knn", n_neighbors=30).fit(X)
+
+
+def test_knn_weights_and_distinct_points():
+    X, _ = blobs(n=30, k=3)
+    same = KernelKMeans(3, kernel="knn", random_state=0, n_init=2)
+    np.testing.assert_array_equal(same.fit(X, sample_weight=np.full(30, 2.0)).labels_,
+                                  same.fit(X).labels_)
+    with pytest.raises(ValueError, match="sample_weight must be the same for every point"):
+        same.fit(X, sample_weight=np.arange(1.0, 31.0))
+    with pytest.raises(ValueError, match="distinct points"):
+        KernelKMeans(4, kernel="knn").fit(np.repeat(X[:3], 10, axis=0))
+    with pytest.raises(ValueError, match="NaN"):
+        KernelKMeans(2, kernel="knn").fit(np.where(np.eye(30, 2) > 0, np.nan, X))
+
+
+# -- the model file -----------------------------------------------------------------------------
+def _save(est, path):
+    from kkmeans_cli.io.scaling import Scaler
+    from kkmeans_cli.model.model_file import model_meta, save_model
+
+    with open(path, "wb") as handle:
+        save_model(handle, est, Scaler("none"), model_meta(est, Scaler("none")))
+
+
+def test_knn_model_file_round_trip(tmp_path):
+    """Saved and loaded with allow_pickle=False: every array of the GraphModel equal, and the
+    loaded model predicts the training points as labels_ and new points as the estimator."""
+    X, _ = _moons(200, seed=4)
+    X = np.vstack([X, X[:4]])
+    est = KernelKMeans(2, kernel="knn", n_neighbors=9, n_init=2, random_state=0).fit(X)
+    _save(est, tmp_path / "m.npz")
+    with np.load(tmp_path / "m.npz", allow_pickle=False) as archive:
+        assert {"graph_nodes", "graph_counts", "graph_node_labels", "graph_degrees",
+                "graph_vol", "graph_links"} <= set(archive.files)
+        assert "X_fit" not in archive.files
+    loaded = load_model(tmp_path / "m.npz")
+    model, again = est.graph_model_, loaded.result.graph.model
+    for name, value in model.arrays().items():
+        np.testing.assert_array_equal(again.arrays()[name], value)
+    assert (again.sigma, again.n_neighbors, again.weighting) == (model.sigma, 9, "connectivity")
+    assert loaded.meta["graph"]["n_nodes"] == 200 and loaded.meta["objective"] == "ncut"
+    new, _ = _moons(50, seed=9)
+    loaded_est = loaded.estimator
+    np.testing.assert_array_equal(loaded_est.predict(X), est.labels_)
+    np.testing.assert_array_equal(loaded_est.predict(new), est.predict(new))
+    np.testing.assert_array_equal(loaded_est.transform(new), est.transform(new))
+    assert loaded_est.ncut_ == est.ncut_ and loaded_est.n_neighbors == 9
+
+
+def test_knn_model_file_checks(tmp_path):
+    """A graph model whose arrays do not fit is refused with one ModelFileError."""
+    from kkmeans_cli.errors import ModelFileError
+
+    X, _ = blobs(n=40, k=2)
+    est = KernelKMeans(2, kernel="knn", n_init=2, random_state=0).fit(X)
+    _save(est, tmp_path / "m.npz")
+    with np.load(tmp_path / "m.npz", allow_pickle=False) as archive:
+        arrays = dict(archive)
+    bad = dict(arrays, graph_node_labels=np.full(40, 5, dtype=np.int32))
+    np.savez(tmp_path / "bad.npz", **bad)
+    with pytest.raises(ModelFileError, match="graph_node_labels"):
+        load_model(tmp_path / "bad.npz")
+    missing = {key: value for key, value in arrays.items() if key != "graph_degrees"}
+    np.savez(tmp_path / "missing.npz", **missing)
+    with pytest.raises(ModelFileError, match="graph_degrees"):
+        load_model(tmp_path / "missing.npz")
+
+
+def test_sparse_precomputed_model_file(tmp_path):
+    est = KernelKMeans(2, kernel="precomputed", random_state=0).fit(_blocks([4, 5]))
+    _save(est, tmp_path / "g.npz")
+    loaded = load_model(tmp_path / "g.npz")
+    assert loaded.meta["graph"]["weighting"] == "precomputed"
+    np.testing.assert_array_equal(loaded.result.labels, est.labels_)
+    with pytest.raises(ValueError, match="no coordinates"):
+        loaded.estimator.predict(np.ones((1, 9)))
+
+
+# -- the command line ---------------------------------------------------------------------------
+@pytest.fixture
+def moons_csv(tmp_path):
+    X, y = _moons(240, seed=7)
+    write_csv(tmp_path / "moons.csv", X, fmt="%.6f")
+    return tmp_path
+
+
+def test_cli_fit_predict_info_knn(moons_csv):
+    """fit --kernel knn through CliRunner: labels on stdout as the estimator's, the report
+    names the graph, predict of DATA gives the labels, info describes the graph."""
+    folder = moons_csv
+    fit = run(["fit", folder / "moons.csv", "-k", "2", "--kernel", "knn", "--n-neighbors",
+               "12", "--n-init", "3", "--seed", "4", "-o", folder / "m.npz",
+               "--summary", folder / "s.json"])
+    assert fit.exit_code == 0, fit.stderr
+    assert "--n-init counts the starts of --init spectral" in fit.stderr  # warned, not used
+    X = np.loadtxt(folder / "moons.csv", delimiter=",", skiprows=1)
+    est = KernelKMeans(2, kernel="knn", n_neighbors=12, n_init=3, random_state=4).fit(X)
+    np.testing.assert_array_equal(labels_of(fit.stdout), est.labels_)
+    assert "12 neighbours (connectivity), 240 nodes" in fit.stderr
+    assert "normalized cut" in fit.stderr and "nnz" in fit.stderr
+    summary = json.loads((folder / "s.json").read_text())
+    assert summary["kernel"] == "knn" and summary["graph"]["n_neighbors"] == 12
+    assert summary["ncut"] == est.ncut_
+    predicted = run(["predict", folder / "m.npz", folder / "moons.csv"])
+    assert predicted.exit_code == 0, predicted.stderr
+    assert predicted.stdout == fit.stdout
+    info = run(["info", folder / "m.npz"])
+    assert info.exit_code == 0, info.stderr
+    n_comp = est.fit_stats_["graph"]["n_components"]
+    assert (f"12 neighbours (connectivity), 240 nodes, {n_comp} component"
+            in info.stdout)
+    assert json.loads(run(["info", folder / "m.npz", "--json"]).stdout)["graph"]["nnz"] == \
+        est.fit_stats_["graph"]["nnz"]
+
+
+def test_cli_knn_as_subprocesses_and_config(moons_csv):
+    """The real command: fit with a YAML config (kernel: knn, n_neighbors:), predict of the
+    training rows is the labels (through the model file), on 1 and 2 threads alike."""
+    folder = moons_csv
+    (folder / "run.yaml").write_text("kernel: knn\nn_neighbors: 10\n")
+    outs = []
+    for threads in ("1", "2"):
+        fit = run_process(["fit", "moons.csv", "-k", "2", "--config", "run.yaml", "--threads",
+                           threads, "-o", f"m{threads}.npz", "-q"], cwd=folder)
+        assert fit.returncode == 0 and fit.stderr == "", fit.stderr
+        predicted = run_process(["predict", f"m{threads}.npz", "moons.csv"], cwd=folder)
+        assert predicted.returncode == 0, predicted.stderr
+        assert predicted.stdout == fit.stdout
+        outs.append(fit.stdout)
+    assert outs[0] == outs[1]
+    assert load_model(folder / "m1.npz").result.graph.model.n_neighbors == 10
+
+
+@pytest.mark.parametrize("args, code, needles", [
+    (["--n-neighbors", "0"], 2, ["--n-neighbors", "0"]),
+    (["--n-neighbors", "-3"], 2, ["--n-neighbors", "-3"]),
+    (["--n-neighbors", "2.5"], 2, ["--n-neighbors", "2.5"]),
+    (["--n-neighbors", "240"], 1, ["moons.csv", "--n-neighbors 240", "less than the number"]),
+    (["-k", "300"], 1, ["moons.csv", "k = 300"]),
+    (["--cluster", "local:1"], 2, ["--cluster", "--kernel knn", "one process"]),
+    (["--scheduler", "tcp://127.0.0.1:9"], 2, ["--scheduler", "--kernel knn"]),
+    (["--approx", "nystroem"], 2, ["--approx nystroem", "--kernel knn"]),
+    (["--storage", "blocked"], 2, ["--storage blocked", "--kernel knn"]),
+    (["--gamma", "0.5"], 2, ["--gamma 0.5", "--kernel knn"]),
+    (["--algorithm", "elkan"], 2, ["--algorithm elkan", "--kernel knn"]),
+    (["--silhouette"], 2, ["--silhouette", "--kernel knn"]),
+    (["--init", "random"], 2, ["--init random", "--kernel knn"]),
+])
+def test_cli_knn_bad_options(moons_csv, args, code, needles):
+    """Each refusal is one error line with the exit code of its kind, and the existing
+    output is left as it was (no model, no temporary file)."""
+    folder = moons_csv
+    (folder / "out.npz").write_bytes(OLD)
+    before = listing(folder)
+    argv = ["fit", folder / "moons.csv", "--kernel", "knn", "-o", folder / "out.npz"]
+    argv += args if args[0] == "-k" else ["-k", "2", *args]
+    assert_one_error_line(run(argv), *needles, code=code)
+    assert listing(folder) == before and (folder / "out.npz").read_bytes() == OLD
+
+
+def test_cli_knn_bad_data(tmp_path):
+    """Too few distinct points for k and NaN in DATA: one error line naming the file, exit 1,
+    nothing written."""
+    write_csv(tmp_path / "dup.csv", np.repeat([[1.0, 2.0], [3.0, 4.0]], 5, axis=0))
+    result = run(["fit", tmp_path / "dup.csv", "-k", "3", "--kernel", "knn", "-o",
+                  tmp_path / "m.npz"])
+    assert_one_error_line(result, "dup.csv", "2 distinct points", code=1)
+    (tmp_path / "nan.csv").write_text("x,y\n1,2\nnan,3\n4,5\n6,7\n")
+    result = run(["fit", tmp_path / "nan.csv", "-k", "2", "--kernel", "knn", "-o",
+                  tmp_path / "m.npz"])
+    assert_one_error_line(result, "nan.csv", "line 3", code=1)
+    assert listing(tmp_path) == ["dup.csv", "nan.csv"]
+
+
+def test_cli_n_neighbors_needs_knn(moons_csv):
+    result = run(["fit", moons_csv / "moons.csv", "-k", "2", "--kernel", "rbf",
+                  "--n-neighbors", "5", "--no-model"])
+    assert_one_error_line(result, "--n-neighbors 5", "--kernel knn", code=2)
+
+
+# -- a sparse graph as DATA ---------------------------------------------------------------------
+@pytest.fixture
+def graph_files(tmp_path):
+    """Three cliques joined by one weak edge, as .npz (scipy.sparse.save_npz) and .mtx."""
+    from scipy import io as scipy_io
+
+    A = _blocks([6, 6, 6]).tolil()
+    A[0, 6] = A[6, 0] = 0.01
+    A = A.tocsr()
+    sparse.save_npz(tmp_path / "g.npz", A)
+    scipy_io.mmwrite(str(tmp_path / "g.mtx"), A)
+    return tmp_path, A
+
+
+@pytest.mark.parametrize("name", ["g.npz", "g.mtx"])
+def test_cli_fit_sparse_graph(graph_files, name):
+    """A sparse affinity as DATA with --kernel precomputed is the estimator's graph fit; its
+    model describes the graph and refuses to predict (exit 2, before DATA is read)."""
+    folder, A = graph_files
+    fit = run(["fit", folder / name, "-k", "3", "--kernel", "precomputed", "-o",
+               folder / "m.npz"])
+    assert fit.exit_code == 0, fit.stderr
+    est = KernelKMeans(3, kernel="precomputed", random_state=0).fit(A)
+    np.testing.assert_array_equal(labels_of(fit.stdout), est.labels_)
+    assert "affinity given as DATA, 18 nodes" in fit.stderr
+    info = run(["info", folder / "m.npz"])
+    assert "affinity given as DATA, 18 nodes" in info.stdout
+    refused = run(["predict", folder / "m.npz", folder / "nothing.csv"])
+    assert_one_error_line(refused, "m.npz", "no coordinates", code=2)
+
+
+def _edited(A, edit):
+    M = A.tolil()
+    edit(M)
+    return M.tocsr()
+
+
+@pytest.mark.parametrize("make, needles", [
+    (lambda A: sparse.csr_matrix(np.ones((3, 4))), ["must be square"]),
+    (lambda A: _edited(A, lambda M: M.__setitem__((0, 1), 5.0)), ["not symmetric", "row 0"]),
+    (lambda A: _edited(A, lambda M: (M.__setitem__((0, 1), -1.0),
+                                     M.__setitem__((1, 0), -1.0))), ["negative weight"]),
+    (lambda A: _edited(A, lambda M: (M.__setitem__((0, 1), np.nan),
+                                     M.__setitem__((1, 0), np.nan))), ["not a finite number"]),
+    (lambda A: _edited(A, lambda M: (M.__setitem__((2, slice(None)), 0.0),
+                                     M.__setitem__((slice(None), 2), 0.0))),
+     ["row 2 has no positive weight"]),
+])
+def test_cli_bad_sparse_graph(graph_files, make, needles):
+    """A sparse graph that is no affinity: one error line naming the file, exit 1, the
+    existing output unchanged and nothing else written."""
+    folder, A = graph_files
+    sparse.save_npz(folder / "bad.npz", make(A))
+    (folder / "out.npz").write_bytes(OLD)
+    before = listing(folder)
+    result = run(["fit", folder / "bad.npz", "-k", "2", "--kernel", "precomputed", "-o",
+                  folder / "out.npz"])
+    assert_one_error_line(result, "bad.npz", *needles, code=1)
+    assert listing(folder) == before and (folder / "out.npz").read_bytes() == OLD
+
+
+def test_cli_sparse_graph_refuses_row_options(graph_files):
+    folder, _ = graph_files
+    for extra, needle in ((["--columns", "0,1"], "--columns"),
+                          (["--with-data"], "--with-data"),
+                          (["--silhouette"], "--silhouette")):
+        result = run(["fit", folder / "g.npz", "-k", "3", "--kernel", "precomputed",
+                      "--no-model", *extra])
+        assert_one_error_line(result, needle, code=2)

@@ -1,0 +1,277 @@
+"""The graph route's defaults (kernels/graph.py ``default_neighbors``, engine/graph_starts.py
+``default_starts``, ``merge_to_k``) and the sweep over k with the eigengap
+(measures/graph_sweep.py), each against a brute-force dense reference: the normalized cut
+and the weighted kernel k-means objective of the n×n kernel (Dhillon, Guan & Kulis, KDD
+2004), NumPy's dense ``eigh`` of the normalized Laplacian (von Luxburg 2007), and
+``fit_graph`` itself."""
+import numpy as np
+import pytest
+from scipy import sparse
+
+from kkmeans_cli.engine import graph_starts
+from kkmeans_cli.engine.graph import GraphKernel, cluster_sums
+from kkmeans_cli.kernels import graph as kgraph
+from kkmeans_cli.kernels.graph_fit import fit_graph
+from kkmeans_cli.measures.graph_silhouette import graph_silhouette
+from kkmeans_cli.measures.graph_sweep import sweep_graph
+
+
+def _moons(n, noise, seed):
+    from sklearn.datasets import make_moons
+
+    return make_moons(n, noise=noise, random_state=seed)
+
+
+def _circles(n, noise, seed):
+    from sklearn.datasets import make_circles
+
+    return make_circles(n, factor=0.5, noise=noise, random_state=seed)
+
+
+def _dense_ncut(A, labels):
+    """Σ_c cut(c, V∖c)/vol(c) by the definition, on the dense matrix."""
+    A = A.toarray() if sparse.issparse(A) else A
+    return sum(A[np.ix_(labels == c, labels != c)].sum() / A[labels == c].sum()
+               for c in np.unique(labels))
+
+
+def _dense_objective(A, sigma, labels):
+    """Weighted kernel k-means objective Σ_i d_i ‖φ(x_i) − m_c(i)‖² of K = σD⁻¹ + D⁻¹AD⁻¹,
+    weights d, from the dense n×n kernel."""
+    A = A.toarray()
+    d = A.sum(1)
+    K = sigma * np.diag(1.0 / d) + A / np.outer(d, d)
+    J = 0.0
+    for c in np.unique(labels):
+        idx = np.flatnonzero(labels == c)
+        w = d[idx]
+        Kc = K[np.ix_(idx, idx)]
+        J += float(w @ np.diag(Kc) - (w @ Kc @ w) / w.sum())
+    return J
+
+
+# -- the default number of neighbours ---------------------------------------------------------
+@pytest.mark.parametrize("n_nodes, k, expected", [
+    (1500, 2, 21), (1500, 50, 21), (100, 2, 21), (60, 3, 20), (42, 2, 21), (21, 2, 10),
+    (9, 3, 3), (6, 3, 2), (3, 3, 2), (2, 1, 2), (1, 1, 2), (5, 5, 2)])
+def test_the_default_neighbours_rule(n_nodes, k, expected):
+    # m = min(20, ⌊n_d/k⌋ − 1, n_d − 1), at least 1; n_neighbors counts the point: m + 1
+    m = max(1, min(20, n_nodes // k - 1, n_nodes - 1))
+    assert kgraph.default_neighbors(n_nodes, k) == m + 1 == expected
+
+
+def test_the_default_rule_counts_distinct_rows():
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(30, 2))
+    X = np.repeat(base, 40, axis=0)          # 1200 rows, 30 distinct
+    res = fit_graph(X, 3, random_state=0)
+    info = res.graph.info
+    assert info.n_points == 1200 and info.n_nodes == 30
+    assert info.n_neighbors == kgraph.default_neighbors(30, 3) == 10
+    # every row of the graph lists the 10 nearest distinct points (itself included)
+    ref = kgraph.knn_graph(base, 10)
+    assert sorted(np.diff(ref.affinity.indptr)) == sorted(np.diff(res.graph.affinity.indptr))
+    # copies share a label
+    labels = res.labels.reshape(30, 40)
+    assert np.all(labels == labels[:, :1])
+
+
+def test_a_given_n_neighbors_is_used_as_given_and_checked():
+    X, _ = _moons(200, 0.05, 0)
+    assert fit_graph(X, 2, n_neighbors=7, random_state=0).graph.info.n_neighbors == 7
+    assert fit_graph(X, 2, random_state=0).graph.info.n_neighbors == 21
+    for bad in (0, -3, 2.5, True, "10"):
+        with pytest.raises(ValueError, match="n_neighbors must be"):
+            fit_graph(X, 2, n_neighbors=bad)
+
+
+def test_the_default_graph_has_20_other_neighbours_and_is_scikit_learns():
+    from sklearn.neighbors import kneighbors_graph
+
+    X, _ = _moons(300, 0.05, 1)
+    G = kgraph.knn_graph(X, None, n_clusters=2)
+    C = kneighbors_graph(X, 21, include_self=True)
+    ref = (0.5 * (C + C.T)).toarray()
+    A = G.affinity.toarray()[np.ix_(G.node_of, G.node_of)]
+    np.testing.assert_array_equal(A, ref)
+
+
+# -- the objective, the sums and the merge -----------------------------------------------------
+@pytest.mark.parametrize("seed", [0, 1])
+def test_ncut_equals_the_kernel_objective_up_to_the_constant(seed):
+    X, _ = _moons(160, 0.1, seed)
+    res = fit_graph(X, 3, random_state=seed)
+    A = res.graph.affinity
+    labels = res.node_labels
+    n, k = A.shape[0], 3
+    ncut = _dense_ncut(A, labels)
+    J = _dense_objective(A, res.kernel.sigma, labels)
+    const = res.kernel.sigma * (n - k) + np.sum(A.diagonal() / res.kernel.degrees) - k
+    assert res.ncut == pytest.approx(ncut, rel=1e-12, abs=1e-12)
+    assert res.objective == pytest.approx(J, rel=1e-10)
+    assert J - ncut == pytest.approx(const, rel=1e-10)
+
+
+def test_sparse_cluster_links_equal_dense_outer_sums():
+    X, _ = _circles(200, 0.08, 3)
+    G = kgraph.knn_graph(X, None, n_clusters=2)
+    kernel = GraphKernel(G.affinity)
+    labels = np.random.default_rng(0).integers(0, 7, kernel.n).astype(np.int32)
+    M, vol = graph_starts.cluster_links(kernel, labels, 7)
+    A = G.affinity.toarray()
+    dense = np.array([[A[np.ix_(labels == a, labels == b)].sum() for b in range(7)]
+                      for a in range(7)])
+    np.testing.assert_allclose(M, dense, rtol=1e-13)
+    np.testing.assert_allclose(vol, [A[labels == a].sum() for a in range(7)], rtol=1e-13)
+    sums = cluster_sums(kernel, labels, 7)
+    np.testing.assert_allclose(sums.links, np.diag(dense), rtol=1e-13)
+
+
+def test_every_merge_raises_ncut_by_the_computed_increase():
+    X, _ = _circles(240, 0.08, 4)
+    G = kgraph.knn_graph(X, None, n_clusters=2)
+    kernel = GraphKernel(G.affinity)
+    rng = np.random.default_rng(1)
+    _, V = graph_starts.top_eigenvectors(kernel, 12, rng)
+    pieces = graph_starts.njw_labels(V, 12, rng)
+    assert np.unique(pieces).size == 12
+    before = _dense_ncut(G.affinity, pieces)
+    for k in range(11, 1, -1):
+        merged, increases = graph_starts.merge_to_k(kernel, pieces, k)
+        assert len(increases) == 12 - k and np.unique(merged).size == k
+        assert _dense_ncut(G.affinity, merged) == pytest.approx(before + sum(increases),
+                                                                abs=1e-10)
+        # each merge is the cheapest of all pairs at its step (brute force over the pairs)
+        if k == 11:
+            best = min(_dense_ncut(G.affinity, np.where(pieces == b, a, pieces)) - before
+                       for a in range(12) for b in range(a + 1, 12))
+            assert increases[0] == pytest.approx(best, abs=1e-10)
+
+
+def test_components_merged_are_unions_of_pieces():
+    X, _ = _moons(200, 0.1, 5)
+    G = kgraph.knn_graph(X, None, n_clusters=2)
+    kernel = GraphKernel(G.affinity)
+    pieces = np.arange(kernel.n) % 9
+    merged, _ = graph_starts.merge_to_k(kernel, pieces, 3)
+    for p in range(9):                       # a piece is never split
+        assert np.unique(merged[pieces == p]).size == 1
+
+
+def test_kmeans_rows_ends_at_a_lloyd_fixed_point_with_k_clusters():
+    rng = np.random.default_rng(2)
+    Y = np.vstack([rng.normal(size=(50, 3)) + 6 * c for c in range(4)])
+    labels = graph_starts.kmeans_rows(Y, 4, np.random.default_rng(0))
+    assert np.unique(labels).size == 4
+    C = np.array([Y[labels == c].mean(0) for c in range(4)])
+    D = ((Y[:, None, :] - C[None]) ** 2).sum(-1)
+    np.testing.assert_array_equal(np.argmin(D, 1), labels)
+
+
+# -- the default starts -----------------------------------------------------------------------
+def test_default_starts_are_njw_and_four_merges_each_with_k_clusters():
+    X, _ = _circles(600, 0.1, 0)
+    G = kgraph.knn_graph(X, None, n_clusters=2)
+    assert G.info.n_components == 1
+    starts = graph_starts.default_starts(GraphKernel(G.affinity), 2, np.random.default_rng(0))
+    kinds = [kind for kind, _ in starts]
+    assert kinds[0] == "spectral" and set(kinds) <= {"spectral", "merge-2k", "merge-3k",
+                                                     "merge-4k", "merge-6k"}
+    for _, labels in starts:
+        assert labels.dtype == np.int32 and np.unique(labels).size == 2
+    res = fit_graph(X, 2, random_state=0)
+    assert res.start_kinds == tuple(kinds) and len(res.start_ncuts) == len(starts)
+    assert res.ncut == min(res.start_ncuts)
+    assert res.start == kinds[int(np.argmin(res.start_ncuts))]      # the first on ties
+
+
+def test_exactly_k_components_are_the_answer():
+    X, y = _moons(400, 0.03, 0)
+    res = fit_graph(X, 2, random_state=0)
+    assert res.graph.info.n_components == 2
+    assert res.start == "components" and res.ncut == 0.0 and res.start_kinds == ("components",)
+
+
+@pytest.mark.parametrize("data, noise", [("circles", 0.1), ("moons", 0.1)])
+def test_defaults_separate_noisy_shapes(data, noise):
+    from sklearn.metrics import adjusted_rand_score
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = (_circles if data == "circles" else _moons)(1500, noise, 0)
+    res = fit_graph(StandardScaler().fit_transform(X), 2, random_state=0)
+    assert adjusted_rand_score(y, res.labels) > 0.95
+
+
+def test_large_graphs_start_on_their_coarsening(monkeypatch):
+    X, _ = _circles(1200, 0.1, 2)
+    monkeypatch.setattr(graph_starts, "SPECTRAL_DIRECT_MAX", 300)
+    res = fit_graph(X, 2, random_state=0)
+    assert res.levels >= 2 and len(res.start_kinds) == 1
+    direct = fit_graph(X, 2, random_state=0, start="multilevel", n_init=1)
+    assert np.unique(res.labels).size == 2 and direct.ncut > 0
+
+
+def test_default_fits_do_not_depend_on_the_thread_count(monkeypatch):
+    from kkmeans_cli.engine import graph as egraph
+
+    monkeypatch.setattr(egraph, "SERIAL_MAX_N", 100)     # the passes run in parallel
+    X, _ = _circles(1500, 0.1, 1)
+    runs = [fit_graph(X, 2, random_state=3, n_threads=t) for t in (1, 2)]
+    np.testing.assert_array_equal(runs[0].labels, runs[1].labels)
+    assert runs[0].objective == runs[1].objective
+    assert runs[0].start_ncuts == runs[1].start_ncuts
+
+
+# -- the sweep and the eigengap ---------------------------------------------------------------
+def _dense_laplacian_eigenvalues(A):
+    A = A.toarray()
+    s = 1.0 / np.sqrt(A.sum(1))
+    return np.linalg.eigvalsh(np.eye(A.shape[0]) - s[:, None] * A * s[None, :])
+
+
+@pytest.mark.parametrize("n", [300, 900])             # dense eigh, then Lanczos
+def test_laplacian_eigenvalues_against_dense_eigh(n):
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(n, centers=4, random_state=0)
+    G = kgraph.knn_graph(X, None, n_clusters=4)
+    lam = graph_starts.laplacian_eigenvalues(GraphKernel(G.affinity), 7,
+                                             np.random.default_rng(0))
+    ref = _dense_laplacian_eigenvalues(G.affinity)[:7]
+    np.testing.assert_allclose(lam, ref, atol=1e-8)
+    gaps = graph_starts.eigengaps(lam, [1, 2, 3, 4, 5, 6, 7])
+    np.testing.assert_allclose(gaps[:6], np.diff(ref)[:6], atol=1e-8)
+    assert gaps[6] is None
+
+
+def test_sweep_equals_fit_graph_for_each_k():
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(900, centers=4, cluster_std=1.5, random_state=1)
+    ks = [2, 3, 4, 5, 6]
+    records = sweep_graph(X, ks, random_state=7)
+    assert [r.k for r in records] == ks
+    lam = _dense_laplacian_eigenvalues(records[0].fit.graph.affinity)
+    for r in records:
+        ref = fit_graph(X, r.k, random_state=7)     # 900 > 21·6 points: the same graph
+        np.testing.assert_array_equal(r.labels, ref.labels)
+        assert r.ncut == ref.ncut and r.objective == ref.objective
+        assert r.silhouette == pytest.approx(graph_silhouette(ref.kernel, ref.node_labels,
+                                                              r.k), rel=1e-12)
+        assert r.eigengap == pytest.approx(lam[r.k] - lam[r.k - 1], abs=1e-8)
+    gaps = [r.eigengap for r in records]
+    assert [r.eigengap_choice for r in records] == [i == int(np.argmax(gaps))
+                                                    for i in range(len(ks))]
+    assert records[int(np.argmax(gaps))].k == 4
+
+
+def test_sweep_on_a_given_affinity_and_k_one():
+    X, _ = _moons(300, 0.05, 2)
+    A = kgraph.knn_graph(X, 10).affinity
+    records = sweep_graph(affinity=A, ks=[1, 2, 3], random_state=0)
+    assert records[0].silhouette is None and records[0].ncut == 0.0
+    ref = fit_graph(affinity=A, n_clusters=3, random_state=0)
+    np.testing.assert_array_equal(records[2].labels, ref.labels)
+    assert sweep_graph(affinity=A, ks=[2], eigengap=False)[0].eigengap is None
+    with pytest.raises(ValueError, match="affinity has 300 points, fewer than the 301"):
+        sweep_graph(affinity=A, ks=[2, 301])
