@@ -219,6 +219,8 @@ def fit_on_graph(graph, n_clusters, *, start="auto", n_init=3, max_iter=300, rng
         raise ValueError(f"n_clusters must be between 1 and the {graph.info.n_nodes} "
                          f"distinct points, got {k}")
     rng = np.random.default_rng() if rng is None else rng
+    if start == "auto" and graph.info.n_components > k and kgraph.can_join(graph):
+        graph, kernel = kgraph.join_components(graph), None
     kernel = GraphKernel(graph.affinity, n_threads=n_threads) if kernel is None else kernel
     with blas_threads(1):
         runs, levels = _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads)
@@ -240,12 +242,15 @@ def start_kinds(start, n_init, n_nodes):
 def _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads):
     """([(start kind, GraphRun)] of every start tried, coarsening levels of the default)."""
     if start == "auto":
-        labels = graph_starts.component_start(graph.components, graph.info.n_components,
-                                              kernel.degrees, k)
+        labels = None if graph.info.bridges else graph_starts.component_start(
+            graph.components, graph.info.n_components, kernel.degrees, k)
         if labels is not None:
             return [("components", refine(kernel, labels, k, max_iter))], 0
         starts, levels = graph_starts.best_default_start(graph.affinity, k, rng, max_iter,
                                                          n_threads)
+        if graph.info.bridges:
+            merged, _ = graph_starts.merge_to_k(kernel, graph.components, k)
+            starts = [("components", merged)] + starts
         if starts:
             return [(kind, refine(kernel, labels, k, max_iter)) for kind, labels in starts], \
                 levels
