@@ -1,10 +1,14 @@
 """A whole normalized-cut fit on a graph, and the prediction of new points: arrays in, records out.
 
-``fit_graph`` builds the graph (``graph.py``) or checks a given affinity, starts from
-the connected components when there are at least k of them (ncut 0: the optimum), else from
-``n_init`` multilevel starts and one spectral start up to ``SPECTRAL_MIX_MAX`` nodes
-(``engine/graph_starts.py``), refines each with the graph kernel k-means
-(``engine/graph.py``) and keeps the lowest objective (the first on ties).
+``fit_graph`` builds the graph (``graph.py``; ``n_neighbors=None``: 20 other points, capped
+for tiny data, ``graph.default_neighbors``) or checks a given affinity. With start 'auto':
+exactly k connected components are the answer; more, on a connectivity graph of points, are
+joined by bridges (``graph.join_components``) and merged by least ncut as one more start;
+otherwise the default starts of ``engine/graph_starts.py`` (one NJW start and four
+over-segment-and-merge starts, on the multilevel coarsening above ``SPECTRAL_DIRECT_MAX``
+nodes). Each start is refined by the graph kernel k-means (``engine/graph.py``: Lloyd with the
+PSD shift and Hartigan moves, alternating) and the lowest objective wins (the first on ties;
+for a fixed k the objective and ncut differ by a constant).
 
 Out-of-sample extension (predict)
     A new point x gets an affinity row a over the training nodes from its n_neighbors − 1
