@@ -311,3 +311,22 @@ def test_self_tuning_graphs_are_not_joined():
     X = np.vstack([np.random.default_rng(s).normal(size=(40, 2)) + 20 * s for s in range(4)])
     res = fit_graph(X, 2, n_neighbors=8, weighting="self-tuning", random_state=0)
     assert res.graph.info.bridges == 0 and res.start == "components" and res.ncut == 0.0
+
+
+def test_lanczos_failing_on_a_large_coarse_graph_falls_back_to_multilevel(monkeypatch):
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    def fails(*args, **kwargs):
+        raise ArpackNoConvergence("no convergence", np.empty(0), np.empty((0, 0)))
+
+    import scipy.sparse.linalg
+
+    X, _ = _circles(1200, 0.1, 2)
+    # the coarse graph (300 … 600 nodes) goes to Lanczos, which fails, and is too large for
+    # the dense solver; the multilevel start's coarsest graph (≤ 200 nodes) is solved densely
+    monkeypatch.setattr(graph_starts, "SPECTRAL_DIRECT_MAX", 600)
+    monkeypatch.setattr(graph_starts, "SPECTRAL_DENSE_MAX", 250)
+    monkeypatch.setattr(graph_starts, "DENSE_FALLBACK_MAX", 100)
+    monkeypatch.setattr(scipy.sparse.linalg, "eigsh", fails)
+    res = fit_graph(X, 2, random_state=0)
+    assert res.start_kinds == ("multilevel",) and np.unique(res.labels).size == 2

@@ -199,6 +199,7 @@ SPECTRAL_DIRECT_MAX = 5000   # eigenvectors of the graph itself up to this many 
                              # its multilevel coarsening (Lanczos slows sharply above: 20 s at
                              # 2·10⁴ nodes, 220 s at 10⁵ for 12 vectors of a moons graph)
 EIGEN_TOL = 1e-8
+DENSE_FALLBACK_MAX = 10_000  # a dense eigh when Lanczos fails, up to this many nodes
 
 
 def top_eigenvectors(kernel, r, rng):
@@ -217,7 +218,8 @@ def top_eigenvectors(kernel, r, rng):
             order = np.argsort(-lam, kind="stable")
             return lam[order], V[:, order]
         except ArpackNoConvergence:
-            pass
+            if n > DENSE_FALLBACK_MAX:
+                raise
     lam, V = np.linalg.eigh(N.toarray())
     return lam[::-1][:r], V[:, ::-1][:, :r]
 
@@ -370,13 +372,21 @@ def best_default_start(A, k, rng, max_iter=300, n_threads=1):
     and the lowest ncut (first on ties) is carried up, refined at every level but the finest.
 
     Returns (runs, levels): runs [(kind, labels)] to refine on A — every default start when
-    A is small, the carried-up winner otherwise — and the number of coarsening levels."""
-    if A.shape[0] <= SPECTRAL_DIRECT_MAX:
+    A is small, the carried-up winner otherwise, none when Lanczos fails on a graph too large
+    for the dense solver (the caller falls back to the multilevel start) — and the number of
+    coarsening levels."""
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    if A.shape[0] <= SPECTRAL_DIRECT_MAX:          # Lanczos, else the dense solver
         return default_starts(GraphKernel(A, n_threads=n_threads), k, rng), 0
     levels, coarsest = coarsen(A, rng, SPECTRAL_DIRECT_MAX)
     kernel = GraphKernel(coarsest, n_threads=n_threads)
+    try:
+        starts = default_starts(kernel, k, rng)
+    except ArpackNoConvergence:
+        return [], len(levels)
     best = None
-    for kind, labels in default_starts(kernel, k, rng):
+    for kind, labels in starts:
         run = refine(kernel, labels, k, max_iter)
         ncut = run.sums.ncut()
         if best is None or ncut < best[0]:

@@ -258,7 +258,7 @@ def _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads):
         if starts:
             return [(kind, refine(kernel, labels, k, max_iter)) for kind, labels in starts], \
                 levels
-        start, n_init = "multilevel", 1          # no start with k clusters: V is degenerate
+        start, n_init = "multilevel", 1     # no start with k clusters, or Lanczos failed
     runs, embedding = [], None
     for kind in start_kinds(start, n_init, kernel.n):
         if kind == "multilevel":
