@@ -180,17 +180,19 @@ def real(args):
     print(f"| **mean of 8** | {' | '.join(f'{np.mean(means[m]):.3f}' for m in METHODS)} |")
 
 
-def big_child(method, n, threads):
+def big_child(method, n, threads, noise=0.05):
     from sklearn.datasets import make_moons
     from sklearn.metrics import adjusted_rand_score
 
-    X, y = make_moons(n, noise=0.05, random_state=0)
+    X, y = make_moons(n, noise=noise, random_state=0)
     t0 = time.perf_counter()
     if method == "graph":
         from kkmeans_cli.kernels.graph_fit import fit_graph
 
         res = fit_graph(X, 2, random_state=0, n_threads=threads)
-        labels, extra = res.labels, {"ncut": res.ncut, "start": res.start}
+        labels, extra = res.labels, {"ncut": res.ncut, "start": res.start,
+                                     "levels": res.levels,
+                                     "components": res.graph.info.n_components}
     else:
         from sklearn.cluster import SpectralClustering
 
@@ -203,13 +205,13 @@ def big_child(method, n, threads):
 
 
 def big(args):
-    print(f"{args.n} moons (noise 0.05), {args.threads} threads; load average before "
+    print(f"{args.n} moons (noise {args.noise}), {args.threads} threads; load average before "
           f"{os.getloadavg()[0]:.2f}")
     print("| method | seconds | peak RSS | ARI | load after |")
     print("|---|---|---|---|---|")
     for method in args.methods:
         cmd = [sys.executable, os.path.abspath(__file__), "--child", method, str(args.n),
-               str(args.threads)]
+               str(args.threads), str(args.noise)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
         except subprocess.TimeoutExpired:
@@ -220,8 +222,10 @@ def big(args):
             print(f"| {method} | failed: {proc.stderr.strip().splitlines()[-1:]} |")
             continue
         r = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(f"| {method} | {r['seconds']:.1f} | {r['rss'] / 1e9:.2f} GB | {r['ari']:.4f} | "
-              f"{r['load']:.2f} |", flush=True)
+        how = (f" ({r['start']}, ncut {r['ncut']:.5f}, {r['components']} components, "
+               f"{r['levels']} levels)" if "start" in r else "")
+        print(f"| {method}{how} | {r['seconds']:.1f} | {r['rss'] / 1e9:.2f} GB | "
+              f"{r['ari']:.4f} | {r['load']:.2f} |", flush=True)
 
 
 def files(args):
@@ -348,7 +352,7 @@ def knn(args):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--child":
-        print(json.dumps(big_child(argv[1], int(argv[2]), int(argv[3]))))
+        print(json.dumps(big_child(argv[1], int(argv[2]), int(argv[3]), float(argv[4]))))
         return
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -359,6 +363,7 @@ def main(argv=None):
     b = sub.add_parser("big")
     b.add_argument("--n", type=int, default=1_000_000)
     b.add_argument("--threads", type=int, default=2)
+    b.add_argument("--noise", type=float, default=0.05)
     b.add_argument("--methods", nargs="+", default=["graph", "spectral"])
     b.add_argument("--timeout", type=float, default=1800)
     for name in ("files", "starts"):
