@@ -11,7 +11,7 @@ from scipy import sparse
 from kkmeans_cli.engine import graph_starts
 from kkmeans_cli.engine.graph import GraphKernel, cluster_sums
 from kkmeans_cli.kernels import graph as kgraph
-from kkmeans_cli.kernels.graph_fit import fit_graph
+from kkmeans_cli.kernels.graph_fit import fit_graph, predict_graph
 from kkmeans_cli.measures.graph_silhouette import graph_silhouette
 from kkmeans_cli.measures.graph_sweep import sweep_graph
 
@@ -305,6 +305,7 @@ def test_five_blobs_in_three_clusters_keep_every_blob_whole():
         assert np.unique(res.labels).size == 3
         for c in range(5):
             assert np.unique(res.labels[y == c]).size == 1
+        np.testing.assert_array_equal(predict_graph(res.model(), X), res.labels)
 
 
 def test_self_tuning_graphs_are_not_joined():
