@@ -249,13 +249,28 @@ def test_results_do_not_depend_on_the_thread_count():
 def test_components_are_the_start_when_there_are_enough():
     X = np.vstack([_points(100, 13), _points(80, 14) + 40.0, _points(20, 15) - 40.0,
                    _points(12, 16) + [40.0, -40.0]])
-    for k in (4, 3, 2):
-        res = fit_graph(X, k, n_neighbors=10, random_state=0)
+    res = fit_graph(X, 4, n_neighbors=10, random_state=0)
+    assert res.start == "components" and res.ncut == 0.0 and res.graph.info.bridges == 0
+    assert len(np.unique(res.labels)) == 4
+    # fewer clusters than components, on a given affinity (no coordinates to join them by):
+    # the components grouped by volume, ncut 0; the two small ones join the lightest cluster
+    A = kgraph.knn_graph(X, 10).affinity
+    for k in (3, 2):
+        res = fit_graph(affinity=A, n_clusters=k, random_state=0)
         assert res.start == "components" and res.ncut == 0.0
         assert len(np.unique(res.labels)) == k
-    # three clusters from four components: the two small ones join the lightest cluster
-    res = fit_graph(X, 3, n_neighbors=10, random_state=0)
-    assert len(np.unique(res.labels[:100])) == 1 and len(np.unique(res.labels[100:180])) == 1
+    # (the graph's nodes are in tree order: compare through the points' own graph)
+    G = kgraph.knn_graph(X, 10)
+    res = fit_graph(affinity=G.affinity, n_clusters=3, random_state=0)
+    labels = res.labels[G.node_of]
+    assert len(np.unique(labels[:100])) == 1 and len(np.unique(labels[100:180])) == 1
+    # of points: the components joined by bridges, every component kept whole
+    for k in (3, 2):
+        res = fit_graph(X, k, n_neighbors=10, random_state=0)
+        assert res.graph.info.bridges == 3 and res.graph.info.n_components == 4
+        assert res.start_kinds[0] == "components" and len(np.unique(res.labels)) == k
+        for part in (slice(0, 100), slice(100, 180), slice(180, 200), slice(200, 212)):
+            assert len(np.unique(res.labels[part])) == 1
 
 
 def test_contraction_keeps_the_normalized_cut():

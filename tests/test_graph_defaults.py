@@ -11,7 +11,7 @@ from scipy import sparse
 from kkmeans_cli.engine import graph_starts
 from kkmeans_cli.engine.graph import GraphKernel, cluster_sums
 from kkmeans_cli.kernels import graph as kgraph
-from kkmeans_cli.kernels.graph_fit import fit_graph
+from kkmeans_cli.kernels.graph_fit import fit_graph, predict_graph
 from kkmeans_cli.measures.graph_silhouette import graph_silhouette
 from kkmeans_cli.measures.graph_sweep import sweep_graph
 
@@ -253,7 +253,7 @@ def test_sweep_equals_fit_graph_for_each_k():
     assert [r.k for r in records] == ks
     lam = _dense_laplacian_eigenvalues(records[0].fit.graph.affinity)
     for r in records:
-        ref = fit_graph(X, r.k, random_state=7)     # 900 > 21·6 points: the same graph
+        ref = fit_graph(X, r.k, random_state=7, n_threads=1)   # 900 > 21·6: the same graph
         np.testing.assert_array_equal(r.labels, ref.labels)
         assert r.ncut == ref.ncut and r.objective == ref.objective
         assert r.silhouette == pytest.approx(graph_silhouette(ref.kernel, ref.node_labels,
@@ -275,3 +275,59 @@ def test_sweep_on_a_given_affinity_and_k_one():
     assert sweep_graph(affinity=A, ks=[2], eigengap=False)[0].eigengap is None
     with pytest.raises(ValueError, match="affinity has 300 points, fewer than the 301"):
         sweep_graph(affinity=A, ks=[2, 301])
+
+
+# -- more components than clusters ------------------------------------------------------------
+def test_two_components_are_joined_by_their_closest_pair():
+    rng = np.random.default_rng(4)
+    X = np.vstack([rng.normal(size=(60, 2)), rng.normal(size=(50, 2)) + [30.0, 5.0]])
+    G = kgraph.knn_graph(X, 8)
+    assert G.info.n_components == 2 and kgraph.can_join(G)
+    J = kgraph.join_components(G)
+    assert J.info.bridges == 1 and J.info.n_components == 2
+    added = (J.affinity - G.affinity).tocoo()
+    i, j = sorted(zip(added.row, added.col))[0]
+    D = np.linalg.norm(G.nodes[:, None, :] - G.nodes[None, :, :], axis=-1)
+    across = G.components[:, None] != G.components[None, :]
+    assert D[i, j] == D[across].min() and added.data.tolist() == [1.0, 1.0]
+    from scipy.sparse.csgraph import connected_components
+
+    assert connected_components(J.affinity, directed=False)[0] == 1
+
+
+def test_five_blobs_in_three_clusters_keep_every_blob_whole():
+    from sklearn.datasets import make_blobs
+
+    for seed in range(3):
+        X, y = make_blobs(500, centers=5, cluster_std=0.3, random_state=seed)
+        res = fit_graph(X, 3, random_state=seed)
+        assert res.graph.info.n_components == 5 and res.graph.info.bridges >= 4
+        assert np.unique(res.labels).size == 3
+        for c in range(5):
+            assert np.unique(res.labels[y == c]).size == 1
+        np.testing.assert_array_equal(predict_graph(res.model(), X), res.labels)
+
+
+def test_self_tuning_graphs_are_not_joined():
+    X = np.vstack([np.random.default_rng(s).normal(size=(40, 2)) + 20 * s for s in range(4)])
+    res = fit_graph(X, 2, n_neighbors=8, weighting="self-tuning", random_state=0)
+    assert res.graph.info.bridges == 0 and res.start == "components" and res.ncut == 0.0
+
+
+def test_lanczos_failing_on_a_large_coarse_graph_falls_back_to_multilevel(monkeypatch):
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    def fails(*args, **kwargs):
+        raise ArpackNoConvergence("no convergence", np.empty(0), np.empty((0, 0)))
+
+    import scipy.sparse.linalg
+
+    X, _ = _circles(1200, 0.1, 2)
+    # the coarse graph (300 … 600 nodes) goes to Lanczos, which fails, and is too large for
+    # the dense solver; the multilevel start's coarsest graph (≤ 200 nodes) is solved densely
+    monkeypatch.setattr(graph_starts, "SPECTRAL_DIRECT_MAX", 600)
+    monkeypatch.setattr(graph_starts, "SPECTRAL_DENSE_MAX", 250)
+    monkeypatch.setattr(graph_starts, "DENSE_FALLBACK_MAX", 100)
+    monkeypatch.setattr(scipy.sparse.linalg, "eigsh", fails)
+    res = fit_graph(X, 2, random_state=0)
+    assert res.start_kinds == ("multilevel",) and np.unique(res.labels).size == 2

@@ -1,18 +1,28 @@
-"""Starts for the normalized cut of a graph (``engine/graph.py``): components, spectral,
-multilevel.
+"""Starts for the normalized cut of a graph (``engine/graph.py``): components, the default
+NJW and over-segment-and-merge starts, and the earlier spectral and multilevel starts.
 
 Connected components
     A labelling whose clusters are unions of connected components cuts no edge: ncut = 0, the
-    optimum. With exactly k components they are the answer; with more, the components are
-    grouped into k clusters by volume, largest first into the lightest cluster (ties: the
-    lowest cluster), so that no cluster is a stray speck while the bulk is merged; with fewer,
-    a start must split inside them (below).
+    optimum. With exactly k components they are the answer; with more, and no way to join
+    them (``kernels.graph.join_components``), the components are grouped into k clusters by
+    volume, largest first into the lightest cluster (ties: the lowest cluster); with fewer, a
+    start must split inside them (below).
+
+The default starts (``default_starts``, ``best_default_start``)
+    One NJW start (Ng, Jordan & Weiss, "On spectral clustering: analysis and an algorithm",
+    NIPS 2001: the rows of the top-k eigenvectors of D^{-½}AD^{-½} normalised, k-means) and
+    four over-segment-and-merge starts: NJW into k' = 2k, 3k, 4k, 6k pieces, merged greedily
+    down to k, each merge the pair whose union raises ncut least (``merge_to_k``). Spectral
+    starts alone land in the arc cut of rings and noisy circles; merging arcs by least ncut
+    does not (docs/engine.md). Up to ``SPECTRAL_DIRECT_MAX`` nodes on the graph itself, above
+    on its multilevel coarsening (below), where the best start is carried up.
 
 Spectral (Dhillon, Guan & Kulis, KDD 2004: the relaxation of weighted kernel k-means)
     With K = σD⁻¹ + D⁻¹AD⁻¹ and w = d, W^½KW^½ = σI + D^{-½}AD^{-½} = VΛVᵀ; the rows of
     Y = D^{-½}V_kΛ_k^½ (YYᵀ ≈ K) are clustered by weighted k-means (weights d). The top k
     eigenpairs come from a dense ``eigh`` up to ``SPECTRAL_DENSE_MAX`` nodes, Lanczos above;
-    the k-means in the embedding is the best of ``EMBEDDING_N_INIT`` seeded runs.
+    the k-means in the embedding is the best of ``EMBEDDING_N_INIT`` seeded runs
+    (``start='spectral'``).
 
 Multilevel (Dhillon, Guan & Kulis, "Weighted graph cuts without eigenvectors: a multilevel
 approach", TPAMI 2007 — Graclus)
@@ -20,10 +30,10 @@ approach", TPAMI 2007 — Graclus)
     neighbour maximising A_xy/d_x + A_xy/d_y, in a seeded random order); a coarse node carries
     the sum of its points' edges, A_c = PᵀAP (P the n×m assignment), internal edges becoming
     self-loops, so degrees, volumes, links and the normalized cut of every labelling of coarse
-    nodes are those of its projection. Coarsening stops at ``coarse_nodes(k)`` nodes (or when a
-    level shrinks by less than 5%); the coarsest graph gets the spectral start, and the labels
-    are refined by the graph kernel k-means (Lloyd and Hartigan, ``graph.refine``) at every
-    level on the way back up. Every level costs O(nnz), so the start is O(nnz · levels).
+    nodes are those of its projection. ``start='multilevel'`` coarsens to ``coarse_nodes(k)``
+    nodes (or until a level shrinks by less than 5%), starts the coarsest graph spectrally and
+    refines the labels by the graph kernel k-means (Lloyd and Hartigan, ``graph.refine``) at
+    every level on the way back up. Every level costs O(nnz), so the start is O(nnz · levels).
 """
 import numpy as np
 
@@ -189,6 +199,7 @@ SPECTRAL_DIRECT_MAX = 5000   # eigenvectors of the graph itself up to this many 
                              # its multilevel coarsening (Lanczos slows sharply above: 20 s at
                              # 2·10⁴ nodes, 220 s at 10⁵ for 12 vectors of a moons graph)
 EIGEN_TOL = 1e-8
+DENSE_FALLBACK_MAX = 10_000  # a dense eigh when Lanczos fails, up to this many nodes
 
 
 def top_eigenvectors(kernel, r, rng):
@@ -207,7 +218,8 @@ def top_eigenvectors(kernel, r, rng):
             order = np.argsort(-lam, kind="stable")
             return lam[order], V[:, order]
         except ArpackNoConvergence:
-            pass
+            if n > DENSE_FALLBACK_MAX:
+                raise
     lam, V = np.linalg.eigh(N.toarray())
     return lam[::-1][:r], V[:, ::-1][:, :r]
 
@@ -360,13 +372,21 @@ def best_default_start(A, k, rng, max_iter=300, n_threads=1):
     and the lowest ncut (first on ties) is carried up, refined at every level but the finest.
 
     Returns (runs, levels): runs [(kind, labels)] to refine on A — every default start when
-    A is small, the carried-up winner otherwise — and the number of coarsening levels."""
-    if A.shape[0] <= SPECTRAL_DIRECT_MAX:
+    A is small, the carried-up winner otherwise, none when Lanczos fails on a graph too large
+    for the dense solver (the caller falls back to the multilevel start) — and the number of
+    coarsening levels."""
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    if A.shape[0] <= SPECTRAL_DIRECT_MAX:          # Lanczos, else the dense solver
         return default_starts(GraphKernel(A, n_threads=n_threads), k, rng), 0
     levels, coarsest = coarsen(A, rng, SPECTRAL_DIRECT_MAX)
     kernel = GraphKernel(coarsest, n_threads=n_threads)
+    try:
+        starts = default_starts(kernel, k, rng)
+    except ArpackNoConvergence:
+        return [], len(levels)
     best = None
-    for kind, labels in default_starts(kernel, k, rng):
+    for kind, labels in starts:
         run = refine(kernel, labels, k, max_iter)
         ncut = run.sums.ncut()
         if best is None or ncut < best[0]:

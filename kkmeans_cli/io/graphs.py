@@ -159,12 +159,12 @@ def _read_mtx(path):
         raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except (OSError, ValueError, EOFError) as exc:
         raise DataError(f"{path}: not a Matrix Market file ({_reason(exc)})") from None
-    if field not in MTX_FIELDS:
-        raise DataError(f"{path}: holds {field} numbers; an affinity is real (Matrix Market "
-                        f"field real, integer or pattern)")
-    if symmetry not in MTX_SYMMETRIES:
-        raise DataError(f"{path}: is {symmetry}; an affinity is symmetric (Matrix Market "
-                        f"symmetry general or symmetric)")
+    refusal = (f"holds {field} numbers; an affinity is real (Matrix Market field real, "
+               f"integer or pattern)" if field not in MTX_FIELDS else
+               f"is {symmetry}; an affinity is symmetric (Matrix Market symmetry general or "
+               f"symmetric)" if symmetry not in MTX_SYMMETRIES else None)
+    if refusal is not None:
+        raise DataError(f"{path}: {refusal}")
     try:
         return mmread(path)
     except (OSError, ValueError, EOFError, IndexError) as exc:

@@ -34,7 +34,7 @@ Components
     by ``scipy.sparse.csgraph.connected_components``): the normalized-cut engine starts from
     them (a labelling whose clusters are unions of components cuts nothing: ncut 0).
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -70,6 +70,7 @@ class GraphInfo:
     n_duplicates: int = 0
     self_loops: bool = True
     scale_neighbor: int = SCALE_NEIGHBOR
+    bridges: int = 0
 
 
 @dataclass(frozen=True)
@@ -344,6 +345,68 @@ def components(A):
 
     n_comp, comp = connected_components(A, directed=False)
     return int(n_comp), comp.astype(np.int32)
+
+
+# -- components joined -----------------------------------------------------------------------
+JOIN_MAX_COMPONENTS = 32     # components joined by bridges up to this many (else grouped)
+JOIN_MAX_NODES = 200_000     # and up to this many nodes (a k-d tree of the others each)
+
+
+def can_join(graph):
+    """Whether ``join_components`` applies: a connectivity graph of points with more than one
+    and at most ``JOIN_MAX_COMPONENTS`` components and ``JOIN_MAX_NODES`` nodes."""
+    info = graph.info
+    return (graph.nodes is not None and info.weighting == "connectivity"
+            and 1 < info.n_components <= JOIN_MAX_COMPONENTS
+            and info.n_nodes <= JOIN_MAX_NODES)
+
+
+def join_components(graph):
+    """The graph with its components joined into one by bridges (Borůvka's rounds): every
+    component gets an edge of weight 1 (times the copies u_i u_j) between its point nearest to
+    another component and that point (the first on ties). Then merging components greedily
+    by the least ncut increase (``engine.graph_starts.merge_to_k``) keeps near components
+    together rather than grouping them by volume alone. The components of ``graph`` stay in
+    ``components``, ``info.bridges`` counts the edges added; ``info.n_components`` stays
+    the neighbour graph's."""
+    from scipy import sparse
+    from scipy.sparse.csgraph import connected_components
+    from scipy.spatial import cKDTree
+
+    nodes, m = graph.nodes, graph.info.n_nodes
+    group = np.asarray(graph.components, dtype=np.int64)
+    rows, cols = [], []
+    while True:
+        count = int(group.max()) + 1
+        if count <= 1:
+            break
+        found = {}
+        for c in range(count):
+            inside = np.flatnonzero(group == c)
+            outside = np.flatnonzero(group != c)
+            dist, j = cKDTree(nodes[outside]).query(nodes[inside], k=1)
+            a = int(np.argmin(dist))
+            edge = (min(inside[a], outside[j[a]]), max(inside[a], outside[j[a]]))
+            found[edge] = None
+        for i, j in found:
+            rows.append(i)
+            cols.append(j)
+        links = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(m, m))
+        merged = sparse.csr_matrix((np.ones(m), (np.arange(m), group)), shape=(m, count))
+        _, group_of = connected_components(merged.T @ (links + links.T) @ merged,
+                                           directed=False)
+        group = group_of[group]
+    r, c = np.array(rows), np.array(cols)
+    w = graph.counts[r] * graph.counts[c]
+    keep = np.asarray(graph.affinity[r, c]).reshape(-1) == 0
+    bridges = sparse.csr_matrix((np.r_[w[keep], w[keep]], (np.r_[r[keep], c[keep]],
+                                                           np.r_[c[keep], r[keep]])),
+                                shape=(m, m))
+    E = (graph.affinity + bridges).tocsr()
+    E.sum_duplicates()
+    E.sort_indices()
+    info = replace(graph.info, nnz=int(E.nnz), bridges=int(keep.sum()))
+    return Graph(E, graph.node_of, nodes, graph.counts, graph.scales, graph.components, info)
 
 
 # -- a given affinity ------------------------------------------------------------------------

@@ -1,10 +1,14 @@
 """A whole normalized-cut fit on a graph, and the prediction of new points: arrays in, records out.
 
-``fit_graph`` builds the graph (``graph.py``) or checks a given affinity, starts from
-the connected components when there are at least k of them (ncut 0: the optimum), else from
-``n_init`` multilevel starts and one spectral start up to ``SPECTRAL_MIX_MAX`` nodes
-(``engine/graph_starts.py``), refines each with the graph kernel k-means
-(``engine/graph.py``) and keeps the lowest objective (the first on ties).
+``fit_graph`` builds the graph (``graph.py``; ``n_neighbors=None``: 20 other points, capped
+for tiny data, ``graph.default_neighbors``) or checks a given affinity. With start 'auto':
+exactly k connected components are the answer; more, on a connectivity graph of points, are
+joined by bridges (``graph.join_components``) and merged by least ncut as one more start;
+otherwise the default starts of ``engine/graph_starts.py`` (one NJW start and four
+over-segment-and-merge starts, on the multilevel coarsening above ``SPECTRAL_DIRECT_MAX``
+nodes). Each start is refined by the graph kernel k-means (``engine/graph.py``: Lloyd with the
+PSD shift and Hartigan moves, alternating) and the lowest objective wins (the first on ties;
+for a fixed k the objective and ncut differ by a constant).
 
 Out-of-sample extension (predict)
     A new point x gets an affinity row a over the training nodes from its n_neighbors − 1
@@ -219,6 +223,8 @@ def fit_on_graph(graph, n_clusters, *, start="auto", n_init=3, max_iter=300, rng
         raise ValueError(f"n_clusters must be between 1 and the {graph.info.n_nodes} "
                          f"distinct points, got {k}")
     rng = np.random.default_rng() if rng is None else rng
+    if start == "auto" and graph.info.n_components > k and kgraph.can_join(graph):
+        graph, kernel = kgraph.join_components(graph), None
     kernel = GraphKernel(graph.affinity, n_threads=n_threads) if kernel is None else kernel
     with blas_threads(1):
         runs, levels = _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads)
@@ -240,16 +246,19 @@ def start_kinds(start, n_init, n_nodes):
 def _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads):
     """([(start kind, GraphRun)] of every start tried, coarsening levels of the default)."""
     if start == "auto":
-        labels = graph_starts.component_start(graph.components, graph.info.n_components,
-                                              kernel.degrees, k)
+        labels = None if graph.info.bridges else graph_starts.component_start(
+            graph.components, graph.info.n_components, kernel.degrees, k)
         if labels is not None:
             return [("components", refine(kernel, labels, k, max_iter))], 0
         starts, levels = graph_starts.best_default_start(graph.affinity, k, rng, max_iter,
                                                          n_threads)
+        if graph.info.bridges:
+            merged, _ = graph_starts.merge_to_k(kernel, graph.components, k)
+            starts = [("components", merged)] + starts
         if starts:
             return [(kind, refine(kernel, labels, k, max_iter)) for kind, labels in starts], \
                 levels
-        start, n_init = "multilevel", 1          # no start with k clusters: V is degenerate
+        start, n_init = "multilevel", 1     # no start with k clusters, or Lanczos failed
     runs, embedding = [], None
     for kind in start_kinds(start, n_init, kernel.n):
         if kind == "multilevel":
