@@ -367,8 +367,8 @@ def join_components(graph):
     another component and that point (the first on ties). Then merging components greedily
     by the least ncut increase (``engine.graph_starts.merge_to_k``) keeps near components
     together rather than grouping them by volume alone. The components of ``graph`` stay in
-    ``components``, ``info.bridges`` counts the edges added; ``info.n_components`` stays
-    the neighbour graph's."""
+    ``components``; ``GraphInfo.bridges`` counts the edges added, and
+    ``GraphInfo.n_components`` stays the neighbour graph's."""
     from scipy import sparse
     from scipy.sparse.csgraph import connected_components
     from scipy.spatial import cKDTree
