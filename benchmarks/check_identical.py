@@ -256,8 +256,8 @@ def _dask(X):
                            host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=50)
     client = Client(cluster, set_as_default=False)
     try:
-        est = KernelKMeans(5, approx="nystroem", cluster=client, random_state=0, n_threads=1,
-                           memory_limit=MEMORY_LIMIT)
+        est = KernelKMeans(5, kernel="rbf", approx="nystroem", cluster=client, random_state=0,
+                           n_threads=1, memory_limit=MEMORY_LIMIT)
         est.fit(X)
         fp = fingerprint(est, None, scores=False)
         fp["predict_cluster"] = _digest(est.predict(X[:500]))

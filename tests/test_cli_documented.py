@@ -187,8 +187,11 @@ def test_engine_warnings_are_in_cli_words(data_dir):
 def test_sweep_and_predict_accept_every_bundled_config(data_dir, config):
     path = os.path.join(ROOT, "configs", config)
     swept = run(["sweep", data_dir / "data.csv", "--k", "2..3", "--config", path, "-q", *FAST])
-    assert swept.exit_code == 0, swept.stderr
-    assert swept.stdout.splitlines()[0].startswith("k,inertia,")
+    if config == "knn.yaml":  # the graph kernel is not swept: one error line says so
+        assert swept.exit_code == 2 and "not swept yet" in swept.stderr, swept.stderr
+    else:
+        assert swept.exit_code == 0, swept.stderr
+        assert swept.stdout.splitlines()[0].startswith("k,inertia,")
     fitted = run(["fit", "--kernel", "rbf", data_dir / "data.csv", "-k", "3", "-o", data_dir / "m.npz", "-q", *FAST])
     assert fitted.exit_code == 0
     plain = run(["predict", data_dir / "m.npz", data_dir / "data.csv", "-q"])

@@ -234,7 +234,7 @@ def test_fit_plot_precomputed_is_usage_error(tmp_path, data):
     assert not (tmp_path / "p.png").exists()
 
 
-@pytest.mark.parametrize("command", ["fit", "--kernel", "rbf", "sweep"])
+@pytest.mark.parametrize("command", ["fit", "sweep"])
 def test_missing_matplotlib_gives_install_hint(tmp_path, data, monkeypatch, command):
     _, _, path = data
     for name in ("matplotlib", "matplotlib.figure", "matplotlib.backends",

@@ -152,7 +152,7 @@ def test_predict_with_data_on_a_cluster_is_refused(tmp_path, never_connect):
 # -- 13. the checks of one process, on the chunks ------------------------------------------------
 def _one_process_error(X, **params):
     with pytest.raises((ValueRangeError, TooFewDistinctPointsError)) as info:
-        KernelKMeans(approx="nystroem", n_threads=1, **params).fit(X)
+        KernelKMeans(approx="nystroem", n_threads=1, **{"kernel": "rbf", **params}).fit(X)
     return info.value
 
 
@@ -178,7 +178,7 @@ def test_the_cluster_makes_the_checks_of_one_process(client, tmp_path, case):
 
     data = from_array(client, X).aligned(client, 2048)
     with pytest.raises(type(expected)) as info:
-        KernelKMeans(approx="nystroem", cluster=client, **params).fit(data)
+        KernelKMeans(approx="nystroem", cluster=client, **{"kernel": "rbf", **params}).fit(data)
     assert str(info.value) == str(expected)
     # the command line says it as in one process
     np.save(tmp_path / "x.npy", X)

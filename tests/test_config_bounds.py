@@ -126,7 +126,7 @@ def test_a_value_for_another_command_is_still_checked(work):
 
 @pytest.mark.parametrize("text, extra, needle", [
     ("columns: zz\n", [], "--columns"),
-    ("init: start.txt\n", [], "--init start.txt: no such file"),
+    ("init: start.txt\n", ["--kernel", "rbf"], "--init start.txt: no such file"),
 ])
 def test_an_error_about_a_config_value_names_the_config_and_key(work, text, extra, needle):
     result = _fit(work, text, *extra)

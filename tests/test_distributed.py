@@ -32,7 +32,7 @@ def mixture(n=5000, d=4, k=4, seed=0, spread=1.5):
 
 
 def one_process(X, **kw):
-    return KernelKMeans(approx="nystroem", n_threads=1, **kw).fit(X)
+    return KernelKMeans(approx="nystroem", n_threads=1, **{"kernel": "rbf", **kw}).fit(X)
 
 
 def assert_same_fit(est, ref):
@@ -63,7 +63,7 @@ def test_same_result_as_one_process(client, tmp_path, params):
     np.save(tmp_path / "x.npy", X)
     ref = one_process(X, random_state=7, **params)
     data = open_data(client, str(tmp_path / "x.npy")).aligned(client, 2048)
-    est = KernelKMeans(approx="nystroem", random_state=7, cluster=client, **params).fit(data)
+    est = KernelKMeans(approx="nystroem", random_state=7, cluster=client, **{"kernel": "rbf", **params}).fit(data)
     assert est.fit_stats_["cluster"]["chunks"] == 3
     assert_same_fit(est, ref)
     assert est.fit_stats_["start_kinds"] == ref.fit_stats_["start_kinds"]
@@ -96,12 +96,12 @@ def test_readers_give_the_same_fit(client, tmp_path):
     for spec in specs:
         data = open_data(client, spec)
         assert (data.n, data.d) == X.shape, spec
-        est = KernelKMeans(approx="nystroem", cluster=client, **params).fit(
+        est = KernelKMeans(approx="nystroem", cluster=client, **{"kernel": "rbf", **params}).fit(
             data.aligned(client, 2048))
         assert est.fit_stats_["cluster"]["chunks"] == 3
         np.testing.assert_array_equal(est.labels_, ref.labels_, err_msg=spec)
         assert est.inertia_ == pytest.approx(ref.inertia_, rel=1e-9)
-    est = KernelKMeans(approx="nystroem", cluster=client, **params).fit(
+    est = KernelKMeans(approx="nystroem", cluster=client, **{"kernel": "rbf", **params}).fit(
         da.from_array(X, chunks=(2048, 4)))
     np.testing.assert_array_equal(est.labels_, ref.labels_)
 
@@ -111,7 +111,7 @@ def test_api_with_client_and_dask_array(client):
     X = mixture(n=2500, seed=5)
     params = dict(n_clusters=4, n_init=3, n_landmarks=30, random_state=2)
     ref = one_process(X, **params)
-    est = KernelKMeans(approx="nystroem", cluster=client, **params).fit(
+    est = KernelKMeans(approx="nystroem", cluster=client, **{"kernel": "rbf", **params}).fit(
         da.from_array(X, chunks=(400, 4)))
     np.testing.assert_array_equal(est.labels_, ref.labels_)
     assert est.inertia_ == pytest.approx(ref.inertia_, rel=1e-9)
@@ -135,7 +135,7 @@ def test_killing_a_worker_mid_fit_gives_the_same_result(client, tmp_path):
             killed.append(victim)
 
     data = open_data(client, str(tmp_path / "x.npy")).aligned(client, 2048)
-    est = KernelKMeans(approx="nystroem", cluster=client, **params)
+    est = KernelKMeans(approx="nystroem", cluster=client, **{"kernel": "rbf", **params})
     est.fit(data, progress=progress)
     assert killed
     assert_same_fit(est, ref)
@@ -339,7 +339,7 @@ def test_per_chunk_sums_move_fewer_bytes_same_labels(client, tmp_path):
     data = open_data(client, str(tmp_path / "x.npy"))
     runs = {}
     for mode in (False, True):
-        est = KernelKMeans(approx="nystroem", **params)
+        est = KernelKMeans(approx="nystroem", **{"kernel": "rbf", **params})
         result = fit_on_cluster(data, client, est.get_params(), fit_rngs(5), rows=4096,
                                 per_chunk_sums=mode)
         runs[mode] = result

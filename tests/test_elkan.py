@@ -263,7 +263,7 @@ def test_blocked_kernel_fewer_kernel_values():
 def _fit(X, k, seed, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", KKMeansWarning)
-        return KernelKMeans(k, random_state=seed, n_init=3, n_threads=1, **kw).fit(X)
+        return KernelKMeans(k, random_state=seed, n_init=3, n_threads=1, **{"kernel": "rbf", **kw}).fit(X)
 
 
 def _assert_same_fit(a, b):

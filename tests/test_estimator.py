@@ -313,7 +313,7 @@ def test_fit_accepts_a_shared_kernel_matrix():
 def test_bad_parameters_raise(params, message):
     params.setdefault("n_clusters", 2)
     with pytest.raises(ValueError, match=message):
-        KernelKMeans(**params).fit(sklearn_blobs(20)[0])
+        KernelKMeans(**{"kernel": "rbf", **params}).fit(sklearn_blobs(20)[0])
 
 
 @pytest.mark.parametrize("X, weights, message", [

@@ -30,7 +30,7 @@ def small_lazy(monkeypatch):
 
 def _pair(X, weights=None, **params):
     """The same fit with storage 'auto' and 'matrix'."""
-    return [KernelKMeans(storage=storage, **params).fit(X, sample_weight=weights)
+    return [KernelKMeans(storage=storage, **{"kernel": "rbf", **params}).fit(X, sample_weight=weights)
             for storage in ("auto", "matrix")]
 
 
@@ -129,7 +129,7 @@ def test_the_matrix_route_where_lazy_cannot_help(small_lazy, params, why):
     checked = params.get("kernel") in ("sigmoid", "poly") and "psd_repair" not in params
     with (pytest.warns(KKMeansWarning, match="not positive semidefinite") if checked
           else contextlib.nullcontext()):
-        est = KernelKMeans(n_clusters=3, random_state=0, **params).fit(X)
+        est = KernelKMeans(n_clusters=3, random_state=0, **{"kernel": "rbf", **params}).fit(X)
     assert est.fit_stats_["storage"] == "matrix", why
 
 

@@ -32,7 +32,7 @@ def _data(n=240, seed=0):
 def _fit(X, **params):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no false "did not converge" far from the origin
-        return KernelKMeans(4, random_state=0, n_init=4, **params).fit(X)
+        return KernelKMeans(4, random_state=0, n_init=4, **{"kernel": "rbf", **params}).fit(X)
 
 
 ROUTES = [dict(storage="matrix"), dict(storage="blocked"),

@@ -74,7 +74,7 @@ def paper_labels(one_based):
 def fit(K_or_D, k=2, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", KKMeansWarning)
-        return KernelKMeans(k, **{**FAST, **kw}).fit(K_or_D)
+        return KernelKMeans(k, **{"kernel": "rbf", **FAST, **kw}).fit(K_or_D)
 
 
 def lingoes(K, sigma):

@@ -117,9 +117,9 @@ def test_integer_weights_equal_repeated_rows_from_the_same_start():
     w = np.random.default_rng(0).integers(1, 5, size=40)
     start = np.arange(40) % 3
     params = dict(gamma=0.2, refine="hartigan", n_threads=1)
-    weighted = KernelKMeans(3, init=start, **params).fit(X, sample_weight=w)
+    weighted = KernelKMeans(3, init=start, **{"kernel": "rbf", **params}).fit(X, sample_weight=w)
     rows = np.repeat(np.arange(40), w)
-    repeated = KernelKMeans(3, init=start[rows], **params).fit(X[rows])
+    repeated = KernelKMeans(3, init=start[rows], **{"kernel": "rbf", **params}).fit(X[rows])
     assert repeated.inertia_ == pytest.approx(weighted.inertia_, rel=1e-12)
     np.testing.assert_array_equal(repeated.labels_, weighted.labels_[rows])
     np.testing.assert_array_equal(weighted.predict(X), repeated.predict(X))
@@ -188,7 +188,7 @@ def test_linear_kernel_silhouette_scorer_equals_sklearn():
 ])
 def test_pickle_round_trip_predicts_the_same(params):
     X, _ = make_blobs(120, centers=3, random_state=6)
-    est = KernelKMeans(3, random_state=0, n_init=2, **params).fit(X)
+    est = KernelKMeans(3, random_state=0, n_init=2, **{"kernel": "rbf", **params}).fit(X)
     back = pickle.loads(pickle.dumps(est))
     Xn = X + 0.1
     np.testing.assert_array_equal(back.labels_, est.labels_)
@@ -219,11 +219,11 @@ def test_invalid_parameter_error_is_usage_value_and_sklearn_error():
     (dict(memory_limit="eight gigs"), "memory_limit"),
 ])
 def test_cross_parameter_rules(params, message):
-    full = KernelKMeans(2, **params).get_params()
+    full = KernelKMeans(2, **{"kernel": "rbf", **params}).get_params()
     with pytest.raises(InvalidParameterError, match=message):
         check_param_combination(full)
     with pytest.raises(InvalidParameterError, match=message):
-        KernelKMeans(2, **params).fit(np.eye(5))
+        KernelKMeans(2, **{"kernel": "rbf", **params}).fit(np.eye(5))
 
 
 @pytest.mark.parametrize("args, message", [
@@ -352,7 +352,7 @@ PURE_CASES = [
 @pytest.mark.parametrize("params", PURE_CASES)
 def test_predict_and_transform_write_nothing_to_the_estimator(params):
     X, _ = make_blobs(150, centers=3, random_state=8)
-    est = KernelKMeans(3, random_state=0, n_init=2, **params).fit(X)
+    est = KernelKMeans(3, random_state=0, n_init=2, **{"kernel": "rbf", **params}).fit(X)
     if params.get("psd_repair") == "lingoes":
         assert est.psd_.sigma > 0  # the shift that looks for training points is applied
     attributes = dict(vars(est))
@@ -366,7 +366,7 @@ def test_predict_and_transform_write_nothing_to_the_estimator(params):
 @pytest.mark.parametrize("params", PURE_CASES)
 def test_predict_from_many_threads_equals_serial(params):
     X, _ = make_blobs(300, centers=4, random_state=9)
-    est = KernelKMeans(4, random_state=0, n_init=2, n_threads=1, **params).fit(X[:200])
+    est = KernelKMeans(4, random_state=0, n_init=2, n_threads=1, **{"kernel": "rbf", **params}).fit(X[:200])
     if params.get("psd_repair") == "lingoes":
         assert est.psd_.sigma > 0
     # Different inputs in each call, half of them training points: a call that read another

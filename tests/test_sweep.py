@@ -61,7 +61,7 @@ def test_rows_parse_back_as_csv(result):
 
 def test_best_estimator_predicts_like_direct_fit(blobs, result):
     X, _ = blobs
-    direct = KernelKMeans(result.best_k, **PARAMS).fit(X)
+    direct = KernelKMeans(result.best_k, **{"kernel": "rbf", **PARAMS}).fit(X)
     best = result.best_estimator
     assert best.n_clusters == result.best_k
     assert np.array_equal(best.labels_, direct.labels_)
@@ -139,9 +139,9 @@ def test_every_row_measures_like_a_direct_fit(blobs, objective, weighted):
     w = np.random.default_rng(1).uniform(0.5, 2.0, len(X)) if weighted else None
     params = dict(PARAMS, objective=objective)
     res = sweep(X, [2, 3, 5, 8], sample_weight=w, **params)
-    K = KernelKMeans(2, **params).kernel_matrix(X)
+    K = KernelKMeans(2, **{"kernel": "rbf", **params}).kernel_matrix(X)
     for row in res.rows:
-        direct = KernelKMeans(row["k"], **params).fit(X, sample_weight=w, kernel_matrix=K)
+        direct = KernelKMeans(row["k"], **{"kernel": "rbf", **params}).fit(X, sample_weight=w, kernel_matrix=K)
         alone = metrics.scores(K, direct.labels_, sample_weight=w)
         for name in ("silhouette", "simplified_silhouette", "calinski_harabasz",
                      "davies_bouldin"):

@@ -155,7 +155,7 @@ def fit_options(f, kernel=DEFAULTS["kernel"]):
                           "matrix (kernel by Gower double centering)."),
         click.option("--n-neighbors", type=click.IntRange(min=1), default=None, metavar="INT",
                      help="knn: neighbours of each point, itself included (fewer than the "
-                          "rows)  [default: min(20, rows - 1)]"),
+                          "rows)  [default: 20 other points, at most distinct rows/k - 1]"),
         click.option("--gamma", type=GammaType(), default=DEFAULTS["gamma"], show_default=True,
                      help="Kernel width. median: 1/(2·median squared pair distance); "
                           "scale: 1/(n_features·Var(X))."),
