@@ -15,7 +15,9 @@ Eigengap (von Luxburg, "A tutorial on spectral clustering", Statistics and Compu
     The smallest max(ks) + 1 eigenvalues λ_1 ≤ λ_2 ≤ … of L = I − D^{-½}AD^{-½} are computed
     once (Lanczos on the sparse matrix, ``engine.graph_starts.laplacian_eigenvalues``);
     gap_k = λ_{k+1} − λ_k, and the k swept with the largest gap is the eigengap's choice (the
-    first on ties). Lanczos slows sharply with n on neighbour graphs (their top eigenvalues
+    first on ties). On a graph of several components they are the union of each component's
+    (one 0 each, so exactly as many zeros as components: Lanczos on the whole graph finds a
+    repeated eigenvalue fewer times than it occurs). Lanczos slows sharply with n on neighbour graphs (their top eigenvalues
     crowd near 1), so with ``eigengap='auto'`` it runs up to ``EIGENGAP_MAX_NODES`` nodes and
     the records carry None above.
 """
@@ -89,8 +91,8 @@ def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
     gaps = [None] * len(ks)
     if eigengap is True or (eigengap == "auto" and kernel.n <= EIGENGAP_MAX_NODES):
         with blas_threads(n_threads):
-            lam = laplacian_eigenvalues(kernel, min(max(ks) + 1, kernel.n),
-                                        np.random.default_rng(random_state))
+            lam = _eigenvalues(graph, kernel, min(max(ks) + 1, kernel.n),
+                               np.random.default_rng(random_state))
         gaps = eigengaps(lam, ks)
     known = [g for g in gaps if g is not None]
     choice = gaps.index(max(known)) if known else None
@@ -109,3 +111,21 @@ def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
         if progress is not None:
             progress(i + 1, len(ks), records[-1])
     return records
+
+
+def _eigenvalues(graph, kernel, r, rng):
+    """The r smallest eigenvalues of the normalized Laplacian, ascending: of the whole graph
+    when it is connected, else the union of its components' (each an r-smallest of its own:
+    the Laplacian is block diagonal)."""
+    if graph.info.n_components <= 1:
+        return laplacian_eigenvalues(kernel, r, rng)
+    A = kernel.matrix()
+    parts = []
+    for c in range(graph.info.n_components):
+        nodes = np.flatnonzero(graph.components == c)
+        if nodes.size == 1:
+            parts.append(np.zeros(1))  # L = 1 − a/a
+            continue
+        part = GraphKernel(A[nodes][:, nodes].tocsr(), n_threads=kernel.n_threads)
+        parts.append(laplacian_eigenvalues(part, min(r, nodes.size), rng))
+    return np.sort(np.concatenate(parts))[:r]
