@@ -35,7 +35,7 @@ add the --n-neighbors the report names).
 Examples:
   kkmeans sweep examples/moons.csv --k 2..6
   kkmeans sweep examples/blobs.csv --k 2..6 --kernel rbf
-  kkmeans sweep data.csv --k 2..10 --metric eigengap -n 15
+  kkmeans sweep data.csv --k 2..10 --metric eigengap --n-neighbors 15
   kkmeans sweep graph.npz --kernel precomputed --k 2..8 > sweep.csv
   kkmeans sweep data.h5:/features --k 2..12 -o best.npz > sweep.csv
   kkmeans sweep data.csv --k 2,3,5,8 --kernel rbf --metric davies-bouldin --plot sweep.png
