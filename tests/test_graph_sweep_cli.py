@@ -229,4 +229,4 @@ def test_knn_sweep_data_refusals(tmp_path):
     _refused(["sweep", tmp_path / "few.csv", "--k", "2..3", "--kernel", "rbf", "--metric",
               "eigengap"], 2, "--metric eigengap", tmp_path)
     _refused(["sweep", tmp_path / "few.csv", "--k", "2..3", "--kernel", "rbf", "--n-neighbors", "5"], 2,
-             "n_neighbors", tmp_path)
+             "--n-neighbors 5 sets the graph of --kernel knn", tmp_path)
