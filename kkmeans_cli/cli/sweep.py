@@ -238,7 +238,8 @@ def _graph_sweep(opts, k_ranges):
                      "silhouette_n_used": n, "silhouette_exact": True,
                      "sweep": {"ks": ks, "metric": metric, "best_k": result.best_k,
                                "eigengap_k": result.eigengap_k,
-                               "measures": {column: [row[column] for row in result.rows]
+                               "measures": {column: [row[column] if row[column] == row[column]
+                                                     else None for row in result.rows]
                                             for column in ("objective", "ncut", "silhouette",
                                                            "eigengap")}}}
             save_model(out.open(opts["model"], "model"), best,
