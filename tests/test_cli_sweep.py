@@ -121,7 +121,7 @@ def test_shell_sweep_hdf5_to_csv_and_model(tmp_path, data):
     X, _, _ = data
     with h5py.File(tmp_path / "data.h5", "w") as f:
         f["features"] = X
-    result = run_shell("kkmeans sweep data.h5:/features --k 2..6 --threads 1 --n-init 3 "
+    result = run_shell("kkmeans sweep data.h5:/features --kernel rbf --k 2..6 --threads 1 --n-init 3 "
                        "-o best.npz > sweep.csv", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     rows = parse_table((tmp_path / "sweep.csv").read_text())
