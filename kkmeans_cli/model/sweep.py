@@ -200,16 +200,7 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
                            progress=progress, **params)
     if metric not in SWEEP_METRICS:
         raise ValueError(f"unknown metric {metric!r}; choose from {list(SWEEP_METRICS)}")
-    n_rows = len(X)
-    if isinstance(ks, str):
-        ks = parse_ks(ks, max_k=n_rows - 1)
-    elif isinstance(ks, range) and len(ks) and max(ks[0], ks[-1]) > n_rows - 1:
-        raise ValueError(f"every k must be between 2 and n_samples - 1 = {n_rows - 1}; "
-                         f"got up to {max(ks[0], ks[-1])}")
-    else:
-        ks = sorted({int(k) for k in ks})
-    if not ks:
-        raise ValueError("no k to sweep")
+    ks = _sorted_ks(ks, len(X))
     if not isinstance(params.get("random_state"), (int, np.integer)):
         # One int seed for the kernel and every fit: a shared Generator would advance between
         # the fits, and the best fit could not be reproduced by a direct fit.
@@ -333,15 +324,7 @@ def graph_sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None
                              "that affinity graph")
     X, affinity = check_graph_data(X, given)
     n = (affinity if given else X).shape[0]
-    if isinstance(ks, str):
-        ks = parse_ks(ks, max_k=n - 1)
-    elif isinstance(ks, range) and len(ks) and max(ks[0], ks[-1]) > n - 1:
-        raise ValueError(f"every k must be between 2 and n_samples - 1 = {n - 1}; "
-                         f"got up to {max(ks[0], ks[-1])}")
-    else:
-        ks = sorted({int(k) for k in ks})
-    if not ks:
-        raise ValueError("no k to sweep")
+    ks = _sorted_ks(ks, n)
     bad = [k for k in ks if not 2 <= k <= n - 1]
     if bad:
         raise ValueError(f"every k must be between 2 and n_samples - 1 = {n - 1}; got {bad}")
@@ -388,6 +371,21 @@ def graph_sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None
                        random_state=params["random_state"], columns=GRAPH_COLUMNS,
                        graph=records[0].fit.graph.info, eigengap_k=eigengap_k,
                        labels=[r.labels for r in records])
+
+
+def _sorted_ks(ks, n_rows):
+    """The ks of a sweep of ``n_rows`` rows as a sorted list of distinct ints: a string parsed
+    (:func:`parse_ks`), a range checked before it is expanded."""
+    if isinstance(ks, str):
+        ks = parse_ks(ks, max_k=n_rows - 1)
+    elif isinstance(ks, range) and len(ks) and max(ks[0], ks[-1]) > n_rows - 1:
+        raise ValueError(f"every k must be between 2 and n_samples - 1 = {n_rows - 1}; "
+                         f"got up to {max(ks[0], ks[-1])}")
+    else:
+        ks = sorted({int(k) for k in ks})
+    if not ks:
+        raise ValueError("no k to sweep")
+    return ks
 
 
 def _graph_row(record):
