@@ -115,19 +115,8 @@ def sweep_command(ctx, **_):
     from .report import Reporter
     from ..model.sweep import sweep, to_csv
 
-    check_outputs([(opts["model"], "model", "-o/--model"), (opts["table"], "table", "--table"),
-                   (opts["plot"], "plot", "--plot")], opts["force"], input_paths(opts))
-    if opts["plot"] is not None:
-        require_matplotlib(opts["plot"])
-    reporter = Reporter(opts["quiet"])
-    warn_unused_options(opts, reporter)
-    data, scaler, X, weights, _ = prepare_fit_data(opts)
+    reporter, data, scaler, X, weights, ks = _read_for_sweep(opts, k_ranges)
     n = X.shape[0]
-    top = max(hi for _, hi in k_ranges)
-    if top > n - 1:
-        raise DataError(f"{data.source}: k = {top} is too large for {plural(n, 'row')} (a sweep "
-                        f"needs k ≤ rows − 1 = {n - 1}); use a smaller --k")
-    ks = parse_ks(opts["k"], max_k=n - 1)
     check_distinct(data, X, ks[0], weights, opts["kernel"], "--k")  # others: skipped by sweep
     check_memory_plan(opts, n, ks, "from-kernel", sweep=True)
     params = estimator_kwargs(opts, ks[0], opts["init"])
@@ -198,19 +187,8 @@ def _graph_sweep(opts, k_ranges):
 
     check_option_combination(opts, min(lo for lo, _ in k_ranges))
     metric = opts["metric"]
-    check_outputs([(opts["model"], "model", "-o/--model"), (opts["table"], "table", "--table"),
-                   (opts["plot"], "plot", "--plot")], opts["force"], input_paths(opts))
-    if opts["plot"] is not None:
-        require_matplotlib(opts["plot"])
-    reporter = Reporter(opts["quiet"])
-    warn_unused_options(opts, reporter)
-    data, scaler, X, weights, _ = prepare_fit_data(opts)
+    reporter, data, scaler, X, weights, ks = _read_for_sweep(opts, k_ranges)
     n = X.shape[0]
-    top = max(hi for _, hi in k_ranges)
-    if top > n - 1:
-        raise DataError(f"{data.source}: k = {top} is too large for {plural(n, 'row')} (a sweep "
-                        f"needs k ≤ rows − 1 = {n - 1}); use a smaller --k")
-    ks = parse_ks(opts["k"], max_k=n - 1)
     if opts["kernel"] in GRAPH_KERNELS:  # one graph for the largest k: every k must fit it
         check_distinct(data, X, ks[-1], weights, opts["kernel"], "--k")
     params = estimator_kwargs(opts, ks[0], opts["init"])
@@ -292,3 +270,26 @@ def to_csv_text(result):
     from ..model.sweep import to_csv
 
     return to_csv(result.rows, columns=result.columns)
+
+
+def _read_for_sweep(opts, k_ranges):
+    """What both sweeps do before fitting: check the outputs (and matplotlib for --plot),
+    warn about unused options, read DATA and expand --k against its rows."""
+    from ..io.outputs import check_outputs
+    from ..model.sweep import parse_ks
+    from .report import Reporter
+
+    check_outputs([(opts["model"], "model", "-o/--model"), (opts["table"], "table", "--table"),
+                   (opts["plot"], "plot", "--plot")], opts["force"], input_paths(opts))
+    if opts["plot"] is not None:
+        require_matplotlib(opts["plot"])
+    reporter = Reporter(opts["quiet"])
+    warn_unused_options(opts, reporter)
+    data, scaler, X, weights, _ = prepare_fit_data(opts)
+    n = X.shape[0]
+    top = max(hi for _, hi in k_ranges)
+    if top > n - 1:
+        raise DataError(f"{data.source}: k = {top} is too large for {plural(n, 'row')} (a sweep "
+                        f"needs k ≤ rows − 1 = {n - 1}); use a smaller --k")
+    ks = parse_ks(opts["k"], max_k=n - 1)
+    return reporter, data, scaler, X, weights, ks
