@@ -78,7 +78,7 @@ def sweep_command(ctx, **_):
     if opts["k"] is None:
         raise UsageError("missing option --k (e.g. --k 2..10 or --k 2,3,5; or k in --config) "
                          "(see 'kkmeans sweep --help')")
-    from ..model.sweep import parse_k_ranges, parse_ks
+    from ..model.sweep import parse_k_ranges
 
     try:
         k_ranges = parse_k_ranges(opts["k"])  # expanded once checked against the rows
@@ -110,9 +110,8 @@ def sweep_command(ctx, **_):
     check_option_combination(opts, min(lo for lo, _ in k_ranges))
     metric = opts["metric"].replace("-", "_")
 
-    from ..io.outputs import AtomicOutputs, check_outputs
+    from ..io.outputs import AtomicOutputs
     from ..model.model_file import model_meta, save_model
-    from .report import Reporter
     from ..model.sweep import sweep, to_csv
 
     reporter, data, scaler, X, weights, ks = _read_for_sweep(opts, k_ranges)
@@ -179,11 +178,11 @@ def sweep_command(ctx, **_):
 def _graph_sweep(opts, k_ranges):
     """``sweep`` on a graph: --kernel knn (the neighbour graph of DATA, built once for every
     k) or --kernel precomputed with a sparse graph as DATA (``model.sweep.graph_sweep``)."""
-    from ..io.outputs import AtomicOutputs, check_outputs
+    from ..io.outputs import AtomicOutputs
     from ..model.model_file import model_meta, save_model
-    from ..model.sweep import graph_sweep, parse_ks
+    from ..model.sweep import graph_sweep
     from ..kernels.graph import default_neighbors
-    from .report import Reporter, graph_text
+    from .report import graph_text
 
     check_option_combination(opts, min(lo for lo, _ in k_ranges))
     metric = opts["metric"]
