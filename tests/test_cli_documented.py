@@ -121,7 +121,7 @@ def test_init_that_is_neither_method_nor_file_is_a_usage_error(data_dir, value, 
                       f"--init {value}: not a start method (k-means++, spectral, random) and "
                       f"no such file", process=process)
         assert line.endswith("file" + hint)
-    _fails(data_dir, ["sweep", "data.csv", "--k", "2..3", "--init", value], 2, f"--init {value}: ")
+    _fails(data_dir, ["sweep", "--kernel", "rbf", "data.csv", "--k", "2..3", "--init", value], 2, f"--init {value}: ")
 
 
 def test_missing_init_file_is_a_data_error(data_dir):
@@ -187,11 +187,9 @@ def test_engine_warnings_are_in_cli_words(data_dir):
 def test_sweep_and_predict_accept_every_bundled_config(data_dir, config):
     path = os.path.join(ROOT, "configs", config)
     swept = run(["sweep", data_dir / "data.csv", "--k", "2..3", "--config", path, "-q", *FAST])
-    if config == "knn.yaml":  # the graph kernel is not swept: one error line says so
-        assert swept.exit_code == 2 and "not swept yet" in swept.stderr, swept.stderr
-    else:
-        assert swept.exit_code == 0, swept.stderr
-        assert swept.stdout.splitlines()[0].startswith("k,inertia,")
+    assert swept.exit_code == 0, swept.stderr
+    header = "k,objective,ncut," if config == "knn.yaml" else "k,inertia,"
+    assert swept.stdout.splitlines()[0].startswith(header)
     fitted = run(["fit", "--kernel", "rbf", data_dir / "data.csv", "-k", "3", "-o", data_dir / "m.npz", "-q", *FAST])
     assert fitted.exit_code == 0
     plain = run(["predict", data_dir / "m.npz", data_dir / "data.csv", "-q"])
@@ -214,7 +212,7 @@ def test_a_key_of_another_command_is_ignored_an_unknown_key_refused(data_dir):
     fitted = run(["fit", data_dir / "data.csv", "--config", data_dir / "run.yaml", "--no-model",
                   "-q", *FAST])
     assert fitted.exit_code == 0 and len(set(labels_of(fitted.stdout))) == 3
-    swept = run(["sweep", data_dir / "data.csv", "--config", data_dir / "run.yaml", "-q", *FAST])
+    swept = run(["sweep", "--kernel", "rbf", data_dir / "data.csv", "--config", data_dir / "run.yaml", "-q", *FAST])
     assert swept.exit_code == 0 and [r.split(",")[0] for r in swept.stdout.split()[1:]] == [
         "2", "3"]
     (data_dir / "bad.yaml").write_text("n_inti: 3\n")
@@ -319,7 +317,7 @@ def test_best_restart_is_one_based_in_report_json_and_model(data_dir):
 
 
 def test_sweep_table_has_no_trailing_spaces(data_dir):
-    result = run(["sweep", data_dir / "data.csv", "--k", "2..4", *FAST])
+    result = run(["sweep", "--kernel", "rbf", data_dir / "data.csv", "--k", "2..4", *FAST])
     assert result.exit_code == 0
     table = result.stderr.split("\nkkmeans sweep\n")[0].splitlines()
     assert len(table) >= 7

@@ -42,7 +42,7 @@ def _is_png(path):
 # -- sweep -----------------------------------------------------------------------------------
 def test_sweep_picks_four_and_prints_csv(data):
     _, _, path = data
-    result = run(["sweep", path, "--k", "2..7", *FAST])
+    result = run(["sweep", "--kernel", "rbf", path, "--k", "2..7", *FAST])
     assert result.exit_code == 0, result.stderr
     rows = parse_table(result.stdout)
     assert [int(r["k"]) for r in rows] == [2, 3, 4, 5, 6, 7]
@@ -55,7 +55,7 @@ def test_sweep_picks_four_and_prints_csv(data):
 
 def test_sweep_as_subprocess_with_list_of_ks(tmp_path, data):
     _, _, path = data
-    result = run_process(["sweep", path, "--k", "2,3,4,6", *FAST], cwd=tmp_path)
+    result = run_process(["sweep", "--kernel", "rbf", path, "--k", "2,3,4,6", *FAST], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     rows = parse_table(result.stdout)
     assert [int(r["k"]) for r in rows] == [2, 3, 4, 6]
@@ -65,10 +65,10 @@ def test_sweep_as_subprocess_with_list_of_ks(tmp_path, data):
 
 def test_sweep_table_file_equals_stdout(tmp_path, data):
     _, _, path = data
-    on_stdout = run(["sweep", path, "--k", "2..5", *FAST, "--quiet"])
+    on_stdout = run(["sweep", "--kernel", "rbf", path, "--k", "2..5", *FAST, "--quiet"])
     assert on_stdout.exit_code == 0 and on_stdout.stderr == ""
     table = tmp_path / "sweep.csv"
-    to_file = run(["sweep", path, "--k", "2..5", *FAST, "--table", table])
+    to_file = run(["sweep", "--kernel", "rbf", path, "--k", "2..5", *FAST, "--table", table])
     assert to_file.exit_code == 0, to_file.stderr
     assert to_file.stdout == ""
     written = parse_table(table.read_text())
@@ -80,7 +80,7 @@ def test_sweep_table_file_equals_stdout(tmp_path, data):
 def test_sweep_model_predicts_like_direct_fit(tmp_path, data):
     _, _, path = data
     best = tmp_path / "best.npz"
-    swept = run(["sweep", path, "--k", "2..6", *FAST, "--scale", "standard", "-o", best])
+    swept = run(["sweep", "--kernel", "rbf", path, "--k", "2..6", *FAST, "--scale", "standard", "-o", best])
     assert swept.exit_code == 0, swept.stderr
     info = json.loads(run(["info", best, "--json"]).stdout)
     assert info["n_clusters"] == 4 and info["sweep"]["best_k"] == 4
@@ -97,7 +97,7 @@ def test_sweep_model_predicts_like_direct_fit(tmp_path, data):
 def test_sweep_plot_and_davies_bouldin(tmp_path, data):
     _, _, path = data
     plot = tmp_path / "sweep.png"
-    result = run(["sweep", path, "--k", "2..6", *FAST, "--metric", "davies-bouldin",
+    result = run(["sweep", "--kernel", "rbf", path, "--k", "2..6", *FAST, "--metric", "davies-bouldin",
                   "--plot", plot])
     assert result.exit_code == 0, result.stderr
     assert _is_png(plot)
@@ -111,7 +111,7 @@ def test_sweep_config_keys(tmp_path, data):
     config = tmp_path / "sweep.yaml"
     config.write_text("k: 2..5\nmetric: calinski-harabasz\nn_init: 3\nthreads: 1\n"
                       f"table: {tmp_path / 't.csv'}\n")
-    result = run(["sweep", path, "--config", config])
+    result = run(["sweep", "--kernel", "rbf", path, "--config", config])
     assert result.exit_code == 0, result.stderr
     assert "by calinski-harabasz" in result.stderr
     assert parse_table((tmp_path / "t.csv").read_text())
@@ -121,7 +121,7 @@ def test_shell_sweep_hdf5_to_csv_and_model(tmp_path, data):
     X, _, _ = data
     with h5py.File(tmp_path / "data.h5", "w") as f:
         f["features"] = X
-    result = run_shell("kkmeans sweep data.h5:/features --k 2..6 --threads 1 --n-init 3 "
+    result = run_shell("kkmeans sweep data.h5:/features --kernel rbf --k 2..6 --threads 1 --n-init 3 "
                        "-o best.npz > sweep.csv", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     rows = parse_table((tmp_path / "sweep.csv").read_text())
@@ -137,7 +137,7 @@ def test_bad_k_values(tmp_path, data, ks, code):
     _, _, path = data
     out = tmp_path / "out"
     out.mkdir()
-    result = run_process(["sweep", path, "--k", ks, *FAST, "-o", "best.npz", "--table",
+    result = run_process(["sweep", "--kernel", "rbf", path, "--k", ks, *FAST, "-o", "best.npz", "--table",
                           "t.csv", "--plot", "p.png"], cwd=out)
     assert result.returncode == code, result.stderr
     lines = result.stderr.strip().splitlines()
@@ -149,7 +149,7 @@ def test_bad_k_values(tmp_path, data, ks, code):
 
 def test_sweep_missing_k_is_usage_error(data):
     _, _, path = data
-    result = run(["sweep", path, *FAST])
+    result = run(["sweep", "--kernel", "rbf", path, *FAST])
     assert result.exit_code == 2
     assert "--k" in result.stderr
 
@@ -241,7 +241,7 @@ def test_missing_matplotlib_gives_install_hint(tmp_path, data, monkeypatch, comm
                  "matplotlib.backends.backend_agg"):
         monkeypatch.setitem(sys.modules, name, None)  # import fails
     args = (["fit", "--kernel", "rbf", path, "-k", "4", "-o", tmp_path / "m.npz"] if command == "fit"
-            else ["sweep", path, "--k", "2..5", "-o", tmp_path / "m.npz"])
+            else ["sweep", "--kernel", "rbf", path, "--k", "2..5", "-o", tmp_path / "m.npz"])
     result = run([*args, *FAST, "--plot", tmp_path / "p.png"])
     assert result.exit_code == 2
     assert "pip install 'kkmeans-cli[plot]'" in result.stderr

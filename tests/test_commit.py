@@ -207,7 +207,7 @@ def full_disk(parent):
      "the distances to full/d.npy"),
     (["predict", "model.npz", "data.csv", "--with-data", "--labels", "full/out.csv"],
      "the labels to full/out.csv"),
-    (["sweep", "data.csv", "--k", "2..3", *FAST, "-o", "full/s.npz", "--table", "new.csv"],
+    (["sweep", "--kernel", "rbf", "data.csv", "--k", "2..3", *FAST, "-o", "full/s.npz", "--table", "new.csv"],
      "the model to full/s.npz"),
 ])
 def test_a_full_disk_names_the_file_and_leaves_nothing(work, args, what):
@@ -279,7 +279,7 @@ def test_an_output_beside_the_glob_but_not_matched_is_fine(work):
      "the labels to /dev/stdout"),
     (["predict", "model.npz", "data.csv", "--distances", "new.csv"],
      "the labels to standard output"),
-    (["sweep", "data.csv", "--k", "2..3", *FAST, "-o", "new.npz"],
+    (["sweep", "--kernel", "rbf", "data.csv", "--k", "2..3", *FAST, "-o", "new.npz"],
      "the table to standard output"),
     (["info", "model.npz"], "the model information to standard output"),
 ])
@@ -299,7 +299,7 @@ def test_a_closed_stdout_is_an_error_found_before_any_work(work, args, what):
     ["fit", "--kernel", "rbf", "data.csv", "-k", "3", *FAST, "-o", "new.npz", "--json"],
     ["predict", "model.npz", "data.csv", "--labels", "new.txt", "--distances", "/dev/stdout"],
     ["predict", "model.npz", "data.csv", "--with-data", "--distances", "new.csv"],
-    ["sweep", "data.csv", "--k", "2..3", *FAST, "-o", "new.npz"],
+    ["sweep", "--kernel", "rbf", "data.csv", "--k", "2..3", *FAST, "-o", "new.npz"],
     ["info", "model.npz", "--json"],
 ])
 def test_a_reader_that_went_away_ends_the_command_as_sigpipe_would(work, args):

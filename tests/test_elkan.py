@@ -404,7 +404,7 @@ def test_cli_rejects_unknown_algorithm(csv_data):
      "--storage blocked runs exact kernel k-means"),
     (["fit", "--kernel", "rbf", "-k", "3", "--storage", "blocked", "--objective", "ncut"],
      "--storage blocked runs exact kernel k-means"),
-    (["sweep", "--k", "2..4", "--storage", "blocked"], "--storage blocked has none"),
+    (["sweep", "--kernel", "rbf", "--k", "2..4", "--storage", "blocked"], "--storage blocked has none"),
 ])
 def test_cli_blocked_storage_conflicts_are_usage_errors(csv_data, tmp_path, args, message):
     model = tmp_path / "m.npz"

@@ -250,7 +250,7 @@ def test_a_config_key_given_twice_is_refused(tmp_path, text, lines, command):
         args = ["predict", tmp_path / "m.npz", data, "--labels", tmp_path / "l.txt"]
         before = ["x.csv", "c.yaml", "m.npz"]
     elif command == "sweep":
-        args = ["sweep", data, "--k", "2..3", "--table", tmp_path / "t.csv"]
+        args = ["sweep", "--kernel", "rbf", data, "--k", "2..3", "--table", tmp_path / "t.csv"]
         before = ["x.csv", "c.yaml"]
     else:
         args = ["fit", "--kernel", "rbf", data, "-k", 3, "-o", tmp_path / "m.npz"]
@@ -329,7 +329,7 @@ def test_a_huge_n_init_is_a_usage_error(tmp_path, command):
 
 @pytest.mark.parametrize("args,what", [(["fit", "--kernel", "rbf", "-k", "3", "--no-model", "--labels", ""], "labels"),
                                        (["fit", "--kernel", "rbf", "-k", "3", "-o", ""], "model"),
-                                       (["sweep", "--k", "2..3", "--table", ""], "table")])
+                                       (["sweep", "--kernel", "rbf", "--k", "2..3", "--table", ""], "table")])
 def test_an_empty_output_path_is_named_as_empty(tmp_path, args, what):
     data = _data(tmp_path)
     result = run_process([args[0], data, *args[1:], "-q"], cwd=tmp_path)

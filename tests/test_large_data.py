@@ -203,7 +203,7 @@ def test_cli_memory_limit_refuses_with_exit_1_and_no_file(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("kkmeans: error: not enough memory")
     assert "limit is 1 MiB (--memory-limit)" in lines[0] and "--approx nystroem" in lines[0]
     assert res.stdout == "" and not model.exists()
-    res = run(["sweep", data, "--k", "2..3", "--memory-limit", "1M", "-o", model] + FAST)
+    res = run(["sweep", "--kernel", "rbf", data, "--k", "2..3", "--memory-limit", "1M", "-o", model] + FAST)
     assert res.exit_code == 1 and "not enough memory" in res.stderr and not model.exists()
 
 

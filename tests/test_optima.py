@@ -210,7 +210,7 @@ def test_cli_spectral_hartigan_ncut_end_to_end(tmp_path):
     np.testing.assert_array_equal(labels_of(predicted.stdout), labels)
     info = run(["info", model, "--json"])
     assert json.loads(info.stdout)["objective"] == "ncut"
-    swept = run(["sweep", data, "--k", "2..3", "--gamma", "50", "--objective", "ncut",
+    swept = run(["sweep", "--kernel", "rbf", data, "--k", "2..3", "--gamma", "50", "--objective", "ncut",
                  "--init", "spectral", "--threads", "1", "--n-init", "2", "-o",
                  tmp_path / "best.npz", "--quiet"])
     assert swept.exit_code == 0, swept.stderr

@@ -148,7 +148,7 @@ def test_read_only_output_is_refused_without_force(fitted, command, option):
                     "-o", fitted / "new.npz"],
             "predict": ["predict", fitted / "model.npz", fitted / "data.csv", "--labels",
                         fitted / "lab.txt"],
-            "sweep": ["sweep", fitted / "data.csv", "--k", "2..3", *FAST]}[command]
+            "sweep": ["sweep", "--kernel", "rbf", fitted / "data.csv", "--k", "2..3", *FAST]}[command]
     if option == "-o" and command == "fit":
         args = args[:-2]
     before = listing(fitted)
@@ -195,7 +195,7 @@ def test_two_outputs_naming_one_file_is_a_usage_error(fitted, case, monkeypatch)
         "predict": (["predict", "model.npz", "data.csv", "--labels", "out.txt",
                      "--distances", "./out.txt"],
                     "--labels and --distances both name 'out.txt' and './out.txt'"),
-        "sweep": (["sweep", "data.csv", "--k", "2..3", *FAST, "-o", "out.txt", "--table",
+        "sweep": (["sweep", "--kernel", "rbf", "data.csv", "--k", "2..3", *FAST, "-o", "out.txt", "--table",
                    "link.txt"], "-o/--model and --table both name 'out.txt' and 'link.txt'"),
         "plot": (fit + ["-o", "out.txt", "--plot", "out.txt"],
                  "-o/--model and --plot both name 'out.txt'"),
@@ -233,7 +233,7 @@ def test_plot_format_follows_the_extension(fitted, name, magic):
     if name.endswith("svg"):
         assert b"<svg" in (fitted / name).read_bytes()[:2000]
     sweep_plot = fitted / ("s" + name)
-    result = run(["sweep", fitted / "data.csv", "--k", "2..3", *FAST, "--plot", sweep_plot,
+    result = run(["sweep", "--kernel", "rbf", fitted / "data.csv", "--k", "2..3", *FAST, "--plot", sweep_plot,
                   "-q"])
     assert result.exit_code == 0, result.stderr
     assert sweep_plot.read_bytes().startswith(magic)
@@ -242,7 +242,7 @@ def test_plot_format_follows_the_extension(fitted, name, magic):
 @pytest.mark.parametrize("command", ["fit", "sweep"])
 def test_unknown_plot_extension_is_refused_up_front(fitted, command):
     args = (["fit", "--kernel", "rbf", fitted / "missing.csv", "-k", "3", "-o", fitted / "m.npz"] if command == "fit"
-            else ["sweep", fitted / "missing.csv", "--k", "2..3", "-o", fitted / "m.npz"])
+            else ["sweep", "--kernel", "rbf", fitted / "missing.csv", "--k", "2..3", "-o", fitted / "m.npz"])
     before = listing(fitted)
     result = run(args + ["--plot", fitted / "p.jpg"])
     assert_one_error_line(result, f"--plot {fitted / 'p.jpg'}: unknown plot format '.jpg'; "
@@ -261,7 +261,7 @@ def test_unknown_plot_extension_is_refused_up_front(fitted, command):
      "--summary names the input --weights ('w.txt'); writing there would replace it"),
     (["predict", "model.npz", "data.csv", "--labels", "model.npz"],
      "--labels names the input MODEL ('model.npz'); writing there would replace it"),
-    (["sweep", "data.csv", "--k", "2..3", "--table", "data.csv"],
+    (["sweep", "--kernel", "rbf", "data.csv", "--k", "2..3", "--table", "data.csv"],
      "--table names the input DATA ('data.csv'); writing there would replace it"),
 ])
 def test_an_output_never_replaces_an_input(fitted, monkeypatch, args, message):

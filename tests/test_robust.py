@@ -77,7 +77,7 @@ def test_sweep_refuses_overflowing_values_and_writes_no_table(tmp_path):
     X = gaussian(40, 2, decimals=4)
     X[7, 1] = 1e200
     data = _write(tmp_path / "big.csv", X, "%.17g")
-    result = run(["sweep", data, "--k", "2..4", "--table", tmp_path / "t.csv",
+    result = run(["sweep", "--kernel", "rbf", data, "--k", "2..4", "--table", tmp_path / "t.csv",
                   "-o", tmp_path / "m.npz", *FAST])
     assert result.exit_code == 1 and result.stdout == ""
     assert_one_error_line(result, "row 8, column y", "too large")
@@ -249,7 +249,7 @@ def test_cli_counts_only_points_of_positive_weight(tmp_path):
 def test_sweep_skips_ks_above_the_distinct_points(tmp_path):
     X = np.repeat(np.array([[0.0, 0.0], [3.0, 3.0]]), [30, 21], axis=0)
     data = _write(tmp_path / "two.csv", X)
-    result = run(["sweep", data, "--k", "2..4", "-o", tmp_path / "m.npz", *FAST])
+    result = run(["sweep", "--kernel", "rbf", data, "--k", "2..4", "-o", tmp_path / "m.npz", *FAST])
     assert result.exit_code == 0, result.stderr
     assert "kkmeans: warning: k = 3, 4 skipped: the data have only 2 distinct points" in \
         result.stderr
@@ -259,7 +259,7 @@ def test_sweep_skips_ks_above_the_distinct_points(tmp_path):
     info = run(["info", tmp_path / "m.npz", "--json"])
     assert '"n_clusters": 2' in info.stdout
     same = _write(tmp_path / "same.csv", np.full((50, 2), 1.5))
-    refused = run(["sweep", same, "--k", "2..4", "--table", tmp_path / "t.csv", *FAST])
+    refused = run(["sweep", "--kernel", "rbf", same, "--k", "2..4", "--table", tmp_path / "t.csv", *FAST])
     assert refused.exit_code == 1 and refused.stdout == ""
     assert_one_error_line(refused, "1 distinct point", "use a smaller --k")
     assert not (tmp_path / "t.csv").exists()
@@ -287,13 +287,13 @@ def test_count_distinct():
 def test_huge_k_range_is_checked_before_it_is_expanded(tmp_path):
     data = _write(tmp_path / "d.csv", gaussian(40, 2, decimals=4))
     t0 = time.perf_counter()
-    result = run(["sweep", data, "--k", "2..99999999999", "--table", tmp_path / "t.csv",
+    result = run(["sweep", "--kernel", "rbf", data, "--k", "2..99999999999", "--table", tmp_path / "t.csv",
                   *FAST])
     assert time.perf_counter() - t0 < 10
     assert result.exit_code == 1 and result.stdout == ""
     assert_one_error_line(result, "k = 99999999999 is too large for 40 rows")
     assert not (tmp_path / "t.csv").exists()
-    proc = run_process(["sweep", "d.csv", "--k", "2,5..99999999999"], tmp_path)
+    proc = run_process(["sweep", "--kernel", "rbf", "d.csv", "--k", "2,5..99999999999"], tmp_path)
     assert proc.returncode == 1 and "k = 99999999999 is too large" in proc.stderr
     with pytest.raises(ValueError, match="k = 99999999999 is above the largest k"):
         parse_ks("2..99999999999", max_k=39)
@@ -363,7 +363,7 @@ def test_fit_blocked_silhouette_fits_the_memory_the_plan_names(tmp_path):
 
 def test_sweep_memory_refusal_only_suggests_what_sweep_accepts(tmp_path):
     data = write_csv(tmp_path / "d.csv", gaussian(3000, 2, seed=2, decimals=4))
-    result = run(["sweep", data, "--k", "2..3", "--memory-limit", "20M", *FAST])
+    result = run(["sweep", "--kernel", "rbf", data, "--k", "2..3", "--memory-limit", "20M", *FAST])
     assert result.exit_code == 1 and result.stdout == ""
     assert_one_error_line(result, "not enough memory", "--approx nystroem")
     assert "--storage blocked" not in result.stderr

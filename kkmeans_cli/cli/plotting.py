@@ -11,10 +11,11 @@ import numpy as np
 from ..errors import UsageError
 
 PLOT_COLUMNS = ("inertia", "silhouette", "simplified_silhouette", "calinski_harabasz",
-                "davies_bouldin")
+                "davies_bouldin", "ncut", "eigengap")
 TITLES = {"inertia": "inertia", "silhouette": "silhouette",
           "simplified_silhouette": "simplified silhouette",
-          "calinski_harabasz": "Calinski-Harabasz", "davies_bouldin": "Davies-Bouldin"}
+          "calinski_harabasz": "Calinski-Harabasz", "davies_bouldin": "Davies-Bouldin",
+          "ncut": "normalized cut", "eigengap": "eigengap"}
 
 
 PLOT_FORMATS = {".png": "png", ".pdf": "pdf", ".svg": "svg", "": "png"}

@@ -141,26 +141,35 @@ class Reporter:
 
             yield advance
 
-    def sweep_table(self, rows, metric, best_k):
-        """The sweep's rows as a rich table, the chosen k marked."""
+    def sweep_table(self, rows, metric, best_k, eigengap_k=None):
+        """The sweep's rows as a rich table, the chosen k marked (``*``); on a graph the
+        columns of ``model.sweep.GRAPH_COLUMNS`` and the k of the largest eigengap marked
+        ``^`` (``eigengap_k``)."""
         if self.quiet:
             return
         from rich import box
         from rich.table import Table
 
-        table = Table(title=f"kkmeans sweep: * marks the k chosen by "
-                            f"{metric.replace('_', '-')}",
-                      title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-        heads = {"k": "k", "inertia": "inertia", "silhouette": "silhouette",
-                 "simplified_silhouette": "simpl-sil", "calinski_harabasz": "CH",
-                 "davies_bouldin": "DB", "n_iter": "iter", "seconds": "s"}
+        graph = bool(rows) and "eigengap" in rows[0]
+        title = f"kkmeans sweep: * marks the k chosen by {metric.replace('_', '-')}"
+        if graph and metric != "eigengap" and eigengap_k is not None:
+            title += ", ^ the largest eigengap"
+        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        heads = ({"k": "k", "objective": "objective", "ncut": "ncut",
+                  "silhouette": "silhouette", "eigengap": "eigengap", "n_iter": "iter",
+                  "seconds": "s"} if graph else
+                 {"k": "k", "inertia": "inertia", "silhouette": "silhouette",
+                  "simplified_silhouette": "simpl-sil", "calinski_harabasz": "CH",
+                  "davies_bouldin": "DB", "n_iter": "iter", "seconds": "s"})
         table.add_column("", no_wrap=True)
         for key, head in heads.items():
             table.add_column(head, justify="right", no_wrap=True,
                              header_style="bold" if key == metric else "")
         for row in rows:
             chosen = row["k"] == best_k
-            table.add_row("*" if chosen else "", *[_cell(key, row[key]) for key in heads],
+            mark = ("*" if chosen else "") + ("^" if graph and metric != "eigengap"
+                                              and row["k"] == eigengap_k else "")
+            table.add_row(mark, *[_cell(key, row[key]) for key in heads],
                           style="bold green" if chosen else None)
         with self.console.capture() as captured:
             self.console.print(table)

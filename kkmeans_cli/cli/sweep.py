@@ -7,33 +7,45 @@ from .._options import GRAPH_KERNELS
 
 from .._text import plural
 from ..errors import DataError, UsageError
-from .inputs import check_distinct, init_is_file, input_paths, prepare_fit_data
+from .inputs import (check_distinct, init_is_file, input_paths, is_graph_data,
+                     prepare_fit_data)
 from .options import (check_memory_plan, check_option_combination, data_options,
                       effective_options, estimator_kwargs, fit_options, require_matplotlib,
                       run_options, stored_options, warn_unused_options)
 
 
 SWEEP_METRICS = ("silhouette", "simplified-silhouette", "calinski-harabasz", "davies-bouldin",
-                 "inertia")
+                 "inertia", "eigengap")
+# The measures of a sweep on a graph (--kernel knn, or a sparse graph as DATA).
+GRAPH_METRICS = ("silhouette", "eigengap")
 
 SWEEP_EPILOG = """\b
 The chosen k is the largest silhouette, simplified silhouette or Calinski-Harabasz, the
 smallest Davies-Bouldin, or the elbow of the inertia curve. Ties go to the smaller k.
+With --kernel knn (the default, as for fit) one neighbour graph serves every k (with the
+default --n-neighbors, that of the largest k: the report names it); the columns are
+k,objective,ncut,silhouette,eigengap,n_iter,seconds (the graph silhouette and the eigengap
+λ(k+1) − λ(k) of the normalized Laplacian), k is chosen by silhouette or eigengap, and the
+k of the largest eigengap is marked ^ beside the chosen one. The same with --kernel
+precomputed and a sparse graph as DATA (.npz, .mtx).
 No model is saved unless -o PATH is given. Labels are not printed; fit the chosen k with
-'kkmeans fit' for those (same options, same labels).
+'kkmeans fit' for those (same options, same labels; with knn and the default neighbours,
+add the --n-neighbors the report names).
 \b
 Examples:
-  kkmeans sweep examples/blobs.csv --k 2..6
+  kkmeans sweep examples/moons.csv --k 2..6
+  kkmeans sweep examples/blobs.csv --k 2..6 --kernel rbf
+  kkmeans sweep data.csv --k 2..10 --metric eigengap --n-neighbors 15
+  kkmeans sweep graph.npz --kernel precomputed --k 2..8 > sweep.csv
   kkmeans sweep data.h5:/features --k 2..12 -o best.npz > sweep.csv
-  kkmeans sweep data.csv --k 2,3,5,8 --metric davies-bouldin --table sweep.csv --plot sweep.png
+  kkmeans sweep data.csv --k 2,3,5,8 --kernel rbf --metric davies-bouldin --plot sweep.png
   kkmeans sweep data.csv --config configs/rbf.yaml --k 2..10 --quiet
 """
 
 
 def sweep_fit_options(f):
-    """The fit options of ``sweep``: its kernel stays rbf by default (a sweep fits every k on
-    one kernel matrix; the graph kernel 'knn' has none)."""
-    return fit_options(f, kernel="rbf")
+    """The fit options of ``sweep``, with fit's default kernel (knn: one graph for every k)."""
+    return fit_options(f)
 
 
 @click.command("sweep", epilog=SWEEP_EPILOG)
@@ -55,17 +67,18 @@ def sweep_fit_options(f):
 @run_options
 @click.pass_context
 def sweep_command(ctx, **_):
-    """Fit every k of --k over one kernel matrix, score each, choose the best k.
+    """Fit every k of --k over one graph or kernel matrix, score each, choose the best k.
 
-    Writes one CSV row per k to stdout (k,inertia,silhouette,simplified_silhouette,
-    calinski_harabasz,davies_bouldin,n_iter,seconds) and reports the table, with the chosen k
-    marked, on stderr.
+    Writes one CSV row per k to stdout (knn: k,objective,ncut,silhouette,eigengap,n_iter,
+    seconds; other kernels: k,inertia,silhouette,simplified_silhouette,calinski_harabasz,
+    davies_bouldin,n_iter,seconds) and reports the table, with the chosen k marked, on
+    stderr.
     """
     opts = effective_options(ctx)
     if opts["k"] is None:
         raise UsageError("missing option --k (e.g. --k 2..10 or --k 2,3,5; or k in --config) "
                          "(see 'kkmeans sweep --help')")
-    from ..model.sweep import parse_k_ranges, parse_ks
+    from ..model.sweep import parse_k_ranges
 
     try:
         k_ranges = parse_k_ranges(opts["k"])  # expanded once checked against the rows
@@ -77,11 +90,19 @@ def sweep_command(ctx, **_):
     if init_is_file(opts["init"]):
         raise UsageError("--init PATH fixes the number of clusters and cannot be used with "
                          "sweep; use --init k-means++, spectral or random")
-    if opts["kernel"] in GRAPH_KERNELS:
-        raise UsageError(f"sweep fits every k on one kernel matrix; --kernel {opts['kernel']} "
-                         f"clusters a sparse neighbour graph and is not swept yet (run "
-                         f"'kkmeans fit --kernel {opts['kernel']} -k K' per k, or sweep another "
-                         f"kernel, such as the default rbf)")
+    graph = opts["kernel"] in GRAPH_KERNELS or is_graph_data(opts)
+    if graph and opts["metric"] not in GRAPH_METRICS:
+        what = (f"--kernel {opts['kernel']}" if opts["kernel"] in GRAPH_KERNELS
+                else f"a sparse graph as DATA ({opts['data']})")
+        raise UsageError(f"--metric {opts['metric']} is measured on a kernel matrix; {what} "
+                         f"is swept on its graph: use --metric silhouette or eigengap (or "
+                         f"--kernel rbf)")
+    if not graph and opts["metric"] == "eigengap":
+        raise UsageError(f"--metric eigengap is the gap of a graph's Laplacian eigenvalues; "
+                         f"--kernel {opts['kernel']} has no graph (use --kernel knn, or another "
+                         f"--metric)")
+    if graph:
+        return _graph_sweep(opts, k_ranges)
     if opts["storage"] == "blocked":
         raise UsageError("sweep fits every k on one kernel matrix; --storage blocked has none. "
                          "For data too large for the matrix use --approx nystroem (or run "
@@ -89,24 +110,12 @@ def sweep_command(ctx, **_):
     check_option_combination(opts, min(lo for lo, _ in k_ranges))
     metric = opts["metric"].replace("-", "_")
 
-    from ..io.outputs import AtomicOutputs, check_outputs
+    from ..io.outputs import AtomicOutputs
     from ..model.model_file import model_meta, save_model
-    from .report import Reporter
     from ..model.sweep import sweep, to_csv
 
-    check_outputs([(opts["model"], "model", "-o/--model"), (opts["table"], "table", "--table"),
-                   (opts["plot"], "plot", "--plot")], opts["force"], input_paths(opts))
-    if opts["plot"] is not None:
-        require_matplotlib(opts["plot"])
-    reporter = Reporter(opts["quiet"])
-    warn_unused_options(opts, reporter)
-    data, scaler, X, weights, _ = prepare_fit_data(opts)
+    reporter, data, scaler, X, weights, ks = _read_for_sweep(opts, k_ranges)
     n = X.shape[0]
-    top = max(hi for _, hi in k_ranges)
-    if top > n - 1:
-        raise DataError(f"{data.source}: k = {top} is too large for {plural(n, 'row')} (a sweep "
-                        f"needs k ≤ rows − 1 = {n - 1}); use a smaller --k")
-    ks = parse_ks(opts["k"], max_k=n - 1)
     check_distinct(data, X, ks[0], weights, opts["kernel"], "--k")  # others: skipped by sweep
     check_memory_plan(opts, n, ks, "from-kernel", sweep=True)
     params = estimator_kwargs(opts, ks[0], opts["init"])
@@ -164,3 +173,122 @@ def sweep_command(ctx, **_):
                          f"measures {sum(r['seconds'] for r in result.rows):.3f} s "
                          f"({plural(len(result.rows), 'k')})"))
     reporter.table("kkmeans sweep", rows)
+
+
+def _graph_sweep(opts, k_ranges):
+    """``sweep`` on a graph: --kernel knn (the neighbour graph of DATA, built once for every
+    k) or --kernel precomputed with a sparse graph as DATA (``model.sweep.graph_sweep``)."""
+    from ..io.outputs import AtomicOutputs
+    from ..model.model_file import model_meta, save_model
+    from ..model.sweep import graph_sweep
+    from ..kernels.graph import default_neighbors
+    from .report import graph_text
+
+    check_option_combination(opts, min(lo for lo, _ in k_ranges))
+    metric = opts["metric"]
+    reporter, data, scaler, X, weights, ks = _read_for_sweep(opts, k_ranges)
+    n = X.shape[0]
+    if opts["kernel"] in GRAPH_KERNELS:  # one graph for the largest k: every k must fit it
+        check_distinct(data, X, ks[-1], weights, opts["kernel"], "--k")
+    params = estimator_kwargs(opts, ks[0], opts["init"])
+    del params["n_clusters"]
+    with reporter.engine_warnings(), \
+            reporter.progress_bar(len(ks), f"sweeping k on {data.source}") as advance:
+        try:
+            result = graph_sweep(X, ks, metric=metric, sample_weight=weights,
+                                 progress=advance, refit_best=opts["model"] is not None,
+                                 **params)
+        except UsageError:
+            raise  # options that cannot work on this data (exit 2)
+        except ValueError as exc:
+            raise DataError(f"{data.source}: {exc}") from exc
+    text = to_csv_text(result)
+    best_row = result.best_row
+    info = vars(result.graph)
+    with AtomicOutputs(opts["force"]) as out:
+        if opts["model"] is not None:
+            best = result.best_estimator
+            stored = dict(stored_options(opts), n_clusters=result.best_k,
+                          n_neighbors=best.n_neighbors)
+            extra = {"source": data.source, "columns": data.columns,
+                     "silhouette": float(best_row["silhouette"]),
+                     "silhouette_n_used": n, "silhouette_exact": True,
+                     "sweep": {"ks": ks, "metric": metric, "best_k": result.best_k,
+                               "eigengap_k": result.eigengap_k,
+                               "measures": {column: [row[column] if row[column] == row[column]
+                                                     else None for row in result.rows]
+                                            for column in ("objective", "ncut", "silhouette",
+                                                           "eigengap")}}}
+            save_model(out.open(opts["model"], "model"), best,
+                       scaler, model_meta(best, scaler, stored, extra))
+        out.open(opts["table"], "table").write(text.encode())
+        if opts["plot"] is not None:
+            from .plotting import plot_format, plot_sweep
+
+            plot_sweep(result.rows, metric, result.best_k, out.open(opts["plot"], "plot"),
+                       fmt=plot_format(opts["plot"]))
+    reporter.sweep_table(result.rows, metric, result.best_k, result.eigengap_k)
+    given = opts["kernel"] not in GRAPH_KERNELS
+    if result.eigengap_k is None:
+        gap = "not computed (more than 20,000 nodes; give --metric eigengap)"
+    else:
+        gap_row = next(r for r in result.rows if r["k"] == result.eigengap_k)
+        k = result.eigengap_k
+        gap = f"largest at k = {k}: λ{k + 1} − λ{k} = {gap_row['eigengap']:.6g}"
+    rows = [
+        ("data", f"{data.source}: " + (f"sparse affinity graph of {plural(n, 'node')}" if given
+                                       else f"{plural(n, 'sample')} × "
+                                            f"{plural(X.shape[1], 'feature')}")
+                 + (f" ({plural(data.n_dropped, 'row')} with missing values dropped)"
+                    if data.n_dropped else "")),
+        ("kernel", ("precomputed" if given else opts["kernel"])
+         + "  (the normalized cut of a sparse graph)"),
+        ("graph", graph_text(dict(info, weighting="precomputed" if given
+                                  else info["weighting"]))
+         + ("" if given or opts["n_neighbors"] is not None
+            or default_neighbors(info["n_nodes"], ks[0]) == info["n_neighbors"] else
+            f" (the default neighbours of k = {ks[-1]}; fit with --n-neighbors "
+            f"{info['n_neighbors']} for the sweep's labels)")),
+        ("chosen k", f"{result.best_k} by {metric} = {best_row[metric]:.6g}"),
+        ("eigengap", gap),
+        ("silhouette", "exact (all points, graph kernel's feature space)"),
+        ("model", opts["model"] or "not saved (give -o PATH)"),
+    ]
+    if opts["table"] != "-":
+        rows.append(("table", opts["table"]))
+    if opts["plot"] is not None:
+        rows.append(("plot", opts["plot"]))
+    rows.append(("time", f"graph and eigenvalues {result.kernel_seconds:.3f} s (once), fits "
+                         f"and measures {sum(r['seconds'] for r in result.rows):.3f} s "
+                         f"({plural(len(result.rows), 'k')})"))
+    reporter.table("kkmeans sweep", rows)
+
+
+def to_csv_text(result):
+    """The CSV text of a sweep's rows, in its columns."""
+    from ..model.sweep import to_csv
+
+    return to_csv(result.rows, columns=result.columns)
+
+
+def _read_for_sweep(opts, k_ranges):
+    """What both sweeps do before fitting: check the outputs (and matplotlib for --plot),
+    warn about unused options, read DATA and expand --k against its rows."""
+    from ..io.outputs import check_outputs
+    from ..model.sweep import parse_ks
+    from .report import Reporter
+
+    check_outputs([(opts["model"], "model", "-o/--model"), (opts["table"], "table", "--table"),
+                   (opts["plot"], "plot", "--plot")], opts["force"], input_paths(opts))
+    if opts["plot"] is not None:
+        require_matplotlib(opts["plot"])
+    reporter = Reporter(opts["quiet"])
+    warn_unused_options(opts, reporter)
+    data, scaler, X, weights, _ = prepare_fit_data(opts)
+    n = X.shape[0]
+    top = max(hi for _, hi in k_ranges)
+    if top > n - 1:
+        raise DataError(f"{data.source}: k = {top} is too large for {plural(n, 'row')} (a sweep "
+                        f"needs k ≤ rows − 1 = {n - 1}); use a smaller --k")
+    ks = parse_ks(opts["k"], max_k=n - 1)
+    return reporter, data, scaler, X, weights, ks

@@ -15,10 +15,13 @@ Eigengap (von Luxburg, "A tutorial on spectral clustering", Statistics and Compu
     The smallest max(ks) + 1 eigenvalues λ_1 ≤ λ_2 ≤ … of L = I − D^{-½}AD^{-½} are computed
     once (Lanczos on the sparse matrix, ``engine.graph_starts.laplacian_eigenvalues``);
     gap_k = λ_{k+1} − λ_k, and the k swept with the largest gap is the eigengap's choice (the
-    first on ties). Lanczos slows sharply with n on neighbour graphs (their top eigenvalues
+    first on ties). On a graph of several components they are the union of each component's
+    (one 0 each, so exactly as many zeros as components: Lanczos on the whole graph finds a
+    repeated eigenvalue fewer times than it occurs). Lanczos slows sharply with n on neighbour graphs (their top eigenvalues
     crowd near 1), so with ``eigengap='auto'`` it runs up to ``EIGENGAP_MAX_NODES`` nodes and
     the records carry None above.
 """
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +40,8 @@ EIGENGAP_MODES = ("auto", True, False)
 class GraphSweepRecord:
     """One k of a sweep: the labels (n,), ncut, the objective J, the graph silhouette (None
     for k = 1), the eigengap λ_{k+1} − λ_k (None when not computed or k = n), whether it is
-    the eigengap's choice among the k swept, and the fit (``GraphFitResult``)."""
+    the eigengap's choice among the k swept, the fit (``GraphFitResult``) and the seconds of
+    the k's fit and silhouette."""
 
     k: int
     labels: np.ndarray
@@ -47,10 +51,12 @@ class GraphSweepRecord:
     eigengap: object
     eigengap_choice: bool
     fit: object
+    seconds: float = 0.0
 
 
 def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
-                random_state=None, n_threads=1, eigengap="auto"):
+                random_state=None, n_threads=1, eigengap="auto", start="auto", n_init=3,
+                max_iter=300, progress=None):
     """Fit every k of ``ks`` on one graph (module docstring).
 
     Parameters
@@ -59,9 +65,12 @@ def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
     ks : the numbers of clusters, each 1 ≤ k ≤ the graph's nodes (in the order given)
     affinity : sparse or dense (n, n), checked by ``kernels.graph.check_affinity``
     n_neighbors : int ≥ 1 counting the point itself, or None: the default rule at max(ks)
-    random_state : None or int (each k starts from a generator of its own seeded by it)
+    random_state : None, int or ``numpy.random.SeedSequence`` (each k starts from a generator
+        of its own seeded by it: ``default_rng(random_state)``)
     n_threads : threads of the neighbour search and the passes
     eigengap : 'auto' (up to ``EIGENGAP_MAX_NODES`` nodes), True or False
+    start, n_init, max_iter : the starts and passes of each k's fit (``fit_graph``'s)
+    progress : callable, optional; ``progress(done, len(ks), record)`` after each k
 
     Returns
     -------
@@ -82,19 +91,41 @@ def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
     gaps = [None] * len(ks)
     if eigengap is True or (eigengap == "auto" and kernel.n <= EIGENGAP_MAX_NODES):
         with blas_threads(n_threads):
-            lam = laplacian_eigenvalues(kernel, min(max(ks) + 1, kernel.n),
-                                        np.random.default_rng(random_state))
+            lam = _eigenvalues(graph, kernel, min(max(ks) + 1, kernel.n),
+                               np.random.default_rng(random_state))
         gaps = eigengaps(lam, ks)
     known = [g for g in gaps if g is not None]
     choice = gaps.index(max(known)) if known else None
     records = []
     for i, k in enumerate(ks):
-        fit = fit_on_graph(graph, k, rng=np.random.default_rng(random_state),
-                           n_threads=n_threads, kernel=kernel)
+        t0 = time.perf_counter()
+        fit = fit_on_graph(graph, k, start=start, n_init=n_init, max_iter=max_iter,
+                           rng=np.random.default_rng(random_state), n_threads=n_threads,
+                           kernel=kernel)
         sil = graph_silhouette(kernel, fit.node_labels, k) if k >= 2 else None
         records.append(GraphSweepRecord(k=k, labels=fit.labels, ncut=fit.ncut,
                                         objective=fit.objective,
                                         silhouette=None if sil is None else float(sil),
                                         eigengap=gaps[i], eigengap_choice=i == choice,
-                                        fit=fit))
+                                        fit=fit, seconds=time.perf_counter() - t0))
+        if progress is not None:
+            progress(i + 1, len(ks), records[-1])
     return records
+
+
+def _eigenvalues(graph, kernel, r, rng):
+    """The r smallest eigenvalues of the normalized Laplacian, ascending: of the whole graph
+    when it is connected, else the union of its components' (each an r-smallest of its own:
+    the Laplacian is block diagonal)."""
+    if graph.info.n_components <= 1:
+        return laplacian_eigenvalues(kernel, r, rng)
+    A = kernel.matrix()
+    parts = []
+    for c in range(graph.info.n_components):
+        nodes = np.flatnonzero(graph.components == c)
+        if nodes.size == 1:
+            parts.append(np.zeros(1))  # L = 1 − a/a
+            continue
+        part = GraphKernel(A[nodes][:, nodes].tocsr(), n_threads=kernel.n_threads)
+        parts.append(laplacian_eigenvalues(part, min(r, nodes.size), rng))
+    return np.sort(np.concatenate(parts))[:r]

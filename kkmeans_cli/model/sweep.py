@@ -13,6 +13,15 @@ best by one measure:
   rule). With fewer than three ks there is no elbow and the smallest inertia is taken.
 
 Ties go to the smaller k. ``NaN`` values never win.
+
+The graph kernel 'knn' (and a sparse affinity with ``kernel='precomputed'``) has no kernel
+matrix: :func:`sweep` hands it to :func:`graph_sweep`, which builds the graph once and fits
+every k on it (``measures.graph_sweep.sweep_graph``), each k as ``KernelKMeans(k, ...)`` fits
+it with the same seed and the same graph. Its rows are :data:`GRAPH_COLUMNS`: the objective,
+the normalized cut, the graph silhouette and the eigengap λ_{k+1} − λ_k of the normalized
+Laplacian (von Luxburg, "A tutorial on spectral clustering", 2007); k is chosen by
+``silhouette`` (the largest) or ``eigengap`` (the largest gap), and the eigengap's choice is
+reported either way (``SweepResult.eigengap_k``).
 """
 import csv
 import io
@@ -23,13 +32,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scipy import sparse
+
 from .. import _options, memory
 from ..errors import KKMeansWarning, TooFewDistinctPointsError
 from ..kernels.functions import count_distinct
 from ..kernels.nystroem import NystroemFeatures
 from ..measures import features as feature_measures
 from ..measures import metrics as _metrics
+from .checks import check_fit_values, check_graph_data, check_weights
 from .estimator import KernelKMeans, fit_with_sums
+from .fitting import check_graph_neighbors
+from .params import check_graph_settings, fit_rngs, validate_params
 
 COLUMNS = ("k", "inertia", "silhouette", "simplified_silhouette", "calinski_harabasz",
            "davies_bouldin", "n_iter", "seconds")
@@ -38,7 +52,12 @@ SWEEP_METRICS = ("silhouette", "simplified_silhouette", "calinski_harabasz", "da
 # The fits' outer sums (k×n each) are kept for the measures up to this many bytes in all.
 MAX_HELD_SUMS = 256 * 2**20
 HIGHER_IS_BETTER = {"silhouette": True, "simplified_silhouette": True,
-                    "calinski_harabasz": True, "davies_bouldin": False, "inertia": False}
+                    "calinski_harabasz": True, "davies_bouldin": False, "inertia": False,
+                    "eigengap": True}
+# The rows of a sweep on a graph (kernel 'knn', or a sparse affinity): the objective J (the
+# fit's inertia_), the normalized cut, the graph silhouette and the eigengap λ_{k+1} − λ_k.
+GRAPH_COLUMNS = ("k", "objective", "ncut", "silhouette", "eigengap", "n_iter", "seconds")
+GRAPH_SWEEP_METRICS = ("silhouette", "eigengap")
 
 
 @dataclass
@@ -66,6 +85,15 @@ class SweepResult:
         reproduced).
     skipped_ks : list of int
         The ks above the number of distinct points: not fitted, not scored, never chosen.
+    columns : tuple of str
+        The keys of the rows (:data:`COLUMNS`, or :data:`GRAPH_COLUMNS` on a graph).
+    graph : GraphInfo or None
+        On a graph: the one graph every k was fitted on (its neighbours, nodes, nnz, ...).
+    eigengap_k : int or None
+        On a graph: the k of the largest eigengap among the ks swept (None when the
+        eigenvalues were not computed).
+    labels : list of ndarray
+        On a graph: the labels of every k, in the order of ``rows``.
     """
 
     rows: list
@@ -77,6 +105,10 @@ class SweepResult:
     kernel_seconds: float = 0.0
     random_state: object = None
     skipped_ks: list = field(default_factory=list)
+    columns: tuple = COLUMNS
+    graph: object = None
+    eigengap_k: object = None
+    labels: list = field(default_factory=list)
 
     @property
     def best_row(self):
@@ -84,7 +116,7 @@ class SweepResult:
 
     def to_csv(self, path_or_file=None):
         """The rows as CSV (see :func:`to_csv`)."""
-        return to_csv(self.rows, path_or_file)
+        return to_csv(self.rows, path_or_file, self.columns)
 
 
 def parse_k_ranges(text):
@@ -148,7 +180,8 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
         K(X, X) already computed for these params (else computed once here).
     **params
         ``KernelKMeans`` parameters other than ``n_clusters``, the same for every k (the
-        kernel is 'rbf' unless given; the graph kernel 'knn' is refused). When
+        kernel is 'rbf' unless given; the graph kernel 'knn', or a sparse X with
+        'precomputed', goes to :func:`graph_sweep`). When
         ``random_state`` is None or a Generator, one int seed is drawn from it and used for
         the kernel and every fit (``SweepResult.random_state``).
 
@@ -156,27 +189,18 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
     -------
     SweepResult
     """
-    if metric not in SWEEP_METRICS:
-        raise ValueError(f"unknown metric {metric!r}; choose from {list(SWEEP_METRICS)}")
     if "n_clusters" in params:
         raise TypeError("sweep() sets n_clusters itself; give the ks instead")
-    # One kernel matrix for every k: rbf unless another dense kernel is named (the graph
-    # kernel 'knn', KernelKMeans's default, has no kernel matrix and is not swept here).
+    # One kernel matrix for every k: rbf unless another kernel is named; the graph kernel
+    # 'knn' (and a sparse affinity) has no kernel matrix: one graph for every k instead.
     params.setdefault("kernel", "rbf")
-    if params["kernel"] in _options.GRAPH_KERNELS:
-        raise ValueError(f"sweep() fits every k on one kernel matrix; kernel="
-                         f"{params['kernel']!r} clusters a sparse neighbour graph and is not "
-                         f"swept (fit it per k, or sweep a dense kernel such as 'rbf')")
-    n_rows = len(X)
-    if isinstance(ks, str):
-        ks = parse_ks(ks, max_k=n_rows - 1)
-    elif isinstance(ks, range) and len(ks) and max(ks[0], ks[-1]) > n_rows - 1:
-        raise ValueError(f"every k must be between 2 and n_samples - 1 = {n_rows - 1}; "
-                         f"got up to {max(ks[0], ks[-1])}")
-    else:
-        ks = sorted({int(k) for k in ks})
-    if not ks:
-        raise ValueError("no k to sweep")
+    if params["kernel"] in _options.GRAPH_KERNELS or (params["kernel"] == "precomputed"
+                                                      and sparse.issparse(X)):
+        return graph_sweep(X, ks, metric=metric, sample_weight=sample_weight,
+                           progress=progress, **params)
+    if metric not in SWEEP_METRICS:
+        raise ValueError(f"unknown metric {metric!r}; choose from {list(SWEEP_METRICS)}")
+    ks = _sorted_ks(ks, len(X))
     if not isinstance(params.get("random_state"), (int, np.integer)):
         # One int seed for the kernel and every fit: a shared Generator would advance between
         # the fits, and the best fit could not be reproduced by a direct fit.
@@ -243,6 +267,135 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
                        silhouette_n_used=n_used, fit_seconds=fit_seconds,
                        kernel_seconds=kernel_seconds, random_state=params["random_state"],
                        skipped_ks=skipped)
+
+
+def graph_sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
+                eigengap="auto", refit_best=True, **params):
+    """Fit every k in ``ks`` on one graph and choose the best k by ``metric`` (module
+    docstring): the k-nearest-neighbour graph of X (``kernel='knn'``, the default here), or
+    X itself, a sparse affinity, with ``kernel='precomputed'``.
+
+    Each k is fitted as ``KernelKMeans(k, **params).fit(X)`` fits it (the same starts, passes
+    and seed) on the one graph: with ``n_neighbors=None`` that graph has the default
+    neighbours of the largest k (``kernels.graph.default_neighbors``; ``SweepResult.graph``
+    names them), the default graph of every k when the data have more than 21·max(ks)
+    distinct points. A k above the distinct points is refused
+    (:class:`~kkmeans_cli.errors.TooFewDistinctPointsError`), not skipped: the graph is built
+    for the largest k.
+
+    Parameters
+    ----------
+    X : array-like (n, d), or a sparse (n, n) affinity with ``kernel='precomputed'``
+    ks : iterable of int or str, each 2 ≤ k ≤ n − 1
+    metric : {'silhouette', 'eigengap'}
+    sample_weight : None or n equal weights (a graph fit weighs points by their degrees)
+    progress : callable, optional; ``progress(done, total, row)`` after each k
+    eigengap : 'auto' (up to ``measures.graph_sweep.EIGENGAP_MAX_NODES`` nodes), True or
+        False; True whenever ``metric='eigengap'``
+    refit_best : bool
+        Fit ``best_k`` with ``KernelKMeans`` for ``SweepResult.best_estimator`` (its labels
+        are the sweep's; None when False).
+    **params
+        ``KernelKMeans`` parameters other than ``n_clusters``.
+
+    Returns
+    -------
+    SweepResult with rows of :data:`GRAPH_COLUMNS`
+    """
+    from ..engine.threads import effective_n_threads
+    from ..measures.graph_sweep import sweep_graph
+
+    if metric not in GRAPH_SWEEP_METRICS:
+        raise ValueError(f"unknown metric {metric!r} for a graph sweep; choose from "
+                         f"{list(GRAPH_SWEEP_METRICS)}")
+    if "n_clusters" in params:
+        raise TypeError("sweep() sets n_clusters itself; give the ks instead")
+    params.setdefault("kernel", "knn")
+    given = params["kernel"] == "precomputed" and sparse.issparse(X)
+    if params["kernel"] not in _options.GRAPH_KERNELS and not given:
+        raise ValueError(f"graph_sweep() sweeps kernel='knn' or a sparse affinity with "
+                         f"kernel='precomputed', not kernel={params['kernel']!r}")
+    if not isinstance(params.get("random_state"), (int, np.integer)):
+        params["random_state"] = int(np.random.default_rng(params.get("random_state"))
+                                     .integers(2 ** 31 - 1))
+    validate_params(KernelKMeans(2, **params))
+    if given:
+        check_graph_settings(dict(params, n_clusters=2), "kernel='precomputed' with a sparse X",
+                             "that affinity graph")
+    X, affinity = check_graph_data(X, given)
+    n = (affinity if given else X).shape[0]
+    ks = _sorted_ks(ks, n)
+    bad = [k for k in ks if not 2 <= k <= n - 1]
+    if bad:
+        raise ValueError(f"every k must be between 2 and n_samples - 1 = {n - 1}; got {bad}")
+    weights = check_weights(sample_weight, n, ks[0])
+    if np.any(weights != weights[0]):
+        raise ValueError(f"sample_weight must be the same for every point with "
+                         f"kernel={params['kernel']!r} (a graph fit weighs points by their "
+                         f"degrees); give equal weights or none")
+    if not given:
+        check_graph_neighbors(params.get("n_neighbors"), n)
+        check_fit_values(X, "knn", weights, ks[-1])
+    # The seed of the starts as KernelKMeans draws it (fit_rngs): every k's generator equals
+    # the one a direct fit with this random_state uses.
+    fit_seed = fit_rngs(params["random_state"])[1].bit_generator.seed_seq
+
+    def advance(done, total, record):
+        if progress is not None:
+            progress(done, total, _graph_row(record))
+
+    t0 = time.perf_counter()
+    records = sweep_graph(X, ks, affinity=affinity, n_neighbors=params.get("n_neighbors"),
+                          random_state=fit_seed,
+                          n_threads=effective_n_threads(params.get("n_threads")),
+                          eigengap=True if metric == "eigengap" else eigengap,
+                          start="spectral" if params.get("init") == "spectral" else "auto",
+                          n_init=int(params.get("n_init", _options.DEFAULTS["n_init"])),
+                          max_iter=int(params.get("max_iter", _options.DEFAULTS["max_iter"])),
+                          progress=advance)
+    total = time.perf_counter() - t0
+    rows = [_graph_row(r) for r in records]
+    best_k = choose_k(rows, metric)
+    eigengap_k = next((r.k for r in records if r.eigengap_choice), None)
+    best_est = None
+    if refit_best:
+        best_params = dict(params)
+        if not given:  # the sweep's graph: the neighbours of the largest k's default rule
+            best_params["n_neighbors"] = records[0].fit.graph.info.n_neighbors
+        best_est = KernelKMeans(best_k, **best_params).fit(affinity if given else X,
+                                                             sample_weight=sample_weight)
+    return SweepResult(rows=rows, metric=metric, best_k=best_k, best_estimator=best_est,
+                       silhouette_n_used=[n] * len(rows),
+                       fit_seconds=[r.seconds for r in records],
+                       kernel_seconds=total - sum(r.seconds for r in records),
+                       random_state=params["random_state"], columns=GRAPH_COLUMNS,
+                       graph=records[0].fit.graph.info, eigengap_k=eigengap_k,
+                       labels=[r.labels for r in records])
+
+
+def _sorted_ks(ks, n_rows):
+    """The ks of a sweep of ``n_rows`` rows as a sorted list of distinct ints: a string parsed
+    (:func:`parse_ks`), a range checked before it is expanded."""
+    if isinstance(ks, str):
+        ks = parse_ks(ks, max_k=n_rows - 1)
+    elif isinstance(ks, range) and len(ks) and max(ks[0], ks[-1]) > n_rows - 1:
+        raise ValueError(f"every k must be between 2 and n_samples - 1 = {n_rows - 1}; "
+                         f"got up to {max(ks[0], ks[-1])}")
+    else:
+        ks = sorted({int(k) for k in ks})
+    if not ks:
+        raise ValueError("no k to sweep")
+    return ks
+
+
+def _graph_row(record):
+    """A row of :data:`GRAPH_COLUMNS` from a ``GraphSweepRecord`` (None as NaN)."""
+    def number(value):
+        return float("nan") if value is None else float(value)
+
+    return {"k": record.k, "objective": float(record.objective), "ncut": float(record.ncut),
+            "silhouette": number(record.silhouette), "eigengap": number(record.eigengap),
+            "n_iter": int(record.fit.n_iter), "seconds": float(record.seconds)}
 
 
 def _distinct_ks(X, ks, sample_weight, kernel):

@@ -1,0 +1,232 @@
+"""``kkmeans sweep`` on a graph: --kernel knn (the default) and --kernel precomputed with a
+sparse graph as DATA, through CliRunner and as a subprocess.
+
+Normalized-cut kernel k-means on a neighbour graph (Dhillon, Guan & Kulis, "Kernel k-means,
+spectral clustering and normalized cuts", KDD 2004); the eigengap λ_{k+1} − λ_k of the
+normalized Laplacian (von Luxburg, "A tutorial on spectral clustering", 2007) is checked
+against a dense ``numpy.linalg.eigh``.
+"""
+import csv
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+from scipy import sparse
+
+from helpers import ROOT, run, run_process
+
+GRAPH_HEADER = "k,objective,ncut,silhouette,eigengap,n_iter,seconds"
+MOONS = os.path.join(ROOT, "examples", "moons.csv")
+
+
+def table(text):
+    rows = list(csv.DictReader(io.StringIO(text)))
+    return {int(r["k"]): {key: float(v) for key, v in r.items() if key != "k"} for r in rows}
+
+
+def small_rings(per=20, seed=0):
+    """Three rings of ``per`` points, radius 1, centred 20 apart: with ``per`` neighbours each
+    ring is a clique of its own (a component), so k = 3 cuts nothing, every other k has a
+    larger within distance (k = 2) or splits a clique (k > 3), and the Laplacian's eigenvalues
+    are 0 three times then 1: the eigengap is 1 at k = 3 and 0 elsewhere."""
+    rng = np.random.default_rng(seed)
+    t = 2 * np.pi * (np.arange(per) + rng.uniform(0, 0.3, per)) / per
+    ring = np.c_[np.cos(t), np.sin(t)]
+    X = np.vstack([ring + c for c in ([0, 0], [20, 0], [0, 20])])
+    return np.round(X, 6), np.repeat(np.arange(3), per)
+
+
+def dense_laplacian_eigenvalues(A):
+    A = A.toarray() if sparse.issparse(A) else np.asarray(A)
+    s = 1.0 / np.sqrt(A.sum(axis=1))
+    return np.linalg.eigvalsh(np.eye(A.shape[0]) - A * s[:, None] * s[None, :])
+
+
+@pytest.fixture
+def rings_csv(tmp_path):
+    X, y = small_rings()
+    path = tmp_path / "rings.csv"
+    np.savetxt(path, X, delimiter=",", header="x,y", comments="")
+    return path, X, y
+
+
+def test_knn_sweep_picks_the_true_k_by_silhouette_and_by_eigengap(rings_csv, tmp_path):
+    path, X, y = rings_csv
+    result = run(["sweep", path, "--k", "2..6", "--n-neighbors", "20", "-o", tmp_path / "best.npz"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == GRAPH_HEADER
+    rows = table(result.stdout)
+    assert sorted(rows) == [2, 3, 4, 5, 6]
+    assert max(rows, key=lambda k: rows[k]["silhouette"]) == 3
+    assert max(rows, key=lambda k: rows[k]["eigengap"]) == 3
+    assert rows[3]["ncut"] == 0.0 and rows[3]["eigengap"] == pytest.approx(1.0, abs=1e-10)
+    for k in (2, 4, 5, 6):
+        assert rows[k]["eigengap"] == pytest.approx(0.0, abs=1e-10)
+    err = result.stderr
+    assert "* marks the k chosen by silhouette, ^ the largest eigengap" in err
+    assert "chosen k:   3 by silhouette" in err and "largest at k = 3: λ4 − λ3 = 1" in err
+    assert "20 neighbours (connectivity), 60 nodes, 3 components" in err
+    marked = [line.split()[1] for line in err.splitlines() if line.lstrip().startswith("*^")]
+    assert marked == ["3"]
+    # The model is the k = 3 fit, its labels the rings, the sweep's measures in its meta.
+    info = json.loads(run(["info", tmp_path / "best.npz", "--json"]).stdout)
+    assert info["n_clusters"] == 3 and info["kernel"] == "knn"
+    sweep = info["sweep"]
+    assert sweep["best_k"] == 3 and sweep["eigengap_k"] == 3 and sweep["metric"] == "silhouette"
+    assert sweep["measures"]["eigengap"] == pytest.approx([rows[k]["eigengap"] for k in rows])
+    assert sweep["measures"]["silhouette"] == pytest.approx(
+        [rows[k]["silhouette"] for k in rows], rel=1e-12)
+    assert sweep["measures"]["ncut"] == pytest.approx([rows[k]["ncut"] for k in rows])
+    labels = run(["predict", tmp_path / "best.npz", path, "-q"]).stdout.split()
+    labels = np.array(labels, dtype=int)
+    assert len({(a, b) for a, b in zip(labels, y)}) == 3
+    by_gap = run(["sweep", path, "--k", "2..6", "--n-neighbors", "20", "--metric", "eigengap", "-q"])
+    assert by_gap.exit_code == 0 and by_gap.stdout == result.stdout.replace(
+        result.stdout, by_gap.stdout)
+    assert table(by_gap.stdout)[3]["eigengap"] == rows[3]["eigengap"]
+
+
+def test_each_k_has_the_labels_of_fit_with_the_same_seed(tmp_path):
+    # 300 points > 21·5: the default neighbours of every k are the sweep's graph, so each k's
+    # row is fit -k K's (objective, normalized cut), and a sweep's model is its k's fit.
+    ks = [2, 3, 4, 5]
+    swept = run(["sweep", MOONS, "--k", "2..5", "--seed", "3", "-q"])
+    assert swept.exit_code == 0, swept.stderr
+    rows = table(swept.stdout)
+    for k in ks:
+        one = run(["sweep", MOONS, "--k", str(k), "--seed", "3", "-q",
+                   "-o", tmp_path / f"s{k}.npz"])
+        assert one.exit_code == 0, one.stderr
+        fitted = run(["fit", "--kernel", "knn", MOONS, "-k", str(k), "--seed", "3", "-q",
+                      "-o", tmp_path / f"f{k}.npz", "--summary", tmp_path / f"f{k}.json"])
+        assert fitted.exit_code == 0, fitted.stderr
+        np.testing.assert_array_equal(np.load(tmp_path / f"s{k}.npz")["labels"],
+                                      np.load(tmp_path / f"f{k}.npz")["labels"])
+        summary = json.loads((tmp_path / f"f{k}.json").read_text())
+        assert rows[k]["objective"] == pytest.approx(summary["inertia"], rel=1e-12)
+        assert table(one.stdout)[k]["objective"] == rows[k]["objective"]
+
+
+def test_the_sweep_labels_equal_fit_labels_through_the_api():
+    from kkmeans_cli import KernelKMeans
+    from kkmeans_cli.model.sweep import sweep
+
+    X = np.loadtxt(MOONS, delimiter=",", skiprows=1)
+    res = sweep(X, [2, 3, 4, 5], kernel="knn", random_state=3, refit_best=True)
+    assert res.columns[1:5] == ("objective", "ncut", "silhouette", "eigengap")
+    for row, labels in zip(res.rows, res.labels):
+        est = KernelKMeans(row["k"], random_state=3).fit(X)
+        np.testing.assert_array_equal(labels, est.labels_)
+        assert row["objective"] == est.inertia_
+    np.testing.assert_array_equal(res.best_estimator.labels_,
+                                  res.labels[[r["k"] for r in res.rows].index(res.best_k)])
+
+
+def test_eigengaps_equal_a_dense_eigh_reference(tmp_path, rings_csv):
+    from kkmeans_cli.kernels.graph import knn_graph
+
+    # knn: the sweep's graph (20 neighbours) against eigh of that affinity.
+    path, X, _ = rings_csv
+    rows = table(run(["sweep", path, "--k", "2..7", "--n-neighbors", "20", "-q"]).stdout)
+    lam = dense_laplacian_eigenvalues(knn_graph(X, 20).affinity)
+    for k, row in rows.items():
+        assert row["eigengap"] == pytest.approx(lam[k] - lam[k - 1], abs=1e-8)
+    # A sparse graph given as DATA: two components of 600 nodes (Lanczos on each) and a
+    # component of 40; the reference is eigh of the whole matrix.
+    rng = np.random.default_rng(5)
+    blocks = []
+    for size in (600, 600, 40):
+        ring = sparse.diags([np.ones(size - 1), np.ones(size - 1)], [-1, 1], shape=(size, size))
+        extra = sparse.random(size, size, density=8 / size, random_state=rng)
+        B = (ring + extra + extra.T).tocsr()
+        B.data[:] = rng.uniform(0.5, 1.5, B.nnz)
+        blocks.append((B + B.T) / 2)
+    A = sparse.block_diag(blocks).tocsr()
+    sparse.save_npz(tmp_path / "g.npz", A)
+    result = run(["sweep", tmp_path / "g.npz", "--kernel", "precomputed", "--k", "2..6",
+                  "--table", tmp_path / "t.csv"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == ""
+    rows = table((tmp_path / "t.csv").read_text())
+    lam = dense_laplacian_eigenvalues(A)
+    assert lam[:3] == pytest.approx([0, 0, 0], abs=1e-10)
+    for k, row in rows.items():
+        assert row["eigengap"] == pytest.approx(lam[k] - lam[k - 1], abs=1e-8)
+    assert max(rows, key=lambda k: rows[k]["eigengap"]) == 3
+    assert "sparse affinity graph of 1240 nodes" in result.stderr
+    assert "affinity given as DATA" in result.stderr
+
+
+def test_sweep_of_a_graph_file_equals_fit_of_it(tmp_path):
+    from kkmeans_cli.kernels.graph import knn_graph
+
+    X = np.loadtxt(MOONS, delimiter=",", skiprows=1)
+    sparse.save_npz(tmp_path / "g.npz", knn_graph(X, 12).affinity)
+    swept = run(["sweep", tmp_path / "g.npz", "--kernel", "precomputed", "--k", "2,3", "-q",
+                 "--seed", "1", "-o", tmp_path / "s.npz"])
+    assert swept.exit_code == 0, swept.stderr
+    best = json.loads(run(["info", tmp_path / "s.npz", "--json"]).stdout)["n_clusters"]
+    fitted = run(["fit", tmp_path / "g.npz", "--kernel", "precomputed", "-k", str(best),
+                  "--seed", "1", "-q", "-o", tmp_path / "f.npz"])
+    assert fitted.exit_code == 0, fitted.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "s.npz")["labels"],
+                                  np.load(tmp_path / "f.npz")["labels"])
+
+
+def test_knn_is_the_sweep_default_and_a_subprocess_writes_the_same(tmp_path, rings_csv):
+    path, _, _ = rings_csv
+    inproc = run(["sweep", path, "--k", "2..4", "--n-neighbors", "20", "-q"])
+    proc = run_process(["sweep", path, "--k", "2..4", "--n-neighbors", "20", "--kernel", "knn",
+                        "--table", "t.csv", "--plot", "p.png"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    got, want = table((tmp_path / "t.csv").read_text()), table(inproc.stdout)
+    for k in want:
+        for key in ("objective", "ncut", "silhouette", "eigengap", "n_iter"):
+            assert got[k][key] == want[k][key]
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+    assert "--kernel" in run(["sweep", "--help"]).stdout
+    assert "[default: knn]" in " ".join(run(["sweep", "--help"]).stdout.split())
+
+
+def _refused(args, code, fragment, tmp_path):
+    before = sorted(os.listdir(tmp_path))
+    result = run(args)
+    assert result.exit_code == code, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kkmeans: error: "), result.stderr
+    assert fragment in lines[0], lines[0]
+    assert result.stdout == ""
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    (["--cluster", "local:2"], "No such option '--cluster'"),
+    (["--gamma", "0.5"], "gamma"),
+    (["--storage", "blocked"], "storage"),
+    (["--approx", "nystroem"], "approx"),
+    (["--dtype", "float32"], "dtype"),
+    (["--algorithm", "elkan"], "elkan"),
+    (["--init", "random"], "--init random"),
+    (["--metric", "davies-bouldin"], "--metric davies-bouldin is measured on a kernel matrix"),
+    (["--metric", "inertia"], "--metric inertia"),
+])
+def test_knn_sweep_refusals_are_usage_errors(rings_csv, tmp_path, extra, fragment):
+    path, _, _ = rings_csv
+    _refused(["sweep", path, "--k", "2..4", "-o", tmp_path / "m.npz", *extra], 2, fragment,
+             tmp_path)
+
+
+def test_knn_sweep_data_refusals(tmp_path):
+    X = np.repeat(np.arange(4.0)[:, None], 5, axis=0) * np.ones((1, 2))   # 4 distinct points
+    np.savetxt(tmp_path / "few.csv", X, delimiter=",")
+    _refused(["sweep", tmp_path / "few.csv", "--k", "2..5", "-o", tmp_path / "m.npz"], 1,
+             "4 distinct points", tmp_path)
+    _refused(["sweep", tmp_path / "few.csv", "--k", "2..3", "--n-neighbors", "20", "-o",
+              tmp_path / "m.npz"], 1, "--n-neighbors 20 must be less than", tmp_path)
+    _refused(["sweep", tmp_path / "few.csv", "--k", "2..3", "--kernel", "rbf", "--metric",
+              "eigengap"], 2, "--metric eigengap", tmp_path)
+    _refused(["sweep", tmp_path / "few.csv", "--k", "2..3", "--kernel", "rbf", "--n-neighbors", "5"], 2,
+             "--n-neighbors 5 sets the graph of --kernel knn", tmp_path)
