@@ -85,7 +85,9 @@ def test_plan_fit_takes_the_cost_models_choice():
     # the kernel matrix does not fit: screened in blocks, no matrix to fall back on
     tight = plan_fit(_params(n_clusters=8, memory_limit="1G"), 20_000, 10)
     assert (tight.route, tight.screen, tight.matrix_fits) == ("blocked", True, False)
-    assert "does not fit the memory limit" in tight.reason
+    assert tight.reason.startswith("the kernel matrix would need 3.05 GiB with the fit, more "
+                                   "than the limit of 1 GiB (--memory-limit)")
+    assert tight.reason.endswith("; restarts screened on a sample of 5,000 points")
 
 
 def test_screened_objective_not_above_full_restarts_on_iid_normal(small_sample):

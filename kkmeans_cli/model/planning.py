@@ -251,7 +251,14 @@ def cost_choice(params, n, n_features, kernel_given=False):
                         itemsize=np.dtype(dtype).itemsize,
                         n_threads=effective_n_threads(params["n_threads"]) if n >= SMALL_N else 1)
     chosen = choose_route(costs, matrix_fits, blocked_fits)
-    return None if chosen is None else (*chosen, matrix_fits, costs)
+    if chosen is None:
+        return None
+    if not matrix_fits:  # the memory plan's own words: the need, the limit and its source
+        _, why = choose_storage(n, k, planned["dtype"], limit=params["memory_limit"],
+                                feature_engine=planned["feature_engine"])
+        chosen = (chosen[0], chosen[1],
+                  f"{why}; restarts screened on a sample of {costs.sample:,} points")
+    return (*chosen, matrix_fits, costs)
 
 
 def route_of(params, n, n_features, kernel_given=False):
