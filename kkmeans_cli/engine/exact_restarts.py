@@ -24,6 +24,7 @@ import numpy as np
 from . import _lloyd
 from .iterate import iterate
 from .hartigan import refine
+from .optima import OptimaState
 from .restarts import Restarts, distinct_best, improves, sample_indices, sampled_restarts
 from ..memory import RESTARTS_COMPLETED
 
@@ -157,8 +158,6 @@ def adaptive_restarts(source, weights, rng, spec, n_init, full_restarts):
     Returns the :class:`~restarts.Restarts` and the
     :class:`~kkmeans_cli.engine.optima.OptimaState` whose starts and refinements they are.
     """
-    from .optima import OptimaState
-
     k, n_threads = spec.n_clusters, spec.n_threads
     blocked = source.blocked if source.lazy else source
     before = copy.deepcopy(rng)

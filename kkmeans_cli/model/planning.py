@@ -115,6 +115,11 @@ def route_costs(n, n_features, n_clusters, n_init, itemsize=8, n_threads=1):
                       matrix_bytes=int(n * n * itemsize), sample=int(s))
 
 
+def _seconds(value):
+    """Two significant digits, no exponent: 0.42, 3.1, 19, 150."""
+    return f"{value:.2g}" if value < 10 else f"{value:.0f}"
+
+
 def choose_route(costs, matrix_fits, blocked_fits):
     """``(route, screen, reason)`` of ``storage='auto'`` from the :class:`RouteCosts` of a fit
     whose restarts can be screened, and whether the kernel matrix and the blocked route fit
@@ -129,8 +134,9 @@ def choose_route(costs, matrix_fits, blocked_fits):
     if not blocked_fits:
         return ("matrix", False, None) if matrix_fits else None
     size, sample = format_bytes(costs.matrix_bytes), f"{costs.sample:,}"
-    screened = f"{costs.screened:.2g} s with restarts screened on a sample of {sample} points"
-    matrix = f"{costs.matrix:.2g} s with the kernel matrix ({size}) and full restarts"
+    screened = (f"{_seconds(costs.screened)} s with restarts screened on a sample of {sample} "
+                f"points")
+    matrix = f"{_seconds(costs.matrix)} s with the kernel matrix ({size}) and full restarts"
     if not matrix_fits:
         return "blocked", True, (f"the kernel matrix ({size}) does not fit the memory limit; "
                                  f"restarts screened on a sample of {sample} points")
@@ -245,7 +251,14 @@ def cost_choice(params, n, n_features, kernel_given=False):
                         itemsize=np.dtype(dtype).itemsize,
                         n_threads=effective_n_threads(params["n_threads"]) if n >= SMALL_N else 1)
     chosen = choose_route(costs, matrix_fits, blocked_fits)
-    return None if chosen is None else (*chosen, matrix_fits, costs)
+    if chosen is None:
+        return None
+    if not matrix_fits:  # the memory plan's own words: the need, the limit and its source
+        _, why = choose_storage(n, k, planned["dtype"], limit=params["memory_limit"],
+                                feature_engine=planned["feature_engine"])
+        chosen = (chosen[0], chosen[1],
+                  f"{why}; restarts screened on a sample of {costs.sample:,} points")
+    return (*chosen, matrix_fits, costs)
 
 
 def route_of(params, n, n_features, kernel_given=False):
