@@ -401,3 +401,26 @@ def test_the_cluster_report_gives_the_workers_threads(client, tmp_path):
     assert result.exit_code == 0, result.stderr
     assert result.stderr.rstrip().endswith(" s (on 1 Dask worker, 1 thread in all)")
     assert "of 2 threads" not in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["truncated", "1-D", "objects", "npz", "not npy"])
+def test_a_bad_npy_file_on_a_cluster_is_said_as_in_one_process(client, tmp_path, kind):
+    path = tmp_path / "x.npy"
+    if kind == "truncated":
+        np.save(path, np.ones((450, 3)))
+        path.write_bytes(path.read_bytes()[:1000])
+    elif kind == "1-D":
+        np.save(path, np.ones(10))
+    elif kind == "objects":
+        np.save(path, np.array([[1, None]], dtype=object), allow_pickle=True)
+    elif kind == "npz":
+        np.savez(tmp_path / "z.npz", x=np.ones((3, 3)))
+        os.replace(tmp_path / "z.npz", path)
+    else:
+        path.write_bytes(b"hello world")
+    args = ["fit", path, "-k", "3", *NYSTROEM, "-o", tmp_path / "m.npz", "-q"]
+    one = run(args)
+    dask = run(args + ["--scheduler", client.scheduler.address])
+    _one_line(one, 1, str(path))
+    assert dask.exit_code == 1 and dask.stderr == one.stderr
+    assert os.listdir(tmp_path) == ["x.npy"]

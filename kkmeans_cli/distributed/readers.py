@@ -19,8 +19,8 @@ import numpy as np
 
 from ..engine.features import CHUNK_ROWS
 from ..errors import DataError, UsageError
-from ..io.readers import (HDF5_SUFFIXES, NPY_SUFFIXES, check_parts, expand_glob, is_glob,
-                          read_data, split_hdf5_spec)
+from ..io.readers import (HDF5_SUFFIXES, NPY_SUFFIXES, check_npy, check_parts, expand_glob,
+                          is_glob, read_data, split_hdf5_spec)
 from . import chunks
 
 #: Bytes of a chunk's rows or features at most (about): the chunks never depend on the
@@ -256,14 +256,12 @@ def _shape_2d(shape, dtype, source):
 
 def _npy(path, columns):
     try:
-        X = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise DataError(f"{path}: not a valid .npy file ({exc})") from None
-    if not isinstance(X, np.ndarray):
-        raise DataError(f"{path}: is an .npz archive, not an .npy array")
-    _shape_2d(X.shape, X.dtype, path)
-    return NpyReader(os.path.abspath(path), _column_select(columns, X.shape[1], path),
-                     shown=path), X.shape, path
+        shape, dtype = check_npy(path)  # the checks of one process, with its messages
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read .npy file ({exc})") from None
+    _shape_2d(shape, dtype, path)
+    return NpyReader(os.path.abspath(path), _column_select(columns, shape[1], path),
+                     shown=path), shape, path
 
 
 def _hdf5(path, dataset, columns):
