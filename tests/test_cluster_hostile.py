@@ -424,3 +424,23 @@ def test_a_bad_npy_file_on_a_cluster_is_said_as_in_one_process(client, tmp_path,
     _one_line(one, 1, str(path))
     assert dask.exit_code == 1 and dask.stderr == one.stderr
     assert os.listdir(tmp_path) == ["x.npy"]
+
+
+def test_predict_on_a_cluster_locates_a_value_out_of_range_as_one_process(client, tmp_path):
+    """A value too large for the kernel in the third chunk: the row in the whole data, from
+    1, with DATA's name (the workers said 'X row 404, column 1' of their chunk)."""
+    _points(tmp_path)
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "-o", tmp_path / "m.npz",
+                  "-q", "--labels", "/dev/null"])
+    assert result.exit_code == 0
+    X = np.random.default_rng(2).normal(size=(5000, 3))
+    X[4500, 1] = 1e200
+    np.save(tmp_path / "new.npy", X)
+    args = ["predict", tmp_path / "m.npz", tmp_path / "new.npy", "--labels", tmp_path / "l.txt",
+            "-q"]
+    one = run(args)
+    dask = run(args + ["--scheduler", client.scheduler.address, "--chunk-rows", "1024"])
+    _one_line(one, 1, f"{tmp_path / 'new.npy'}: row 4501, column 2: the value 1e+200 is too "
+                      f"large")
+    assert dask.exit_code == 1 and dask.stderr == one.stderr
+    assert sorted(os.listdir(tmp_path)) == ["m.npz", "new.npy", "x.npy"]
