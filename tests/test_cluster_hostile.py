@@ -149,6 +149,20 @@ def test_predict_with_data_on_a_cluster_is_refused(tmp_path, never_connect):
     assert X.shape == (400, 3)
 
 
+def test_data_on_stdin_on_a_cluster_is_a_usage_error_before_connecting(tmp_path, never_connect):
+    X = _points(tmp_path)
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "-o", tmp_path / "m.npz",
+                  "-q"])
+    assert result.exit_code == 0, result.stderr
+    text = "".join(f"{a},{b},{c}\n" for a, b, c in X)
+    for where in (["--scheduler", "tcp://127.0.0.1:8786"], ["--cluster", "local:1"]):
+        for command in (["predict", tmp_path / "m.npz", "-"],
+                        ["fit", "-", "-k", "3", *NYSTROEM, "--no-model"]):
+            result = run(command + where + ["--labels", tmp_path / "l.txt"], input=text)
+            _one_line(result, 2, "DATA on stdin cannot be read by the workers of a cluster")
+    assert sorted(os.listdir(tmp_path)) == ["m.npz", "x.npy"]
+
+
 # -- 13. the checks of one process, on the chunks ------------------------------------------------
 def _one_process_error(X, **params):
     with pytest.raises((ValueRangeError, TooFewDistinctPointsError)) as info:

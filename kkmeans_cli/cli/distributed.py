@@ -44,11 +44,14 @@ def check_fit_options(opts):
 
 def check_where(opts):
     """Where to run, checked before any work (and before Dask is imported): the --cluster
-    and --scheduler values, not both, KKMEANS_CONNECT_TIMEOUT, and a --worker-memory a
-    worker process fits in."""
+    and --scheduler values, not both, KKMEANS_CONNECT_TIMEOUT, a --worker-memory a
+    worker process fits in, and DATA that the workers can read (not standard input)."""
     from ..distributed.cluster import (check_worker_memory, connect_timeout, parse_local,
                                        parse_scheduler)
+    from ..distributed.readers import STDIN_REFUSED
 
+    if opts.get("data") == "-":
+        raise UsageError(STDIN_REFUSED)
     if opts.get("cluster") is not None and opts.get("scheduler") is not None:
         raise UsageError("give --cluster local[:N] or --scheduler ADDRESS, not both")
     if opts.get("scheduler") is not None:

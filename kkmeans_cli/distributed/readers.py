@@ -28,6 +28,11 @@ from . import chunks
 CHUNK_BYTES = 64 * 2**20
 
 
+#: DATA on standard input with --cluster or --scheduler (refused before any connection).
+STDIN_REFUSED = ("DATA on stdin cannot be read by the workers of a cluster; give a file "
+                 "(.npy, HDF5, Zarr) or a glob of CSV/.npy files")
+
+
 def chunk_rows(width, wanted=None):
     """Rows per chunk: ``wanted`` (or what keeps ``width`` float64 columns near
     ``CHUNK_BYTES``) rounded up to a multiple of ``features.CHUNK_ROWS``."""
@@ -218,8 +223,7 @@ def open_data(client, spec, *, dataset=None, columns=None, header=None, delimite
         raise UsageError("--missing drop cannot be used with a cluster (the kept rows would "
                          "have to be gathered on the client); clean the data first")
     if spec == "-":
-        raise UsageError("DATA on stdin cannot be read by the workers of a cluster; give a "
-                         "file (.npy, HDF5, Zarr) or a glob of CSV/.npy files")
+        raise UsageError(STDIN_REFUSED)
     if is_glob(spec):
         return _open_glob(client, spec, columns=columns, header=header, delimiter=delimiter)
     path, inline = split_hdf5_spec(spec)
