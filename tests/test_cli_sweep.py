@@ -53,6 +53,15 @@ def test_sweep_picks_four_and_prints_csv(data):
     assert "* " in result.stderr  # the chosen row is marked
 
 
+def test_a_nystroem_sweep_reports_its_features_not_a_kernel_matrix(data):
+    _, _, path = data
+    result = run(["sweep", path, "--k", "2..3", *FAST, "--approx", "nystroem"])
+    assert result.exit_code == 0, result.stderr
+    time_line = next(line for line in result.stderr.splitlines() if line.startswith("time:"))
+    assert "Nyström features" in time_line and "(once)" in time_line
+    assert "kernel matrix" not in result.stderr
+
+
 def test_sweep_as_subprocess_with_list_of_ks(tmp_path, data):
     _, _, path = data
     result = run_process(["sweep", "--kernel", "rbf", path, "--k", "2,3,4,6", *FAST], cwd=tmp_path)

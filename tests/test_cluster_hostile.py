@@ -64,6 +64,9 @@ def _points(tmp_path, n=400, seed=0):
     ("http://127.0.0.1:8787/status", "is a web address (the dashboard's?)"),
     ("gopher://127.0.0.1:70", "unknown scheme gopher://"),
     ("tcp://127.0.0.1:8786/x", "expected tcp://HOST:PORT"),
+    pytest.param("ucx://127.0.0.1:8786", "a ucx:// scheduler needs the ucx-py package",
+                 marks=pytest.mark.skipif(__import__("importlib").util.find_spec("ucp")
+                                          is not None, reason="ucx-py is installed")),
 ])
 def test_a_malformed_scheduler_address_is_a_usage_error_at_once(tmp_path, never_connect,
                                                                   address, needle):
@@ -147,6 +150,20 @@ def test_predict_with_data_on_a_cluster_is_refused(tmp_path, never_connect):
         _one_line(result, 2, "--with-data cannot be used with a cluster yet")
         assert result.stdout == ""
     assert X.shape == (400, 3)
+
+
+def test_data_on_stdin_on_a_cluster_is_a_usage_error_before_connecting(tmp_path, never_connect):
+    X = _points(tmp_path)
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "-o", tmp_path / "m.npz",
+                  "-q"])
+    assert result.exit_code == 0, result.stderr
+    text = "".join(f"{a},{b},{c}\n" for a, b, c in X)
+    for where in (["--scheduler", "tcp://127.0.0.1:8786"], ["--cluster", "local:1"]):
+        for command in (["predict", tmp_path / "m.npz", "-"],
+                        ["fit", "-", "-k", "3", *NYSTROEM, "--no-model"]):
+            result = run(command + where + ["--labels", tmp_path / "l.txt"], input=text)
+            _one_line(result, 2, "DATA on stdin cannot be read by the workers of a cluster")
+    assert sorted(os.listdir(tmp_path)) == ["m.npz", "x.npy"]
 
 
 # -- 13. the checks of one process, on the chunks ------------------------------------------------
@@ -401,3 +418,46 @@ def test_the_cluster_report_gives_the_workers_threads(client, tmp_path):
     assert result.exit_code == 0, result.stderr
     assert result.stderr.rstrip().endswith(" s (on 1 Dask worker, 1 thread in all)")
     assert "of 2 threads" not in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["truncated", "1-D", "objects", "npz", "not npy"])
+def test_a_bad_npy_file_on_a_cluster_is_said_as_in_one_process(client, tmp_path, kind):
+    path = tmp_path / "x.npy"
+    if kind == "truncated":
+        np.save(path, np.ones((450, 3)))
+        path.write_bytes(path.read_bytes()[:1000])
+    elif kind == "1-D":
+        np.save(path, np.ones(10))
+    elif kind == "objects":
+        np.save(path, np.array([[1, None]], dtype=object), allow_pickle=True)
+    elif kind == "npz":
+        np.savez(tmp_path / "z.npz", x=np.ones((3, 3)))
+        os.replace(tmp_path / "z.npz", path)
+    else:
+        path.write_bytes(b"hello world")
+    args = ["fit", path, "-k", "3", *NYSTROEM, "-o", tmp_path / "m.npz", "-q"]
+    one = run(args)
+    dask = run(args + ["--scheduler", client.scheduler.address])
+    _one_line(one, 1, str(path))
+    assert dask.exit_code == 1 and dask.stderr == one.stderr
+    assert os.listdir(tmp_path) == ["x.npy"]
+
+
+def test_predict_on_a_cluster_locates_a_value_out_of_range_as_one_process(client, tmp_path):
+    """A value too large for the kernel in the third chunk: the row in the whole data, from
+    1, with DATA's name (the workers said 'X row 404, column 1' of their chunk)."""
+    _points(tmp_path)
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "-o", tmp_path / "m.npz",
+                  "-q", "--labels", "/dev/null"])
+    assert result.exit_code == 0
+    X = np.random.default_rng(2).normal(size=(5000, 3))
+    X[4500, 1] = 1e200
+    np.save(tmp_path / "new.npy", X)
+    args = ["predict", tmp_path / "m.npz", tmp_path / "new.npy", "--labels", tmp_path / "l.txt",
+            "-q"]
+    one = run(args)
+    dask = run(args + ["--scheduler", client.scheduler.address, "--chunk-rows", "1024"])
+    _one_line(one, 1, f"{tmp_path / 'new.npy'}: row 4501, column 2: the value 1e+200 is too "
+                      f"large")
+    assert dask.exit_code == 1 and dask.stderr == one.stderr
+    assert sorted(os.listdir(tmp_path)) == ["m.npz", "new.npy", "x.npy"]

@@ -55,28 +55,14 @@ def _start(args, cwd, **kwargs):
                             stderr=subprocess.PIPE, **kwargs)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT,
+                                    signal.SIGQUIT, signal.SIGUSR1, signal.SIGALRM,
+                                    signal.SIGXCPU])
 def test_a_signal_while_outputs_are_staged_removes_them(work, signum):
     """The labels are staged (``.out.csv.XXXX.tmp`` exists) and the command waits to write the
-    distances to a FIFO nobody reads yet: the signal leaves out.csv as it was."""
-    (work / "out.csv").write_bytes(OLD)
-    fifo = work / "dist.fifo"
-    os.mkfifo(fifo)
-    before = _snapshot(work)
-    proc = _start(["predict", "model.npz", "data.csv", "--with-data", "--labels", "out.csv",
-                   "--distances", fifo, "-q"], work)
-    _wait_for(lambda: any(name.startswith(".out.csv.") for name in os.listdir(work)), proc)
-    _ended_by(proc, signum)
-    assert _snapshot(work) == before
-    assert sorted(os.listdir(work)) == ["data.csv", "dist.fifo", "model.npz", "out.csv"]
-
-
-@pytest.mark.parametrize("signum", [signal.SIGQUIT, signal.SIGUSR1, signal.SIGALRM,
-                                    signal.SIGXCPU])
-def test_the_other_signals_that_end_a_process_remove_the_staged_files_too(work, signum):
-    """Ctrl-\\ (SIGQUIT), and a signal whose default action ends the process without clean-up
-    (a user's SIGUSR1, a timer's SIGALRM, a CPU limit's SIGXCPU), end the command as SIGTERM
-    does: out.csv as it was, no temporary file left."""
+    distances to a FIFO nobody reads yet: the signal leaves out.csv as it was. Ctrl-\\
+    (SIGQUIT), and the signals whose default action ends a process without clean-up (a
+    user's SIGUSR1, a timer's SIGALRM, a CPU limit's SIGXCPU), too."""
     (work / "out.csv").write_bytes(OLD)
     fifo = work / "dist.fifo"
     os.mkfifo(fifo)

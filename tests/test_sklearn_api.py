@@ -216,6 +216,8 @@ def test_invalid_parameter_error_is_usage_value_and_sklearn_error():
     (dict(approx="nystroem", psd_repair="clip"), "need the exact kernel matrix"),
     (dict(approx="nystroem", solver="embed"), "need the exact kernel matrix"),
     (dict(approx="nystroem", objective="ncut"), "objective='ncut' needs the exact"),
+    (dict(approx="nystroem", kernel="precomputed"), "kernel='precomputed' gives no rows"),
+    (dict(approx="nystroem", kernel="precomputed-distance"), "gives no rows, only the matrix"),
     (dict(memory_limit="eight gigs"), "memory_limit"),
 ])
 def test_cross_parameter_rules(params, message):
@@ -232,6 +234,10 @@ def test_cross_parameter_rules(params, message):
      "--approx nystroem, --psd-repair, --solver embed and --objective ncut need other kernels"),
     (["--approx", "nystroem", "--objective", "ncut"],
      "--objective ncut needs the exact kernel matrix; it cannot be used with --approx nystroem"),
+    (["--approx", "nystroem", "--kernel", "precomputed"],
+     "--approx nystroem computes kernel values from the data's rows (features of landmarks); "
+     "--kernel precomputed gives no rows, only the matrix: use --approx none with it, or give "
+     "the points with their kernel"),
 ])
 def test_cli_maps_invalid_parameters_to_exit_2_before_reading_data(tmp_path, args, message):
     model = tmp_path / "m.npz"

@@ -1,6 +1,7 @@
 """``kkmeans fit`` and ``kkmeans predict`` with ``--cluster`` or ``--scheduler``: the same
 outputs as in one process (labels in input order, the model file, the report), with DATA
 read by the workers and only summaries on the client. Labels are written chunk by chunk."""
+import contextlib
 from types import SimpleNamespace
 
 from ..errors import (DataError, KKMeansError, TooFewDistinctPointsError, UsageError,
@@ -43,11 +44,14 @@ def check_fit_options(opts):
 
 def check_where(opts):
     """Where to run, checked before any work (and before Dask is imported): the --cluster
-    and --scheduler values, not both, KKMEANS_CONNECT_TIMEOUT, and a --worker-memory a
-    worker process fits in."""
+    and --scheduler values, not both, KKMEANS_CONNECT_TIMEOUT, a --worker-memory a
+    worker process fits in, and DATA that the workers can read (not standard input)."""
     from ..distributed.cluster import (check_worker_memory, connect_timeout, parse_local,
                                        parse_scheduler)
+    from ..distributed.readers import STDIN_REFUSED
 
+    if opts.get("data") == "-":
+        raise UsageError(STDIN_REFUSED)
     if opts.get("cluster") is not None and opts.get("scheduler") is not None:
         raise UsageError("give --cluster local[:N] or --scheduler ADDRESS, not both")
     if opts.get("scheduler") is not None:
@@ -101,6 +105,25 @@ def _check_chunk_memory(opts, data, k, rows):
     s = default_rank(k, m) if opts.get("rank") is None else min(int(opts["rank"]), m)
     chunk = rows * (8 * data.d + 4 * s + 8 + 8 + 4) + min(rows, CHUNK_ROWS) * m * 8
     check_worker_memory(opts["worker_memory"], chunk, rows)
+
+
+@contextlib.contextmanager
+def _as_one_process(data):
+    """The errors of a fit or predict on the workers said as in one process: a value out of
+    range by DATA's row and column (numbered from 1, or the column's name), too few distinct
+    points with the way out, another value error naming DATA."""
+    try:
+        yield
+    except ValueRangeError as exc:
+        column = data.columns[exc.column] if data.columns else exc.column + 1
+        raise DataError(f"{data.source}: row {exc.row + 1}, column {column}: "
+                        f"{exc.detail}") from None
+    except TooFewDistinctPointsError as exc:
+        raise DataError(f"{data.source}: {exc}; use a smaller -k") from None
+    except KKMeansError:
+        raise
+    except ValueError as exc:
+        raise DataError(f"{data.source}: {exc}") from exc
 
 
 def _force(opts):
@@ -170,18 +193,8 @@ def fit_command(opts, reporter, model_path, params):
         estimator.cluster = client
         with reporter.engine_warnings(), \
                 reporter.progress(f"fitting k = {k} on {data.source} (Dask)") as update:
-            try:
+            with _as_one_process(data):
                 estimator.fit(data, progress=update)
-            except ValueRangeError as exc:  # said as a fit in one process says it
-                column = data.columns[exc.column] if data.columns else exc.column + 1
-                raise DataError(f"{data.source}: row {exc.row + 1}, column {column}: "
-                                f"{exc.detail}") from None
-            except TooFewDistinctPointsError as exc:
-                raise DataError(f"{data.source}: {exc}; use a smaller -k") from None
-            except KKMeansError:
-                raise
-            except ValueError as exc:
-                raise DataError(f"{data.source}: {exc}") from exc
         estimator.cluster = None   # the model keeps no client
         cluster = estimator.fit_stats_["cluster"]
     shown = _dataset(data)
@@ -231,17 +244,13 @@ def predict_command(opts, reporter, loaded):
                             + ("; pick them with --columns" if data.d > expected else ""))
         with reporter.engine_warnings(), \
                 reporter.progress(f"predicting {data.source} (Dask)"):
-            try:
+            with _as_one_process(data):
                 futures = predict_on_cluster(loaded.predictor, data, client,
                                              rows=opts.get("chunk_rows"))
                 # Chunk by chunk into the one commit of the command's outputs (standard
                 # output included: nothing is printed before every chunk is done).
                 with AtomicOutputs(**_force(opts)) as out:
                     sizes = write_labels(client, futures, out.open(opts["labels"], "labels"))
-            except KKMeansError:
-                raise
-            except ValueError as exc:
-                raise DataError(f"{data.source}: {exc}") from exc
     import numpy as np
 
     k = loaded.params["n_clusters"]

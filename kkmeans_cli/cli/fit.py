@@ -67,6 +67,10 @@ def fit(ctx, **_):
     from .report import (Reporter, fit_report, fit_summary, silhouette_text,
                          write_fit_results)
 
+    if on_cluster(opts):  # what a cluster cannot run is said first, in its words
+        from .distributed import check_fit_options
+
+        check_fit_options(opts)
     check_option_combination(opts, opts["n_clusters"])
     init_is_file(opts["init"])
     if opts["with_data"] and is_graph_data(opts):

@@ -198,10 +198,14 @@ def weighted_dist(state):
 
 
 # -- predict -----------------------------------------------------------------------------------
-def nearest(src, model):
+def nearest(src, model, i0=0):
     """Labels (int32) of a chunk's rows: ``nystroem.nearest`` of the fitted model (a
-    ``NystroemModel``), the code of a predict in one process, on one thread."""
-    labels, _ = nystroem_nearest(model, rows_of(src), want_distances=False, n_threads=1)
+    ``NystroemModel``), the code of a predict in one process, on one thread. A value out of
+    range is located by its row in the whole data (the chunk starts at row ``i0``)."""
+    try:
+        labels, _ = nystroem_nearest(model, rows_of(src), want_distances=False, n_threads=1)
+    except ValueRangeError as exc:
+        raise ValueRangeError(exc.row + i0, exc.column, exc.detail, exc.what) from None
     return labels.astype(np.int32)
 
 

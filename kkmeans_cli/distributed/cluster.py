@@ -9,6 +9,7 @@ output file is written.
 """
 import contextlib
 import json
+import importlib.util
 import os
 import re
 
@@ -83,6 +84,9 @@ def parse_scheduler(text, option="--scheduler"):
     if scheme not in SCHEMES:
         raise UsageError(f"{shown}: unknown scheme {scheme}://; expected "
                          f"{', '.join(s + '://' for s in SCHEMES)}")
+    if scheme == "ucx" and importlib.util.find_spec("ucp") is None:
+        raise UsageError(f"{shown}: a ucx:// scheduler needs the ucx-py package (import "
+                         f"ucp), which is not installed; use its tcp:// address")
     if m.group("rest") not in (None, "", "/"):
         raise UsageError(f"{shown}: expected {scheme}://HOST:PORT, without a path")
     if not m.group("host"):

@@ -419,4 +419,5 @@ def predict_on_cluster(model, data, client, rows=None):
     if rows is not None or len(data.bounds) == 1 or not data.is_aligned():
         data = data.aligned(client, chunk_rows(data.d, rows))
     future = client.submit(_identity, model, pure=False)
-    return [client.submit(chunks.nearest, src, future, pure=False) for src in data.sources]
+    return [client.submit(chunks.nearest, src, future, i0, pure=False)
+            for src, (i0, _) in zip(data.sources, data.bounds)]

@@ -19,13 +19,18 @@ import numpy as np
 
 from ..engine.features import CHUNK_ROWS
 from ..errors import DataError, UsageError
-from ..io.readers import (HDF5_SUFFIXES, NPY_SUFFIXES, check_parts, expand_glob, is_glob,
-                          read_data, split_hdf5_spec)
+from ..io.readers import (HDF5_SUFFIXES, NPY_SUFFIXES, check_npy, check_parts, expand_glob,
+                          is_glob, read_data, split_hdf5_spec)
 from . import chunks
 
 #: Bytes of a chunk's rows or features at most (about): the chunks never depend on the
 #: number of workers, and start at multiples of the engine's block of rows.
 CHUNK_BYTES = 64 * 2**20
+
+
+#: DATA on standard input with --cluster or --scheduler (refused before any connection).
+STDIN_REFUSED = ("DATA on stdin cannot be read by the workers of a cluster; give a file "
+                 "(.npy, HDF5, Zarr) or a glob of CSV/.npy files")
 
 
 def chunk_rows(width, wanted=None):
@@ -218,8 +223,7 @@ def open_data(client, spec, *, dataset=None, columns=None, header=None, delimite
         raise UsageError("--missing drop cannot be used with a cluster (the kept rows would "
                          "have to be gathered on the client); clean the data first")
     if spec == "-":
-        raise UsageError("DATA on stdin cannot be read by the workers of a cluster; give a "
-                         "file (.npy, HDF5, Zarr) or a glob of CSV/.npy files")
+        raise UsageError(STDIN_REFUSED)
     if is_glob(spec):
         return _open_glob(client, spec, columns=columns, header=header, delimiter=delimiter)
     path, inline = split_hdf5_spec(spec)
@@ -256,14 +260,12 @@ def _shape_2d(shape, dtype, source):
 
 def _npy(path, columns):
     try:
-        X = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise DataError(f"{path}: not a valid .npy file ({exc})") from None
-    if not isinstance(X, np.ndarray):
-        raise DataError(f"{path}: is an .npz archive, not an .npy array")
-    _shape_2d(X.shape, X.dtype, path)
-    return NpyReader(os.path.abspath(path), _column_select(columns, X.shape[1], path),
-                     shown=path), X.shape, path
+        shape, dtype = check_npy(path)  # the checks of one process, with its messages
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read .npy file ({exc})") from None
+    _shape_2d(shape, dtype, path)
+    return NpyReader(os.path.abspath(path), _column_select(columns, shape[1], path),
+                     shown=path), shape, path
 
 
 def _hdf5(path, dataset, columns):

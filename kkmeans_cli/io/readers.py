@@ -363,6 +363,20 @@ def read_npy_header(stream):
 
 
 def _read_npy(path, ndim=(2,)):
+    check_npy(path, ndim)
+    try:
+        X = np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        raise DataError(f"{path}: not a valid .npy file ({exc})") from None
+    except (OSError, EOFError) as exc:
+        raise DataError(f"{path}: cannot read .npy file ({exc})") from None
+    return _check_array(X, path, ndim)
+
+
+def check_npy(path, ndim=(2,)):
+    """An ``.npy`` file's header checked before its data are read, in one process or on a
+    cluster (an .npz, a pickle, objects, a wrong shape, a truncated file: a ``DataError``
+    naming the file); returns its shape and dtype."""
     with open(path, "rb") as stream:
         magic = stream.read(6)
         if magic.startswith(b"PK\x03\x04") or magic.startswith(b"PK\x05\x06"):
@@ -385,13 +399,7 @@ def _read_npy(path, ndim=(2,)):
         raise DataError(f"{path}: {'truncated' if size < expected else 'corrupt'}: its "
                         f"header declares a {dtype} array of shape {tuple(shape)} "
                         f"({expected} bytes with the header), the file has {size} bytes")
-    try:
-        X = np.load(path, allow_pickle=False)
-    except ValueError as exc:
-        raise DataError(f"{path}: not a valid .npy file ({exc})") from None
-    except (OSError, EOFError) as exc:
-        raise DataError(f"{path}: cannot read .npy file ({exc})") from None
-    return _check_array(X, path, ndim)
+    return tuple(shape), dtype
 
 
 def _read_hdf5(path, dataset):

@@ -104,7 +104,8 @@ def check_param_combination(params):
     - ``storage='blocked'`` recomputes kernel values from the data: no precomputed kernel, and
       none of the features that need the whole kernel matrix (``approx``, ``psd_repair``,
       ``solver='embed'``, ``objective='ncut'``);
-    - ``approx='nystroem'`` works on explicit features: no ``psd_repair``, no
+    - ``approx='nystroem'`` works on explicit features of the data's rows: no precomputed
+      kernel, no ``psd_repair``, no
       ``solver='embed'`` and no ``objective='ncut'`` (they need the exact kernel matrix);
     - ``objective='ncut'`` needs positive degrees: not the Gower kernel of a distance matrix;
     - ``kernel='poly'``: |coef0|^degree alone may not overflow floating point;
@@ -129,6 +130,11 @@ def check_param_combination(params):
                 "blocks; approx='nystroem', psd_repair, solver='embed' and objective='ncut' "
                 "need other kernels")
     if params["approx"] != "none":
+        if params["kernel"] in _options.PRECOMPUTED_KERNELS:
+            raise InvalidParameterError(
+                f"approx='nystroem' computes kernel values from the data's rows (features of "
+                f"landmarks); kernel='{params['kernel']}' gives no rows, only the matrix: use "
+                f"approx='none' with it, or give the points with their kernel")
         if params["psd_repair"] != "none" or params["solver"] != "lloyd":
             raise InvalidParameterError(
                 "psd_repair and solver='embed' need the exact kernel matrix; they cannot be "
