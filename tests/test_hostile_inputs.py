@@ -264,8 +264,8 @@ def test_a_config_key_given_twice_is_refused(tmp_path, text, lines, command):
 def test_a_yaml_merge_key_may_be_overridden(tmp_path):
     data = _data(tmp_path)
     (tmp_path / "c.yaml").write_text("seed: 1\n<<: {seed: 2, tol: 0.001}\n")
-    merged = run(["fit", data, "-k", 3, "--no-model", "-q", "--config", tmp_path / "c.yaml"]
-                 + FAST)
+    merged = run(["fit", "--kernel", "rbf", data, "-k", 3, "--no-model", "-q", "--config",
+                  tmp_path / "c.yaml"] + FAST)
     plain = run(["fit", "--kernel", "rbf", data, "-k", 3, "--no-model", "-q", "--seed", 1, "--tol", 0.001] + FAST)
     assert merged.exit_code == 0, merged.stderr
     assert merged.stdout == plain.stdout
