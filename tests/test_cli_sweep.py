@@ -55,7 +55,7 @@ def test_sweep_picks_four_and_prints_csv(data):
 
 def test_a_nystroem_sweep_reports_its_features_not_a_kernel_matrix(data):
     _, _, path = data
-    result = run(["sweep", path, "--k", "2..3", *FAST, "--approx", "nystroem"])
+    result = run(["sweep", path, "--kernel", "rbf", "--k", "2..3", *FAST, "--approx", "nystroem"])
     assert result.exit_code == 0, result.stderr
     time_line = next(line for line in result.stderr.splitlines() if line.startswith("time:"))
     assert "Nyström features" in time_line and "(once)" in time_line

@@ -18,7 +18,7 @@ from kkmeans_cli.model.estimator import KernelKMeans
 
 from distributed import LocalCluster  # noqa: E402
 
-NYSTROEM = ["--approx", "nystroem", "--landmarks", "30", "--n-init", "2"]
+NYSTROEM = ["--kernel", "rbf", "--approx", "nystroem", "--landmarks", "30", "--n-init", "2"]
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_a_malformed_scheduler_address_is_a_usage_error_at_once(tmp_path, never_
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "ucp" else find_spec(name, *a))
     _points(tmp_path)
-    for command in (["fit", "--kernel", "rbf", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--no-model"],
+    for command in (["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--no-model"],
                     ["predict", tmp_path / "x.npy", tmp_path / "x.npy"]):
         result = run(command + ["--scheduler", address, "--labels", tmp_path / "l.txt"])
         _one_line(result, 2, needle)
@@ -83,7 +83,7 @@ def test_a_malformed_scheduler_address_is_a_usage_error_at_once(tmp_path, never_
 
 def test_a_folder_as_scheduler_file_and_config_values_are_checked_too(tmp_path, never_connect):
     _points(tmp_path)
-    result = run(["fit", "--kernel", "rbf", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--scheduler", tmp_path])
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--scheduler", tmp_path])
     _one_line(result, 2, f"{tmp_path}: is a folder, not a scheduler file")
     (tmp_path / "run.yaml").write_text("scheduler: tcp://127.0.0.1\ncluster: local\n")
     result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--config",
@@ -100,7 +100,7 @@ def test_a_folder_as_scheduler_file_and_config_values_are_checked_too(tmp_path, 
 def test_a_bad_connect_timeout_is_a_usage_error(tmp_path, never_connect, monkeypatch, value):
     _points(tmp_path)
     monkeypatch.setenv("KKMEANS_CONNECT_TIMEOUT", value)
-    result = run(["fit", "--kernel", "rbf", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--no-model",
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--no-model",
                   "--scheduler", "tcp://127.0.0.1:8786"])
     _one_line(result, 2, f"KKMEANS_CONNECT_TIMEOUT={value!r}: expected a positive number of "
                          f"seconds")
@@ -112,7 +112,7 @@ def test_a_bad_connect_timeout_is_a_usage_error(tmp_path, never_connect, monkeyp
 def test_a_worker_memory_a_worker_cannot_live_in_is_refused_up_front(tmp_path, never_connect,
                                                                       size, shown):
     _points(tmp_path)
-    result = run(["fit", "--kernel", "rbf", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--no-model",
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--no-model",
                   "--cluster", "local:1", "--worker-memory", size])
     _one_line(result, 2, f"--worker-memory {shown}: a worker needs at least 192 MiB")
 
@@ -138,14 +138,14 @@ def test_a_precomputed_kernel_on_a_cluster_is_an_option_conflict(tmp_path, never
                                                                   args, needle):
     np.save(tmp_path / "K.npy", np.eye(50))
     for where in (["--cluster", "local:2"], ["--scheduler", "tcp://127.0.0.1:8786"]):
-        result = run(["fit", "--kernel", "rbf", tmp_path / "K.npy", "-k", "2", *NYSTROEM, *args, *where,
+        result = run(["fit", tmp_path / "K.npy", "-k", "2", *NYSTROEM, *args, *where,
                       "--no-model"])
         _one_line(result, 2, needle)
 
 
 def test_predict_with_data_on_a_cluster_is_refused(tmp_path, never_connect):
     X = _points(tmp_path)
-    result = run(["fit", "--kernel", "rbf", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "-o", tmp_path / "m.npz",
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "-o", tmp_path / "m.npz",
                   "-q"])
     assert result.exit_code == 0, result.stderr
     for where in (["--scheduler", "tcp://127.0.0.1:8786"], ["--cluster", "local:1"]):
@@ -202,7 +202,7 @@ def test_the_cluster_makes_the_checks_of_one_process(client, tmp_path, case):
     assert str(info.value) == str(expected)
     # the command line says it as in one process
     np.save(tmp_path / "x.npy", X)
-    args = ["fit", "--kernel", "rbf", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--no-model", "-q"]
+    args = ["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--no-model", "-q"]
     args += ["--kernel", "chi2"] if "chi2" in case else []
     one = run(args)
     dask = run(args + ["--scheduler", client.scheduler.address, "--chunk-rows", "2048"])
@@ -247,14 +247,14 @@ def test_a_bad_part_on_a_local_cluster_is_one_line_without_a_worker_traceback(cl
     (tmp_path / "parts" / "p3.csv").write_text("")
     # The command's own cluster: its workers' logs would reach the command's stderr.
     proc = subprocess.run(kkmeans_command() + [
-        "fit", "--kernel", "rbf", "parts/p[012].csv", "-k", "3", *NYSTROEM, "--cluster", "local:1", "--no-model",
+        "fit", "parts/p[012].csv", "-k", "3", *NYSTROEM, "--cluster", "local:1", "--no-model",
         "-q"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert proc.stderr == ("kkmeans: error: parts/p1.csv: line 8, column 1 ('x0'): missing "
                            "value ('nan'); the cluster route reads every row (clean the data "
                            "first)\n")
     # an empty part, on a running cluster
-    result = run(["fit", "--kernel", "rbf", str(tmp_path / "parts" / "p[023].csv"), "-k", "3", *NYSTROEM,
+    result = run(["fit", str(tmp_path / "parts" / "p[023].csv"), "-k", "3", *NYSTROEM,
                   "--scheduler", client.scheduler.address, "--no-model", "-q"])
     _one_line(result, 1, f"{tmp_path / 'parts' / 'p3.csv'}: the file is empty")
 
@@ -268,7 +268,7 @@ def test_a_signal_during_a_local_cluster_run_is_one_line(tmp_path, signum, code)
     left behind. The labels go to a FIFO nobody reads: the run cannot end before the
     signal."""
     _points(tmp_path, n=3000)
-    result = run(["fit", "--kernel", "rbf", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "-o", tmp_path / "m.npz",
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "-o", tmp_path / "m.npz",
                   "-q", "--labels", "/dev/null"])
     assert result.exit_code == 0
     os.mkfifo(tmp_path / "labels.fifo")
@@ -293,7 +293,7 @@ def test_a_scheduler_that_goes_away_is_one_line(tmp_path):
                            dashboard_address=f"{LOOPBACK}:0", silence_logs=50)
     try:
         np.save(tmp_path / "x.npy", np.random.default_rng(4).normal(size=(300_000, 4)))
-        proc = _start(["fit", "--kernel", "rbf", "x.npy", "-k", "4", *NYSTROEM, "-o", "m.npz", "--scheduler",
+        proc = _start(["fit", "x.npy", "-k", "4", *NYSTROEM, "-o", "m.npz", "--scheduler",
                        cluster.scheduler_address, "--chunk-rows", "2048"], tmp_path)
         _wait_for_line(proc, "Dask cluster tcp://127.0.0.1:")
         time.sleep(0.5)
@@ -310,7 +310,7 @@ def test_a_scheduler_that_goes_away_is_one_line(tmp_path):
 
 def test_ctrl_c_on_a_running_scheduler_is_one_line(client, tmp_path):
     np.save(tmp_path / "x.npy", np.random.default_rng(5).normal(size=(300_000, 4)))
-    proc = _start(["fit", "--kernel", "rbf", "x.npy", "-k", "4", *NYSTROEM, "-o", "m.npz", "--scheduler",
+    proc = _start(["fit", "x.npy", "-k", "4", *NYSTROEM, "-o", "m.npz", "--scheduler",
                    client.scheduler.address, "--chunk-rows", "2048"], tmp_path)
     _wait_for_line(proc, "Dask cluster tcp://127.0.0.1:")
     time.sleep(0.3)
@@ -324,7 +324,7 @@ def test_ctrl_c_on_a_running_scheduler_is_one_line(client, tmp_path):
 def test_a_full_stdout_on_a_cluster_leaves_no_file(client, tmp_path):
     """The cluster's predict writes its labels through the same commit as one process."""
     _points(tmp_path)
-    result = run(["fit", "--kernel", "rbf", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "-o", tmp_path / "m.npz",
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "-o", tmp_path / "m.npz",
                   "-q", "--labels", "/dev/null"])
     assert result.exit_code == 0
     (tmp_path / "old.txt").write_text("OLD\n")
