@@ -18,6 +18,7 @@ GIB = 2**30
 
 
 def _params(**kw):
+    kw = {"kernel": "rbf", **kw}
     return {**KernelKMeans(**kw).get_params(), "memory_limit": kw.get("memory_limit", "16G")}
 
 
@@ -96,7 +97,7 @@ def test_screened_objective_not_above_full_restarts_on_iid_normal(small_sample):
     storage='matrix' (then the promising candidates too), so its objective is never above
     theirs, and equals it (same labels) when a full restart wins."""
     X = np.random.default_rng(3).normal(size=(2500, 4))
-    kw = dict(n_clusters=4, n_init=5, random_state=0, n_threads=1)
+    kw = dict(n_clusters=4, kernel="rbf", n_init=5, random_state=0, n_threads=1)
     auto = KernelKMeans(**kw).fit(X)
     full = KernelKMeans(storage="matrix", **kw).fit(X)
     stats = auto.fit_stats_
@@ -122,7 +123,7 @@ def test_separated_sample_completes_in_blocks(small_sample, monkeypatch):
     X = centres[y] + rng.normal(size=(2500, 2))
     monkeypatch.setattr(LazyKernel, "materialize",
                         lambda self: pytest.fail("the kernel matrix was built"))
-    est = KernelKMeans(3, gamma=0.01, n_init=10, random_state=0).fit(X)
+    est = KernelKMeans(3, kernel="rbf", gamma=0.01, n_init=10, random_state=0).fit(X)
     stats = est.fit_stats_
     assert stats["route_predicted_seconds"]["screened"] < stats["route_predicted_seconds"][
         "matrix"]
@@ -136,7 +137,8 @@ def test_report_route_row_names_the_cost_models_choice(tmp_path, small_sample):
     from helpers import write_csv
 
     data = write_csv(tmp_path / "d.csv", np.random.default_rng(3).normal(size=(2500, 4)))
-    result = run(["fit", data, "-k", 4, "--n-init", 5, "--no-model", "--threads", 1])
+    result = run(["fit", data, "-k", 4, "--kernel", "rbf", "--n-init", 5, "--no-model",
+                  "--threads", 1])
     assert result.exit_code == 0, result.stderr
     route = re.search(r"^route: +(.*)$", result.stderr, re.M).group(1)
     assert re.fullmatch(
@@ -149,6 +151,6 @@ def test_report_route_row_names_the_cost_models_choice(tmp_path, small_sample):
                         r"separate\), then 5 on all the data and the best [1-3] candidates "
                         r"completed \(best: (restart|candidate) #[1-5]\)", restarts), restarts
     # asked for explicitly: the matrix route has no route row
-    matrix = run(["fit", data, "-k", 4, "--n-init", 5, "--no-model", "--threads", 1,
+    matrix = run(["fit", data, "-k", 4, "--kernel", "rbf", "--n-init", 5, "--no-model", "--threads", 1,
                   "--storage", "matrix"])
     assert matrix.exit_code == 0 and "route:" not in matrix.stderr

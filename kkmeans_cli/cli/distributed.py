@@ -6,6 +6,8 @@ from types import SimpleNamespace
 
 from ..errors import (DataError, KKMeansError, TooFewDistinctPointsError, UsageError,
                       ValueRangeError)
+from .inputs import columns_row, read_model_columns
+from .options import check_graph_where
 
 #: Options of the one-process route that need the data (or per-row files) on the client.
 UNSUPPORTED = (("weights", None, "--weights"), ("plot", None, "--plot"),
@@ -15,6 +17,7 @@ UNSUPPORTED = (("weights", None, "--weights"), ("plot", None, "--plot"),
 
 def check_fit_options(opts):
     """Usage errors (exit 2) for options the cluster route does not run, before any work."""
+    check_graph_where(opts)
     if opts["approx"] != "nystroem":
         raise UsageError("--cluster and --scheduler run the Nyström route; add --approx "
                          "nystroem (exact kernel k-means needs n² kernel values and does not "
@@ -232,7 +235,6 @@ def predict_command(opts, reporter, loaded):
     if loaded.scaler.method != "none":
         raise UsageError(f"{opts['model_path']}: the model scales its data (--scale "
                          f"{loaded.scaler.method}); predict on a cluster does not scale yet")
-    from .predict import columns_row, read_model_columns
 
     expected = loaded.meta["n_features"]
     with _client(opts, reporter) as client:

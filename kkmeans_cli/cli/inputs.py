@@ -1,6 +1,7 @@
 """What the commands read and write per row: DATA, the weights and initial labels (checked
 with the estimator's own checks, their errors worded with the file, row and column), the
 checks made on what was read before any work, and the label output."""
+import contextlib
 import difflib
 import os
 import sys
@@ -288,3 +289,52 @@ def input_paths(opts):
     return [(opts["data"], "DATA"), (opts.get("weights"), "--weights"),
             (init if init not in INIT_CHOICES else None, "--init"),
             (opts.get("config"), "--config")]
+
+
+def read_model_columns(opts, names, read, reporter, hold=contextlib.nullcontext):
+    """DATA for a model trained on columns with names, in one process or on a cluster
+    (``read(opts)`` reads DATA with those options): when DATA has a header too (and no
+    --columns is given), the model's columns are taken by name, whatever their order and
+    whatever other columns DATA has; a name DATA lacks is an error listing both. DATA without
+    names (.npy, HDF5, text without a header) is taken by position, as is DATA read with
+    --columns (a warning says so when the names differ). Returns the data and whether the
+    columns were picked by name (in another order, or out of more).
+
+    The usual DATA, with the model's columns in order, is read once; DATA is read again with
+    the model's columns only when they must be picked out (so that a missing value in a column
+    the model does not use neither stops nor drops a row), within ``hold()``."""
+    if not names or opts["columns"] is not None or opts["header"] is False:
+        data = read(opts)
+        if names and data.columns is not None and list(data.columns) != list(names) \
+                and len(data.columns) == len(names):
+            reporter.warn(f"{data.source}: its columns {_column_names(data.columns)} are matched by "
+                          f"position to the model's {_column_names(names)}")
+        return data, False
+    by_name = dict(opts, columns=list(names))
+    with hold():
+        try:
+            data = read(opts)
+        except DataError as exc:
+            try:  # perhaps a problem in a column the model does not use
+                return read(by_name), True
+            except (UsageError, DataError):
+                raise exc from None
+        if data.columns is None or list(data.columns) == list(names):
+            return data, False
+        missing = [name for name in names if name not in data.columns]
+        if missing:
+            raise DataError(f"{data.source}: has no column {_column_names(missing)} of the model "
+                            f"{opts['model_path']}; its columns are {_column_names(data.columns)}, "
+                            f"the model's {_column_names(names)} (give --columns to take DATA's "
+                            f"columns by position instead)")
+        return read(by_name), True
+
+
+def columns_row(data, by_name):
+    """The report's row for DATA's columns picked by name (none otherwise)."""
+    return ([("columns", f"{', '.join(data.columns)} (the model's, taken by name)")]
+            if by_name else [])
+
+
+def _column_names(names):
+    return ", ".join(repr(str(name)) for name in names)

@@ -399,18 +399,24 @@ def require_matplotlib(path):
     figure()
 
 
-def check_option_combination(opts, k):
-    """Options the estimator refuses together (e.g. --storage blocked with --psd-repair) are
-    found before DATA is read: ``InvalidParameterError`` is a ``UsageError`` (exit 2)."""
-    from ..model.estimator import KernelKMeans
-    from ..model.params import validate_params
-
+def check_graph_where(opts):
+    """A graph kernel runs in one process: with --cluster/--scheduler a usage error that says
+    so (before the cluster route's own checks, whose remedies do not apply to it)."""
     if opts["kernel"] in _options.GRAPH_KERNELS and on_cluster(opts):
         where = "--cluster" if opts.get("cluster") is not None else "--scheduler"
         raise UsageError(f"{where}: --kernel {opts['kernel']} (the normalized cut of a "
                          f"neighbour graph) runs in one process; a cluster runs --approx "
                          f"nystroem fits of the dense kernels (add --kernel rbf --approx "
                          f"nystroem, or drop {where})")
+
+
+def check_option_combination(opts, k):
+    """Options the estimator refuses together (e.g. --storage blocked with --psd-repair) are
+    found before DATA is read: ``InvalidParameterError`` is a ``UsageError`` (exit 2)."""
+    from ..model.estimator import KernelKMeans
+    from ..model.params import validate_params
+
+    check_graph_where(opts)
     if opts["kernel"] in _options.GRAPH_KERNELS and opts["init"] not in ("k-means++",
                                                                           "spectral"):
         raise UsageError(f"--init {opts['init']}: --kernel {opts['kernel']} starts from the "

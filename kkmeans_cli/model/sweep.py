@@ -36,10 +36,12 @@ from scipy import sparse
 
 from .. import _options, memory
 from ..errors import KKMeansWarning, TooFewDistinctPointsError
+from ..engine.threads import effective_n_threads
 from ..kernels.functions import count_distinct
 from ..kernels.nystroem import NystroemFeatures
 from ..measures import features as feature_measures
 from ..measures import metrics as _metrics
+from ..measures.graph_sweep import sweep_graph
 from .checks import check_fit_values, check_graph_data, check_weights
 from .estimator import KernelKMeans, fit_with_sums
 from .fitting import check_graph_neighbors
@@ -302,8 +304,6 @@ def graph_sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None
     -------
     SweepResult with rows of :data:`GRAPH_COLUMNS`
     """
-    from ..engine.threads import effective_n_threads
-    from ..measures.graph_sweep import sweep_graph
 
     if metric not in GRAPH_SWEEP_METRICS:
         raise ValueError(f"unknown metric {metric!r} for a graph sweep; choose from "
