@@ -307,8 +307,8 @@ def read_model_columns(opts, names, read, reporter, hold=contextlib.nullcontext)
         data = read(opts)
         if names and data.columns is not None and list(data.columns) != list(names) \
                 and len(data.columns) == len(names):
-            reporter.warn(f"{data.source}: its columns {_column_names(data.columns)} are matched by "
-                          f"position to the model's {_column_names(names)}")
+            reporter.warn(f"{data.source}: its columns {_column_names(data.columns)} are "
+                          f"matched by position to the model's {_column_names(names)}")
         return data, False
     by_name = dict(opts, columns=list(names))
     with hold():
@@ -323,10 +323,10 @@ def read_model_columns(opts, names, read, reporter, hold=contextlib.nullcontext)
             return data, False
         missing = [name for name in names if name not in data.columns]
         if missing:
-            raise DataError(f"{data.source}: has no column {_column_names(missing)} of the model "
-                            f"{opts['model_path']}; its columns are {_column_names(data.columns)}, "
-                            f"the model's {_column_names(names)} (give --columns to take DATA's "
-                            f"columns by position instead)")
+            raise DataError(f"{data.source}: has no column {_column_names(missing)} of the "
+                            f"model {opts['model_path']}; its columns are "
+                            f"{_column_names(data.columns)}, the model's {_column_names(names)} "
+                            f"(give --columns to take DATA's columns by position instead)")
         return read(by_name), True
 
 
