@@ -175,7 +175,7 @@ def _one_error_line(result, *needles):
 def test_cli_fit_on_a_scheduler_equals_one_process(client, tmp_path):
     X = mixture(n=4500, seed=8)
     np.save(tmp_path / "x.npy", X)
-    common = ["-k", "4", "--approx", "nystroem", "--landmarks", "40", "--n-init", "4",
+    common = ["-k", "4", "--kernel", "rbf", "--approx", "nystroem", "--landmarks", "40", "--n-init", "4",
               "--seed", "3", "--threads", "1"]
     one = run(["fit", "--kernel", "rbf", tmp_path / "x.npy", *common, "-o", tmp_path / "one.npz"])
     assert one.exit_code == 0, one.stderr
@@ -315,7 +315,7 @@ def test_import_and_help_never_load_dask():
             "CliRunner().invoke(kkmeans_cli.cli.cli, ['fit', '--help'])\n"
             "from kkmeans_cli import KernelKMeans\n"
             "import numpy as np\n"
-            "KernelKMeans(3, approx='nystroem', n_init=1).fit(np.random.default_rng(0)"
+            "KernelKMeans(3, kernel='rbf', approx='nystroem', n_init=1).fit(np.random.default_rng(0)"
             ".normal(size=(50, 2)))\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('dask', 'distributed', 'zarr')))\n")
