@@ -3,6 +3,7 @@ every refusal shares. Fixtures are in ``conftest.py``, brute-force NumPy referen
 ``reference.py`` (tests/README.md says which file is the home of which test)."""
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -23,6 +24,24 @@ def kkmeans_command():
     """``kkmeans`` on PATH, else ``python -m kkmeans_cli``."""
     exe = shutil.which("kkmeans")
     return [exe] if exe else [sys.executable, "-m", "kkmeans_cli"]
+
+
+#: The signals a test sends; a child starts with their default actions whatever pytest's were
+#: (a background job or ``nohup`` starts pytest with SIGINT, SIGQUIT or SIGHUP ignored, and an
+#: ignored disposition survives exec: kkmeans rightly keeps it, and the test's signal is lost).
+TEST_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM)
+
+
+def start_kkmeans(args, cwd, preexec_fn=None, **kwargs):
+    """``kkmeans ARGS`` as a child process with the default action for every signal a test
+    sends (then ``preexec_fn``, e.g. one that ignores a signal as ``nohup`` would)."""
+    def child():
+        for signum in TEST_SIGNALS:
+            signal.signal(signum, signal.SIG_DFL)
+        if preexec_fn is not None:
+            preexec_fn()
+    return subprocess.Popen(kkmeans_command() + [str(a) for a in args], cwd=cwd,
+                            preexec_fn=child, **kwargs)
 
 
 def run(args, input=None, env=None):

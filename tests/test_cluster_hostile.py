@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from helpers import LOOPBACK, kkmeans_command, loopback_cluster, run, write_csv
+from helpers import LOOPBACK, kkmeans_command, loopback_cluster, run, start_kkmeans, write_csv
 from kkmeans_cli.errors import TooFewDistinctPointsError, ValueRangeError
 from kkmeans_cli.model.estimator import KernelKMeans
 
@@ -212,9 +212,8 @@ def test_the_cluster_makes_the_checks_of_one_process(client, tmp_path, case):
 
 # -- 10, 21, 8, 3, 9: the command's own cluster, signals, a scheduler that goes away -------------
 def _start(args, cwd, **kwargs):
-    return subprocess.Popen(kkmeans_command() + [str(a) for a in args], cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True, **kwargs)
+    return start_kkmeans(args, cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True, **kwargs)
 
 
 def _wait_for_line(proc, prefix, seconds=60):

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from helpers import FAST, blobs, kkmeans_command, run, write_csv
+from helpers import FAST, blobs, run, start_kkmeans, write_csv
 
 OLD = b"OLD CONTENT\n"
 NAMES = {signal.SIGINT: "", signal.SIGTERM: " (SIGTERM)", signal.SIGHUP: " (SIGHUP)",
@@ -50,9 +50,7 @@ def _ended_by(proc, signum):
 
 
 def _start(args, cwd, **kwargs):
-    # A child of pytest inherits its handlers reset by exec; SIGINT is not ignored there.
-    return subprocess.Popen(kkmeans_command() + [str(a) for a in args], cwd=cwd,
-                            stderr=subprocess.PIPE, **kwargs)
+    return start_kkmeans(args, cwd, stderr=subprocess.PIPE, **kwargs)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT,
