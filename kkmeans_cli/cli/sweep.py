@@ -110,8 +110,6 @@ def sweep_command(ctx, **_):
     check_option_combination(opts, min(lo for lo, _ in k_ranges))
     metric = opts["metric"].replace("-", "_")
 
-    from ..io.outputs import AtomicOutputs
-    from ..model.model_file import model_meta, save_model
     from ..model.sweep import sweep, to_csv
 
     reporter, data, scaler, X, weights, ks = _read_for_sweep(opts, k_ranges)
@@ -131,25 +129,19 @@ def sweep_command(ctx, **_):
             raise DataError(f"{data.source}: {exc}") from exc
     best = result.best_estimator
     text = to_csv(result.rows)
-    with AtomicOutputs(opts["force"]) as out:
-        if opts["model"] is not None:
-            stored = dict(stored_options(opts), n_clusters=result.best_k)
-            best_row = result.best_row
-            extra = {"source": data.source, "columns": data.columns,
-                     "silhouette": float(best_row["silhouette"]),
-                     "silhouette_n_used": int(result.silhouette_n_used[
-                         result.rows.index(best_row)]),
-                     "silhouette_exact": result.silhouette_n_used[
-                         result.rows.index(best_row)] == n,
-                     "sweep": {"ks": ks, "metric": metric, "best_k": result.best_k}}
-            save_model(out.open(opts["model"], "model"), best,
-                       scaler, model_meta(best, scaler, stored, extra))
-        out.open(opts["table"], "table").write(text.encode())
-        if opts["plot"] is not None:
-            from .plotting import plot_format, plot_sweep
-
-            plot_sweep(result.rows, metric, result.best_k, out.open(opts["plot"], "plot"),
-                       fmt=plot_format(opts["plot"]))
+    model = None
+    if opts["model"] is not None:
+        stored = dict(stored_options(opts), n_clusters=result.best_k)
+        best_row = result.best_row
+        extra = {"source": data.source, "columns": data.columns,
+                 "silhouette": float(best_row["silhouette"]),
+                 "silhouette_n_used": int(result.silhouette_n_used[
+                     result.rows.index(best_row)]),
+                 "silhouette_exact": result.silhouette_n_used[
+                     result.rows.index(best_row)] == n,
+                 "sweep": {"ks": ks, "metric": metric, "best_k": result.best_k}}
+        model = (best, scaler, stored, extra)
+    _commit_outputs(opts, result, metric, text, model)
     reporter.sweep_table(result.rows, metric, result.best_k)
     used = result.silhouette_n_used
     sampled = [u for u in used if u < n]
@@ -180,8 +172,6 @@ def sweep_command(ctx, **_):
 def _graph_sweep(opts, k_ranges):
     """``sweep`` on a graph: --kernel knn (the neighbour graph of DATA, built once for every
     k) or --kernel precomputed with a sparse graph as DATA (``model.sweep.graph_sweep``)."""
-    from ..io.outputs import AtomicOutputs
-    from ..model.model_file import model_meta, save_model
     from ..model.sweep import graph_sweep
     from ..kernels.graph import default_neighbors
     from .report import graph_text
@@ -207,28 +197,22 @@ def _graph_sweep(opts, k_ranges):
     text = to_csv_text(result)
     best_row = result.best_row
     info = vars(result.graph)
-    with AtomicOutputs(opts["force"]) as out:
-        if opts["model"] is not None:
-            best = result.best_estimator
-            stored = dict(stored_options(opts), n_clusters=result.best_k,
-                          n_neighbors=best.n_neighbors)
-            extra = {"source": data.source, "columns": data.columns,
-                     "silhouette": float(best_row["silhouette"]),
-                     "silhouette_n_used": n, "silhouette_exact": True,
-                     "sweep": {"ks": ks, "metric": metric, "best_k": result.best_k,
-                               "eigengap_k": result.eigengap_k,
-                               "measures": {column: [row[column] if row[column] == row[column]
-                                                     else None for row in result.rows]
-                                            for column in ("objective", "ncut", "silhouette",
-                                                           "eigengap")}}}
-            save_model(out.open(opts["model"], "model"), best,
-                       scaler, model_meta(best, scaler, stored, extra))
-        out.open(opts["table"], "table").write(text.encode())
-        if opts["plot"] is not None:
-            from .plotting import plot_format, plot_sweep
-
-            plot_sweep(result.rows, metric, result.best_k, out.open(opts["plot"], "plot"),
-                       fmt=plot_format(opts["plot"]))
+    model = None
+    if opts["model"] is not None:
+        best = result.best_estimator
+        stored = dict(stored_options(opts), n_clusters=result.best_k,
+                      n_neighbors=best.n_neighbors)
+        extra = {"source": data.source, "columns": data.columns,
+                 "silhouette": float(best_row["silhouette"]),
+                 "silhouette_n_used": n, "silhouette_exact": True,
+                 "sweep": {"ks": ks, "metric": metric, "best_k": result.best_k,
+                           "eigengap_k": result.eigengap_k,
+                           "measures": {column: [row[column] if row[column] == row[column]
+                                                 else None for row in result.rows]
+                                        for column in ("objective", "ncut", "silhouette",
+                                                       "eigengap")}}}
+        model = (best, scaler, stored, extra)
+    _commit_outputs(opts, result, metric, text, model)
     reporter.sweep_table(result.rows, metric, result.best_k, result.eigengap_k)
     given = opts["kernel"] not in GRAPH_KERNELS
     if result.eigengap_k is None:
@@ -294,3 +278,22 @@ def _read_for_sweep(opts, k_ranges):
                         f"needs k ≤ rows − 1 = {n - 1}); use a smaller --k")
     ks = parse_ks(opts["k"], max_k=n - 1)
     return reporter, data, scaler, X, weights, ks
+
+
+def _commit_outputs(opts, result, metric, text, model):
+    """The sweep's files, committed together or not at all: the best k's model (``model``:
+    estimator, scaler, stored options and metadata; None without -o), the table and the plot."""
+    from ..io.outputs import AtomicOutputs
+    from ..model.model_file import model_meta, save_model
+
+    with AtomicOutputs(opts["force"]) as out:
+        if model is not None:
+            best, scaler, stored, extra = model
+            save_model(out.open(opts["model"], "model"), best,
+                       scaler, model_meta(best, scaler, stored, extra))
+        out.open(opts["table"], "table").write(text.encode())
+        if opts["plot"] is not None:
+            from .plotting import plot_format, plot_sweep
+
+            plot_sweep(result.rows, metric, result.best_k, out.open(opts["plot"], "plot"),
+                       fmt=plot_format(opts["plot"]))
