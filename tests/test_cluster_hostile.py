@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from helpers import LOOPBACK, kkmeans_command, loopback_cluster, run, start_kkmeans, write_csv
-from kkmeans_cli.errors import TooFewDistinctPointsError, ValueRangeError
+from kkmeans_cli.errors import TooFewDistinctPointsError, UsageError, ValueRangeError
 from kkmeans_cli.model.estimator import KernelKMeans
 
 from distributed import LocalCluster  # noqa: E402
@@ -65,6 +65,10 @@ def _points(tmp_path, n=400, seed=0):
     ("gopher://127.0.0.1:70", "unknown scheme gopher://"),
     ("tcp://127.0.0.1:8786/x", "expected tcp://HOST:PORT"),
     ("ucx://127.0.0.1:8786", "a ucx:// scheduler needs the ucx-py package"),
+    ("256.1.1.1:8786", "host '256.1.1.1' is not an IPv4 address (four numbers 0..255"),
+    ("tcp://10.1:8786", "host '10.1' is not an IPv4 address"),
+    ("tls://127.0.0.1:8786", "a tls:// scheduler needs a CA file and a client certificate, "
+                             "and Dask's configuration names none"),
 ])
 def test_a_malformed_scheduler_address_is_a_usage_error_at_once(tmp_path, never_connect,
                                                                   monkeypatch, address, needle):
@@ -79,6 +83,21 @@ def test_a_malformed_scheduler_address_is_a_usage_error_at_once(tmp_path, never_
         result = run(command + ["--scheduler", address, "--labels", tmp_path / "l.txt"])
         _one_line(result, 2, needle)
     assert sorted(os.listdir(tmp_path)) == ["x.npy"]
+
+
+def test_a_tls_address_is_taken_when_dask_names_its_certificates():
+    import dask.config
+
+    from kkmeans_cli.distributed.cluster import parse_scheduler
+
+    with dask.config.set({"distributed.comm.tls.ca-file": "ca.pem",
+                          "distributed.comm.tls.client.cert": "client.pem"}):
+        assert parse_scheduler("tls://127.0.0.1:8786") == ("address", "tls://127.0.0.1:8786")
+    with dask.config.set({"distributed.comm.tls.ca-file": "ca.pem"}):
+        with pytest.raises(UsageError, match="a tls:// scheduler needs a CA file"):
+            parse_scheduler("tls://127.0.0.1:8786")
+    assert parse_scheduler("tcp://255.255.255.255:1") == ("address", "tcp://255.255.255.255:1")
+    assert parse_scheduler("node-7.example:8786") == ("address", "tcp://node-7.example:8786")
 
 
 def test_a_folder_as_scheduler_file_and_config_values_are_checked_too(tmp_path, never_connect):

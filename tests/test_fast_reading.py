@@ -107,6 +107,21 @@ def test_quoted_cell_across_lines_is_refused(tmp_path):
     assert read_data(str(path)).X.tolist() == [[1.0, 2.0], [3.0, 4.0]]
 
 
+@pytest.mark.parametrize("head", ['"a\nx",b,c\n', 'a,"b\nx",c\n', 'a\t"b\nx"\tc\n'])
+def test_quoted_header_cell_across_lines_is_refused(tmp_path, head):
+    path = tmp_path / "q.csv"
+    path.write_text(head + "1,2,3\n4,5,6\n7,8,9\n")
+    result = run(["fit", "--kernel", "rbf", path, "-k", "2", "--labels", tmp_path / "l.txt",
+                  "--no-model"])
+    assert result.exit_code == 1
+    assert result.stderr == (f"kkmeans: error: {path}: line 1: a quoted cell does not close on "
+                             f"its line (a cell cannot span lines)\n")
+    assert sorted(os.listdir(tmp_path)) == ["q.csv"]
+    # a quote inside a header cell, not opening it, is a character of its name
+    path.write_text('a"b,c\n1,2\n3,4\n')
+    assert read_data(str(path)).columns == ['a"b', "c"]
+
+
 def test_bad_cell_in_a_late_block(tmp_path, monkeypatch):
     X, _ = blobs(n=3000, d=3)
     path = write_csv(tmp_path / "big.csv", X)

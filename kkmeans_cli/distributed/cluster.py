@@ -89,8 +89,20 @@ def parse_scheduler(text, option="--scheduler"):
                          f"ucp), which is not installed; use its tcp:// address")
     if m.group("rest") not in (None, "", "/"):
         raise UsageError(f"{shown}: expected {scheme}://HOST:PORT, without a path")
-    if not m.group("host"):
+    host = m.group("host")
+    if not host:
         raise UsageError(f"{shown}: no host; expected {scheme}://HOST:PORT")
+    if re.fullmatch(r"[0-9.]+", host) and not _is_ipv4(host):
+        # A name of digits and dots is an IPv4 address to every resolver: 256.1.1.1 or 10.1
+        # would only wait for the connect timeout.
+        raise UsageError(f"{shown}: host {host!r} is not an IPv4 address (four numbers "
+                         f"0..255 joined by dots)")
+    if scheme == "tls" and not _tls_configured():
+        raise UsageError(f"{shown}: a tls:// scheduler needs a CA file and a client "
+                         f"certificate, and Dask's configuration names none (set "
+                         f"distributed.comm.tls.ca-file and distributed.comm.tls.client.cert, "
+                         f"e.g. DASK_DISTRIBUTED__COMM__TLS__CA_FILE); or use its tcp:// "
+                         f"address")
     port = m.group("port")
     if port is None or port == "":
         raise UsageError(f"{shown}: no port; expected {scheme}://{m.group('host')}:PORT "
@@ -98,6 +110,26 @@ def parse_scheduler(text, option="--scheduler"):
     if not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
         raise UsageError(f"{shown}: port {port!r} is not a number in 1..65535")
     return "address", f"{scheme}://{m.group('host')}:{int(port)}"
+
+
+def _is_ipv4(host):
+    """Whether ``host`` is a dotted IPv4 address: four numbers in 0..255."""
+    parts = host.split(".")
+    return len(parts) == 4 and all(p.isdigit() and int(p) <= 255 for p in parts)
+
+
+def _tls_configured():
+    """Whether Dask's configuration (its YAML files or ``DASK_*`` variables) names the CA file
+    and the client certificate a tls:// connection needs (``distributed.security.Security``
+    builds no TLS context without both). Without Dask installed: True, so that the missing
+    package is what is reported."""
+    try:
+        import dask.config
+    except ImportError:
+        return True
+    tls = dask.config.get("distributed.comm.tls", default={}) or {}
+    client = tls.get("client") or {}
+    return bool(tls.get("ca-file") and client.get("cert"))
 
 
 def _scheduler_address(scheduler):

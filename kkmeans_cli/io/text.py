@@ -215,6 +215,11 @@ class _TextReader:
         rest = block[used:]
         number = self.line + 1
         try:
+            if _OPEN_QUOTE.search(body) and body.count('"') % 2:
+                # The line ends inside a quoted cell: a header cell cannot span lines either
+                # (the delimiter found on half a line would be wrong).
+                raise DataError(f"{self.source}: line {number}: a quoted cell does not close "
+                                f"on its line (a cell cannot span lines)")
             self.delimiter = _resolve_delimiter(self.delimiter, body, self.source)
             cells = _split([(number, body)], self.delimiter, self.source, None)[0][0]
         except (UsageError, DataError) as exc:
@@ -486,6 +491,10 @@ def _plain(block):
 
 
 # -- the cell rules -------------------------------------------------------------------------
+#: A quote that opens a cell: at the start of a line or after a delimiter (and blanks).
+_OPEN_QUOTE = re.compile(r'(?:^|[,;\t ])[ \t]*"')
+
+
 def _resolve_delimiter(delimiter, first_line, source):
     if delimiter is None:
         for candidate in (",", "\t", ";"):
