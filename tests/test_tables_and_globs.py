@@ -75,6 +75,35 @@ def test_non_numeric_column_is_named(tables):
     assert "has no column 'nope'; its columns are x0, x1, x2, name" in result.stderr
 
 
+@pytest.mark.parametrize("name", ["X.parquet", "X.feather", "X.arrows"])
+def test_tables_of_many_batches_and_types_are_read_bit_for_bit(tmp_path, monkeypatch, name):
+    """Batches and the row tiles they are copied in by do not line up; every numeric type
+    is cast to float64 as NumPy casts it, column by column, in order."""
+    from kkmeans_cli.io import arrow
+
+    monkeypatch.setattr(arrow, "_BATCH_ROWS", 1000)
+    monkeypatch.setattr(arrow, "_TILE_ROWS", 300)
+    rng = np.random.default_rng(7)
+    n = 10_001
+    columns = {"f64": rng.standard_normal(n), "f32": rng.standard_normal(n).astype(np.float32),
+               "i32": rng.integers(-1000, 1000, n, dtype=np.int32),
+               "u8": rng.integers(0, 255, n, dtype=np.uint8), "b": rng.random(n) < 0.5}
+    table = pa.table(columns)
+    path = tmp_path / name
+    if name == "X.parquet":
+        pq.write_table(table, path, row_group_size=2345)
+    elif name == "X.feather":
+        feather.write_feather(table, path, chunksize=777)
+    else:
+        with pa.ipc.new_stream(path, table.schema) as writer:
+            writer.write_table(table, max_chunksize=4321)
+    want = np.column_stack([np.asarray(v, dtype=np.float64) for v in columns.values()])
+    got = read_data(str(path)).X
+    assert got.flags.c_contiguous and got.tobytes() == want.tobytes()
+    got = read_data(str(path), columns="u8,f64").X
+    assert got.tobytes() == want[:, [3, 0]].copy().tobytes()
+
+
 def test_nulls_are_missing_values(tmp_path):
     table = pa.table({"a": pa.array([1.0, 2.0, None, 4.0, 5.0, 6.0]),
                       "b": pa.array([1, 2, 3, None, 5, 6], pa.int32()),
