@@ -10,9 +10,10 @@ kkmeans' own reader (NumPy's parser in blocks, io/text.py), on one numeric CSV f
 The file (made once, in ``--dir``, never in the repository): a header line ``f0,...`` and
 ``--n`` rows of ``--d`` seeded normal values written with ``%.6f`` (about 9.5 bytes a value).
 Each case runs in its own Python subprocess (so its peak RSS, ``VmHWM``, is its own; it
-includes the interpreter and the result, 8·n·d bytes), ``--repeats`` times; the median time
-is reported. Every case must give the same float64 matrix, bit for bit (``same`` column: the
-SHA-256 of its bytes against the first case's).
+includes the interpreter and the result, 8·n·d bytes), ``--repeats`` times, the cases taking
+turns (round r runs each case once); the median time is reported. Every case must give the
+same float64 matrix, bit for bit (``same`` column: the SHA-256 of its bytes against the first
+case's).
 
 Cases:
 
@@ -281,13 +282,20 @@ def main(argv=None):
     print("| case | library | installed (MB) | median s | runs | peak RSS (GB) | same |")
     print("|---|---|---:|---:|---|---:|---|")
     first = first_fit = None
+    # Round-robin: round r runs every case once, so a change of the machine's load during the
+    # run touches every case alike (the same-run ratios are what mean something).
+    ready = [case for case in cases if available(case)]
+    runs_of = {case: [] for case in ready}
+    for _ in range(args.repeats):
+        for case in ready:
+            runs_of[case].append(run_case(case, path, args))
     for case in cases:
         lib = LIBRARIES[case]
         size = sum(installed_mb(dist) or 0 for dist in DISTRIBUTIONS.get(lib, (lib,)))
-        if not available(case):
+        if case not in runs_of:
             print(f"| {case} | {lib} | – | not installed | | | |")
             continue
-        runs = [run_case(case, path, args) for _ in range(args.repeats)]
+        runs = runs_of[case]
         errors = [r["error"] for r in runs if "error" in r]
         if errors:
             print(f"| {case} | {lib} | {size:.0f} | error: {errors[0]} | | | |")
