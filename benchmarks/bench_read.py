@@ -275,7 +275,7 @@ def main(argv=None):
         make_csv(path, args.n, args.d)
     print(f"{path}: {os.path.getsize(path) / 1e6:.0f} MB; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
-    cases = args.cases.split(",")
+    cases = [case for case in args.cases.split(",") if case]  # --cases "" --fit: fits only
     if args.fit:
         make_fit_inputs(path)
         cases += FIT_CASES.split(",")
