@@ -315,6 +315,29 @@ def test_a_reader_that_went_away_ends_the_command_as_sigpipe_would(work, args):
     assert _snapshot(work) == before
 
 
+@pytest.mark.parametrize("unbuffered", ["1", None])
+@pytest.mark.parametrize("args", [
+    ["predict", "model.npz", "big.csv", "--with-data", "--distances", "new.npy"],
+    ["fit", "--kernel", "rbf", "big.csv", "-k", "3", *FAST, "-o", "new.npz", "--with-data"],
+])
+def test_a_reader_that_goes_away_after_the_first_bytes_is_the_same_rule(work, args, unbuffered):
+    """Far more than a pipe holds (64 KiB) on standard output, one byte read, then the reader
+    goes: also with PYTHONUNBUFFERED, where a write to the pipe may take part of a chunk."""
+    write_csv(work / "big.csv", np.random.default_rng(3).standard_normal((6000, 2)))  # model's
+    before = _snapshot(work)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = unbuffered
+    proc = subprocess.Popen(kkmeans_command() + args + ["-q"], cwd=work, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert os.read(proc.stdout.fileno(), 1)
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141, err
+    assert err == b""
+    assert _snapshot(work) == before
+
+
 def test_a_pipe_given_as_dev_fd_whose_reader_went_away_is_the_same_rule(work):
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the command starts

@@ -565,7 +565,9 @@ def _write_stream(source, fd):
     stream.flush()
     binary = getattr(stream, "buffer", None)
     if binary is not None:
-        _copy(source, binary.write)
+        # Unbuffered (python -u, PYTHONUNBUFFERED) the binary layer is the raw file, whose
+        # write may take part of a chunk (a full pipe): the rest is written until all is.
+        _copy(source, lambda chunk: _write_all_with(binary.write, chunk))
         binary.flush()
     else:
         stream.write(source.read().decode())
@@ -581,9 +583,15 @@ def _copy(source, write):
 
 
 def _write_all(fd, data):
+    _write_all_with(lambda view: os.write(fd, view), data)
+
+
+def _write_all_with(write, data):
+    """``write`` until all of ``data`` is written (a raw write may take part of it; None: it
+    would block, and the blocking write is tried again)."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[write(view) or 0:]
 
 
 def format_labels(labels, kept=None):
