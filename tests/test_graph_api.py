@@ -262,6 +262,13 @@ def test_cli_fit_predict_info_knn(moons_csv):
     assert fit.exit_code == 0, fit.stderr
     assert "--n-init counts the starts of --init spectral" in fit.stderr  # warned, not used
     X = np.loadtxt(folder / "moons.csv", delimiter=",", skiprows=1)
+    limited = run(["fit", folder / "moons.csv", "-k", "2", "--n-neighbors", "12", "--seed", "4",
+                   "--memory-limit", "1K", "--no-model"])
+    assert limited.exit_code == 0, limited.stderr
+    assert ("kkmeans: warning: --memory-limit plans the dense kernels' memory (the kernel "
+            "matrix or its blocks); --kernel knn holds a sparse graph of n × neighbours "
+            "entries; ignored\n") in limited.stderr
+    assert limited.stdout == fit.stdout
     est = KernelKMeans(2, kernel="knn", n_neighbors=12, n_init=3, random_state=4).fit(X)
     np.testing.assert_array_equal(labels_of(fit.stdout), est.labels_)
     assert "12 neighbours (connectivity), 240 nodes" in fit.stderr
