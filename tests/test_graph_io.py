@@ -1,5 +1,6 @@
 """Sparse graphs as DATA (io/graphs.py): .npz of scipy.sparse.save_npz and Matrix Market."""
 import gzip
+import os
 import zipfile
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 import scipy.io
 from scipy import sparse
 
+from helpers import run_process
 from kkmeans_cli.errors import DataError
 from kkmeans_cli.io.graphs import is_graph_file, read_graph
 from kkmeans_cli.kernels import graph as kgraph
@@ -194,6 +196,28 @@ def test_a_bad_graph_read_from_a_file_is_refused_by_the_fit(tmp_path, bad, messa
     scipy.io.mmwrite(path, sparse.coo_matrix(bad))
     with pytest.raises(DataError, match=message):
         fit_graph(affinity=read_graph(path), n_clusters=2)
+
+
+def test_weights_whose_row_sum_overflows_are_one_line_naming_the_row(tmp_path):
+    """Every weight finite, a degree not: one line (no NumPy overflow warning), exit 1, naming
+    the file and the row, nothing written."""
+    path = tmp_path / "big.mtx"
+    path.write_text("%%MatrixMarket matrix coordinate real symmetric\n3 3 4\n1 1 1e308\n"
+                    "2 1 1e308\n3 2 1e308\n3 3 1e308\n")
+    result = run_process(["fit", path, "--kernel", "precomputed", "-k", "2", "-o",
+                          tmp_path / "m.npz", "--labels", tmp_path / "l.txt"], cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == (f"kkmeans: error: {path} row 0: its weights sum to more than the "
+                             f"largest float (about 1.8e308); scale the weights down\n")
+    assert sorted(os.listdir(tmp_path)) == ["big.mtx"]
+    # just below: the halves of A + Aᵀ are taken first, so the fit runs
+    path.write_text("%%MatrixMarket matrix coordinate real symmetric\n4 4 2\n2 1 1e308\n"
+                    "4 3 1e308\n")
+    result = run_process(["fit", path, "--kernel", "precomputed", "-k", "2", "--no-model"],
+                         cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    labels = result.stdout.split()
+    assert labels[0] == labels[1] != labels[2] == labels[3]
 
 
 def test_npz_and_mtx_of_one_graph_give_the_same_labels(tmp_path):

@@ -451,11 +451,17 @@ def check_affinity(A, what="affinity", n_clusters=None):
         raise DataError(f"{what} row {rows[bad[0]]}, column {A.indices[bad[0]]}: "
                         f"negative weight {A.data[bad[0]]:.6g}")
     _check_symmetric(A, rows, what)
-    empty = np.flatnonzero(np.asarray(A.sum(axis=1)).reshape(-1) <= 0)
+    with np.errstate(over="ignore"):
+        degrees = np.asarray(A.sum(axis=1)).reshape(-1)
+    huge = np.flatnonzero(~np.isfinite(degrees))
+    if huge.size:
+        raise DataError(f"{what} row {huge[0]}: its weights sum to more than the largest "
+                        f"float (about 1.8e308); scale the weights down")
+    empty = np.flatnonzero(degrees <= 0)
     if empty.size:
         raise DataError(f"{what} row {empty[0]} has no positive weight (a point of degree 0 "
                         f"belongs to no cut); give it an edge or a self-loop")
-    S = ((A + A.T) * 0.5).tocsr()
+    S = (A * 0.5 + A.T * 0.5).tocsr()  # halves first: A + Aᵀ may overflow where A does not
     S.sum_duplicates()
     S.sort_indices()
     return S
