@@ -220,6 +220,25 @@ def test_weights_whose_row_sum_overflows_are_one_line_naming_the_row(tmp_path):
     assert labels[0] == labels[1] != labels[2] == labels[3]
 
 
+@pytest.mark.parametrize("name, written", [("g.npz", "scipy.sparse.save_npz"),
+                                           ("g.mtx", "Matrix Market")])
+def test_a_graph_without_kernel_precomputed_says_how_to_cluster_it(tmp_path, graph, name,
+                                                                   written):
+    path = tmp_path / name
+    if name.endswith(".npz"):
+        sparse.save_npz(path, graph)
+    else:
+        scipy.io.mmwrite(path, graph)
+    for command in (["fit", path, "-k", "2", "--labels", tmp_path / "l.txt"],
+                    ["fit", path, "-k", "2", "--kernel", "rbf", "-o", tmp_path / "m.npz"],
+                    ["sweep", path, "--k", "2..3", "--table", tmp_path / "t.csv"]):
+        result = run_process(command, cwd=tmp_path)
+        assert result.returncode == 1
+        assert result.stderr == (f"kkmeans: error: {path}: is a sparse graph ({written}): DATA "
+                                 f"of fit and sweep with --kernel precomputed\n"), command
+        assert sorted(os.listdir(tmp_path)) == [name]
+
+
 def test_npz_and_mtx_of_one_graph_give_the_same_labels(tmp_path):
     A = two_moons_graph()
     npz, mtx = tmp_path / "moons.npz", tmp_path / "moons.mtx"

@@ -319,7 +319,9 @@ def test_hdf5_dataset_larger_than_memory_is_refused_unread(work, monkeypatch):
 
 def test_model_given_as_data(work):
     fails(work, ["fit", "--kernel", "rbf", work / "model.npz", "-k", "2"], 1,
-          f"{work / 'model.npz'}: is an .npz archive (a model?); DATA is text, .npy or HDF5")
+          f"{work / 'model.npz'}: is an .npz archive, not DATA (a model is read by 'kkmeans "
+          f"predict MODEL DATA'; a sparse graph is an archive of save_npz); DATA is text, .npy, "
+          f"HDF5, Parquet or Feather")
 
 
 def test_hdf5_damaged_files(work):

@@ -16,6 +16,7 @@ import numpy as np
 from .._text import plural
 from ..errors import DataError, UsageError
 from .arrow import read_table, table_kind
+from .graphs import graph_kind, is_graph_file
 from .text import column_indexes, column_name, read_text
 
 NPY_SUFFIXES = (".npy",)
@@ -163,8 +164,14 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
         return _finish_array(X, source, wanted, missing)
     if suffix in NPY_SUFFIXES:
         return _finish_array(_read_npy(path), path, wanted, missing)
+    if is_graph_file(path):
+        written = "Matrix Market" if graph_kind(path) == "mtx" else "scipy.sparse.save_npz"
+        raise DataError(f"{path}: is a sparse graph ({written}): DATA of fit and sweep with "
+                        f"--kernel precomputed")
     if suffix == ".npz":
-        raise DataError(f"{path}: is an .npz archive (a model?); DATA is text, .npy or HDF5")
+        raise DataError(f"{path}: is an .npz archive, not DATA (a model is read by 'kkmeans "
+                        f"predict MODEL DATA'; a sparse graph is an archive of save_npz); DATA is "
+                        f"text, .npy, HDF5, Parquet or Feather")
     try:
         stream = open(path, "rb")
     except OSError as exc:
