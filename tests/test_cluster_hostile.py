@@ -160,6 +160,10 @@ def test_a_precomputed_kernel_on_a_cluster_is_an_option_conflict(tmp_path, never
         result = run(["fit", tmp_path / "K.npy", "-k", "2", *NYSTROEM, *args, *where,
                       "--no-model"])
         _one_line(result, 2, needle)
+        # without --approx nystroem: the same remedy first, not 'add --approx nystroem'
+        # (which would then be refused for the kernel)
+        result = run(["fit", tmp_path / "K.npy", "-k", "2", *args, *where, "--no-model"])
+        _one_line(result, 2, needle)
 
 
 def test_predict_with_data_on_a_cluster_is_refused(tmp_path, never_connect):

@@ -18,6 +18,12 @@ UNSUPPORTED = (("weights", None, "--weights"), ("plot", None, "--plot"),
 def check_fit_options(opts):
     """Usage errors (exit 2) for options the cluster route does not run, before any work."""
     check_graph_where(opts)
+    # before --approx: adding --approx nystroem would not help a kernel matrix (or a graph)
+    if opts["kernel"] in ("precomputed", "precomputed-distance"):
+        raise UsageError(f"--kernel {opts['kernel']} cannot be used with a cluster: DATA would "
+                         f"be an n×n matrix, and the cluster route computes kernel values from "
+                         f"the data's rows (Nyström features); give the points with their "
+                         f"kernel, or run without --cluster/--scheduler")
     if opts["approx"] != "nystroem":
         raise UsageError("--cluster and --scheduler run the Nyström route; add --approx "
                          "nystroem (exact kernel k-means needs n² kernel values and does not "
@@ -34,11 +40,6 @@ def check_fit_options(opts):
                          "are sequential); use --refine auto or none")
     if opts["missing"] != "error":
         raise UsageError("--missing drop cannot be used with a cluster; clean the data first")
-    if opts["kernel"] in ("precomputed", "precomputed-distance"):
-        raise UsageError(f"--kernel {opts['kernel']} cannot be used with a cluster: DATA would "
-                         f"be an n×n matrix, and the cluster route computes kernel values from "
-                         f"the data's rows (Nyström features); give the points with their "
-                         f"kernel, or run without --cluster/--scheduler")
     if opts["objective"] != "kmeans":
         raise UsageError(f"--objective {opts['objective']} cannot be used with a cluster (the "
                          f"normalized cut needs the kernel matrix); use --objective kmeans")
