@@ -232,6 +232,19 @@ def test_knn_model_file_checks(tmp_path):
     np.savez(tmp_path / "missing.npz", **missing)
     with pytest.raises(ModelFileError, match="graph_degrees"):
         load_model(tmp_path / "missing.npz")
+    # finite nodes whose distances overflow: refused as fit refuses such points (predict
+    # ended in an IndexError of the neighbour search)
+    huge = dict(arrays, graph_nodes=arrays["graph_nodes"] * 1e306)
+    np.savez(tmp_path / "huge.npz", **huge)
+    with pytest.raises(ModelFileError, match=r"'graph_nodes' holds values too large for "
+                                             r"floating point \(4·‖x‖² must stay below"):
+        load_model(tmp_path / "huge.npz")
+    write_csv(tmp_path / "x.csv", X[:5])
+    result = run(["predict", tmp_path / "huge.npz", tmp_path / "x.csv"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == (f"kkmeans: error: {tmp_path / 'huge.npz'}: corrupt model: "
+                             f"'graph_nodes' holds values too large for floating point "
+                             f"(4·‖x‖² must stay below 1.8e+308)\n")
 
 
 def test_sparse_precomputed_model_file(tmp_path):
