@@ -92,11 +92,15 @@ def test_knn_transform_and_new_points():
 
 
 def test_knn_threads_do_not_change_the_fit():
-    X, _ = make_circles(400, factor=0.5, noise=0.05, random_state=0)
+    # 2,400 points: below 2,000 a fit runs on one thread whatever n_threads says
+    X, _ = make_circles(2400, factor=0.5, noise=0.05, random_state=0)
     one = KernelKMeans(2, kernel="knn", n_init=3, random_state=1, n_threads=1).fit(X)
     two = KernelKMeans(2, kernel="knn", n_init=3, random_state=1, n_threads=2).fit(X)
+    assert (one.fit_stats_["n_threads"], two.fit_stats_["n_threads"]) == (1, 2)
     np.testing.assert_array_equal(one.labels_, two.labels_)
     assert one.inertia_ == two.inertia_ and one.n_iter_ == two.n_iter_
+    small = KernelKMeans(2, kernel="knn", n_threads=2).fit(X[:400])
+    assert small.fit_stats_["n_threads"] == 1
 
 
 def test_knn_refit_with_another_kernel_drops_the_graph():
