@@ -104,6 +104,39 @@ def test_tables_of_many_batches_and_types_are_read_bit_for_bit(tmp_path, monkeyp
     assert got.tobytes() == want[:, [3, 0]].copy().tobytes()
 
 
+def test_text_options_on_a_table_are_warned_about(tables):
+    _, folder = tables
+    want = run(["fit", "--kernel", "rbf", folder / "X.npy", *ARGS])
+    for extra, flags in ((["--delimiter", ";"], "--delimiter applies"),
+                         (["--no-header", "--delimiter", ";"],
+                          "--no-header and --delimiter apply")):
+        for name, columns in (("X.parquet", ["--columns", "0,1,2"]), ("X.npy", [])):
+            result = run(["fit", "--kernel", "rbf", folder / name, *columns, *extra, *ARGS])
+            assert result.exit_code == 0, result.stderr
+            assert result.stdout == want.stdout
+            loud = run(["fit", "--kernel", "rbf", folder / name, *columns, *extra, "-k", "3",
+                        "--no-model", *FAST])
+            assert loud.exit_code == 0, loud.stderr
+            assert loud.stderr.startswith(f"kkmeans: warning: {flags} to text DATA; "
+                                          f"{folder / name} is not text; ignored\n")
+    X, _ = blobs(n=20, d=2, k=2)
+    write_csv(folder / "t.csv", X)
+    result = run(["fit", "--kernel", "rbf", folder / "t.csv", "-k", "2", "--no-model", *FAST,
+                  "--delimiter", ","])
+    assert result.exit_code == 0 and "warning" not in result.stderr
+
+
+def test_the_first_bad_cell_of_a_table_is_reported(tmp_path):
+    """In row order, as in a text file: a NaN before an inf is the NaN."""
+    table = pa.table({"a": pa.array([1.0, float("nan"), 3.0, 4.0]),
+                      "b": pa.array([1.0, 2.0, float("inf"), 4.0])})
+    pq.write_table(table, tmp_path / "t.parquet")
+    with pytest.raises(ValueError, match=r"t\.parquet: row 2, column 1 \('a'\): missing value"):
+        read_data(str(tmp_path / "t.parquet"))
+    with pytest.raises(ValueError, match=r"t\.parquet: row 3, column 2 \('b'\): infinite value"):
+        read_data(str(tmp_path / "t.parquet"), missing="drop")
+
+
 def test_nulls_are_missing_values(tmp_path):
     table = pa.table({"a": pa.array([1.0, 2.0, None, 4.0, 5.0, 6.0]),
                       "b": pa.array([1, 2, 3, None, 5, 6], pa.int32()),

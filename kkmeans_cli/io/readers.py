@@ -41,6 +41,8 @@ class DataSet:
         Names of the columns of ``X`` when the file had a header.
     parts : list of (str, int) or None
         For the files of a glob: each file and its number of rows, in order.
+    text : bool
+        Whether the data (any file of a glob) was text, read by the text options.
     """
 
     X: np.ndarray
@@ -48,6 +50,7 @@ class DataSet:
     source: str
     columns: list = None
     parts: list = None
+    text: bool = False
 
     def locate(self, row):
         """The file and the 0-based row in it of row ``row`` of the data (for messages)."""
@@ -277,7 +280,7 @@ def _read_parts(spec, paths, **options):
     X = parts[0].X if len(parts) == 1 else np.concatenate([p.X for p in parts])
     kept = np.concatenate([p.kept for p in parts])
     return DataSet(X=X, kept=kept, source=spec, columns=columns,
-                   parts=[(p.source, p.n_rows) for p in parts])
+                   parts=[(p.source, p.n_rows) for p in parts], text=any(p.text for p in parts))
 
 
 # -- compressed text ------------------------------------------------------------------------
@@ -331,7 +334,9 @@ def _isatty(stream):
 def _read_text(read, source, header, delimiter, wanted, missing, size=None):
     X, kept, names = read_text(read, source, header=header, delimiter=delimiter, wanted=wanted,
                                missing=missing, size=size)
-    return _kept_dataset(X, kept, source, names)
+    data = _kept_dataset(X, kept, source, names)
+    data.text = True
+    return data
 
 
 # -- columns --------------------------------------------------------------------------------
@@ -528,15 +533,16 @@ def _finish_table(X, source, select, names, missing, nan="null or NaN"):
     if np.isfinite(X).all():            # the usual case in one pass
         return _kept_dataset(X, np.ones(X.shape[0], dtype=bool), source,
                              [names[i] for i in select] if names else None)
-    if np.any(np.isinf(X)):
-        r, c = np.argwhere(np.isinf(X))[0]
-        raise DataError(f"{source}: row {r + 1}, column {column_name(select[c], names)}: "
-                        f"infinite value")
-    nan_rows = np.isnan(X).any(axis=1)
-    if nan_rows.any() and missing == "error":
-        r, c = np.argwhere(np.isnan(X))[0]
+    # the first bad cell in row order, as a text file reports it (NaN is bad unless dropped)
+    bad = np.argwhere(~np.isfinite(X) if missing == "error" else np.isinf(X))
+    if bad.size:
+        r, c = bad[0]
+        if np.isinf(X[r, c]):
+            raise DataError(f"{source}: row {r + 1}, column {column_name(select[c], names)}: "
+                            f"infinite value")
         raise DataError(f"{source}: row {r + 1}, column {column_name(select[c], names)}: "
                         f"missing value ({nan}); use --missing drop to skip such rows")
+    nan_rows = np.isnan(X).any(axis=1)
     return _kept_dataset(X, ~nan_rows, source, [names[i] for i in select] if names else None)
 
 
