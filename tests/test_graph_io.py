@@ -239,6 +239,32 @@ def test_a_graph_without_kernel_precomputed_says_how_to_cluster_it(tmp_path, gra
         assert sorted(os.listdir(tmp_path)) == [name]
 
 
+def test_kernel_settings_with_a_precomputed_kernel_are_warned_about(tmp_path, graph):
+    """--gamma (and, for a matrix, --degree and --coef0) set kernels computed from the data:
+    with --kernel precomputed they are warned about and change nothing; a graph refuses
+    --degree (one line, no warning before it)."""
+    sparse.save_npz(tmp_path / "g.npz", graph)
+    np.save(tmp_path / "K.npy", graph.toarray())
+    for name, extra, flags, what in (
+            ("K.npy", ["--gamma", "2", "--degree", "4"], ["--gamma", "--degree"],
+             "the kernel matrix"),
+            ("g.npz", ["--gamma", "2"], ["--gamma"], "the graph")):
+        plain = run_process(["fit", tmp_path / name, "--kernel", "precomputed", "-k", "2",
+                             "--no-model"], cwd=tmp_path)
+        result = run_process(["fit", tmp_path / name, "--kernel", "precomputed", "-k", "2",
+                              "--no-model", *extra], cwd=tmp_path)
+        assert result.returncode == 0 and result.stdout == plain.stdout
+        warned = [line for line in result.stderr.splitlines() if "is a setting" in line]
+        assert warned == [f"kkmeans: warning: {flag} is a setting of the kernels computed "
+                          f"from the data; with --kernel precomputed DATA is {what}; ignored"
+                          for flag in flags]
+    result = run_process(["fit", tmp_path / "g.npz", "--kernel", "precomputed", "-k", "2",
+                          "--degree", "2", "--no-model"], cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("kkmeans: error: --degree 2 is a setting of the dense "
+                                    "kernels") and len(result.stderr.splitlines()) == 1
+
+
 def test_npz_and_mtx_of_one_graph_give_the_same_labels(tmp_path):
     A = two_moons_graph()
     npz, mtx = tmp_path / "moons.npz", tmp_path / "moons.mtx"

@@ -329,6 +329,20 @@ def warn_unused_options(opts, reporter):
             notes.append(f"--memory-limit plans the dense kernels' memory (the kernel matrix "
                          f"or its blocks); --kernel {opts['kernel']} holds a sparse graph of "
                          f"n × neighbours entries; ignored")
+    if opts.get("kernel") in _options.PRECOMPUTED_KERNELS:
+        from ..io.graphs import is_graph_file
+
+        # a sparse graph as DATA refuses --degree and --coef0 (model/params.py); --gamma is
+        # ignored by every precomputed route
+        graph = isinstance(opts.get("data"), str) and is_graph_file(opts["data"])
+        matrix = "kernel" if opts["kernel"] == "precomputed" else "distance"
+        notes += [f"{flag} is a setting of the kernels computed from the data; with --kernel "
+                  f"{opts['kernel']} DATA is the {'graph' if graph else matrix + ' matrix'}; "
+                  f"ignored"
+                  for key, flag in (("gamma", "--gamma"), ("degree", "--degree"),
+                                    ("coef0", "--coef0"))
+                  if opts.get(key, DEFAULTS[key]) != DEFAULTS[key]
+                  and (key == "gamma" or not graph)]
     if cluster and opts.get("threads") is not None:
         notes.append("--threads sets the threads of a run in one process; a cluster's workers "
                      "run one thread each; ignored")
