@@ -141,6 +141,11 @@ def corrupt_files(tmp_path, graph):
     skew = tmp_path / "skew.mtx"
     skew.write_text("%%MatrixMarket matrix coordinate real skew-symmetric\n2 2 1\n2 1 1.0\n")
     out.append((skew, r"skew\.mtx: is skew-symmetric; an affinity is symmetric"))
+    huge = tmp_path / "huge.mtx"  # 800 GB of row pointers if it were made
+    huge.write_text("%%MatrixMarket matrix coordinate real symmetric\n"
+                    "100000000000 100000000000 1\n1 1 1.0\n")
+    out.append((huge, r"huge\.mtx: declares 100,000,000,000 rows but holds 1 entry, so some "
+                      r"row has no positive weight"))
     out.append((tmp_path / "absent.mtx", r"absent\.mtx: no such file"))
     folder = tmp_path / "folder.npz"
     folder.mkdir()

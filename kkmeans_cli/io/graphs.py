@@ -24,6 +24,7 @@ import zlib
 
 import numpy as np
 
+from .._text import plural
 from ..errors import DataError
 
 NPZ_SUFFIXES = (".npz",)
@@ -165,6 +166,12 @@ def _read_mtx(path):
                f"symmetric)" if symmetry not in MTX_SYMMETRIES else None)
     if refusal is not None:
         raise DataError(f"{path}: {refusal}")
+    if layout == "coordinate" and _rows > (2 if symmetry == "symmetric" else 1) * _entries:
+        # every row of an affinity needs an entry (one symmetric entry serves two rows):
+        # said before the sparse matrix of the declared size is made (8 bytes a row)
+        raise DataError(f"{path}: declares {plural(_rows, 'row', thousands=True)} but holds "
+                        f"{plural(_entries, 'entry', 'entries', thousands=True)}, so some row "
+                        f"has no positive weight (a point of degree 0 belongs to no cut)")
     try:
         return mmread(path)
     except (OSError, ValueError, EOFError, IndexError) as exc:
