@@ -66,6 +66,8 @@ def _points(tmp_path, n=400, seed=0):
     ("tcp://127.0.0.1:8786/x", "expected tcp://HOST:PORT"),
     ("ucx://127.0.0.1:8786", "a ucx:// scheduler needs the ucx-py package"),
     ("256.1.1.1:8786", "host '256.1.1.1' is not an IPv4 address (four numbers 0..255"),
+    (" ", "Invalid value for '--scheduler': '': empty; expected tcp://HOST:PORT or a "
+          "scheduler file"),
     ("tcp://10.1:8786", "host '10.1' is not an IPv4 address"),
     ("tls://127.0.0.1:8786", "a tls:// scheduler needs a CA file and a client certificate, "
                              "and Dask's configuration names none"),

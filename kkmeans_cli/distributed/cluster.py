@@ -60,7 +60,7 @@ def parse_scheduler(text, option="--scheduler"):
     process cannot reach (``inproc://``) or a web address (``http://``, the dashboard's)."""
     text = str(text).strip()
     if not text:
-        raise UsageError(f"{option}: empty; expected tcp://HOST:PORT or a scheduler file")
+        raise UsageError(f"{option} '': empty; expected tcp://HOST:PORT or a scheduler file")
     has_scheme = "://" in text
     if not has_scheme and os.path.lexists(text):
         if os.path.isdir(text):
