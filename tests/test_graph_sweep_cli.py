@@ -230,3 +230,8 @@ def test_knn_sweep_data_refusals(tmp_path):
               "eigengap"], 2, "--metric eigengap", tmp_path)
     _refused(["sweep", tmp_path / "few.csv", "--k", "2..3", "--kernel", "rbf", "--n-neighbors", "5"], 2,
              "--n-neighbors 5 sets the graph of --kernel knn", tmp_path)
+    # 4 nodes: no λ5 for k = 4, so no eigengap to choose by
+    _refused(["sweep", tmp_path / "few.csv", "--k", "4", "--metric", "eigengap", "-o",
+              tmp_path / "m.npz"], 1, "few.csv: no k has a finite eigengap; λ_(k+1) − λ_k "
+             "needs a graph of more than k nodes: sweep smaller ks or choose k by the "
+             "silhouette", tmp_path)

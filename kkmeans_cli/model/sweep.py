@@ -424,7 +424,9 @@ def choose_k(rows, metric):
     v = np.array([r[metric] for r in rows], dtype=float)
     ok = np.isfinite(v)
     if not ok.any():
-        raise ValueError(f"no k has a finite {metric}")
+        hint = ("; λ_(k+1) − λ_k needs a graph of more than k nodes: sweep smaller ks or "
+                "choose k by the silhouette" if metric == "eigengap" else "")
+        raise ValueError(f"no k has a finite {metric}{hint}")
     ks, v = ks[ok], v[ok]
     if metric == "inertia":
         if ks.size < 3 or v.max() == v.min():
