@@ -172,6 +172,24 @@ def test_n_neighbors_belongs_to_knn():
         KernelKMeans(3, kernel="knn", n_neighbors=30).fit(X)
 
 
+def test_unequal_weights_with_knn_name_the_weights_file(tmp_path):
+    X, _ = blobs(n=30, k=3)
+    write_csv(tmp_path / "x.csv", X)
+    np.savetxt(tmp_path / "w.txt", np.arange(1.0, 31.0))
+    np.savetxt(tmp_path / "same.txt", np.full(30, 2.0))
+    result = run(["fit", tmp_path / "x.csv", "-k", "3", "--weights", tmp_path / "w.txt",
+                  "-o", tmp_path / "m.npz"])
+    assert_one_error_line(result, f"--weights {tmp_path / 'w.txt'}: must be the same for "
+                                  f"every point with --kernel knn (a graph fit weighs points "
+                                  f"by their degrees); give equal weights or none", code=1)
+    assert sorted(os.listdir(tmp_path)) == ["same.txt", "w.txt", "x.csv"]
+    same = run(["fit", tmp_path / "x.csv", "-k", "3", "--weights", tmp_path / "same.txt",
+                "--no-model", "--seed", "1"])
+    assert same.exit_code == 0
+    assert same.stdout == run(["fit", tmp_path / "x.csv", "-k", "3", "--no-model", "--seed",
+                               "1"]).stdout
+
+
 def test_knn_weights_and_distinct_points():
     X, _ = blobs(n=30, k=3)
     same = KernelKMeans(3, kernel="knn", random_state=0, n_init=2)

@@ -9,7 +9,7 @@ import sys
 import click
 
 from .._options import INITS as INIT_CHOICES
-from .._options import PRECOMPUTED_KERNELS
+from .._options import GRAPH_KERNELS, PRECOMPUTED_KERNELS
 from .._text import plural
 from ..errors import DataError, UsageError
 
@@ -86,6 +86,11 @@ def prepare_fit_data(opts):
     weights = _per_row(opts["weights"], "--weights", "weights", data)
     if weights is not None:
         _check_weights(weights, opts["weights"])
+        if opts["kernel"] in GRAPH_KERNELS and np.any(weights != weights[0]):
+            # the estimator's refusal (model/estimator.py), naming the file
+            raise DataError(f"--weights {opts['weights']}: must be the same for every point "
+                            f"with --kernel {opts['kernel']} (a graph fit weighs points by "
+                            f"their degrees); give equal weights or none")
     init = opts["init"]
     if init_is_file(init):
         init = _per_row(init, "--init", "initial labels", data, integer=True)
