@@ -416,7 +416,8 @@ def test_cli_fit_sparse_graph(graph_files, name):
     info = run(["info", folder / "m.npz"])
     assert "affinity given as DATA, 18 nodes" in info.stdout
     refused = run(["predict", folder / "m.npz", folder / "nothing.csv"])
-    assert_one_error_line(refused, "m.npz", "no coordinates", code=2)
+    assert_one_error_line(refused, "m.npz", "no coordinates", "fit the points with --kernel knn "
+                          "to predict new ones", code=2)
 
 
 def _edited(A, edit):

@@ -52,7 +52,7 @@ def no_graph_coordinates():
     """Why a model fitted on a given affinity graph labels no new points."""
     return ("this model was fitted on an affinity graph given as is (a sparse precomputed "
             "matrix): it has no coordinates to place new points in the graph; fit the points "
-            "with kernel 'knn' to predict new ones")
+            "with kernel='knn' to predict new ones")
 
 
 def nearest(model, X, kernel_diag=None, want_distances=False, n_threads=1):
