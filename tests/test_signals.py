@@ -82,13 +82,18 @@ def test_a_handler_of_the_caller_for_the_other_signals_is_kept(work):
         pass
 
     before = signal.signal(signal.SIGALRM, mine)
+    # SIGQUIT at its default action, whatever this pytest inherited (a job started in the
+    # background by a shell has it ignored, and an ignored signal is rightly kept ignored)
+    quit_before = signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     try:
         with _signals.handled():
             assert signal.getsignal(signal.SIGALRM) is mine
             assert signal.getsignal(signal.SIGQUIT) is _signals._handler
         assert signal.getsignal(signal.SIGALRM) is mine
+        assert signal.getsignal(signal.SIGQUIT) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGALRM, before)
+        signal.signal(signal.SIGQUIT, quit_before)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
