@@ -189,6 +189,26 @@ def test_hdf5_dataset_not_2d(work):
     check_fails(work, ["fit", "--kernel", "rbf", f"{work / 'd.h5'}:/cube", "-k", "2"], 1, "got 3-D")
 
 
+def test_dataset_of_a_file_that_is_not_hdf5(work):
+    """--dataset with a CSV, .npy or Parquet file: said so (it was 'not a readable HDF5
+    file'); an HDF5 file without an HDF5 ending, user block or not, is read."""
+    X = np.random.default_rng(0).standard_normal((30, 2))
+    np.save(work / "x.npy", X)
+    check_fails(work, ["fit", "--kernel", "rbf", work / "x.npy", "--dataset", "/x", "-k", "2"],
+                1, f"{work / 'x.npy'}: --dataset names a dataset inside an HDF5 file, and this "
+                   f"file is not HDF5; drop --dataset")
+    check_fails(work, ["fit", "--kernel", "rbf", work / "data.csv", "--dataset", "/x", "-k",
+                       "2"], 1, "and this file is not HDF5; drop --dataset")
+    want = run(["fit", "--kernel", "rbf", work / "x.npy", "-k", "2", "--no-model", "-q"])
+    for name, block in (("plain.data", 0), ("block.data", 1024)):
+        with h5py.File(work / name, "w", userblock_size=block) as f:
+            f.create_dataset("x", data=X)
+        got = run(["fit", "--kernel", "rbf", work / name, "--dataset", "/x", "-k", "2",
+                   "--no-model", "-q"])
+        assert got.exit_code == 0, got.stderr
+        assert got.stdout == want.stdout
+
+
 # -- predict and model files -------------------------------------------------------------------
 def test_predict_different_number_of_features(work):
     # Without a header (with one, the model's columns are taken by name: test_predict_columns)

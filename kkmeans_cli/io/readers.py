@@ -162,6 +162,9 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
         raise DataError(f"{path}: is a device, not a data file (give - to read standard "
                         f"input)")
     suffix = os.path.splitext(path)[1].lower()
+    if dataset is not None and suffix not in HDF5_SUFFIXES and not _is_hdf5(path):
+        raise DataError(f"{path}: --dataset names a dataset inside an HDF5 file, and this file "
+                        f"is not HDF5; drop --dataset")
     if dataset is not None or suffix in HDF5_SUFFIXES:
         X, source = _read_hdf5(path, dataset)
         return _finish_array(X, source, wanted, missing)
@@ -193,6 +196,25 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
         if read is not None:
             return _read_text(read, path, header, delimiter, wanted, missing)
         return _read_text(stream.read, path, header, delimiter, wanted, missing, size)
+
+
+def _is_hdf5(path):
+    """Whether ``path`` holds the HDF5 signature where the format puts it: at offset 0, or
+    after a user block (512, 1024, 2048, … bytes; up to 1 MiB looked at here)."""
+    try:
+        with open(path, "rb") as f:
+            offset = 0
+            while offset <= 2 ** 20:
+                f.seek(offset)
+                head = f.read(8)
+                if head == b"\x89HDF\r\n\x1a\n":
+                    return True
+                if len(head) < 8:
+                    return False
+                offset = 512 if offset == 0 else 2 * offset
+            return False
+    except OSError:
+        return True  # the HDF5 reader reports the file's own error
 
 
 def read_vector(path, what, *, integer=False):
