@@ -215,14 +215,34 @@ def test_weights_whose_row_sum_overflows_are_one_line_naming_the_row(tmp_path):
     assert result.stderr == (f"kkmeans: error: {path} row 0: its weights sum to more than the "
                              f"largest float (about 1.8e308); scale the weights down\n")
     assert sorted(os.listdir(tmp_path)) == ["big.mtx"]
-    # just below: the halves of A + Aᵀ are taken first, so the fit runs
+    # every degree finite, their sum (the largest volume a cluster can have) not
     path.write_text("%%MatrixMarket matrix coordinate real symmetric\n4 4 2\n2 1 1e308\n"
                     "4 3 1e308\n")
-    result = run_process(["fit", path, "--kernel", "precomputed", "-k", "2", "--no-model"],
-                         cwd=tmp_path)
+    result = run_process(["fit", path, "--kernel", "precomputed", "-k", "2", "-o",
+                          tmp_path / "m.npz"], cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == (f"kkmeans: error: {path}: its weights sum to more than the largest "
+                             f"float (about 1.8e308); scale the weights down\n")
+    assert sorted(os.listdir(tmp_path)) == ["big.mtx"]
+    # just below: the fit, its model and the model's description are finite
+    path.write_text("%%MatrixMarket matrix coordinate real symmetric\n4 4 2\n2 1 4e307\n"
+                    "4 3 4e307\n")
+    result = run_process(["fit", path, "--kernel", "precomputed", "-k", "2", "-o",
+                          tmp_path / "m.npz"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     labels = result.stdout.split()
     assert labels[0] == labels[1] != labels[2] == labels[3]
+    assert "nan" not in result.stderr and "inf" not in result.stderr
+    info = run_process(["info", tmp_path / "m.npz", "--json"], cwd=tmp_path)
+    assert info.returncode == 0, info.stderr
+    # a degree too small to divide by (a subnormal weight): one line, not an overflow warning
+    path.write_text("%%MatrixMarket matrix coordinate real symmetric\n2 2 1\n2 1 5e-324\n")
+    result = run_process(["fit", path, "--kernel", "precomputed", "-k", "1", "--no-model"],
+                         cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == (f"kkmeans: error: {path} row 0: its weights sum to 4.94e-324, too "
+                             f"small to divide by (below about 5.6e-309); scale the weights "
+                             f"up\n")
 
 
 @pytest.mark.parametrize("name, written", [("g.npz", "scipy.sparse.save_npz"),

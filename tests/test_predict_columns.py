@@ -72,3 +72,22 @@ def test_data_without_names_or_with_columns_is_taken_by_position(work):
     assert result.exit_code == 0 and result.stdout == expected
     assert ("kkmeans: warning: " + str(tmp / "new.csv") + ": its columns 'c', 'b', 'a' are "
             "matched by position to the model's 'a', 'b', 'c'") in result.stderr
+
+
+def test_a_model_whose_header_repeats_a_name_takes_columns_by_position(tmp_path):
+    """A header such as x,x,y fits (DATA's names are stored as they are); info reads the model
+    and predict takes DATA by position, since a name given twice picks no one column."""
+    X, _ = blobs(n=60, d=3, k=3, seed=4)
+    _write(tmp_path / "dup.csv", ["x", "x", "y"], X)
+    fit = run(["fit", "--kernel", "rbf", tmp_path / "dup.csv", "-k", "3", *FAST, "-o",
+               tmp_path / "m.npz", "-q"])
+    assert fit.exit_code == 0, fit.stderr
+    info = run(["info", tmp_path / "m.npz"])
+    assert info.exit_code == 0, info.stderr
+    again = run(["predict", tmp_path / "m.npz", tmp_path / "dup.csv", "-q"])
+    assert again.exit_code == 0 and again.stdout == fit.stdout
+    _write(tmp_path / "other.csv", ["y", "x", "x"], X)
+    moved = run(["predict", tmp_path / "m.npz", tmp_path / "other.csv"])
+    assert moved.exit_code == 0 and moved.stdout == fit.stdout
+    assert ("its columns 'y', 'x', 'x' are matched by position to the model's 'x', 'x', "
+            "'y'") in moved.stderr

@@ -309,13 +309,14 @@ def read_model_columns(opts, names, read, reporter, hold=contextlib.nullcontext)
     --columns is given), the model's columns are taken by name, whatever their order and
     whatever other columns DATA has; a name DATA lacks is an error listing both. DATA without
     names (.npy, HDF5, text without a header) is taken by position, as is DATA read with
-    --columns (a warning says so when the names differ). Returns the data and whether the
+    --columns or for a model whose names repeat (a warning says so when the names differ). Returns the data and whether the
     columns were picked by name (in another order, or out of more).
 
     The usual DATA, with the model's columns in order, is read once; DATA is read again with
     the model's columns only when they must be picked out (so that a missing value in a column
     the model does not use neither stops nor drops a row), within ``hold()``."""
-    if not names or opts["columns"] is not None or opts["header"] is False:
+    if (not names or len(set(names)) != len(names) or opts["columns"] is not None
+            or opts["header"] is False):  # a name twice (a header 'x,x') picks no column
         data = read(opts)
         if names and data.columns is not None and list(data.columns) != list(names) \
                 and len(data.columns) == len(names):

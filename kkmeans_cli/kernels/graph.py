@@ -453,15 +453,25 @@ def check_affinity(A, what="affinity", n_clusters=None):
     _check_symmetric(A, rows, what)
     with np.errstate(over="ignore"):
         degrees = np.asarray(A.sum(axis=1)).reshape(-1)
+        volume = degrees.sum()
     huge = np.flatnonzero(~np.isfinite(degrees))
     if huge.size:
         raise DataError(f"{what} row {huge[0]}: its weights sum to more than the largest "
                         f"float (about 1.8e308); scale the weights down")
+    if not np.isfinite(volume):
+        # a cluster's volume (its degrees summed) is at most this: finite, so is every sum
+        # the fit forms, and so is A_ij + A_ji ≤ the volume
+        raise DataError(f"{what}: its weights sum to more than the largest float (about "
+                        f"1.8e308); scale the weights down")
     empty = np.flatnonzero(degrees <= 0)
     if empty.size:
         raise DataError(f"{what} row {empty[0]} has no positive weight (a point of degree 0 "
                         f"belongs to no cut); give it an edge or a self-loop")
-    S = (A * 0.5 + A.T * 0.5).tocsr()  # halves first: A + Aᵀ may overflow where A does not
+    tiny = np.flatnonzero(degrees < 1.0 / np.finfo(np.float64).max)
+    if tiny.size:  # the kernel divides by the degrees: 1/d must be finite
+        raise DataError(f"{what} row {tiny[0]}: its weights sum to {degrees[tiny[0]]:.3g}, too "
+                        f"small to divide by (below about 5.6e-309); scale the weights up")
+    S = ((A + A.T) * 0.5).tocsr()
     S.sum_duplicates()
     S.sort_indices()
     return S

@@ -319,9 +319,6 @@ def _check_meta(path, raw):
         if len(columns) != meta["n_features"]:
             corrupt(path, f"meta 'columns' names {len(columns)} columns, the model has "
                           f"{meta['n_features']} features")
-        if len(set(columns)) != len(columns):
-            twice = next(name for name in columns if columns.count(name) > 1)
-            corrupt(path, f"meta 'columns' names column {twice!r} twice")
     if meta.get("psd_checked") and meta.get("psd_lambda_min") is None:
         corrupt(path, "meta 'psd_lambda_min' must be a finite number when 'psd_checked' is true")
     for key, (check, what) in _FIT_STATS.items():
