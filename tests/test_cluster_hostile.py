@@ -68,7 +68,7 @@ def _points(tmp_path, n=400, seed=0):
     ("256.1.1.1:8786", "host '256.1.1.1' is not an IPv4 address (four numbers 0..255"),
     (" ", "Invalid value for '--scheduler': '': empty; expected tcp://HOST:PORT or a "
           "scheduler file"),
-    ("tcp://10.1:8786", "host '10.1' is not an IPv4 address"),
+    ("tcp://1.2.3.4.5:8786", "host '1.2.3.4.5' is not an IPv4 address"),
     ("tls://127.0.0.1:8786", "a tls:// scheduler needs a CA file and a client certificate, "
                              "and Dask's configuration names none"),
 ])
@@ -98,7 +98,17 @@ def test_a_tls_address_is_taken_when_dask_names_its_certificates():
     with dask.config.set({"distributed.comm.tls.ca-file": "ca.pem"}):
         with pytest.raises(UsageError, match="a tls:// scheduler needs a CA file"):
             parse_scheduler("tls://127.0.0.1:8786")
+    # the DASK_* variables the message names count too (Dask spells their keys ca_file)
+    env = dict(os.environ, DASK_DISTRIBUTED__COMM__TLS__CA_FILE="ca.pem",
+               DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT="client.pem")
+    code = ("from kkmeans_cli.distributed.cluster import parse_scheduler; "
+            "print(parse_scheduler('tls://127.0.0.1:8786'))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "('address', 'tls://127.0.0.1:8786')\n"
     assert parse_scheduler("tcp://255.255.255.255:1") == ("address", "tcp://255.255.255.255:1")
+    assert parse_scheduler("127.1:8786") == ("address", "tcp://127.1:8786")  # 127.0.0.1
     assert parse_scheduler("node-7.example:8786") == ("address", "tcp://node-7.example:8786")
 
 

@@ -93,7 +93,7 @@ def parse_scheduler(text, option="--scheduler"):
     if not host:
         raise UsageError(f"{shown}: no host; expected {scheme}://HOST:PORT")
     if re.fullmatch(r"[0-9.]+", host) and not _is_ipv4(host):
-        # A name of digits and dots is an IPv4 address to every resolver: 256.1.1.1 or 10.1
+        # A name of digits and dots is read as an IPv4 address: 256.1.1.1 or 1.2.3.4.5
         # would only wait for the connect timeout.
         raise UsageError(f"{shown}: host {host!r} is not an IPv4 address (four numbers "
                          f"0..255 joined by dots)")
@@ -113,9 +113,15 @@ def parse_scheduler(text, option="--scheduler"):
 
 
 def _is_ipv4(host):
-    """Whether ``host`` is a dotted IPv4 address: four numbers in 0..255."""
-    parts = host.split(".")
-    return len(parts) == 4 and all(p.isdigit() and int(p) <= 255 for p in parts)
+    """Whether ``host`` is an IPv4 address as the system's resolver reads one (``inet_aton``:
+    four numbers 0..255, or the short forms such as 127.1)."""
+    import socket
+
+    try:
+        socket.inet_aton(host)
+    except OSError:
+        return False
+    return True
 
 
 def _tls_configured():
@@ -127,9 +133,10 @@ def _tls_configured():
         import dask.config
     except ImportError:
         return True
-    tls = dask.config.get("distributed.comm.tls", default={}) or {}
-    client = tls.get("client") or {}
-    return bool(tls.get("ca-file") and client.get("cert"))
+    # dask.config.get takes a key in either spelling (ca-file, or ca_file as DASK_* variables
+    # give it)
+    return bool(dask.config.get("distributed.comm.tls.ca-file", default=None)
+                and dask.config.get("distributed.comm.tls.client.cert", default=None))
 
 
 def _scheduler_address(scheduler):
