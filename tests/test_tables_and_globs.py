@@ -10,7 +10,7 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import FAST, blobs, labels_of, run, run_process, write_csv
+from helpers import FAST, blobs, labels_of, run, run_process, run_shell, write_csv
 from kkmeans_cli.io.readers import read_data
 
 ARGS = ["-k", "3", "--no-model", "-q", *FAST]
@@ -110,7 +110,8 @@ def test_text_options_on_a_table_are_warned_about(tables):
     for extra, flags in ((["--delimiter", ";"], "--delimiter applies"),
                          (["--no-header", "--delimiter", ";"],
                           "--no-header and --delimiter apply")):
-        for name, columns in (("X.parquet", ["--columns", "0,1,2"]), ("X.npy", [])):
+        for name, columns, kind in (("X.parquet", ["--columns", "0,1,2"], "Parquet"),
+                                    ("X.npy", [], ".npy")):
             result = run(["fit", "--kernel", "rbf", folder / name, *columns, *extra, *ARGS])
             assert result.exit_code == 0, result.stderr
             assert result.stdout == want.stdout
@@ -118,12 +119,29 @@ def test_text_options_on_a_table_are_warned_about(tables):
                         "--no-model", *FAST])
             assert loud.exit_code == 0, loud.stderr
             assert loud.stderr.startswith(f"kkmeans: warning: {flags} to text DATA; "
-                                          f"{folder / name} is not text; ignored\n")
+                                          f"{folder / name} is not text ({kind}); ignored\n")
+            # with standard error closed the fit still succeeds (a warning is no output)
+            closed = run_shell(" ".join(["kkmeans", "fit", "--kernel", "rbf", str(folder / name),
+                                         *columns, *[f"'{a}'" for a in extra], "-k", "3",
+                                         "--no-model", *FAST, "2>&-"]), folder)
+            assert closed.returncode == 0 and closed.stdout == want.stdout
     X, _ = blobs(n=20, d=2, k=2)
     write_csv(folder / "t.csv", X)
     result = run(["fit", "--kernel", "rbf", folder / "t.csv", "-k", "2", "--no-model", *FAST,
                   "--delimiter", ","])
     assert result.exit_code == 0 and "warning" not in result.stderr
+    # from a config: its key and file named; predict (which may read DATA twice) says it once
+    (folder / "run.yaml").write_text('delimiter: ";"\n')
+    fit = run(["fit", "--kernel", "rbf", folder / "X.parquet", "--columns", "x2,x1,x0", "-k", "3",
+               *FAST, "-o", folder / "m.npz", "--config", folder / "run.yaml"])
+    assert fit.exit_code == 0, fit.stderr
+    assert (f"kkmeans: warning: --delimiter applies to text DATA; {folder / 'X.parquet'} is not "
+            f"text (Parquet); ignored (--delimiter is key 'delimiter' of config "
+            f"{folder / 'run.yaml'})") in fit.stderr
+    predicted = run(["predict", folder / "m.npz", folder / "X.parquet", "--delimiter", ";"])
+    assert predicted.exit_code == 0, predicted.stderr
+    assert "taken by name" in predicted.stderr and predicted.stdout == fit.stdout
+    assert predicted.stderr.count("--delimiter applies to text DATA") == 1
 
 
 def test_the_first_bad_cell_of_a_table_is_reported(tmp_path):

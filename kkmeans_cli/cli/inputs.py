@@ -19,18 +19,11 @@ def read_input(opts, spec):
     from ..io.readers import read_data
 
     stdin_open("DATA", spec)
-    data = read_data(spec, header=opts["header"], delimiter=opts["delimiter"],
+    return read_data(spec, header=opts["header"], delimiter=opts["delimiter"],
                      columns=columns_list(opts["columns"]), dataset=opts["dataset"],
                      missing=opts["missing"], stdin=sys.stdin,
                      announce=None if opts.get("quiet") else
                      lambda text: click.echo(f"kkmeans: {text}", err=True))
-    given = [flag for flag, value in (("--header" if opts["header"] else "--no-header",
-                                       opts["header"]), ("--delimiter", opts["delimiter"]))
-             if value is not None]
-    if given and not data.text and not opts.get("quiet"):
-        click.echo(f"kkmeans: warning: {' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'}"
-                   f" to text DATA; {data.source} is not text; ignored", err=True)
-    return data
 
 
 def columns_list(text):

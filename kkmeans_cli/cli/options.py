@@ -343,6 +343,17 @@ def warn_unused_options(opts, reporter):
                                     ("coef0", "--coef0"))
                   if opts.get(key, DEFAULTS[key]) != DEFAULTS[key]
                   and (key == "gamma" or not graph)]
+    given = [flag for flag, value in (("--header" if opts.get("header") else "--no-header",
+                                       opts.get("header")),
+                                      ("--delimiter", opts.get("delimiter")))
+             if value is not None]
+    if given and isinstance(opts.get("data"), str):
+        from ..io.readers import binary_format
+
+        kind = binary_format(opts["data"], opts.get("dataset"))
+        if kind is not None:
+            notes.append(f"{' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to "
+                         f"text DATA; {opts['data']} is not text ({kind}); ignored")
     if cluster and opts.get("threads") is not None:
         notes.append("--threads sets the threads of a run in one process; a cluster's workers "
                      "run one thread each; ignored")

@@ -15,7 +15,7 @@ PARQUET_SUFFIXES = (".parquet", ".pq")
 FEATHER_SUFFIXES = (".feather", ".arrow", ".ipc", ".arrows")
 _MAGIC = ((b"PAR1", "parquet"), (b"ARROW1", "arrow"), (b"FEA1", "feather1"),
           (b"\xff\xff\xff\xff", "stream"))
-_NAMES = {"parquet": "Parquet", "arrow": "Feather/Arrow", "feather1": "Feather",
+TABLE_NAMES = {"parquet": "Parquet", "arrow": "Feather/Arrow", "feather1": "Feather",
           "stream": "Arrow stream"}
 _BATCH_ROWS = 2 ** 16
 #: Rows of X filled at a time from a batch's columns (at 20 columns, 640 KiB: an L2 cache).
@@ -40,7 +40,7 @@ def _pyarrow(path, kind):
     try:
         import pyarrow  # noqa: F401
     except ImportError:
-        raise DataError(f"{path}: reading {_NAMES[kind]} files needs pyarrow (pip install "
+        raise DataError(f"{path}: reading {TABLE_NAMES[kind]} files needs pyarrow (pip install "
                         f"'kkmeans-cli[arrow]')") from None
     import pyarrow as pa
 
@@ -83,7 +83,7 @@ def read_table(path, kind, wanted, fits_in_memory):
     except KKMeansError:
         raise
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise DataError(f"{path}: not a readable {_NAMES[kind]} file "
+        raise DataError(f"{path}: not a readable {TABLE_NAMES[kind]} file "
                         f"({' '.join(str(exc).split()) or type(exc).__name__})") from None
     if X.size == 0:
         raise DataError(f"{path}: the table is empty ({X.shape[0]} rows, "
@@ -139,29 +139,46 @@ def _check_numeric(pa, dtype, index, names, path):
 
 
 def _fill(pa, batches, n_rows, select):
-    import pyarrow.compute as pc
-
     float64 = pa.float64()
     X = np.empty((n_rows if n_rows is not None else _BATCH_ROWS, len(select)))
     i0 = 0
-    for batch in batches:
+    for batch in _slices(batches):
         i1 = i0 + batch.num_rows
         if i1 > X.shape[0]:  # a stream: grown in place
             X.resize((max(i1, 2 * X.shape[0]), X.shape[1]), refcheck=False)
-        columns = []
-        for c in range(batch.num_columns):
-            column = batch.column(c)
-            if column.type != float64:
-                column = pc.cast(column, float64, safe=False)
-            columns.append(column.to_numpy(zero_copy_only=False))
-        # Column-major batches into the row-major X in tiles of rows that stay in cache: one
-        # column's strided writes over the whole batch cost ~3× the tiled copy.
-        for t0 in range(i0, i1, _TILE_ROWS):
-            t1 = min(t0 + _TILE_ROWS, i1)
-            tile = X[t0:t1]
-            for c, values in enumerate(columns):
-                tile[:, c] = values[t0 - i0:t1 - i0]
+        _copy_batch(pa, batch, X, i0, i1, float64)
         i0 = i1
     if i0 != X.shape[0]:
         X.resize((i0, X.shape[1]), refcheck=False)
     return X
+
+
+def _slices(batches):
+    """The batches cut (zero-copy) into at most ``_BATCH_ROWS`` rows: an Arrow file's batch
+    is as long as its writer made it, and its columns are converted one slice at a time, so
+    that their float64 copies stay small."""
+    for batch in batches:
+        if batch.num_rows <= _BATCH_ROWS:
+            yield batch
+            continue
+        for start in range(0, batch.num_rows, _BATCH_ROWS):
+            yield batch.slice(start, _BATCH_ROWS)
+
+
+def _copy_batch(pa, batch, X, i0, i1, float64):
+    """Rows i0..i1 of X from ``batch``: its columns as float64, copied in tiles of rows that
+    stay in cache (one column's strided writes over the whole batch cost ~2× the tiled
+    copy)."""
+    import pyarrow.compute as pc
+
+    columns = []
+    for c in range(batch.num_columns):
+        column = batch.column(c)
+        if column.type != float64:
+            column = pc.cast(column, float64, safe=False)
+        columns.append(column.to_numpy(zero_copy_only=False))
+    for t0 in range(i0, i1, _TILE_ROWS):
+        t1 = min(t0 + _TILE_ROWS, i1)
+        tile = X[t0:t1]
+        for c, values in enumerate(columns):
+            tile[:, c] = values[t0 - i0:t1 - i0]

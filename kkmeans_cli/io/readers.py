@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._text import plural
-from ..errors import DataError, UsageError
-from .arrow import read_table, table_kind
+from ..errors import DataError, KKMeansError, UsageError
+from .arrow import TABLE_NAMES, read_table, table_kind
 from .graphs import graph_kind, is_graph_file
 from .text import column_indexes, column_name, read_text
 
@@ -41,8 +41,6 @@ class DataSet:
         Names of the columns of ``X`` when the file had a header.
     parts : list of (str, int) or None
         For the files of a glob: each file and its number of rows, in order.
-    text : bool
-        Whether the data (any file of a glob) was text, read by the text options.
     """
 
     X: np.ndarray
@@ -50,7 +48,6 @@ class DataSet:
     source: str
     columns: list = None
     parts: list = None
-    text: bool = False
 
     def locate(self, row):
         """The file and the 0-based row in it of row ``row`` of the data (for messages)."""
@@ -198,6 +195,34 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
         return _read_text(stream.read, path, header, delimiter, wanted, missing, size)
 
 
+def binary_format(spec, dataset=None):
+    """The format of DATA ``spec`` when it is not text, for a warning that the text options
+    do not apply (``'HDF5'``, ``'.npy'``, ``'Parquet'``, ``'Feather'``, …), else None: text,
+    standard input, a sparse graph, or a file that cannot be looked at (its reader reports
+    it). A glob is judged by its first file. Reads at most a few bytes."""
+    path, inline = split_hdf5_spec(spec)
+    if dataset or inline:
+        return "HDF5"
+    if path == STDIN:
+        return None
+    if not os.path.exists(path) and is_glob(path):
+        try:
+            path = expand_glob(path)[0]
+        except (KKMeansError, IndexError):
+            return None
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix in HDF5_SUFFIXES:
+        return "HDF5"
+    if suffix in NPY_SUFFIXES:
+        return ".npy"
+    try:
+        with open(path, "rb") as f:
+            kind = table_kind(path, f.read(8))
+    except OSError:
+        return None
+    return None if kind is None else TABLE_NAMES[kind]
+
+
 def _is_hdf5(path):
     """Whether ``path`` holds the HDF5 signature where the format puts it: at offset 0, or
     after a user block (512, 1024, 2048, … bytes; up to 1 MiB looked at here)."""
@@ -302,7 +327,7 @@ def _read_parts(spec, paths, **options):
     X = parts[0].X if len(parts) == 1 else np.concatenate([p.X for p in parts])
     kept = np.concatenate([p.kept for p in parts])
     return DataSet(X=X, kept=kept, source=spec, columns=columns,
-                   parts=[(p.source, p.n_rows) for p in parts], text=any(p.text for p in parts))
+                   parts=[(p.source, p.n_rows) for p in parts])
 
 
 # -- compressed text ------------------------------------------------------------------------
@@ -356,9 +381,7 @@ def _isatty(stream):
 def _read_text(read, source, header, delimiter, wanted, missing, size=None):
     X, kept, names = read_text(read, source, header=header, delimiter=delimiter, wanted=wanted,
                                missing=missing, size=size)
-    data = _kept_dataset(X, kept, source, names)
-    data.text = True
-    return data
+    return _kept_dataset(X, kept, source, names)
 
 
 # -- columns --------------------------------------------------------------------------------
