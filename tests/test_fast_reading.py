@@ -117,9 +117,13 @@ def test_quoted_header_cell_across_lines_is_refused(tmp_path, head):
     assert result.stderr == (f"kkmeans: error: {path}: line 1: a quoted cell does not close on "
                              f"its line (a cell cannot span lines)\n")
     assert sorted(os.listdir(tmp_path)) == ["q.csv"]
-    # a quote inside a header cell, not opening it, is a character of its name
-    path.write_text('a"b,c\n1,2\n3,4\n')
-    assert read_data(str(path)).columns == ['a"b', "c"]
+    # a quote inside a header cell, not opening it, is a character of its name; quoted
+    # cells that close are names, whatever quotes other cells hold
+    for line, names in (('a"b,c', ['a"b', "c"]), ('"a",b"c', ["a", 'b"c']),
+                        ('x,"y",z"', ["x", "y", 'z"']), ('"p,q",r', ["p,q", "r"])):
+        path.write_text(line + "\n" + "\n".join(",".join(["1"] * len(names))
+                                                 for _ in range(3)) + "\n")
+        assert read_data(str(path)).columns == names, line
 
 
 def test_bad_cell_in_a_late_block(tmp_path, monkeypatch):

@@ -215,7 +215,10 @@ class _TextReader:
         rest = block[used:]
         number = self.line + 1
         try:
-            if _OPEN_QUOTE.search(body) and body.count('"') % 2:
+            given = (None if self.delimiter is None
+                     else _resolve_delimiter(self.delimiter, body, self.source))
+            if (self.delimiter is None or given is not None) and _ends_in_quote(
+                    body, ",\t;" if self.delimiter is None else given):
                 # The line ends inside a quoted cell: a header cell cannot span lines either
                 # (the delimiter found on half a line would be wrong).
                 raise DataError(f"{self.source}: line {number}: a quoted cell does not close "
@@ -491,8 +494,25 @@ def _plain(block):
 
 
 # -- the cell rules -------------------------------------------------------------------------
-#: A quote that opens a cell: at the start of a line or after a delimiter (and blanks).
-_OPEN_QUOTE = re.compile(r'(?:^|[,;\t ])[ \t]*"')
+def _ends_in_quote(line, delimiters):
+    """Whether ``line`` ends inside a quoted cell, read as the csv module reads it: a quote
+    opens a cell only as its first character (at the start of the line or right after one of
+    ``delimiters``), ``""`` inside it is a quote, and the next lone quote closes it; a quote
+    elsewhere is a character of its cell (``a"b``)."""
+    inside, start, i = False, True, 0
+    while i < len(line):
+        ch = line[i]
+        if inside:
+            if ch == '"':
+                if line[i + 1:i + 2] == '"':
+                    i += 1
+                else:
+                    inside = False
+        elif ch == '"' and start:
+            inside = True
+        start = not inside and ch in delimiters
+        i += 1
+    return inside
 
 
 def _resolve_delimiter(delimiter, first_line, source):
