@@ -200,7 +200,7 @@ def test_dataset_of_a_file_that_is_not_hdf5(work):
     check_fails(work, ["fit", "--kernel", "rbf", work / "data.csv", "--dataset", "/x", "-k",
                        "2"], 1, "and this file is not HDF5; drop --dataset")
     want = run(["fit", "--kernel", "rbf", work / "x.npy", "-k", "2", "--no-model", "-q"])
-    for name, block in (("plain.data", 0), ("block.data", 1024)):
+    for name, block in (("plain.data", 0), ("block.data", 1024), ("big.data", 2 ** 21)):
         with h5py.File(work / name, "w", userblock_size=block) as f:
             f.create_dataset("x", data=X)
         got = run(["fit", "--kernel", "rbf", work / name, "--dataset", "/x", "-k", "2",

@@ -338,6 +338,35 @@ def test_a_reader_that_goes_away_after_the_first_bytes_is_the_same_rule(work, ar
     assert _snapshot(work) == before
 
 
+def test_a_non_blocking_stdout_that_fills_gets_all_of_the_output(work):
+    """Standard output a non-blocking pipe (its writes answer 'would block' when full), read
+    slowly, under PYTHONUNBUFFERED: every byte arrives, in order, and the command succeeds."""
+    import time
+
+    write_csv(work / "big.csv", np.random.default_rng(5).standard_normal((12000, 2)))
+    args = ["predict", "model.npz", "big.csv", "--with-data", "-q"]
+    want = subprocess.run(kkmeans_command() + args, cwd=work, capture_output=True,
+                          timeout=120)
+    assert want.returncode == 0 and len(want.stdout) > 2 ** 17
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(kkmeans_command() + args, cwd=work, env=env, stdout=write_end,
+                            stderr=subprocess.PIPE)
+    os.close(write_end)
+    got = []
+    while True:
+        time.sleep(0.01)
+        chunk = os.read(read_end, 4096)
+        if not chunk:
+            break
+        got.append(chunk)
+    os.close(read_end)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert b"".join(got) == want.stdout
+
+
 def test_a_pipe_given_as_dev_fd_whose_reader_went_away_is_the_same_rule(work):
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the command starts

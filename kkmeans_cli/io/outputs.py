@@ -13,6 +13,7 @@ import glob
 import io
 import json
 import os
+import select
 import stat
 import sys
 import tempfile
@@ -567,7 +568,7 @@ def _write_stream(source, fd):
     if binary is not None:
         # Unbuffered (python -u, PYTHONUNBUFFERED) the binary layer is the raw file, whose
         # write may take part of a chunk (a full pipe): the rest is written until all is.
-        _copy(source, lambda chunk: _write_all_with(binary.write, chunk))
+        _copy(source, lambda chunk: _write_all_with(binary.write, chunk, binary))
         binary.flush()
     else:
         stream.write(source.read().decode())
@@ -586,12 +587,16 @@ def _write_all(fd, data):
     _write_all_with(lambda view: os.write(fd, view), data)
 
 
-def _write_all_with(write, data):
-    """``write`` until all of ``data`` is written (a raw write may take part of it; None: it
-    would block, and the blocking write is tried again)."""
+def _write_all_with(write, data, stream=None):
+    """``write`` until all of ``data`` is written: a raw write may take part of it, or none
+    (None: a non-blocking ``stream`` is full, and the write waits until it takes more)."""
     view = memoryview(data)
     while view:
-        view = view[write(view) or 0:]
+        written = write(view)
+        if written is None:
+            select.select([], [stream.fileno()], [])
+            continue
+        view = view[written:]
 
 
 def format_labels(labels, kept=None):

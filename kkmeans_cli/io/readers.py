@@ -225,11 +225,12 @@ def binary_format(spec, dataset=None):
 
 def _is_hdf5(path):
     """Whether ``path`` holds the HDF5 signature where the format puts it: at offset 0, or
-    after a user block (512, 1024, 2048, … bytes; up to 1 MiB looked at here)."""
+    after a user block of 512, 1024, 2048, … bytes (a read of 8 bytes at each power of two
+    up to the file's end)."""
     try:
         with open(path, "rb") as f:
             offset = 0
-            while offset <= 2 ** 20:
+            while True:
                 f.seek(offset)
                 head = f.read(8)
                 if head == b"\x89HDF\r\n\x1a\n":
@@ -237,7 +238,6 @@ def _is_hdf5(path):
                 if len(head) < 8:
                     return False
                 offset = 512 if offset == 0 else 2 * offset
-            return False
     except OSError:
         return True  # the HDF5 reader reports the file's own error
 
