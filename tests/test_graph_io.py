@@ -204,26 +204,19 @@ def test_a_bad_graph_read_from_a_file_is_refused_by_the_fit(tmp_path, bad, messa
 
 
 def test_weights_whose_row_sum_overflows_are_one_line_naming_the_row(tmp_path):
-    """Every weight finite, a degree not: one line (no NumPy overflow warning), exit 1, naming
-    the file and the row, nothing written."""
+    """Every weight finite, a degree (or the sum of the degrees, the largest volume a cluster
+    can have) not: one line (no NumPy overflow warning), exit 1, nothing written."""
     path = tmp_path / "big.mtx"
-    path.write_text("%%MatrixMarket matrix coordinate real symmetric\n3 3 4\n1 1 1e308\n"
-                    "2 1 1e308\n3 2 1e308\n3 3 1e308\n")
-    result = run_process(["fit", path, "--kernel", "precomputed", "-k", "2", "-o",
-                          tmp_path / "m.npz", "--labels", tmp_path / "l.txt"], cwd=tmp_path)
-    assert result.returncode == 1
-    assert result.stderr == (f"kkmeans: error: {path} row 0: its weights sum to more than the "
-                             f"largest float (about 1.8e308); scale the weights down\n")
-    assert sorted(os.listdir(tmp_path)) == ["big.mtx"]
-    # every degree finite, their sum (the largest volume a cluster can have) not
-    path.write_text("%%MatrixMarket matrix coordinate real symmetric\n4 4 2\n2 1 1e308\n"
-                    "4 3 1e308\n")
-    result = run_process(["fit", path, "--kernel", "precomputed", "-k", "2", "-o",
-                          tmp_path / "m.npz"], cwd=tmp_path)
-    assert result.returncode == 1
-    assert result.stderr == (f"kkmeans: error: {path}: its weights sum to more than the largest "
-                             f"float (about 1.8e308); scale the weights down\n")
-    assert sorted(os.listdir(tmp_path)) == ["big.mtx"]
+    head = "%%MatrixMarket matrix coordinate real symmetric\n"
+    for body, where in (("3 3 4\n1 1 1e308\n2 1 1e308\n3 2 1e308\n3 3 1e308\n", " row 0:"),
+                        ("4 4 2\n2 1 1e308\n4 3 1e308\n", ":")):
+        path.write_text(head + body)
+        result = run_process(["fit", path, "--kernel", "precomputed", "-k", "2", "-o",
+                              tmp_path / "m.npz", "--labels", tmp_path / "l.txt"], cwd=tmp_path)
+        assert result.returncode == 1
+        assert result.stderr == (f"kkmeans: error: {path}{where} its weights sum to more than "
+                                 f"the largest float (about 1.8e308); scale the weights down\n")
+        assert sorted(os.listdir(tmp_path)) == ["big.mtx"]
     # just below: the fit, its model and the model's description are finite
     path.write_text("%%MatrixMarket matrix coordinate real symmetric\n4 4 2\n2 1 4e307\n"
                     "4 3 4e307\n")
