@@ -19,7 +19,7 @@ from .checks import (check_data, check_fit_values, check_graph_data, check_init_
 from .fitting import (check_graph_neighbors, fit_arrays, fit_graph_arrays, nystroem_plan,
                       resolved_kernel)
 from .params import PARAMETER_CONSTRAINTS, check_graph_settings, fit_rngs, validate_params
-from .planning import SMALL_N, plan_fit, route_of
+from .planning import fit_threads, plan_fit, route_of
 from .predictor import nearest as predictor_nearest
 from .predictor import no_graph_coordinates, predictor
 
@@ -367,9 +367,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             check_graph_neighbors(self.n_neighbors, n)
             check_fit_values(X, "knn", weights, self.n_clusters)
         # one thread below SMALL_N points, as the dense kernels (the labels do not depend on it)
-        n_threads = effective_n_threads(self.n_threads) if n >= SMALL_N else 1
         return fit_graph_arrays(X, affinity, self.get_params(deep=False),
-                                fit_rngs(self.random_state), n_threads)
+                                fit_rngs(self.random_state), fit_threads(self.n_threads, n))
 
     def _set_fitted(self, result):
         """Write the fitted attributes (``*_``) from a :class:`FitResult`: the one place that

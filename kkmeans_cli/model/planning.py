@@ -40,6 +40,12 @@ LAZY_BUDGET = 0.5
 # core); results do not depend on the thread count, so small fits run on one thread.
 SMALL_N = 2000
 
+
+def fit_threads(n_threads, n):
+    """The OpenMP threads of a fit of n points: ``effective_n_threads(n_threads)``, one below
+    ``SMALL_N`` points."""
+    return effective_n_threads(n_threads) if n >= SMALL_N else 1
+
 # The cost model of storage='auto' (route_costs): seconds per unit on one thread (divided by
 # the fit's threads), measured with benchmarks/bench_route.py --parts constants --threads 1 on
 # a shared 2-core VM under a load average of 8, where one thread gets about a quarter of a
@@ -249,7 +255,7 @@ def cost_choice(params, n, n_features, kernel_given=False):
     blocked_fits = limit is None or plan(n, k, storage="blocked").total <= limit
     costs = route_costs(n, n_features, k, int(params["n_init"]),
                         itemsize=np.dtype(dtype).itemsize,
-                        n_threads=effective_n_threads(params["n_threads"]) if n >= SMALL_N else 1)
+                        n_threads=fit_threads(params["n_threads"], n))
     chosen = choose_route(costs, matrix_fits, blocked_fits)
     if chosen is None:
         return None
@@ -304,7 +310,7 @@ def plan_fit(params, n, n_features, *, kernel_given=False):
     """
     dtype = resolve_dtype(params["dtype"])
     k = params["n_clusters"]
-    n_threads = effective_n_threads(params["n_threads"]) if n >= SMALL_N else 1
+    n_threads = fit_threads(params["n_threads"], n)
     route, reason = route_of(params, n, n_features, kernel_given)
     chosen = cost_choice(params, n, n_features, kernel_given)
     screen = chosen is not None and chosen[1]
@@ -348,7 +354,7 @@ def check_command_memory(params, n, ks, silhouette=None, blocked_silhouette=Fals
               storage=params["storage"], offer_blocked=not sweep,
               silhouette_after=blocked_silhouette, rank=params["nystroem_rank"],
               feature_engine=engine,
-              n_threads=effective_n_threads(params["n_threads"]) if n >= SMALL_N else 1)
+              n_threads=fit_threads(params["n_threads"], n))
     if params["kernel"] == "precomputed":  # DATA is K (a distance matrix becomes a new K)
         kw["kernel_given"] = params["dtype"] == "float64"
     if params["storage"] == "auto" and params["approx"] == "none" and not sweep:

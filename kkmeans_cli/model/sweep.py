@@ -36,7 +36,6 @@ from scipy import sparse
 
 from .. import _options, memory
 from ..errors import KKMeansWarning, TooFewDistinctPointsError
-from ..engine.threads import effective_n_threads
 from ..kernels.functions import count_distinct
 from ..kernels.nystroem import NystroemFeatures
 from ..measures import features as feature_measures
@@ -44,7 +43,7 @@ from ..measures import metrics as _metrics
 from ..measures.graph_sweep import sweep_graph
 from .checks import check_fit_values, check_graph_data, check_weights
 from .estimator import KernelKMeans, fit_with_sums
-from .planning import SMALL_N
+from .planning import fit_threads
 from .fitting import check_graph_neighbors
 from .params import check_graph_settings, fit_rngs, validate_params
 
@@ -348,8 +347,7 @@ def graph_sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None
     t0 = time.perf_counter()
     records = sweep_graph(X, ks, affinity=affinity, n_neighbors=params.get("n_neighbors"),
                           random_state=fit_seed,
-                          n_threads=(effective_n_threads(params.get("n_threads"))
-                                     if n >= SMALL_N else 1),
+                          n_threads=fit_threads(params.get("n_threads"), n),
                           eigengap=True if metric == "eigengap" else eigengap,
                           start="spectral" if params.get("init") == "spectral" else "auto",
                           n_init=int(params.get("n_init", _options.DEFAULTS["n_init"])),
