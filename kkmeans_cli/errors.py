@@ -28,7 +28,8 @@ class WeightsError(DataError):
     """Sample weights that cannot be used. ``problem`` says which: 'negative' (a weight
     negative or not finite: ``index`` and ``value`` say which one), 'too few' (fewer positive
     weights than clusters), 'all zero', 'scale' (the sum is too large or too small for
-    floating point: ``detail`` says why). The message is the Python API's wording; the
+    floating point: ``detail`` says why), 'unequal' (a graph fit takes equal weights only:
+    ``detail``). The message is the Python API's wording; the
     command line words the same problem with its option and file."""
 
     def __init__(self, problem, message, *, index=None, value=None, detail=None):

@@ -78,12 +78,7 @@ def prepare_fit_data(opts):
     data = read_input(opts, opts["data"])
     weights = _per_row(opts["weights"], "--weights", "weights", data)
     if weights is not None:
-        _check_weights(weights, opts["weights"])
-        if opts["kernel"] in GRAPH_KERNELS and np.any(weights != weights[0]):
-            # the estimator's refusal (model/estimator.py), naming the file
-            raise DataError(f"--weights {opts['weights']}: must be the same for every point "
-                            f"with --kernel {opts['kernel']} (a graph fit weighs points by "
-                            f"their degrees); give equal weights or none")
+        _check_weights(weights, opts["weights"], opts["kernel"])
     init = opts["init"]
     if init_is_file(init):
         init = _per_row(init, "--init", "initial labels", data, integer=True)
@@ -139,14 +134,16 @@ def _prepare_graph_data(opts):
     return data, Scaler("none"), A, None, opts["init"]
 
 
-def _check_weights(weights, path):
-    """The estimator's check of the weights read from ``path`` (``model/checks.py``), its
-    error worded for the command line (exit 1)."""
+def _check_weights(weights, path, kernel):
+    """The estimator's checks of the weights read from ``path`` for a fit with ``kernel``
+    (``model/checks.py``), their error worded for the command line (exit 1)."""
     from ..errors import WeightsError
-    from ..model.checks import check_weight_values
+    from ..model.checks import check_graph_weights, check_weight_values
 
     try:
         check_weight_values(weights)
+        if kernel in GRAPH_KERNELS:
+            check_graph_weights(weights, kernel)
     except WeightsError as exc:
         if exc.problem == "negative":
             what = "negative" if exc.value < 0 else "not a finite number"

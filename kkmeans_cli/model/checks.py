@@ -94,6 +94,15 @@ def check_weight_values(w, n_clusters=None):
         raise WeightsError("scale", f"sample_weight {problem}", detail=problem)
 
 
+def check_graph_weights(w, kernel):
+    """Sample weights of a graph fit: none or all equal (they scale every degree alike and
+    change no cut), else a :class:`WeightsError` ('unequal') naming the kernel."""
+    if np.any(w != w[0]):
+        detail = (f"must be the same for every point with kernel={kernel!r} (a graph fit "
+                  f"weighs points by their degrees); give equal weights or none")
+        raise WeightsError("unequal", f"sample_weight {detail}", detail=detail)
+
+
 def weights_too_large(w):
     """Why sample weights are too large (or too small) for floating point, or None: kernel
     k-means forms sums of up to (Σ w)² weighted kernel values (the inner sums), so 4·(Σ w)²

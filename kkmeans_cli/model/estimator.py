@@ -14,8 +14,8 @@ from ..kernels.psd import PRECOMPUTED
 from ..measures import features as feature_measures
 from ..measures import metrics as quality
 from ..memory import check, plan
-from .checks import (check_data, check_fit_values, check_graph_data, check_init_labels,
-                     check_weights)
+from .checks import (check_data, check_fit_values, check_graph_data, check_graph_weights,
+                     check_init_labels, check_weights)
 from .fitting import (check_graph_neighbors, fit_arrays, fit_graph_arrays, nystroem_plan,
                       resolved_kernel)
 from .params import PARAMETER_CONSTRAINTS, check_graph_settings, fit_rngs, validate_params
@@ -359,10 +359,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             raise ValueError(f"n_clusters={self.n_clusters} is larger than the number of "
                              f"samples (n_samples={n})")
         weights = check_weights(sample_weight, n, self.n_clusters)
-        if np.any(weights != weights[0]):
-            raise ValueError(f"sample_weight must be the same for every point with "
-                             f"kernel={self.kernel!r} (a graph fit weighs points by their "
-                             f"degrees); give equal weights or none")
+        check_graph_weights(weights, self.kernel)
         if not given:
             check_graph_neighbors(self.n_neighbors, n)
             check_fit_values(X, "knn", weights, self.n_clusters)

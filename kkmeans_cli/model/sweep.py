@@ -41,7 +41,7 @@ from ..kernels.nystroem import NystroemFeatures
 from ..measures import features as feature_measures
 from ..measures import metrics as _metrics
 from ..measures.graph_sweep import sweep_graph
-from .checks import check_fit_values, check_graph_data, check_weights
+from .checks import check_fit_values, check_graph_data, check_graph_weights, check_weights
 from .estimator import KernelKMeans, fit_with_sums
 from .planning import fit_threads
 from .fitting import check_graph_neighbors
@@ -329,10 +329,7 @@ def graph_sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None
     if bad:
         raise ValueError(f"every k must be between 2 and n_samples - 1 = {n - 1}; got {bad}")
     weights = check_weights(sample_weight, n, ks[0])
-    if np.any(weights != weights[0]):
-        raise ValueError(f"sample_weight must be the same for every point with "
-                         f"kernel={params['kernel']!r} (a graph fit weighs points by their "
-                         f"degrees); give equal weights or none")
+    check_graph_weights(weights, params["kernel"])
     if not given:
         check_graph_neighbors(params.get("n_neighbors"), n)
         check_fit_values(X, "knn", weights, ks[-1])
