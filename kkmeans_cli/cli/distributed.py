@@ -4,6 +4,7 @@ read by the workers and only summaries on the client. Labels are written chunk b
 import contextlib
 from types import SimpleNamespace
 
+from .._options import PRECOMPUTED_KERNELS
 from ..errors import (DataError, KKMeansError, TooFewDistinctPointsError, UsageError,
                       ValueRangeError)
 from .inputs import columns_row, read_model_columns
@@ -19,7 +20,7 @@ def check_fit_options(opts):
     """Usage errors (exit 2) for options the cluster route does not run, before any work."""
     check_graph_where(opts)
     # before --approx: adding --approx nystroem would not help a kernel matrix (or a graph)
-    if opts["kernel"] in ("precomputed", "precomputed-distance"):
+    if opts["kernel"] in PRECOMPUTED_KERNELS:
         raise UsageError(f"--kernel {opts['kernel']} cannot be used with a cluster: DATA would "
                          f"be an n×n matrix, and the cluster route computes kernel values from "
                          f"the data's rows (Nyström features); give the points with their "

@@ -139,14 +139,13 @@ def _check_numeric(pa, dtype, index, names, path):
 
 
 def _fill(pa, batches, n_rows, select):
-    float64 = pa.float64()
     X = np.empty((n_rows if n_rows is not None else _BATCH_ROWS, len(select)))
     i0 = 0
     for batch in _slices(batches):
         i1 = i0 + batch.num_rows
         if i1 > X.shape[0]:  # a stream: grown in place
             X.resize((max(i1, 2 * X.shape[0]), X.shape[1]), refcheck=False)
-        _copy_batch(pa, batch, X, i0, i1, float64)
+        _copy_batch(pa, batch, X, i0)
         i0 = i1
     if i0 != X.shape[0]:
         X.resize((i0, X.shape[1]), refcheck=False)
@@ -165,12 +164,13 @@ def _slices(batches):
             yield batch.slice(start, _BATCH_ROWS)
 
 
-def _copy_batch(pa, batch, X, i0, i1, float64):
-    """Rows i0..i1 of X from ``batch``: its columns as float64, copied in tiles of rows that
+def _copy_batch(pa, batch, X, i0):
+    """Rows i0.. of X from ``batch``: its columns as float64, copied in tiles of rows that
     stay in cache (one column's strided writes over the whole batch cost ~2× the tiled
     copy)."""
     import pyarrow.compute as pc
 
+    float64, i1 = pa.float64(), i0 + batch.num_rows
     columns = []
     for c in range(batch.num_columns):
         column = batch.column(c)

@@ -215,15 +215,14 @@ class _TextReader:
         rest = block[used:]
         number = self.line + 1
         try:
-            given = (None if self.delimiter is None
-                     else _resolve_delimiter(self.delimiter, body, self.source))
-            if (self.delimiter is None or given is not None) and _ends_in_quote(
-                    body, ",\t;" if self.delimiter is None else given):
+            auto = self.delimiter is None
+            self.delimiter = _resolve_delimiter(self.delimiter, body, self.source)
+            if (auto or self.delimiter is not None) and _ends_in_quote(
+                    body, ",\t;" if auto else self.delimiter):
                 # The line ends inside a quoted cell: a header cell cannot span lines either
-                # (the delimiter found on half a line would be wrong).
+                # (a delimiter found on half a line would be wrong; whitespace has no quotes).
                 raise DataError(f"{self.source}: line {number}: a quoted cell does not close "
                                 f"on its line (a cell cannot span lines)")
-            self.delimiter = _resolve_delimiter(self.delimiter, body, self.source)
             cells = _split([(number, body)], self.delimiter, self.source, None)[0][0]
         except (UsageError, DataError) as exc:
             raise _Found(exc, "decode", rest) from None

@@ -19,7 +19,8 @@ import numpy as np
 
 from .. import _options
 from ..engine.records import GraphState, NcutState, NystroemState
-from ..kernels.functions import FLOAT_MAX
+from ..errors import ValueRangeError
+from ..kernels.functions import check_range
 from ..kernels.graph_fit import GraphModel
 from ..kernels.psd import loaded_state
 
@@ -256,13 +257,10 @@ class GraphPart:
         if model.nodes.shape[1] != d or m != graph["n_nodes"]:
             fail(f"'graph_nodes' has shape {model.nodes.shape}, expected "
                  f"({graph['n_nodes']}, {d})")
-        with np.errstate(over="ignore", invalid="ignore"):
-            sq = np.einsum("ij,ij->i", model.nodes, model.nodes) if m else np.zeros(0)
-        if not np.all(np.isfinite(sq)) or (sq.size and 4.0 * float(sq.max()) > FLOAT_MAX):
-            # the rule fit applies to the points (functions.check_range): the distances to
-            # new points must not overflow
-            fail("'graph_nodes' holds values too large for floating point (4·‖x‖² must "
-                 "stay below 1.8e+308)")
+        try:  # the rule fit applies to the points: distances to new points must not overflow
+            check_range("knn", model.nodes, float(model.counts.sum()), what="'graph_nodes'")
+        except ValueRangeError as exc:
+            fail(str(exc).removesuffix("; rescale the data"))
         if model.vol.shape != (k,):
             fail(f"'graph_vol' must have shape ({k},)")
         if abs(float(model.counts.sum()) - n) > 1e-9 * n:
