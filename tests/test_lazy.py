@@ -290,3 +290,34 @@ def test_not_converged_warning_quotes_the_whole_max_iter(small_lazy, monkeypatch
     messages = [str(w.message) for w in caught]
     assert any("max_iter=6 was reached" in m for m in messages), messages
     assert not any("max_iter=4" in m or "max_iter=1 " in m for m in messages), messages
+
+
+def test_hartigan_keeps_exact_sums_across_rounds():
+    """The sums Hartigan's rounds ask for are computed from scratch once per point, then
+    brought up to date by replaying the moves made since: equal to fresh sums."""
+    from kkmeans_cli.engine.hartigan import ExactSums
+
+    rng = np.random.default_rng(5)
+    X, k = rng.normal(size=(500, 3)), 4
+    w = rng.uniform(0.5, 2.0, 500)
+    blocked = BlockedKernel(Kernel("rbf", 0.4), X)
+    labels = rng.integers(0, k, 500).astype(np.int32)
+    fresh_calls = []
+    original = blocked.outer_sums_of
+
+    def counted(points, *args):
+        fresh_calls.append(np.array(points))
+        return original(points, *args)
+
+    blocked.outer_sums_of = counted
+    sums = ExactSums(blocked, w, k, 500)
+    for round_ in range(4):
+        asked = np.sort(rng.choice(500, 120, replace=False))
+        np.testing.assert_allclose(sums.of(asked, labels),
+                                   original(asked, labels, w, k), rtol=1e-12, atol=1e-12)
+        moved = np.sort(rng.choice(500, 7, replace=False))
+        new = ((labels[moved] + 1 + round_) % k).astype(np.int32)
+        sums.moved(moved, labels[moved], new)
+        labels[moved] = new
+    computed = np.concatenate(fresh_calls)
+    assert np.unique(computed).size == computed.size      # each point at most once

@@ -222,7 +222,7 @@ def elkan(source, weights, labels, n_clusters, max_iter=300, tol=1e-4, n_threads
         else:
             log.append(moved, src, dst, w_moved)
             if source.replays_log:
-                _replay(source, moved, stamps, log, F)
+                replay_log(source, moved, stamps, log, F)
             else:
                 source.pair_sums(np.concatenate([moved, moved]), np.concatenate([src, dst]),
                                  labels, weights, F)
@@ -277,11 +277,11 @@ def _final_own_sums(source, labels, weights, n_clusters, stamps, log, F):
     replay = float(np.sum(log.size - stamps))
     if replay >= OWN_REPLAY_FRACTION * float(sizes @ sizes):
         return source.own_outer_sums(labels, weights, n_clusters)
-    _replay(source, np.arange(n), stamps, log, F)
+    replay_log(source, np.arange(n), stamps, log, F)
     return F[labels, np.arange(n)]
 
 
-def _replay(source, points, stamps, log, F):
+def replay_log(source, points, stamps, log, F):
     """F[:, i] of the given points brought up to date with the log of moves."""
     if source.replays_log:
         points = points[stamps[points] < log.size]
@@ -301,7 +301,7 @@ def _refresh_marked(source, labels, weights, points, row_need, mark, valid, stam
         cost = float(np.sum(log.size - stamps[stale])) + float(np.sum(sizes[need_clusters]))
         if cost > REFRESH_FRACTION * float(n) * n:
             return False
-        _replay(source, stale, stamps, log, F)
+        replay_log(source, stale, stamps, log, F)
     else:
         need_points, need_clusters = _elkan.needed_pairs(points, np.full(n, k, np.int32), mark,
                                                          np.zeros_like(mark))

@@ -16,7 +16,7 @@ increase it) the best labels seen are kept.
 import numpy as np
 
 from . import _hartigan
-from .elkan import ERR_RTOL
+from .elkan import ERR_RTOL, MoveLog, replay_log
 from .lloyd import inner_sums
 
 MAX_SWEEPS = 50               # Hartigan sweeps per round
@@ -76,28 +76,43 @@ def _move_costs(F, diag, weights, labels, g, W, points):
     return cost[p, best], best
 
 
-def _candidate_sums(source, weights, labels, g, W, bounds, n_clusters):
-    """The points whose move the bounds do not rule out (:func:`_bound_candidates`) and
-    their outer sums F (k×p) for the pairs that matter: the own cluster and the clusters the
-    bounds leave open (Σ n_c kernel values each, ``source.pair_sums``); −inf elsewhere, so
-    that those moves cost +inf."""
-    points, open_ = _bound_candidates(weights, labels, g, W, bounds, n_clusters,
-                                      pairs=True)
-    if points.size == 0:
-        return points, None
-    open_[np.arange(points.size), labels[points]] = True
-    rows, clusters = np.nonzero(open_)
-    full = np.zeros((n_clusters, labels.size))
-    source.pair_sums(points[rows], clusters, labels, weights, full)
-    F = np.full((n_clusters, points.size), -np.inf)
-    F[clusters, rows] = full[clusters, points[rows]]
-    return points, F
+class ExactSums:
+    """Exact outer sums F[:, i] of the points Hartigan's rounds ask for, kept across the
+    rounds: a point's column is computed from scratch once (``source.outer_sums_of``, n
+    kernel values), then brought up to date only when asked again, by replaying the moves
+    made since (Elkan's :class:`~kkmeans_cli.engine.elkan.MoveLog`,
+    ``source.refresh_outer_sums``: one kernel value per move). A round that moves a few
+    points thus costs a few kernel values per candidate, not the candidates' sums again."""
+
+    def __init__(self, source, weights, n_clusters, n):
+        self.source, self.weights, self.k = source, weights, n_clusters
+        self.F = np.zeros((n_clusters, n))
+        self.known = np.zeros(n, dtype=bool)
+        self.stamps = np.zeros(n, dtype=np.intp)
+        self.log = MoveLog()
+
+    def set(self, points, F):
+        """Columns ``F`` (k×p) of ``points``, exact for the current labels."""
+        self.F[:, points] = F
+        self.known[points] = True
+        self.stamps[points] = self.log.size
+
+    def of(self, points, labels):
+        """F[:, points] (k×p), exact for ``labels`` (the labels after every move recorded)."""
+        new = points[~self.known[points]]
+        replay_log(self.source, points[self.known[points]], self.stamps, self.log, self.F)
+        if new.size:
+            self.set(new, self.source.outer_sums_of(new, labels, self.weights, self.k))
+        return self.F[:, points]
+
+    def moved(self, points, src, dst):
+        """Record that ``points`` moved from ``src`` to ``dst``."""
+        self.log.append(points, src, dst, self.weights[points])
 
 
-def _bound_candidates(weights, labels, g, W, bounds, n_clusters, pairs=False):
+def _bound_candidates(weights, labels, g, W, bounds, n_clusters):
     """Points whose Hartigan move the bounds (upper ≥ √d(i, a), lower ≤ √d(i, b), with
-    rounding allowances) do not rule out, for the clusters ``labels``, ``g``, ``W``; with
-    ``pairs`` also which clusters are open to each of them (p×k)."""
+    rounding allowances) do not rule out, for the clusters ``labels``, ``g``, ``W``."""
     upper, lower = bounds
     n = labels.size
     members = np.bincount(labels[weights > 0], minlength=n_clusters)
@@ -108,10 +123,7 @@ def _bound_candidates(weights, labels, g, W, bounds, n_clusters, pairs=False):
         add = W[None, :] / (W[None, :] + weights[:, None]) * lower ** 2
     add[:, W <= 0] = -np.inf
     add[np.arange(n), labels] = np.inf
-    points = np.flatnonzero(add.min(axis=1) < remove)
-    if not pairs:
-        return points
-    return points, add[points] < remove[points, None]
+    return np.flatnonzero(add.min(axis=1) < remove)
 
 
 def _centre_shifts(F0, points, labels0, labels, weights, g0, W0, g, W, err2):
@@ -140,8 +152,9 @@ def blocked_hartigan(source, weights, result, n_clusters, max_points=HARTIGAN_BL
 
     Only points near a boundary can move: those that Elkan's bounds do not settle (every
     point after Lloyd, whose final outer sums are exact). Their outer sums are computed
-    exactly (``source.outer_sums_of``: |P|·n kernel values in blocks), their best moves
-    tested as Hartigan's sweep does, and the sweeps run, in index order, on the
+    exactly (``source.outer_sums_of``: n kernel values in blocks per point, once; a point
+    asked for again in a later round replays the moves made since, :class:`ExactSums`),
+    their best moves tested as Hartigan's sweep does, and the sweeps run, in index order, on the
     ``max_points`` of them with the lowest move cost, with the kernel block K(S, S) of those
     points: a move of i updates F[:, S] by w·K(i, S) only. The moves shift the centres; the
     bounds of the other points are widened by those shifts (as Elkan does), which gives the
@@ -163,22 +176,21 @@ def blocked_hartigan(source, weights, result, n_clusters, max_points=HARTIGAN_BL
     err2 = ERR_RTOL[np.dtype(getattr(source, "dtype", np.float64))] \
         * max(float(np.max(np.abs(diag))), np.finfo(np.float64).tiny)
     outer = getattr(result, "outer_sums", None)
+    sums = ExactSums(source, weights, n_clusters, n)
     if result.bounds is not None and result.converged:
         upper, lower = (np.array(b, dtype=np.float64) for b in result.bounds)
-        points, F = _candidate_sums(source, weights, labels, g, W, (upper, lower),
-                                    n_clusters)
     else:       # exact distances of every point bound them tightly
-        points = np.arange(n)
         F = np.asarray(outer, dtype=np.float64) if outer is not None else \
-            source.outer_sums_of(points, labels, weights, n_clusters)
+            source.outer_sums_of(np.arange(n), labels, weights, n_clusters)
+        sums.set(np.arange(n), F)
         Ws = np.where(W > 0, W, 1.0)
         D = np.sqrt(np.maximum(diag[None, :] - 2.0 * F / Ws[:, None]
                                + (g / Ws ** 2)[:, None], 0.0)).T
         upper, lower = np.sqrt(D[np.arange(n), labels] ** 2 + err2), np.sqrt(
             np.maximum(D ** 2 - err2, 0.0))
         lower[:, W <= 0] = 0.0
-        points = _bound_candidates(weights, labels, g, W, (upper, lower), n_clusters)
-        F = F[:, points]
+    points = _bound_candidates(weights, labels, g, W, (upper, lower), n_clusters)
+    F = sums.of(points, labels)
     total_moves, total_gain = 0, 0.0
     for _ in range(MAX_SWEEPS):
         if points.size == 0:
@@ -203,6 +215,9 @@ def blocked_hartigan(source, weights, result, n_clusters, max_points=HARTIGAN_BL
         total_gain += float(gain)
         if moves == 0:
             break
+        moved = S[labels_S != labels0[S]]
+        sums.moved(moved, labels0[moved], labels[moved])
+        sums.set(S, F_S)           # the sweeps kept the sums of S exact
         # Widen every bound by the centre shifts; the moved points are exact again.
         shift = _centre_shifts(F0, S, labels0, labels, weights, g0, W0, g, W, err2)
         upper += shift[labels0]
@@ -210,10 +225,9 @@ def blocked_hartigan(source, weights, result, n_clusters, max_points=HARTIGAN_BL
         Ws = np.where(W > 0, W, 1.0)
         D = np.sqrt(np.maximum(diag[S, None] - 2.0 * F_S.T / Ws + g / Ws ** 2, 0.0))
         upper[S] = np.sqrt(D[np.arange(S.size), labels_S] ** 2 + err2)
-        known = np.isfinite(F_S.T)          # the pairs computed; the others keep their bound
-        lower[S] = np.where(known, np.sqrt(np.maximum(D ** 2 - err2, 0.0)), lower[S])
-        points, F = _candidate_sums(source, weights, labels, g, W, (upper, lower),
-                                    n_clusters)
+        lower[S] = np.sqrt(np.maximum(D ** 2 - err2, 0.0))
+        points = _bound_candidates(weights, labels, g, W, (upper, lower), n_clusters)
+        F = sums.of(points, labels)
     return labels, total_moves, total_gain
 
 
