@@ -44,3 +44,39 @@ def test_blocked_kernel_counts_evaluations_and_recomputes_only_moved_rows():
     G = np.empty((2, 50))
     src.full_outer_sums(new, np.ones(50), G)
     np.testing.assert_allclose(F, G, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_blocked_updates_and_replays_equal_the_matrix(dtype):
+    """The moved points' updates and Elkan's replay of its log (fused for rbf in float64,
+    kernel rows otherwise) give the in-memory kernel's sums."""
+    from kkmeans_cli.engine.elkan import MoveLog
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(700, 4))
+    k = 5
+    kern = Kernel("rbf", 0.3)
+    blocked = BlockedKernel(kern, X, dtype=dtype, n_threads=2)
+    memory = InMemoryKernel(kern.matrix(X, dtype=dtype), n_threads=2, diag=kern.diag(X))
+    assert blocked.fused == (dtype == np.float64)
+    labels = rng.integers(0, k, 700).astype(np.int32)
+    w = rng.uniform(0.5, 2.0, 700)
+    moved = np.sort(rng.choice(700, 90, replace=False)).astype(np.intp)
+    src, dst = labels[moved], ((labels[moved] + 1) % k).astype(np.int32)
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    F0 = rng.normal(size=(k, 700))
+    F_b, F_m = F0.copy(), F0.copy()
+    blocked.update_outer_sums(moved, src, dst, w[moved], F_b)
+    memory.update_outer_sums(moved, src, dst, w[moved], F_m)
+    np.testing.assert_allclose(F_b, F_m, rtol=tol, atol=tol)
+    log = MoveLog()
+    log.append(moved[:40], src[:40], dst[:40], w[moved[:40]])
+    log.append(moved[40:], src[40:], dst[40:], w[moved[40:]])
+    stamps = rng.integers(0, 91, 700).astype(np.intp)
+    points = np.sort(rng.choice(700, 300, replace=False)).astype(np.intp)
+    F_b, F_m = F0.copy(), F0.copy()
+    blocked.refresh_outer_sums(points, stamps, log, F_b)
+    memory.refresh_outer_sums(points, stamps, log, F_m)
+    np.testing.assert_allclose(F_b, F_m, rtol=tol, atol=tol)
+    untouched = np.setdiff1d(np.arange(700), points)
+    np.testing.assert_array_equal(F_b[:, untouched], F0[:, untouched])

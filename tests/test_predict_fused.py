@@ -67,3 +67,46 @@ def test_predict_uses_the_fused_sums_and_matches_the_rows_route():
     np.testing.assert_array_equal(est.predict(X), est.labels_)
     one = KernelKMeans(3, kernel="rbf", n_init=2, random_state=0, n_threads=1).fit(X, sample_weight=w)
     np.testing.assert_array_equal(one.transform(new), dist)
+
+
+def _brute_replay(A, stamps, B, src, dst, w, k, gamma):
+    """ΔF (k × len(A)) of the moves j ≥ stamps[r] for each row r, by brute force."""
+    K = np.exp(-gamma * ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
+    out = np.zeros((k, A.shape[0]))
+    for r in range(A.shape[0]):
+        for j in range(stamps[r], B.shape[0]):
+            out[dst[j], r] += w[j] * K[r, j]
+            out[src[j], r] -= w[j] * K[r, j]
+    return out
+
+
+@pytest.mark.parametrize("k", [3, 40])        # per-cluster passes, and the scatter past 32
+@pytest.mark.parametrize("d", [1, 5, 17])
+def test_fused_replay_of_a_log_of_moves_equals_brute_force(k, d):
+    """Elkan's log replayed with fused rbf values (``Kernel.fused_replay``): every point
+    gets the moves from its own stamp on, into its own column of F, whatever the thread
+    count; other columns are untouched."""
+    rng = np.random.default_rng(k * 10 + d)
+    n, m, gamma = 300, 211, 0.6 / d
+    X = rng.normal(size=(n, d))
+    moved = rng.integers(0, n, m)
+    src = rng.integers(0, k, m).astype(np.int32)
+    dst = ((src + rng.integers(1, k, m)) % k).astype(np.int32)
+    w = rng.uniform(0.2, 3.0, m)
+    points = np.sort(rng.choice(n, 150, replace=False))
+    stamps = rng.integers(0, m + 1, points.size)          # some at the end: nothing to do
+    F0 = rng.normal(size=(k, n))
+    kern = Kernel("rbf", gamma)
+    results = []
+    for threads in (1, 2):
+        F = F0.copy()
+        assert kern.fused_replay(X[points], points, stamps, X[moved], src, dst, w, F, threads)
+        results.append(F)
+    np.testing.assert_array_equal(results[0], results[1])
+    expected = F0.copy()
+    expected[:, points] += _brute_replay(X[points], stamps, X[moved], src, dst, w, k, gamma)
+    np.testing.assert_allclose(results[0], expected, rtol=1e-12, atol=1e-12)
+    F = F0.copy()
+    assert Kernel("laplacian", gamma).fused_replay(X[points], points, stamps, X[moved], src,
+                                                   dst, w, F) is False
+    np.testing.assert_array_equal(F, F0)

@@ -115,6 +115,10 @@ cdef extern from "_rbf_sums.h" nogil:
                      const double *Bt, const double *sq_b, const double *w, Py_ssize_t n,
                      const Py_ssize_t *starts, Py_ssize_t k, double gamma, double *dots,
                      double *out)
+    void kk_rbf_replay(const double *a, Py_ssize_t d, double sa, const double *Bt,
+                       const double *sq_b, const double *w, const int *src, const int *dst,
+                       Py_ssize_t m, Py_ssize_t j0, double gamma, double *buf, double *o,
+                       Py_ssize_t stride, Py_ssize_t k)
 
 
 def rbf_outer_sums(const double[:, ::1] A, const double[::1] sq_a, const double[:, ::1] Bt,
@@ -143,3 +147,28 @@ def rbf_outer_sums(const double[:, ::1] A, const double[::1] sq_a, const double[
             kk_rbf_sums(&A[r0, 0], rows, d, &sq_a[r0], &Bt[0, 0], &sq_b[0], &weights[0], n,
                         &starts[0], k, gamma, dots, &out[r0, 0])
         free(dots)
+
+
+def rbf_replay(const double[:, ::1] A, const Py_ssize_t[::1] cols, const double[::1] sq_a,
+               const Py_ssize_t[::1] starts, const double[:, ::1] Bt, const double[::1] sq_b,
+               const double[::1] weights, const int[::1] src, const int[::1] dst,
+               double gamma, double[:, ::1] F, int n_threads):
+    """Elkan's log replayed for the points A (rbf, fused): for row r, every move j ≥
+    ``starts[r]`` of the log (its point's coordinates column j of ``Bt``, d×m, going from
+    ``src[j]`` to ``dst[j]`` with weight ``weights[j]``) adds w_j K(a_r, b_j) to
+    F[dst_j, cols[r]] and subtracts it from F[src_j, cols[r]]. Each row is one
+    thread's (``cols`` distinct), so the sums do not depend on the thread count. ``sq_a``,
+    ``sq_b``: squared norms of the rows of A and of the moved points."""
+    cdef Py_ssize_t p = A.shape[0], d = A.shape[1], m = Bt.shape[1], n = F.shape[1]
+    cdef Py_ssize_t k = F.shape[0], r
+    cdef double *buf = NULL
+    if p == 0 or m == 0:
+        return
+    with nogil, parallel(num_threads=n_threads):
+        buf = <double *> malloc(m * sizeof(double))
+        for r in prange(p, schedule="dynamic", chunksize=16):
+            if starts[r] < m:
+                kk_rbf_replay(&A[r, 0], d, sq_a[r], &Bt[0, 0], &sq_b[0], &weights[0],
+                              &src[0], &dst[0], m, starts[r], gamma, buf, &F[0, cols[r]], n,
+                              k)
+        free(buf)

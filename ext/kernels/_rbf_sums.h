@@ -8,6 +8,10 @@
  * products vectorise over j; each row's sums are float64 and made in a fixed order (per
  * instruction set: the vector lanes are fixed), so results do not depend on the thread count.
  *
+ * kk_rbf_replay adds to one row's outer sums the change made by moved points (Elkan's log
+ * replayed for one point): each kernel value computed once (vectorised), then summed per
+ * cluster in a fixed order.
+ *
  * kk_exp: exp(x) for x ≤ 0 (the rbf exponent): x = n·ln2 + r, |r| ≤ ln2/2, exp(r) by its
  * degree-13 Taylor polynomial (truncation < 1e-17 relative), 2^n put into the exponent bits;
  * x < −708 gives 0 (below the smallest normal number). Written to vectorise: the function
@@ -55,6 +59,52 @@ static inline double kk_exp(double x)
     double scale;
     memcpy(&scale, &e, sizeof scale);
     return x < -708.0 ? 0.0 : p * scale;
+}
+
+#define KK_REPLAY_PASSES 32
+
+/* One row a (‖a‖² = sa) against the moved points j ∈ [j0, m): o[c·stride] (c < k) gets
+ * Σ_{j: dst_j = c} w_j exp(−γ s_j) − Σ_{j: src_j = c} w_j exp(−γ s_j) added, in a fixed
+ * order; buf holds m − j0 values. Elkan's replay of its log for a point stamped at j0. */
+KK_CLONES
+static void kk_rbf_replay(const double *a, ptrdiff_t d, double sa, const double *Bt,
+                          const double *sq_b, const double *w, const int *src, const int *dst,
+                          ptrdiff_t m, ptrdiff_t j0, double gamma, double *buf, double *o,
+                          ptrdiff_t stride, ptrdiff_t k)
+{
+    ptrdiff_t t, j, c, len = m - j0;
+    for (j = 0; j < len; j++)
+        buf[j] = 0.0;
+    for (t = 0; t < d; t++) {
+        const double *bt = Bt + t * m + j0;
+        double at = a[t];
+        for (j = 0; j < len; j++)
+            buf[j] += at * bt[j];
+    }
+#pragma omp simd
+    for (j = 0; j < len; j++) {
+        double na = sa + sq_b[j0 + j];
+        double v = na - 2.0 * buf[j];
+        v = v <= 4.0 * DBL_EPSILON * na ? 0.0 : v;
+        buf[j] = w[j0 + j] * kk_exp(-gamma * v);
+    }
+    if (k > KK_REPLAY_PASSES) {
+        for (j = 0; j < len; j++) {
+            o[dst[j0 + j] * stride] += buf[j];
+            o[src[j0 + j] * stride] -= buf[j];
+        }
+        return;
+    }
+    /* few clusters: one vectorised pass per cluster beats a scatter, whose read-modify-
+       writes of the same k sums wait on each other */
+    for (c = 0; c < k; c++) {
+        double s = 0.0;
+        const int *dj = dst + j0, *sj = src + j0;
+#pragma omp simd reduction(+:s)
+        for (j = 0; j < len; j++)
+            s += buf[j] * (double)((dj[j] == c) - (sj[j] == c));
+        o[c * stride] += s;
+    }
 }
 
 KK_CLONES

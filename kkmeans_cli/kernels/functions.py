@@ -190,6 +190,29 @@ class Kernel:
             F[:, i0:i1] = block.T
         return F
 
+    def fused_replay(self, A, cols, starts, B, src, dst, weights, F, n_threads=1):
+        """Elkan's log of moves replayed into the outer sums F (k×n) of the rows A: for row
+        r, each move j ≥ ``starts[r]`` (point B[j] from ``src[j]`` to ``dst[j]``, weight
+        ``weights[j]``) adds w_j K(a_r, b_j) to F[dst_j, cols[r]] and subtracts it from
+        F[src_j, cols[r]], each value computed once and never stored (``_rbf_sums.h``).
+        rbf only: False (nothing done) for the other kernels. Results do not depend on
+        ``n_threads``."""
+        if self.name != "rbf":
+            return False
+        A = self.centred(np.ascontiguousarray(A, dtype=np.float64))
+        B = self.centred(np.ascontiguousarray(B, dtype=np.float64))
+        starts = np.ascontiguousarray(starts, dtype=np.intp)
+        if int(np.sum(B.shape[0] - starts)) < SMALL_BLOCK:
+            n_threads = 1
+        _kernel_matrix.rbf_replay(A, np.ascontiguousarray(cols, dtype=np.intp),
+                                  _row_sq_norms(A), starts, np.ascontiguousarray(B.T),
+                                  _row_sq_norms(B),
+                                  np.ascontiguousarray(weights, dtype=np.float64),
+                                  np.ascontiguousarray(src, dtype=np.int32),
+                                  np.ascontiguousarray(dst, dtype=np.int32),
+                                  float(self.gamma), F, n_threads)
+        return True
+
     def diag(self, A):
         """K(a, a) for every row a of A (float64)."""
         A = np.asarray(A, dtype=np.float64)

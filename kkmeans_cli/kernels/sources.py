@@ -194,6 +194,11 @@ class BlockedKernel(_KernelLogSource):
         self.kernel_evaluations += self.n * self.n
 
     def update_outer_sums(self, moved, src, dst, w_moved, F):
+        if self.fused:       # rbf: every point against the moves, fused, in their order
+            self.kernel.fused_replay(self.X, np.arange(self.n), np.zeros(self.n, np.intp),
+                                     self.X[moved], src, dst, w_moved, F, self.n_threads)
+            self.kernel_evaluations += len(moved) * self.n
+            return
         # Chunks in order: every F entry sees the moves in the same order as in memory.
         for m0, m1, Kb in self.kernel.cross_blocks(self.X[moved], self.X, dtype=self.dtype,
                                                    n_threads=self.n_threads):
@@ -205,6 +210,12 @@ class BlockedKernel(_KernelLogSource):
         """Points grouped by stamp: one block K(points, moved since the stamp) per group."""
         points = np.asarray(points, dtype=np.intp)
         points = points[stamps[points] < log.size]
+        if self.fused:       # rbf: every point against its part of the log, in one pass
+            point, src, dst, weight = log.entries()
+            self.kernel.fused_replay(self.X[points], points, stamps[points], self.X[point],
+                                     src, dst, weight, F, self.n_threads)
+            self.kernel_evaluations += int(np.sum(log.size - stamps[points]))
+            return
         points = points[np.argsort(stamps[points], kind="stable")]
         group_stamps, starts = np.unique(stamps[points], return_index=True)
         bounds = np.append(starts, points.size)
