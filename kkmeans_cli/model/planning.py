@@ -59,8 +59,10 @@ TOUCH_SECONDS_PER_BYTE = 1.1e-9 / 4
 #: One full pass of the iterations over K in memory, per byte of K.
 PASS_SECONDS_PER_BYTE = 0.27e-9 / 4
 #: Full passes of one restart (Lloyd and Hartigan's refinement) on K in memory, on data with
-#: clusters (blobs: 8.4; i.i.d. normal data takes 46, on every route).
-PASSES_PER_RESTART = 8.0
+#: clusters. Measured 8.4 on blobs (i.i.d. normal data: 46) when Hartigan recomputed its
+#: candidates' sums every round; 2.9 (16.9) since it keeps them (a quiet machine), so the
+#: 8.4 of the loaded machine scaled by 2.9/8.4.
+PASSES_PER_RESTART = 3.0
 #: Kernel values of one candidate completed on kernel values in blocks, in units of n²/k
 #: (own sums at the start and the end, the bounds' refreshes; blobs: 7.4).
 COMPLETION_VALUES = 7.0
