@@ -8,7 +8,8 @@ restarts, Hartigan without the kernel matrix, fused predict.
 
 Parts (each fit in its own Python subprocess; peak RSS is the child's ``VmHWM``):
 
-- ``fit``: ``kkmeans fit DATA -k K`` (the command line, defaults) on seeded blobs
+- ``fit``: ``kkmeans fit DATA -k K --kernel rbf`` (the command line, the exact route's
+  defaults) on seeded blobs
   (``bench_scale.blobs``: centres uniform in [-10, 10]^d, std 2): 100,000 × 10 with k = 10 and
   50,000 × 10 with k = 5. Reports the wall time of the command, its peak RSS, the route it
   took and why, the ARI against the generating labels and the kernel k-means objective of its
@@ -81,8 +82,8 @@ def worker_fit(args):
     data = os.path.join(tmp, "data.npy")
     np.save(data, X)
     labels_path, summary = os.path.join(tmp, "labels.csv"), os.path.join(tmp, "s.json")
-    argv = ["fit", data, "-k", str(args.k), "--no-model", "--labels", labels_path,
-            "--summary", summary, "--quiet"]
+    argv = ["fit", data, "-k", str(args.k), "--kernel", "rbf", "--no-model", "--labels",
+            labels_path, "--summary", summary, "--quiet"]
     t0, c0 = time.perf_counter(), time.process_time()
     try:
         cli.main(args=argv, prog_name="kkmeans", standalone_mode=False)
@@ -113,7 +114,7 @@ def worker_peer(args):
         from kkmeans_cli import KernelKMeans
 
         def fit():
-            est = KernelKMeans(8, gamma=gamma, n_init=1, random_state=0).fit(X)
+            est = KernelKMeans(8, kernel="rbf", gamma=gamma, n_init=1, random_state=0).fit(X)
             return est.labels_, est.fit_stats_.get("storage")
     else:
         np.NINF = -np.inf  # removed in NumPy 2, still used by KKMeans 0.1.0
@@ -158,7 +159,8 @@ def worker_optima(args):
         for storage in ("matrix", "blocked"):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                est = KernelKMeans(k, gamma=gamma, random_state=0, storage=storage).fit(X)
+                est = KernelKMeans(k, kernel="rbf", gamma=gamma, random_state=0,
+                                   storage=storage).fit(X)
             row[storage] = score(K, est.labels_, "kmeans")
         rows.append(row)
     print(json.dumps(rows))
@@ -185,7 +187,7 @@ def worker_screen(args):
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = KernelKMeans(k, gamma=gamma, random_state=0, storage="blocked").fit(X)
+        est = KernelKMeans(k, kernel="rbf", gamma=gamma, random_state=0, storage="blocked").fit(X)
     seconds = time.perf_counter() - t0
     print(json.dumps({"seconds": seconds, "objective": est.inertia_,
                       "gamma": est.gamma_,
@@ -199,7 +201,7 @@ def worker_predict(args):
 
     X, _ = blobs(10_000, 10, 10, seed=0)
     new, _ = blobs(args.n, 10, 10, seed=1)
-    est = KernelKMeans(10, n_init=1, random_state=0).fit(X)
+    est = KernelKMeans(10, kernel="rbf", n_init=1, random_state=0).fit(X)
     est.predict(new[:20_000])                # warm-up
     t0 = time.perf_counter()
     est.predict(new)
