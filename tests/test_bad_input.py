@@ -106,6 +106,21 @@ def test_k_below_one(work):
                 "Invalid value for '-k' / '--n-clusters': 0 is not in the range x>=1")
 
 
+@pytest.mark.parametrize("option", ["-k", "--n-init", "--n-neighbors", "--max-iter",
+                                    "--threads", "--landmarks"])
+def test_a_count_that_is_no_whole_number(work, option):
+    """Every count option says the value is not an integer (click's own wording for its
+    IntRange type was "not a valid integer range")."""
+    args = ["fit", work / "data.csv", "-k", "2"] + [option, "2.5"]
+    line = check_fails(work, args, 2, "'2.5' is not a valid integer.")
+    assert "range" not in line
+
+
+def test_predict_threads_that_is_no_whole_number(work):
+    check_fails(work, ["predict", work / "model.npz", work / "data.csv", "--threads", "1.5"],
+                2, "Invalid value for '--threads': '1.5' is not a valid integer.")
+
+
 def test_k_above_n(work):
     check_fails(work, ["fit", "--kernel", "rbf", work / "data.csv", "-k", "31"], 1,
                 "k = 31 is larger than the number of rows (30)")

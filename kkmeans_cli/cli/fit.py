@@ -7,7 +7,7 @@ from ..errors import DataError, UsageError
 from .inputs import (check_distinct, init_is_file, input_paths, is_graph_data, labels_text,
                      prepare_fit_data)
 from .._options import GRAPH_KERNELS
-from .options import (PRECOMPUTED_KERNELS, check_memory_plan, check_option_combination,
+from .options import (PRECOMPUTED_KERNELS, Integer, check_memory_plan, check_option_combination,
                       cluster_options, data_options, effective_options, estimator_kwargs,
                       fit_options, on_cluster, require_matplotlib, run_options,
                       stored_options, warn_unused_options)
@@ -30,7 +30,7 @@ Examples:
 
 @click.command(epilog=FIT_EPILOG)
 @click.argument("data")
-@click.option("-k", "--n-clusters", type=click.IntRange(min=1), default=None,
+@click.option("-k", "--n-clusters", type=Integer(min=1), default=None,
               help="Number of clusters, 1 ≤ k ≤ rows (required).")
 @fit_options
 @click.option("-o", "--model", default="model.npz", show_default=True, metavar="PATH",

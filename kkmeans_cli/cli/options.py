@@ -75,7 +75,15 @@ class FiniteFloat(click.FloatRange):
         return super()._describe_range()
 
 
-class AtMost(click.IntRange):
+class Integer(click.IntRange):
+    """A whole number within bounds. click names an ``IntRange`` "integer range" in its message
+    for a value that is no integer ("'2.5' is not a valid integer range"); this one says
+    "'2.5' is not a valid integer"."""
+
+    name = "integer"
+
+
+class AtMost(Integer):
     """An integer range whose upper bound is stated on its own (the lower bound keeps click's
     wording, ``x>=1``)."""
 
@@ -153,13 +161,13 @@ def fit_options(f, kernel=DEFAULTS["kernel"]):
                           "of DATA (--n-neighbors); 'precomputed': DATA is the n×n kernel "
                           "matrix; 'precomputed-distance': DATA is the n×n dissimilarity "
                           "matrix (kernel by Gower double centering)."),
-        click.option("--n-neighbors", type=click.IntRange(min=1), default=None, metavar="INT",
+        click.option("--n-neighbors", type=Integer(min=1), default=None, metavar="INT",
                      help="knn: neighbours of each point, itself included (fewer than the "
                           "rows)  [default: 20 other points, at most distinct rows/k - 1]"),
         click.option("--gamma", type=GammaType(), default=DEFAULTS["gamma"], show_default=True,
                      help="Kernel width. median: 1/(2·median squared pair distance); "
                           "scale: 1/(n_features·Var(X))."),
-        click.option("--degree", type=click.IntRange(min=1), default=DEFAULTS["degree"],
+        click.option("--degree", type=Integer(min=1), default=DEFAULTS["degree"],
                      show_default=True,
                      help="Degree of the poly kernel."),
         click.option("--coef0", type=FiniteFloat(), default=DEFAULTS["coef0"], show_default=True,
@@ -175,7 +183,7 @@ def fit_options(f, kernel=DEFAULTS["kernel"]):
         click.option("--n-init", type=AtMost(MAX_N_INIT, min=1),
                      default=DEFAULT_N_INIT, show_default=True,
                      help="Restarts (at most 1,000,000); the lowest inertia wins."),
-        click.option("--max-iter", type=click.IntRange(min=1), default=DEFAULTS["max_iter"],
+        click.option("--max-iter", type=Integer(min=1), default=DEFAULTS["max_iter"],
                      show_default=True,
                      help="Iterations per restart at most."),
         click.option("--tol", type=FiniteFloat(min=0), default=DEFAULTS["tol"],
@@ -210,11 +218,11 @@ def fit_options(f, kernel=DEFAULTS["kernel"]):
                           "V Lambda^1/2 of K (a cross-check)."),
         click.option("--weights", default=None, metavar="PATH",
                      help="File with one non-negative sample weight per row."),
-        click.option("--seed", type=click.IntRange(0, SEED_MAX), default=0, show_default=True,
+        click.option("--seed", type=Integer(0, SEED_MAX), default=0, show_default=True,
                      help="Seed of all randomness (same seed, same labels)."),
         click.option("--dtype", type=click.Choice(DTYPE_CHOICES), default=DEFAULTS["dtype"],
                      show_default=True, help="Storage of the kernel matrix."),
-        click.option("--threads", type=click.IntRange(min=1), default=None,
+        click.option("--threads", type=Integer(min=1), default=None,
                      help="OpenMP and BLAS threads  [default: all cores]"),
         click.option("--memory-limit", type=SizeType(), default=None,
                      help="Refuse before allocating more than this (8G, 500M, 1.5GB or "
@@ -235,10 +243,10 @@ def fit_options(f, kernel=DEFAULTS["kernel"]):
                           "route row); else matrix, except a fit with one start "
                           "(--n-init 1) of 4096+ points on a positive semidefinite kernel: it "
                           "starts blocked and builds the matrix only if needed (same result)."),
-        click.option("--landmarks", type=click.IntRange(min=1), default=None, metavar="INT",
+        click.option("--landmarks", type=Integer(min=1), default=None, metavar="INT",
                      help="Nyström landmarks m (seeded uniform sample of the rows)  "
                           "[default: min(n, max(300, 20·k), 1000)]"),
-        click.option("--rank", type=click.IntRange(min=1), default=None, metavar="INT",
+        click.option("--rank", type=Integer(min=1), default=None, metavar="INT",
                      help="Nyström rank s: features on the top s eigenvectors of the "
                           "landmarks' kernel matrix (rank-restricted Nyström)  "
                           "[default: min(m, 5·k)]"),
@@ -283,7 +291,7 @@ def cluster_options(f):
         click.option("--worker-memory", type=SizeType(), default=None, metavar="SIZE",
                      help="Memory limit of each local worker (Dask's memory_limit)  "
                           "[default: RAM / N]"),
-        click.option("--chunk-rows", type=click.IntRange(min=1), default=None, metavar="INT",
+        click.option("--chunk-rows", type=Integer(min=1), default=None, metavar="INT",
                      help="Rows per chunk of a worker, rounded up to a multiple of 2048  "
                           "[default: about 64 MB of data]"),
     ], f)

@@ -10,7 +10,7 @@ from .._text import plural
 from ..errors import DataError, UsageError
 from .inputs import (check_values, columns_row, input_paths, labels_text, read_input,
                      read_model_columns, stdin_open)
-from .options import (cluster_options, data_options, effective_options, on_cluster,
+from .options import (Integer, cluster_options, data_options, effective_options, on_cluster,
                       run_options, warn_unused_options)
 
 
@@ -33,7 +33,7 @@ Examples:
 @click.option("--with-data", is_flag=True,
               help="Write each row of DATA followed by its label, as CSV (the columns used; "
                    "a header line, when DATA has one, ends in 'label').")
-@click.option("--threads", type=click.IntRange(min=1), default=None,
+@click.option("--threads", type=Integer(min=1), default=None,
               help="OpenMP and BLAS threads  [default: all cores]")
 @data_options
 @cluster_options
