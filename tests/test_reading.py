@@ -101,8 +101,8 @@ def test_comment_line_numbers_as_subprocess(work):
 def test_binary_data_on_stdin(work):
     fails(work, ["fit", "--kernel", "rbf", "-", "-k", "2"], 1,
           "<stdin>: not a text file (invalid start byte at byte 0, line 1); binary data must "
-          "be .npy or HDF5 (given as a file); text is read as UTF-8: save a Latin-1 (or "
-          "other) text file as UTF-8", input=b"\x93NUMPY\x01\x00\xff\xfe binary")
+          "be .npy, HDF5, Parquet or Feather (given as a file); text is read as UTF-8: save a "
+          "Latin-1 (or other) text file as UTF-8", input=b"\x93NUMPY\x01\x00\xff\xfe binary")
     proc = subprocess.run(kkmeans_command() + ["fit", "--kernel", "rbf", "-", "-k", "2", "--no-model"],
                           input=os.urandom(64) + b"\xff", capture_output=True, cwd=work,
                           timeout=120)
@@ -115,13 +115,13 @@ def test_undecodable_file_and_split_errors(work):
     (work / "latin.csv").write_bytes(b"x,y\n1,2\n3,\xe9\n")
     fails(work, ["fit", "--kernel", "rbf", work / "latin.csv", "-k", "1"], 1,
           f"{work / 'latin.csv'}: not a text file (invalid continuation byte at byte 10, "
-          f"line 3); binary data must be .npy or HDF5 (given as a file); text is read as "
-          f"UTF-8: save a Latin-1 (or other) text file as UTF-8")
+          f"line 3); binary data must be .npy, HDF5, Parquet or Feather (given as a file); "
+          f"text is read as UTF-8: save a Latin-1 (or other) text file as UTF-8")
     (work / "utf16.csv").write_bytes("x,y\n1,2\n".encode("utf-16"))
     fails(work, ["fit", "--kernel", "rbf", work / "utf16.csv", "-k", "1"], 1,
           f"{work / 'utf16.csv'}: not a text file (invalid start byte at byte 0, line 1); "
-          f"binary data must be .npy or HDF5 (given as a file); it looks like UTF-16 text: "
-          f"save it as UTF-8")
+          f"binary data must be .npy, HDF5, Parquet or Feather (given as a file); it looks "
+          f"like UTF-16 text: save it as UTF-8")
     (work / "long.csv").write_text("x,y\n1," + "9" * 200_000 + "\n")
     fails(work, ["fit", "--kernel", "rbf", work / "long.csv", "-k", "1"], 1,
           f"{work / 'long.csv'}: line 2: cannot be split into fields (field larger than "
@@ -288,8 +288,8 @@ def test_weights_and_init_files_go_through_the_same_checks(work, links):
     # The same messages as for DATA, after the option that named the file.
     fails(work, ["fit", "--kernel", "rbf", work / "data.csv", "-k", "3", "--weights", work / "w.bin"], 1,
           f"--weights {work / 'w.bin'}: not a text file (invalid start byte at byte 0, line 1); "
-          f"binary data must be .npy or HDF5 (given as a file); it looks like UTF-16 text: "
-          f"save it as UTF-8")
+          f"binary data must be .npy, HDF5, Parquet or Feather (given as a file); it looks "
+          f"like UTF-16 text: save it as UTF-8")
     fails(work, ["fit", "--kernel", "rbf", work / "data.csv", "-k", "3", "--weights", f"{links}:/external"], 1,
           f"--weights {links}:/external: is an external link to missing.h5:/data, which cannot "
           f"be opened (...)")

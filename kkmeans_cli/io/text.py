@@ -43,6 +43,10 @@ _CONTENT_LINE = re.compile(rb"^[ \t\r]*[^ \t\r\n#]", re.M)
 _FAST_DELIMITERS = frozenset(",;|:\t") | {None}
 
 
+#: What a message about binary input says the binary formats are.
+BINARY_FORMATS = "binary data must be .npy, HDF5, Parquet or Feather (given as a file)"
+
+
 class _Found(Exception):
     """An error found in a block; ``level`` says what may still come before it: ``decode``
     (a decode error later in the file), ``split`` (also a line that cannot be split) or
@@ -113,8 +117,7 @@ class _TextReader:
             data = self.read(BLOCK_BYTES)
         except UnicodeDecodeError as exc:  # a text stream that decodes itself
             raise DataError(f"{self.source}: not text ({exc.reason} at byte {exc.start}); "
-                            f"binary data must be .npy or HDF5 (given as a file); text is read "
-                            f"as UTF-8") from None
+                            f"{BINARY_FORMATS}; text is read as UTF-8") from None
         except OSError as exc:
             raise DataError(f"{self.source}: cannot read ({exc.strerror or exc})") from None
         self.ended = len(data) < BLOCK_BYTES
@@ -162,8 +165,8 @@ class _TextReader:
         except UnicodeDecodeError as exc:
             line = self.newlines + block.count(b"\n", 0, exc.start) + 1
             raise DataError(f"{self.source}: not a text file ({exc.reason} at byte "
-                            f"{self.offset + exc.start}, line {line}); binary data must be "
-                            f".npy or HDF5 (given as a file); {encoding_hint(block)}") \
+                            f"{self.offset + exc.start}, line {line}); {BINARY_FORMATS}; "
+                            f"{encoding_hint(block)}") \
                 from None
 
     # -- the whole input --------------------------------------------------------------------
