@@ -321,3 +321,45 @@ def test_hartigan_keeps_exact_sums_across_rounds():
         labels[moved] = new
     computed = np.concatenate(fresh_calls)
     assert np.unique(computed).size == computed.size      # each point at most once
+
+
+def test_blocked_hartigan_sweeps_the_best_candidates_when_capped(monkeypatch):
+    """With more gaining candidates than ``max_points``, the sweeps take those whose move
+    gains most, and the rounds go on to a Hartigan optimum (no single move gains, from
+    fresh sums)."""
+    import warnings
+
+    from kkmeans_cli.engine import hartigan as hartigan_module
+
+    rng = np.random.default_rng(10)
+    n, k = 600, 40
+    X = rng.normal(size=(n, 2))
+    w = rng.uniform(0.5, 2.0, n)
+    blocked = BlockedKernel(Kernel("rbf", 0.25), X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KKMeansWarning)   # empty clusters refilled
+        result = elkan(blocked, w, rng.integers(0, k, n).astype(np.int32), k)
+    seen = {}
+    move_costs, submatrix = hartigan_module._move_costs, blocked.submatrix
+
+    def costs(F, diag, weights, labels, g, W, points):
+        cost, best = move_costs(F, diag, weights, labels, g, W, points)
+        seen.setdefault("first", (points, cost))
+        return cost, best
+
+    def swept(idx):
+        seen.setdefault("swept", np.array(idx))
+        return submatrix(idx)
+
+    monkeypatch.setattr(hartigan_module, "_move_costs", costs)
+    monkeypatch.setattr(blocked, "submatrix", swept)
+    labels, moves, _ = blocked_hartigan(blocked, w, result, k, max_points=5)
+    points, cost = seen["first"]
+    assert np.sum(cost < 0) > 5
+    np.testing.assert_array_equal(seen["swept"], np.sort(points[np.argsort(cost)[:5]]))
+    assert moves > 5
+    F = blocked.outer_sums_of(np.arange(n), labels, w, k)
+    g = np.bincount(labels, weights=w * F[labels, np.arange(n)], minlength=k)
+    W = np.bincount(labels, weights=w, minlength=k)
+    remaining, _ = move_costs(F, blocked.diag, w, labels, g, W, np.arange(n))
+    assert remaining.min() > -1e-9 * float(w.sum())

@@ -77,12 +77,14 @@ def _move_costs(F, diag, weights, labels, g, W, points):
 
 
 class ExactSums:
-    """Exact outer sums F[:, i] of the points Hartigan's rounds ask for, kept across the
-    rounds: a point's column is computed from scratch once (``source.outer_sums_of``, n
-    kernel values), then brought up to date only when asked again, by replaying the moves
-    made since (Elkan's :class:`~kkmeans_cli.engine.elkan.MoveLog`,
-    ``source.refresh_outer_sums``: one kernel value per move). A round that moves a few
-    points thus costs a few kernel values per candidate, not the candidates' sums again."""
+    """Exact outer sums F[:, i] of the points the rounds of one :func:`blocked_hartigan`
+    call ask for (the sweeps between two Lloyd runs), kept across those rounds: a point's
+    column is computed from scratch once (``source.outer_sums_of``, n kernel values), then
+    brought up to date only when asked again, by replaying the moves made since (Elkan's
+    :class:`~kkmeans_cli.engine.elkan.MoveLog`, ``source.refresh_outer_sums``: one kernel
+    value per move), or computed afresh when more than n moves behind. A round that moves a
+    few points thus costs a few kernel values per candidate, not the candidates' sums again.
+    Memory: one k×n float64 array."""
 
     def __init__(self, source, weights, n_clusters, n):
         self.source, self.weights, self.k = source, weights, n_clusters
@@ -98,9 +100,12 @@ class ExactSums:
         self.stamps[points] = self.log.size
 
     def of(self, points, labels):
-        """F[:, points] (k×p), exact for ``labels`` (the labels after every move recorded)."""
-        new = points[~self.known[points]]
-        replay_log(self.source, points[self.known[points]], self.stamps, self.log, self.F)
+        """F[:, points] (k×p), exact for ``labels`` (the labels after every move recorded):
+        the moves since replayed, or the sums computed afresh where that is cheaper (never
+        asked for, or more than n moves behind)."""
+        fresh = ~self.known[points] | (self.log.size - self.stamps[points] > self.F.shape[1])
+        new = points[fresh]
+        replay_log(self.source, points[~fresh], self.stamps, self.log, self.F)
         if new.size:
             self.set(new, self.source.outer_sums_of(new, labels, self.weights, self.k))
         return self.F[:, points]
@@ -200,7 +205,7 @@ def blocked_hartigan(source, weights, result, n_clusters, max_points=HARTIGAN_BL
             break
         keep = np.flatnonzero(cost < -min_gain)
         if keep.size > max_points:
-            keep = np.sort(np.argsort(cost[keep], kind="stable")[:max_points])
+            keep = np.sort(keep[np.argsort(cost[keep], kind="stable")[:max_points]])
         S = points[keep]
         F0 = np.ascontiguousarray(F[:, keep])
         labels0, g0, W0 = labels.copy(), g.copy(), W.copy()
