@@ -49,34 +49,44 @@ def test_blocked_kernel_counts_evaluations_and_recomputes_only_moved_rows():
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_blocked_updates_and_replays_equal_the_matrix(dtype):
     """The moved points' updates and Elkan's replay of its log (fused for rbf in float64,
-    kernel rows otherwise) give the in-memory kernel's sums."""
+    kernel rows otherwise) give the in-memory kernel's sums, and the same sums on 1 and 2
+    threads (the work is past the one-thread threshold)."""
     from kkmeans_cli.engine.elkan import MoveLog
+    from kkmeans_cli.kernels.functions import SMALL_BLOCK
 
     rng = np.random.default_rng(3)
-    X = rng.normal(size=(700, 4))
-    k = 5
+    n, k = 1500, 5
+    X = rng.normal(size=(n, 4))
     kern = Kernel("rbf", 0.3)
-    blocked = BlockedKernel(kern, X, dtype=dtype, n_threads=2)
     memory = InMemoryKernel(kern.matrix(X, dtype=dtype), n_threads=2, diag=kern.diag(X))
-    assert blocked.fused == (dtype == np.float64)
-    labels = rng.integers(0, k, 700).astype(np.int32)
-    w = rng.uniform(0.5, 2.0, 700)
-    moved = np.sort(rng.choice(700, 90, replace=False)).astype(np.intp)
+    labels = rng.integers(0, k, n).astype(np.int32)
+    w = rng.uniform(0.5, 2.0, n)
+    moved = np.sort(rng.choice(n, 300, replace=False)).astype(np.intp)
     src, dst = labels[moved], ((labels[moved] + 1) % k).astype(np.int32)
-    tol = 1e-12 if dtype == np.float64 else 1e-5
-    F0 = rng.normal(size=(k, 700))
-    F_b, F_m = F0.copy(), F0.copy()
-    blocked.update_outer_sums(moved, src, dst, w[moved], F_b)
-    memory.update_outer_sums(moved, src, dst, w[moved], F_m)
-    np.testing.assert_allclose(F_b, F_m, rtol=tol, atol=tol)
     log = MoveLog()
-    log.append(moved[:40], src[:40], dst[:40], w[moved[:40]])
-    log.append(moved[40:], src[40:], dst[40:], w[moved[40:]])
-    stamps = rng.integers(0, 91, 700).astype(np.intp)
-    points = np.sort(rng.choice(700, 300, replace=False)).astype(np.intp)
-    F_b, F_m = F0.copy(), F0.copy()
-    blocked.refresh_outer_sums(points, stamps, log, F_b)
-    memory.refresh_outer_sums(points, stamps, log, F_m)
-    np.testing.assert_allclose(F_b, F_m, rtol=tol, atol=tol)
-    untouched = np.setdiff1d(np.arange(700), points)
-    np.testing.assert_array_equal(F_b[:, untouched], F0[:, untouched])
+    log.append(moved[:100], src[:100], dst[:100], w[moved[:100]])
+    log.append(moved[100:], src[100:], dst[100:], w[moved[100:]])
+    stamps = rng.integers(0, 301, n).astype(np.intp)
+    points = np.sort(rng.choice(n, 1000, replace=False)).astype(np.intp)
+    assert moved.size * n > SMALL_BLOCK and np.sum(300 - stamps[points]) > SMALL_BLOCK
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    F0 = rng.normal(size=(k, n))
+    expected = []
+    for source in (memory, ) + tuple(BlockedKernel(kern, X, dtype=dtype, n_threads=t)
+                                     for t in (1, 2)):
+        assert getattr(source, "fused", dtype == np.float64) == (dtype == np.float64)
+        F_update, F_replay = F0.copy(), F0.copy()
+        source.update_outer_sums(moved, src, dst, w[moved], F_update)
+        source.refresh_outer_sums(points, stamps, log, F_replay)
+        if not expected:
+            expected = [F_update, F_replay]
+            continue
+        np.testing.assert_allclose(F_update, expected[0], rtol=tol, atol=tol)
+        np.testing.assert_allclose(F_replay, expected[1], rtol=tol, atol=tol)
+        if source.n_threads == 1:
+            one = [F_update, F_replay]
+        else:
+            np.testing.assert_array_equal(F_update, one[0])
+            np.testing.assert_array_equal(F_replay, one[1])
+    untouched = np.setdiff1d(np.arange(n), points)
+    np.testing.assert_array_equal(F_replay[:, untouched], F0[:, untouched])
