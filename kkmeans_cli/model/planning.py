@@ -59,9 +59,9 @@ TOUCH_SECONDS_PER_BYTE = 1.1e-9 / 4
 #: One full pass of the iterations over K in memory, per byte of K.
 PASS_SECONDS_PER_BYTE = 0.27e-9 / 4
 #: Full passes of one restart (Lloyd and Hartigan's refinement) on K in memory, on data with
-#: clusters. Measured 8.4 on blobs (i.i.d. normal data: 46) when Hartigan recomputed its
-#: candidates' sums every round; 2.9 (16.9) since it keeps them (a quiet machine), so the
-#: 8.4 of the loaded machine scaled by 2.9/8.4.
+#: clusters: the restart's time over one pass's, a count that does not depend on the
+#: machine's load. 2.9 on blobs (i.i.d. normal data: 16.9) since Hartigan keeps its
+#: candidates' sums; 8.4 (46) when it recomputed them every round.
 PASSES_PER_RESTART = 3.0
 #: Kernel values of one candidate completed on kernel values in blocks, in units of n²/k
 #: (own sums at the start and the end, the bounds' refreshes; blobs: 7.4).
