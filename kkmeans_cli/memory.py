@@ -14,6 +14,7 @@ The planned arrays (bytes; b = 8 for float64, 4 for float32):
 kernel matrix                n² · b (exact; not counted when it is passed in already)
 kernel blocks                one float64 Gram block of at most 64 MB (:data:`BLOCK_BYTES`)
 outer sums                   k · n · 8 (F), and as much again for the update temporaries
+refinement                   2 · k · n · 8 (Hartigan's kept sums, the test of its candidates)
 k-means++ rows               3 · (2 + ⌊ln k⌋) · n · 8 (candidate rows, distances, potentials)
 per-point arrays             n · 40 (labels, distances, weights, diagonal)
 Nyström features             the explicit-feature engine (k-means objective, no Hartigan):
@@ -271,6 +272,9 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
     engine = approx == "nystroem" and feature_engine
     if not engine:  # the feature engine draws its starts on a sample and keeps no k×n sums
         items["outer sums"] = 2 * k * n * 8
+        # Hartigan's refinement: the sums it keeps for its candidates and the k×n test of
+        # which points its bounds leave (engine/hartigan.py)
+        items["refinement"] = 2 * k * n * 8
         items["k-means++ rows"] = 3 * (2 + int(math.log(max(k, 1)))) * n * 8
         items["per-point arrays"] = 40 * n
     if (approx == "nystroem" and not engine) or storage == "blocked":

@@ -130,7 +130,7 @@ def test_blocked_storage_is_planned_and_offered(monkeypatch):
                         lambda *a, **kw: pytest.fail("the kernel matrix was allocated"))
     with pytest.raises(MemoryPlanError) as info:
         KernelKMeans(k, kernel="rbf", gamma=0.1, memory_limit="200M", storage="matrix").fit(X)
-    assert "--storage blocked (needs 129 MiB)" in str(info.value)
+    assert "--storage blocked (needs 130 MiB)" in str(info.value)
     blocked = memory.plan(6000, k, storage="blocked")
     assert "kernel matrix" not in blocked.items and "Elkan bounds" in blocked.items
     # ... which fits that limit without a kernel matrix and predicts its own labels ...
