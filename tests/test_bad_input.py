@@ -321,6 +321,25 @@ def test_output_folder_not_writable(work):
 
 
 # -- degenerate data ------------------------------------------------------------------------
+def test_distances_that_underflow_are_not_called_identical_points(work):
+    """Distinct points of order 1e-310: their squared distances underflow to 0, so the
+    median gamma is undefined; the warning says so and how to fix it, not that the points
+    are identical, and --scale standard separates them."""
+    X = np.random.default_rng(0).normal(size=(40, 2)) * 1e-310
+    X[:20, 0] += 5e-310
+    write_csv(work / "tiny.csv", X, fmt="%.17g")
+    result = run(["fit", "--kernel", "rbf", work / "tiny.csv", "-k", "2", "--no-model", *FAST])
+    assert result.exit_code == 0, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert first == ("kkmeans: warning: the median heuristic for gamma is undefined (the "
+                     "squared distances between the points underflow to 0); using gamma = "
+                     "1.0; rescale the data, e.g. scale='standard' (--scale standard)")
+    scaled = run(["fit", "--kernel", "rbf", work / "tiny.csv", "-k", "2", "--no-model",
+                  "--scale", "standard", *FAST])
+    assert scaled.exit_code == 0 and "warning" not in scaled.stderr, scaled.stderr
+    assert len(set(labels_of(scaled.stdout)[:20])) == 1
+
+
 def test_all_points_identical_warns_and_falls_back(work):
     # k = 1: the one cluster there is, with the gamma fallback (k = 2 is refused: see
     # test_cli_refuses_fewer_distinct_points_than_k in test_robust.py).

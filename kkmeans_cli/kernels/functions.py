@@ -348,7 +348,8 @@ def resolve_gamma(kernel, gamma, X, rng):
     if gamma == "scale" or kernel in ("poly", "sigmoid"):
         return variance_gamma(float(X.var()) if X.size else 0.0, X.shape[1])
     i, j = pair_sample(X.shape[0], rng)
-    return median_gamma(pair_distances(kernel, X[i], X[j]))
+    dist = pair_distances(kernel, X[i], X[j])
+    return median_gamma(dist, distinct=not np.any(dist > 0) and bool(np.any(X[i] != X[j])))
 
 
 def variance_gamma(var, n_features):
@@ -358,11 +359,17 @@ def variance_gamma(var, n_features):
     return _fallback_gamma("the data have zero variance")
 
 
-def median_gamma(dist):
+def median_gamma(dist, distinct=False):
     """'median': γ = 1/(2·median dist) of the sampled pairs' distances (of the positive ones
-    when the median is 0; γ = 1 with a warning when all are 0)."""
+    when the median is 0; γ = 1 with a warning when all are 0). ``distinct``: some sampled
+    pair differs although every distance is 0 (squared distances below the smallest
+    float64, as for data of order 1e-160 and less), which the warning says."""
     positive = dist[dist > 0]
     if positive.size == 0:
+        if distinct:
+            return _fallback_gamma("the squared distances between the points underflow to 0",
+                                   "; rescale the data, e.g. scale='standard' (--scale "
+                                   "standard)")
         return _fallback_gamma("all points are identical")
     med = float(np.median(dist))
     if med <= 0:
@@ -370,9 +377,9 @@ def median_gamma(dist):
     return 1.0 / (2.0 * med)
 
 
-def _fallback_gamma(why):
-    warnings.warn(f"the median heuristic for gamma is undefined ({why}); using gamma = 1.0",
-                  KKMeansWarning, stacklevel=4)
+def _fallback_gamma(why, remedy=""):
+    warnings.warn(f"the median heuristic for gamma is undefined ({why}); using gamma = "
+                  f"1.0{remedy}", KKMeansWarning, stacklevel=4)
     return 1.0
 
 
