@@ -194,7 +194,7 @@ class BlockedKernel(_KernelLogSource):
         self.kernel_evaluations += self.n * self.n
 
     def update_outer_sums(self, moved, src, dst, w_moved, F):
-        if self.fused:       # rbf: every point against the moves, fused, in their order
+        if self.fused:       # rbf: every point against the moves, fused (Kernel.fused_replay)
             self.kernel.fused_replay(self.X, np.arange(self.n), np.zeros(self.n, np.intp),
                                      self.X[moved], src, dst, w_moved, F, self.n_threads)
             self.kernel_evaluations += len(moved) * self.n
@@ -207,10 +207,12 @@ class BlockedKernel(_KernelLogSource):
         self.kernel_evaluations += len(moved) * self.n
 
     def refresh_outer_sums(self, points, stamps, log, F):
-        """Points grouped by stamp: one block K(points, moved since the stamp) per group."""
+        """rbf in float64: one fused pass, each point against its part of the log
+        (``Kernel.fused_replay``); else the points grouped by stamp, one block K(points, moved
+        since the stamp) per group."""
         points = np.asarray(points, dtype=np.intp)
         points = points[stamps[points] < log.size]
-        if self.fused:       # rbf: every point against its part of the log, in one pass
+        if self.fused:
             point, src, dst, weight = log.entries()
             self.kernel.fused_replay(self.X[points], points, stamps[points], self.X[point],
                                      src, dst, weight, F, self.n_threads)
