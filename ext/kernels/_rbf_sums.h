@@ -61,6 +61,16 @@ static inline double kk_exp(double x)
     return x < -708.0 ? 0.0 : p * scale;
 }
 
+/* exp(−γ s), s = ‖a‖² + ‖b‖² − 2 a·b from the squared norms sa, sb and the product dot, with
+ * s = 0 below the rounding noise 4ε(‖a‖² + ‖b‖²) (so K(x, x) = 1 exactly). */
+static inline double kk_rbf_value(double sa, double sb, double dot, double gamma)
+{
+    double na = sa + sb;
+    double v = na - 2.0 * dot;
+    v = v <= 4.0 * DBL_EPSILON * na ? 0.0 : v;
+    return kk_exp(-gamma * v);
+}
+
 #define KK_REPLAY_PASSES 32
 
 /* One row a (‖a‖² = sa) against the moved points j ∈ [j0, m): o[c·stride] (c < k) gets
@@ -82,12 +92,8 @@ static void kk_rbf_replay(const double *a, ptrdiff_t d, double sa, const double 
             buf[j] += at * bt[j];
     }
 #pragma omp simd
-    for (j = 0; j < len; j++) {
-        double na = sa + sq_b[j0 + j];
-        double v = na - 2.0 * buf[j];
-        v = v <= 4.0 * DBL_EPSILON * na ? 0.0 : v;
-        buf[j] = w[j0 + j] * kk_exp(-gamma * v);
-    }
+    for (j = 0; j < len; j++)
+        buf[j] = w[j0 + j] * kk_rbf_value(sa, sq_b[j0 + j], buf[j], gamma);
     if (k > KK_REPLAY_PASSES) {
         for (j = 0; j < len; j++) {
             o[dst[j0 + j] * stride] += buf[j];
@@ -144,12 +150,8 @@ static void kk_rbf_sums(const double *A, ptrdiff_t R, ptrdiff_t d, const double 
         for (c = 0; c < k; c++) {
             double s = 0.0;
 #pragma omp simd reduction(+:s)
-            for (j = starts[c]; j < starts[c + 1]; j++) {
-                double na = sa + sq_b[j];
-                double v = na - 2.0 * dr[j];
-                v = v <= 4.0 * DBL_EPSILON * na ? 0.0 : v;
-                s += w[j] * kk_exp(-gamma * v);
-            }
+            for (j = starts[c]; j < starts[c + 1]; j++)
+                s += w[j] * kk_rbf_value(sa, sq_b[j], dr[j], gamma);
             out[r * k + c] = s;
         }
     }
