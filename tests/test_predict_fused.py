@@ -27,6 +27,35 @@ def test_fused_sums_equal_brute_force(d, m):
     np.testing.assert_allclose(F, _brute_outer_sums(A, B, labels, w, 4, gamma), rtol=1e-13)
 
 
+@pytest.mark.parametrize("d", [1, 5, 17])
+def test_fused_sums_of_rows_and_columns_of_the_data_equal_brute_force(d):
+    """``Kernel.fused_sums_of`` (the kernel source's sums, on indices into the centred data):
+    clusters of more points than a tile of ``_rbf_sums.h`` (512), an empty cluster, rows and
+    columns that are subsets in any order; the same on 1 and 2 threads (past the one-thread
+    threshold); None for another kernel."""
+    from kkmeans_cli.kernels.functions import FUSED_PARALLEL_MIN
+
+    rng = np.random.default_rng(d)
+    n, k, gamma = 3000, 5, 0.5 / d
+    X = rng.normal(size=(n, d))
+    rows = rng.permutation(n)[:1700]
+    cols = rng.permutation(n)[:2600]
+    labels = rng.choice([0, 1, 3, 4], size=cols.size, p=[0.45, 0.35, 0.1, 0.1]).astype(np.int32)
+    w = rng.uniform(0.2, 3.0, cols.size)
+    assert rows.size * cols.size > FUSED_PARALLEL_MIN and np.sum(labels == 0) > 2 * 512
+    kern = Kernel("rbf", gamma)
+    one = kern.fused_sums_of(X, rows, cols, labels, w, k, n_threads=1)
+    two = kern.fused_sums_of(X, rows, cols, labels, w, k, n_threads=2)
+    np.testing.assert_array_equal(one, two)
+    expected = _brute_outer_sums(X[rows], X[cols], labels, w, k, gamma)
+    np.testing.assert_allclose(one, expected, rtol=1e-13, atol=1e-300)
+    assert np.all(one[2] == 0.0)                                # the empty cluster
+    # the same sums as the copying route of predict
+    np.testing.assert_allclose(kern.fused_outer_sums(X[rows], X[cols], labels, w, k), one,
+                               rtol=1e-14)
+    assert Kernel("laplacian", gamma).fused_sums_of(X, rows, cols, labels, w, k) is None
+
+
 def test_fused_sums_cover_the_exponential_range():
     # exponents from 0 down past the underflow of exp (values below 1e-308 are 0)
     x = np.linspace(0.0, 40.0, 4001)[:, None]
@@ -77,9 +106,10 @@ def _brute_replay(A, stamps, B, src, dst, w, k, gamma):
     return (K @ signs).T
 
 
-@pytest.mark.parametrize("k", [3, 40])        # per-cluster passes, and the scatter past 32
+@pytest.mark.parametrize("k", [3, 6, 40])    # passes of 4 clusters (padded), the scatter past 32
 @pytest.mark.parametrize("d", [1, 5, 17])
-def test_fused_replay_of_a_log_of_moves_equals_brute_force(k, d):
+@pytest.mark.parametrize("few_stamps", [False, True])    # rows alone, rows replayed in fours
+def test_fused_replay_of_a_log_of_moves_equals_brute_force(k, d, few_stamps):
     """Elkan's log replayed with fused rbf values (``Kernel.fused_replay``): every point
     gets the moves from its own stamp on, into its own column of F, the same on 1 and 2
     threads (the work is past the one-thread threshold); other columns are untouched."""
@@ -93,20 +123,22 @@ def test_fused_replay_of_a_log_of_moves_equals_brute_force(k, d):
     dst = ((src + rng.integers(1, k, m)) % k).astype(np.int32)
     w = rng.uniform(0.2, 3.0, m)
     points = np.sort(rng.choice(n, 1500, replace=False))
-    stamps = rng.integers(0, m + 1, points.size)          # some at the end: nothing to do
+    # some at the end: nothing to do; few distinct stamps put rows in groups of four
+    stamps = (rng.choice([0, 1, 517, m], points.size) if few_stamps
+              else rng.integers(0, m + 1, points.size))
     assert np.sum(m - stamps) > 4 * SMALL_BLOCK
     F0 = rng.normal(size=(k, n))
     kern = Kernel("rbf", gamma)
     results = []
     for threads in (1, 2):
         F = F0.copy()
-        assert kern.fused_replay(X[points], points, stamps, X[moved], src, dst, w, F, threads)
+        assert kern.fused_replay(X, points, stamps, moved, src, dst, w, F, threads)
         results.append(F)
     np.testing.assert_array_equal(results[0], results[1])
     expected = F0.copy()
     expected[:, points] += _brute_replay(X[points], stamps, X[moved], src, dst, w, k, gamma)
     np.testing.assert_allclose(results[0], expected, rtol=1e-12, atol=1e-11)
     F = F0.copy()
-    assert Kernel("laplacian", gamma).fused_replay(X[points], points, stamps, X[moved], src,
-                                                   dst, w, F) is False
+    assert Kernel("laplacian", gamma).fused_replay(X, points, stamps, moved, src, dst, w,
+                                                   F) is False
     np.testing.assert_array_equal(F, F0)

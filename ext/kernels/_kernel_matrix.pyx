@@ -21,6 +21,8 @@ The L1-type kernels have no BLAS form and are computed directly:
     5 laplacian exp(−γ Σ |a − b|)
     6 chi2      exp(−γ Σ (a − b)² / (a + b))     (0/0 terms are 0)
 """
+import numpy as np
+
 from cython cimport floating
 from cython.parallel cimport prange, parallel
 from libc.stdlib cimport malloc, free
@@ -115,10 +117,13 @@ cdef extern from "_rbf_sums.h" nogil:
                      const double *Bt, const double *sq_b, const double *w, Py_ssize_t n,
                      const Py_ssize_t *starts, Py_ssize_t k, double gamma, double *dots,
                      double *out)
-    void kk_rbf_replay(const double *a, Py_ssize_t d, double sa, const double *Bt,
-                       const double *sq_b, const double *w, const int *src, const int *dst,
-                       Py_ssize_t m, Py_ssize_t j0, double gamma, double *buf, double *o,
-                       Py_ssize_t stride, Py_ssize_t k)
+    const int KK_TILE
+    const int KK_SCATTER_ABOVE
+    void kk_rbf_replay(const double *A, Py_ssize_t R, Py_ssize_t d, const double *sq_a,
+                       const double *Bt, const double *sq_b, const double *coef,
+                       const double *w, const int *src, const int *dst, Py_ssize_t m,
+                       Py_ssize_t j0, double gamma, double *dots, const double *zero,
+                       double *const *o, Py_ssize_t stride, Py_ssize_t k)
 
 
 def rbf_outer_sums(const double[:, ::1] A, const double[::1] sq_a, const double[:, ::1] Bt,
@@ -140,7 +145,7 @@ def rbf_outer_sums(const double[:, ::1] A, const double[::1] sq_a, const double[
     if m == 0:
         return
     with nogil, parallel(num_threads=n_threads):
-        dots = <double *> malloc(KK_ROWS * n * sizeof(double))
+        dots = <double *> malloc(KK_ROWS * KK_TILE * sizeof(double))
         for q in prange(n_groups, schedule="dynamic", chunksize=8):
             r0 = q * KK_ROWS
             rows = m - r0 if m - r0 < KK_ROWS else KK_ROWS
@@ -149,26 +154,141 @@ def rbf_outer_sums(const double[:, ::1] A, const double[::1] sq_a, const double[
         free(dots)
 
 
-def rbf_replay(const double[:, ::1] A, const Py_ssize_t[::1] cols, const double[::1] sq_a,
-               const Py_ssize_t[::1] starts, const double[:, ::1] Bt, const double[::1] sq_b,
-               const double[::1] weights, const int[::1] src, const int[::1] dst,
-               double gamma, double[:, ::1] F, int n_threads):
-    """Elkan's log replayed for the points A (rbf, fused): for row r, every move j ≥
-    ``starts[r]`` of the log (its point's coordinates column j of ``Bt``, d×m, going from
-    ``src[j]`` to ``dst[j]`` with weight ``weights[j]``) adds w_j K(a_r, b_j) to
-    F[dst_j, cols[r]] and subtracts it from F[src_j, cols[r]]. Each row is one
-    thread's (``cols`` distinct), so the sums do not depend on the thread count. ``sq_a``,
-    ``sq_b``: squared norms of the rows of A and of the moved points."""
-    cdef Py_ssize_t p = A.shape[0], d = A.shape[1], m = Bt.shape[1], n = F.shape[1]
-    cdef Py_ssize_t k = F.shape[0], r
-    cdef double *buf = NULL
+def rbf_sums_of(const double[:, ::1] X, const Py_ssize_t[::1] rows,
+                const Py_ssize_t[::1] cols, const int[::1] labels, const double[::1] weights,
+                double gamma, double[:, ::1] out, int n_threads):
+    """out[c, r] = Σ_{j: labels[j] = c} w_j exp(−γ‖x_rows[r] − x_cols[j]‖²) (k×p), rbf,
+    fused: X is the centred data; ``labels`` and ``weights`` go with ``cols``. The columns
+    are sorted by cluster (a counting sort, stable) and gathered transposed, the rows
+    gathered, once; each thread then takes whole groups of ``KK_ROWS`` rows
+    (``_rbf_sums.h: kk_rbf_sums``), so results do not depend on the thread count."""
+    cdef Py_ssize_t p = rows.shape[0], d = X.shape[1], m = cols.shape[0], k = out.shape[0]
+    cdef Py_ssize_t i, j, t, c, q, r, r0, nr, acc
+    cdef Py_ssize_t n_groups = (p + KK_ROWS - 1) // KK_ROWS
+    cdef double s
+    cdef double *dots = NULL
+    cdef double *block = NULL
+    if p == 0:
+        return
+    cdef Py_ssize_t[::1] starts = np.zeros(k + 1, dtype=np.intp)
+    cdef Py_ssize_t[::1] fill = np.empty(k, dtype=np.intp)
+    cdef double[:, ::1] A = np.empty((p, d))
+    cdef double[::1] sq_a = np.empty(p)
+    cdef double[:, ::1] Bt = np.empty((d, max(m, 1)))
+    cdef double[::1] sq_b = np.empty(max(m, 1))
+    cdef double[::1] w = np.empty(max(m, 1))
+    with nogil:
+        for j in range(m):
+            starts[labels[j] + 1] += 1
+        for c in range(k):
+            starts[c + 1] += starts[c]
+            fill[c] = starts[c]
+        for j in range(m):
+            i = fill[labels[j]]
+            fill[labels[j]] += 1
+            s = 0.0
+            for t in range(d):
+                Bt[t, i] = X[cols[j], t]
+                s = s + Bt[t, i] * Bt[t, i]
+            sq_b[i] = s
+            w[i] = weights[j]
+        for r in range(p):
+            s = 0.0
+            for t in range(d):
+                A[r, t] = X[rows[r], t]
+                s = s + A[r, t] * A[r, t]
+            sq_a[r] = s
+    with nogil, parallel(num_threads=n_threads):
+        dots = <double *> malloc(KK_ROWS * KK_TILE * sizeof(double))
+        block = <double *> malloc(KK_ROWS * k * sizeof(double))
+        for q in prange(n_groups, schedule="dynamic", chunksize=8):
+            r0 = q * KK_ROWS
+            nr = p - r0 if p - r0 < KK_ROWS else KK_ROWS
+            kk_rbf_sums(&A[r0, 0], nr, d, &sq_a[r0], &Bt[0, 0], &sq_b[0], &w[0], m,
+                        &starts[0], k, gamma, dots, block)
+            for r in range(nr):
+                for c in range(k):
+                    out[c, r0 + r] = block[r * k + c]
+        free(block)
+        free(dots)
+
+
+def rbf_replay(const double[:, ::1] X, const Py_ssize_t[::1] rows,
+               const Py_ssize_t[::1] starts, const int[::1] moved, const int[::1] src,
+               const int[::1] dst, const double[::1] weights, double gamma,
+               double[:, ::1] F, int n_threads):
+    """Elkan's log of moves replayed into the outer sums F (k×n), rbf, fused: for each point
+    ``rows[r]`` (a row of X, the centred data), every move j ≥ ``starts[r]`` of the log
+    (point ``moved[j]`` from cluster ``src[j]`` to ``dst[j]``, weight ``weights[j]``) adds
+    w_j K(x_rows[r], x_moved[j]) to F[dst_j, rows[r]] and subtracts it from F[src_j, rows[r]].
+
+    The rows are sorted by start (a counting sort, stable) and replayed in groups of at most
+    ``KK_ROWS`` rows with one start (``_rbf_sums.h: kk_rbf_replay``); a row's sums do not
+    depend on its group, and each group is one thread's (``rows`` distinct), so results do not
+    depend on the thread count."""
+    cdef Py_ssize_t p = rows.shape[0], d = X.shape[1], m = moved.shape[0], n = F.shape[1]
+    cdef Py_ssize_t k = F.shape[0], i, j, t, c, q, r, r0, nr, n_groups
+    cdef double *dots = NULL
+    cdef double **o = NULL
+    cdef double s
+    cdef Py_ssize_t acc
     if p == 0 or m == 0:
         return
+    cdef Py_ssize_t[::1] count = np.zeros(m + 1, dtype=np.intp)
+    cdef Py_ssize_t[::1] order = np.empty(p, dtype=np.intp)
+    cdef Py_ssize_t[::1] groups = np.empty(p + 1, dtype=np.intp)
+    cdef double[:, ::1] A = np.empty((p, d))
+    cdef double[::1] sq_a = np.empty(p)
+    cdef double[:, ::1] Bt = np.empty((d, m))
+    cdef double[::1] sq_b = np.empty(m)
+    cdef double[:, ::1] coef = (np.zeros((k, m)) if k <= KK_SCATTER_ABOVE
+                                else np.zeros((1, 1)))
+    cdef double[::1] zero = np.zeros(KK_TILE)
+    with nogil:
+        for r in range(p):                       # counting sort by start, stable
+            count[min(starts[r], m)] += 1
+        acc = 0
+        for j in range(m + 1):
+            i = count[j]
+            count[j] = acc
+            acc = acc + i
+        for r in range(p):
+            j = min(starts[r], m)
+            order[count[j]] = r
+            count[j] += 1
+        n_groups = 0
+        for i in range(p):                       # runs of one start, cut every KK_ROWS rows
+            if (i == 0 or starts[order[i]] != starts[order[i - 1]]
+                    or i - groups[n_groups - 1] == KK_ROWS):
+                groups[n_groups] = i
+                n_groups += 1
+        groups[n_groups] = p
+        for i in range(p):
+            s = 0.0
+            for t in range(d):
+                A[i, t] = X[rows[order[i]], t]
+                s = s + A[i, t] * A[i, t]
+            sq_a[i] = s
+        for j in range(m):
+            s = 0.0
+            for t in range(d):
+                Bt[t, j] = X[moved[j], t]
+                s = s + Bt[t, j] * Bt[t, j]
+            sq_b[j] = s
+            if k <= KK_SCATTER_ABOVE:
+                coef[dst[j], j] = weights[j]
+                coef[src[j], j] = -weights[j]
     with nogil, parallel(num_threads=n_threads):
-        buf = <double *> malloc(m * sizeof(double))
-        for r in prange(p, schedule="dynamic", chunksize=16):
-            if starts[r] < m:
-                kk_rbf_replay(&A[r, 0], d, sq_a[r], &Bt[0, 0], &sq_b[0], &weights[0],
-                              &src[0], &dst[0], m, starts[r], gamma, buf, &F[0, cols[r]], n,
-                              k)
-        free(buf)
+        dots = <double *> malloc(KK_ROWS * KK_TILE * sizeof(double))
+        o = <double **> malloc(KK_ROWS * sizeof(double *))
+        for q in prange(n_groups, schedule="dynamic", chunksize=4):
+            r0 = groups[q]
+            nr = groups[q + 1] - r0
+            if starts[order[r0]] < m:
+                for r in range(nr):
+                    o[r] = &F[0, rows[order[r0 + r]]]
+                kk_rbf_replay(&A[r0, 0], nr, d, &sq_a[r0], &Bt[0, 0], &sq_b[0], &coef[0, 0],
+                              &weights[0], &src[0], &dst[0], m, starts[order[r0]], gamma,
+                              dots, &zero[0], o, n, k)
+        free(o)
+        free(dots)

@@ -144,6 +144,15 @@ class BlockedKernel(_KernelLogSource):
         # rbf in float64: sums of kernel values fused with their computation, never stored
         # (Kernel.fused_outer_sums); a float32 storage rounds each value first, as K would.
         self.fused = kernel.name == "rbf" and np.dtype(dtype) == np.float64
+        self._centred = None
+
+    @property
+    def centred(self):
+        """The data as the kernel computes with it (``Kernel.centred``), made once: the fused
+        replay reads its rows."""
+        if self._centred is None:
+            self._centred = np.ascontiguousarray(self.kernel.centred(self.X))
+        return self._centred
 
     @property
     def not_euclidean(self):
@@ -180,12 +189,15 @@ class BlockedKernel(_KernelLogSource):
                 _lloyd.outer_sums_rows(Kb, i0, labels, weights, F, self.n_threads)
         return F
 
-    def _fused(self, A, B, labels, weights, n_clusters):
-        return self.kernel.fused_outer_sums(A, B, labels, weights, n_clusters, self.n_threads)
+    def _fused(self, rows, cols, labels, weights, n_clusters):
+        """F[c, r] = Σ_{j ∈ cols, labels_j = c} w_j K(x_rows[r], x_j), fused (rbf float64)."""
+        return self.kernel.fused_sums_of(self.centred, rows, cols, labels, weights, n_clusters,
+                                         self.n_threads)
 
     def full_outer_sums(self, labels, weights, F):
         if self.fused:
-            F[...] = self._fused(self.X, self.X, labels, weights, F.shape[0])
+            every = np.arange(self.n)
+            F[...] = self._fused(every, every, labels, weights, F.shape[0])
             self.kernel_evaluations += self.n * self.n
             return
         for i0, _, Kb in self.kernel.cross_blocks(self.X, self.X, dtype=self.dtype,
@@ -195,8 +207,8 @@ class BlockedKernel(_KernelLogSource):
 
     def update_outer_sums(self, moved, src, dst, w_moved, F):
         if self.fused:       # rbf: every point against the moves, fused (Kernel.fused_replay)
-            self.kernel.fused_replay(self.X, np.arange(self.n), np.zeros(self.n, np.intp),
-                                     self.X[moved], src, dst, w_moved, F, self.n_threads)
+            self.kernel.fused_replay(self.centred, np.arange(self.n), np.zeros(self.n, np.intp),
+                                     moved, src, dst, w_moved, F, self.n_threads)
             self.kernel_evaluations += len(moved) * self.n
             return
         # Chunks in order: every F entry sees the moves in the same order as in memory.
@@ -214,8 +226,8 @@ class BlockedKernel(_KernelLogSource):
         points = points[stamps[points] < log.size]
         if self.fused:
             point, src, dst, weight = log.entries()
-            self.kernel.fused_replay(self.X[points], points, stamps[points], self.X[point],
-                                     src, dst, weight, F, self.n_threads)
+            self.kernel.fused_replay(self.centred, points, stamps[points], point, src, dst,
+                                     weight, F, self.n_threads)
             self.kernel_evaluations += int(np.sum(log.size - stamps[points]))
             return
         points = points[np.argsort(stamps[points], kind="stable")]
@@ -244,12 +256,13 @@ class BlockedKernel(_KernelLogSource):
         for c in np.flatnonzero(np.diff(bounds)):
             rows = points[by_cluster[bounds[c]:bounds[c + 1]]]
             members = order[starts[c]:starts[c + 1]]
-            Y, w = self.X[members], weights[members]
+            w = weights[members]
             if self.fused:
-                F[c, rows] = self._fused(self.X[rows], Y, np.zeros(members.size, np.intp), w,
+                F[c, rows] = self._fused(rows, members, np.zeros(members.size, np.intp), w,
                                          1)[0]
                 self.kernel_evaluations += rows.size * members.size
                 continue
+            Y = self.X[members]
             for r0, r1 in row_blocks(rows.size, members.size):
                 Kb = self._out.block(r1 - r0, members.size, self.dtype)
                 self.kernel.cross(self.X[rows[r0:r1]], Y, dtype=self.dtype,
@@ -266,7 +279,7 @@ class BlockedKernel(_KernelLogSource):
         """F[:, points] (k×p) from scratch, from the kernel rows of those points in blocks."""
         if self.fused:
             self.kernel_evaluations += len(points) * self.n
-            return self._fused(self.X[np.asarray(points)], self.X, labels, weights, n_clusters)
+            return self._fused(points, np.arange(self.n), labels, weights, n_clusters)
         F = np.empty((n_clusters, len(points)))
         for r0, _, Kb in self.kernel.cross_blocks(self.X[np.asarray(points)], self.X,
                                                   dtype=self.dtype, n_threads=self.n_threads):
@@ -280,8 +293,7 @@ class BlockedKernel(_KernelLogSource):
         for c in range(n_clusters):
             members = order[starts[c]:starts[c + 1]]
             if self.fused:
-                Y = self.X[members]
-                out[members] = self._fused(Y, Y, np.zeros(members.size, np.intp),
+                out[members] = self._fused(members, members, np.zeros(members.size, np.intp),
                                            weights[members], 1)[0]
                 self.kernel_evaluations += members.size ** 2
                 continue
