@@ -400,13 +400,10 @@ def _restarts_text(stats, restarts):
     on all the data."""
     screened = _screening(stats)
     if screened is not None and "screen_full_restarts" in stats:
-        kinds, sample, completed = screened
-        full, best = stats["screen_full_restarts"], stats["best_restart"]
-        which = (f"restart #{best + 1}" if best < full
-                 else f"candidate #{completed[best - full] + 1}")
+        kinds, sample, _ = screened
         return (f"{len(kinds)} screened on a sample of {sample:,} points (their solutions did "
-                f"not separate), then {full} on all the data and the best {len(completed)} "
-                f"candidates completed (best: {which})")
+                f"not separate), then {stats['screen_full_restarts']} on all the data (best: "
+                f"#{stats['best_restart'] + 1})")
     if screened is not None:
         kinds, sample, completed = screened
         return (f"{len(kinds)} screened on a sample of {sample:,} points, {restarts} "

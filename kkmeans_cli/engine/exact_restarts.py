@@ -2,9 +2,10 @@
 
 Each of ``n_init`` exact runs on n points costs at least the own outer sums Σ_c n_c² kernel
 values (Elkan's start and end, ``elkan.py``), so twenty of them at n = 100,000 cost minutes.
-The generic screener (``engine/restarts.py``: candidates solved on a seeded sample, the best
-few completed on all the data; Bradley & Fayyad, "Refining initial points for k-means
-clustering") is used with kernel sources:
+The restarts are screened on a seeded sample (Bradley & Fayyad, "Refining initial points for
+k-means clustering"), and the candidate that stands out is completed on all the data; where
+none stands out (data without clusters, where the sample cannot tell the basins apart) the
+full restarts run instead, so screening never loses the full restarts' optimum there:
 
 - a candidate is the fit's own start of that number (spectral, normalized spectral,
   k-means++; ``optima.start_kinds``) drawn on the sample, Elkan on the sample's kernel values
@@ -25,8 +26,7 @@ from . import _lloyd
 from .iterate import iterate
 from .hartigan import refine
 from .optima import OptimaState
-from .restarts import Restarts, distinct_best, improves, sample_indices, sampled_restarts
-from ..memory import RESTARTS_COMPLETED
+from .restarts import Restarts, distinct_best, sample_indices
 
 #: Sample points whose clusters give the completion's starting assignment.
 ASSIGN_POINTS = 4000
@@ -71,65 +71,6 @@ def nearest_sample_centres(source, weights, sample, sample_labels, n_clusters, r
     return labels
 
 
-def screened_restarts(source, weights, rng, state, n_init):
-    """The restarts of a fit on a kernel computed in blocks, screened on a sample.
-
-    ``state``: the fit's :class:`~kkmeans_cli.engine.optima.OptimaState` (its starts, its
-    refinement, its :class:`~kkmeans_cli.engine.records.FitSpec`). Returns the
-    :class:`~restarts.Restarts`: the best result, the full-data objectives of the completed
-    candidates (in the order completed) and the screening statistics.
-    """
-    spec = state.spec
-    k, n_threads = spec.n_clusters, spec.n_threads
-    kinds = list(state.kinds)
-    sample_source = {}
-
-    seconds = {"sample": 0.0, "complete": 0.0}
-
-    def solve_sample(sample, restart, r):
-        t0 = time.process_time()
-        try:
-            return _solve_sample(sample, restart, r)
-        finally:
-            seconds["sample"] += time.process_time() - t0
-
-    def _solve_sample(sample, restart, r):
-        if "source" not in sample_source:
-            sample_source["source"] = source.subset(sample, n_threads)
-        src = sample_source["source"]
-        w = np.ascontiguousarray(weights[sample])
-        start = state.start(src, w, r, restart)
-        kinds[restart] = state.kinds[restart]      # a spectral start may become k-means++
-        result = iterate(src, w, start, spec)
-        if state.do_refine:
-            result, _ = refine(src, w, result, k,
-                               lambda labels: iterate(src, w, labels, spec), n_threads)
-        return result.inertia, (sample, result.labels)
-
-    def complete(candidate):
-        t0 = time.process_time()
-        try:
-            return _complete(candidate)
-        finally:
-            seconds["complete"] += time.process_time() - t0
-
-    def _complete(candidate):
-        sample, labels_s = candidate
-        start = nearest_sample_centres(source, weights, sample, labels_s, k, rng, n_threads)
-        result = iterate(source, weights, start, spec)
-        return state.refine(source, weights, result, start)
-
-    out = sampled_restarts(source.n, n_init, rng, solve_sample, complete,
-                           sample_size=sample_size(source.n, k),
-                           promising_rtol=PROMISING_RTOL)
-    state.kinds = [kinds[c] for c in out.completed]
-    stats = {"screened_start_kinds": kinds, "sample_size": int(out.sample.size),
-             "sample_objectives": [float(v) for v in out.sample_objectives],
-             "completed": [int(c) for c in out.completed],
-             "screen_cpu_seconds": seconds}
-    return Restarts(out.best, list(out.full_objectives), stats)
-
-
 def promising(objectives, rtol=PROMISING_RTOL):
     """The candidates worth completing, best first: the distinct sample solutions (one per
     objective equal to ``restarts.SAME_RTOL``) within ``rtol`` of the best."""
@@ -139,21 +80,23 @@ def promising(objectives, rtol=PROMISING_RTOL):
 
 
 def adaptive_restarts(source, weights, rng, spec, n_init, full_restarts):
-    """The restarts of ``storage='auto'`` when its cost model chose screening (route
-    'blocked' of ``model/planning.py``): every start a candidate on a seeded sample, then
+    """The restarts of a fit on kernel values computed in blocks (``storage='blocked'``, or
+    ``storage='auto'`` when its cost model chose screening: route 'blocked' of
+    ``model/planning.py``): every start a candidate on a seeded sample, then
 
     - the sample's solutions *separate* (one distinct solution within ``PROMISING_RTOL`` of
       the best; the others are other basins, not sampling noise): it is completed on kernel
-      values in blocks, as :func:`screened_restarts` completes;
+      values in blocks;
     - they do not (the candidates' objectives are within the sampling noise of each other, as
-      on data without clusters, where the sample cannot tell the basins apart) and the kernel
-      matrix may be built (``source`` is a ``LazyKernel``): the matrix is built and
-      ``full_restarts(K, generator, state)`` runs the full restarts on it with the generator
-      as it was before the screening (the very runs of ``storage='matrix'``); the promising
-      candidates (at most ``RESTARTS_COMPLETED``) are completed on K too, and the lowest
-      objective of all wins (the full restarts' on ties). The objective is never above the
-      full restarts';
-    - they do not, and no matrix fits: every promising candidate is completed in blocks.
+      on data without clusters, where the sample cannot tell the basins apart):
+      ``full_restarts(source, generator, state)`` runs the full restarts on kernel values in
+      blocks, with the generator as it was before the screening: the very runs of
+      ``storage='matrix'``, the same moves without the kernel matrix, so the objective is
+      theirs.
+
+    ``source`` is the blocked kernel, or (``storage='auto'`` where the kernel matrix would
+    fit) a ``LazyKernel`` whose blocked kernel is used: then the candidates run on the
+    sample's s×s kernel matrix instead of its values in blocks.
 
     Returns the :class:`~restarts.Restarts` and the
     :class:`~kkmeans_cli.engine.optima.OptimaState` whose starts and refinements they are.
@@ -185,39 +128,20 @@ def adaptive_restarts(source, weights, rng, spec, n_init, full_restarts):
     stats = {"screened_start_kinds": kinds, "sample_size": int(sample.size),
              "sample_objectives": objectives, "screen_separated": separate,
              "screen_cpu_seconds": seconds}
-
-    def complete(target, c, completing):
+    t1 = time.process_time()
+    if separate:
+        c = candidates[0]
+        state.kinds, state.records = [kinds[c]], []
         start = nearest_sample_centres(blocked, weights, sample, solutions[c], k, rng,
                                        n_threads)
-        return completing.refine(target, weights, iterate(target, weights, start, spec),
-                                 start)
-
-    t1 = time.process_time()
-    if separate or not source.lazy:
-        completed = candidates if not separate else candidates[:1]
-        state.kinds, state.records = [], []
-        best, best_index, inertias = None, None, []
-        for j, c in enumerate(completed):
-            state.kinds.append(kinds[c])
-            result = complete(blocked, c, state)
-            inertias.append(result.inertia)
-            if improves(result.inertia, None if best is None else best.inertia):
-                best, best_index = result, j
-        stats["completed"] = [int(c) for c in completed]
+        best = state.refine(blocked, weights, iterate(blocked, weights, start, spec), start)
+        best_index, inertias = 0, [best.inertia]
+        stats["completed"] = [int(c)]
     else:
-        K = source.materialize()
-        fresh = OptimaState(spec, n_init)
-        full = full_restarts(K, before, fresh)
+        state = OptimaState(spec, n_init)
+        full = full_restarts(blocked, before, state)
         best, best_index, inertias = full.best, full.winner, list(full.inertias)
-        completed = candidates[:RESTARTS_COMPLETED]
-        for c in completed:
-            fresh.kinds.append(kinds[c])
-            result = complete(K, c, fresh)
-            inertias.append(result.inertia)
-            if improves(result.inertia, best.inertia):
-                best, best_index = result, len(inertias) - 1
-        state = fresh
-        stats["completed"] = [int(c) for c in completed]
+        stats["completed"] = []
         stats["screen_full_restarts"] = n_init
     seconds["complete"] = time.process_time() - t1
     return Restarts(best, inertias, stats, best_index=best_index), state

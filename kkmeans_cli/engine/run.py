@@ -47,16 +47,15 @@ def run_restarts(source, weights, init_labels, rng, spec, progress=None):
         return source.run_restarts(weights, init_labels, rng, spec, progress)
     n_init = 1 if init_labels is not None else spec.n_init
     state = OptimaState(spec, n_init)
-    if spec.screen and init_labels is None and n_init >= 2:
-        # storage='auto' chose screening by its cost model: completed on kernel values in
-        # blocks, or full restarts on the kernel matrix when the sample does not separate
+    if init_labels is None and n_init >= 2 and (
+            spec.screen or exact_restarts.applies(source, init_labels, n_init, spec.n_clusters)):
+        # storage='auto' chose screening by its cost model, or no kernel matrix to share:
+        # candidates on a sample, the one that stands out completed, or the full restarts
+        # in blocks when none does
         restarts, state = exact_restarts.adaptive_restarts(
             source, weights, rng, spec, n_init,
-            lambda K, generator, fresh: plain_restarts(K, weights, None, generator, spec,
-                                                       n_init, fresh))
-    elif exact_restarts.applies(source, init_labels, n_init, spec.n_clusters):
-        # no kernel matrix to share: candidates on a sample, the best completed
-        restarts = exact_restarts.screened_restarts(source, weights, rng, state, n_init)
+            lambda target, generator, fresh: plain_restarts(target, weights, None, generator,
+                                                            spec, n_init, fresh))
     else:
         restarts = plain_restarts(source, weights, init_labels, rng, spec, n_init, state)
     return Restarts(restarts.best, restarts.inertias,

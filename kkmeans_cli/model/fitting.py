@@ -155,8 +155,8 @@ def kernel_stage(X, weights, kernel_matrix, kernel, params, plan, progress=None)
             K = kernel.matrix(X, dtype=dtype, n_threads=n_threads)
             return InMemoryKernel(K, n_threads=n_threads, diag=blocked.diag)
 
-        # route 'lazy', or screened restarts that build K if the sample does not separate
-        # (exact_restarts.adaptive_restarts)
+        # route 'lazy', or screened restarts whose candidates run on the sample's kernel
+        # matrix (exact_restarts.adaptive_restarts)
         return LazyKernel(blocked, build, plan.lazy_budget), weights, None, None, None
     n = X.shape[0]
     if kernel_matrix is None:

@@ -133,11 +133,12 @@ def choose_route(costs, matrix_fits, blocked_fits):
     whose restarts can be screened, and whether the kernel matrix and the blocked route fit
     the memory limit. A pure function.
 
-    The faster prediction wins among the routes that fit. Screened restarts build the kernel
-    matrix after all (and run the full restarts on it) when the sample's solutions do not
-    separate (``exact_restarts.adaptive_restarts``); that needs the matrix to fit, so without
-    it the screened route completes every promising candidate instead. None when neither
-    fits (the caller's memory check refuses).
+    The faster prediction wins among the routes that fit. When the sample's solutions do not
+    separate, screened restarts run the full restarts on kernel values in blocks
+    (``exact_restarts.adaptive_restarts``): the route keeps the blocked route's memory, at
+    most about 1.4× the time of the full restarts on the matrix (i.i.d. normal data,
+    ``benchmarks/bench_route.py``). None when neither fits (the caller's memory check
+    refuses).
     """
     if not blocked_fits:
         return ("matrix", False, None) if matrix_fits else None
@@ -150,7 +151,8 @@ def choose_route(costs, matrix_fits, blocked_fits):
                                  f"restarts screened on a sample of {sample} points")
     if costs.screened < costs.matrix:
         return "blocked", True, (f"predicted {screened} against {matrix}; the matrix is "
-                                 f"built if the sample's solutions do not separate")
+                                 f"never built: the full restarts run in blocks if the sample's solutions do "
+                                 f"not separate")
     return "matrix", False, f"predicted {matrix} against {screened}"
 
 
@@ -175,7 +177,8 @@ class FitPlan:
         The cost model chose restarts screened on a sample (route 'blocked'): the engine's
         adaptive screening (``exact_restarts.adaptive_restarts``).
     matrix_fits : bool
-        The kernel matrix fits the memory limit (the adaptive screening may build it).
+        The kernel matrix fits the memory limit (the adaptive screening then runs its
+        candidates on the sample's kernel matrix).
     costs : RouteCosts or None
         The cost model's predictions when it chose the route (``storage='auto'``).
     """
