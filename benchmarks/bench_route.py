@@ -157,10 +157,9 @@ def part_constants(args):
     data = blobs(20_000, 10, k, seed=0)[0]
     src = BlockedKernel(Kernel("rbf", 0.02), data, n_threads=threads)
     spec = FitSpec(n_clusters=k, n_init=20, n_threads=threads, n_features=10)
-    from kkmeans_cli.engine.optima import OptimaState
-
-    out = exact_restarts.screened_restarts(src, np.ones(20_000), np.random.default_rng(0),
-                                           OptimaState(spec, 20), 20)
+    out, _ = exact_restarts.adaptive_restarts(
+        src, np.ones(20_000), np.random.default_rng(0), spec, 20,
+        lambda *a: sys.exit("the blobs' sample did not separate"))
     completed = len(out.inertias)
     evaluations = src.kernel_evaluations / completed - 20_000 * 4000
     rows.append(("kernel values of a completion in blocks / (n²/k), blobs",
