@@ -8,8 +8,9 @@ none stands out (data without clusters, where the sample cannot tell the basins 
 full restarts run instead, so screening never loses the full restarts' optimum there:
 
 - a candidate is the fit's own start of that number (spectral, normalized spectral,
-  k-means++; ``optima.start_kinds``) drawn on the sample, Elkan on the sample's kernel values
-  in blocks, then Hartigan's refinement there; its objective on the sample ranks it;
+  k-means++; ``optima.start_kinds``) drawn on the sample, iterated on the sample's kernel
+  values in blocks (or on its s×s kernel matrix, for ``storage='auto'`` where K would fit),
+  then Hartigan's refinement there; its objective on the sample ranks it;
 - a completion starts all n points at the nearest centre of that sample solution (kernel sums
   against at most ``ASSIGN_POINTS`` of the sample's points, fused for rbf:
   ``Kernel.fused_outer_sums``), then runs the fit's own iterations and refinement on
@@ -35,8 +36,8 @@ ASSIGN_POINTS = 4000
 #: centres to ~1/√500 of their spread, enough to tell basins apart.
 SAMPLE_MIN = 5000
 SAMPLE_PER_CLUSTER = 500
-#: Candidates completed: the best distinct ones whose sample objective is within this
-#: relative distance of the best (engine/restarts.py).
+#: The sample's solutions separate when only one distinct solution has a sample objective
+#: within this relative distance of the best (:func:`promising`).
 PROMISING_RTOL = 0.01
 
 
