@@ -109,6 +109,13 @@ def test_screened_objective_not_above_full_restarts_on_iid_normal(small_sample, 
         "matrix"]
     assert stats["screen_separated"] is False and stats["completed"] == []
     assert stats["storage"] == "blocked" and stats["screen_full_restarts"] == 20
+    # the screening stopped once three distinct candidates were within 1% of the best
+    ran = len(stats["sample_objectives"])
+    assert exact_restarts.SCREEN_STOP_AFTER <= ran < 20
+    assert len(stats["screened_start_kinds"]) == ran
+    assert len(exact_restarts.promising(stats["sample_objectives"])) >= 3
+    assert len(exact_restarts.promising(stats["sample_objectives"][:-1])) < 3 or \
+        ran == exact_restarts.SCREEN_STOP_AFTER
     # the same 20 runs: objectives equal up to the rounding of sums made in another order
     np.testing.assert_allclose(stats["restart_inertias"],
                                full.fit_stats_["restart_inertias"], rtol=1e-12)
@@ -151,6 +158,7 @@ def test_separated_sample_completes_in_blocks(small_sample, monkeypatch):
     assert stats["route_predicted_seconds"]["screened"] < stats["route_predicted_seconds"][
         "matrix"]
     assert stats["screen_separated"] is True and stats["storage"] == "blocked"
+    assert len(stats["sample_objectives"]) == 20          # no early stop: one solution
     assert len(stats["restart_inertias"]) == 1
     assert len(np.unique(y[est.labels_ == 0])) == 1  # the blobs found (ARI 1)
     np.testing.assert_array_equal(est.predict(X), est.labels_)
@@ -171,7 +179,8 @@ def test_report_route_row_names_the_cost_models_choice(tmp_path, small_sample):
         r"full restarts run in blocks if the sample's solutions do not separate",
         route), route
     restarts = re.search(r"^restarts: +(.*)$", result.stderr, re.M).group(1)
-    assert re.fullmatch(r"20 screened on a sample of 1,000 points \(their solutions did not "
+    assert re.fullmatch(r"([5-9]|1[0-9]|20) screened on a sample of 1,000 points \(their "
+                        r"solutions did not "
                         r"separate\), then 20 on all the data \(best: #([1-9]|1[0-9]|20)\)",
                         restarts), restarts
     # asked for explicitly: the matrix route has no route row
