@@ -154,6 +154,22 @@ def rbf_outer_sums(const double[:, ::1] A, const double[::1] sq_a, const double[
         free(dots)
 
 
+cdef void _gather(const double[:, ::1] X, const Py_ssize_t[::1] index, double *out,
+                  Py_ssize_t point_stride, Py_ssize_t feature_stride,
+                  double[::1] sq) noexcept nogil:
+    """Point i of ``index`` copied to out[i·point_stride + t·feature_stride] (t a feature:
+    rows with strides (d, 1), the points transposed with (1, m)), sq[i] = its squared norm."""
+    cdef Py_ssize_t i, t
+    cdef double s, v
+    for i in range(index.shape[0]):
+        s = 0.0
+        for t in range(X.shape[1]):
+            v = X[index[i], t]
+            out[i * point_stride + t * feature_stride] = v
+            s = s + v * v
+        sq[i] = s
+
+
 def rbf_sums_of(const double[:, ::1] X, const Py_ssize_t[::1] rows,
                 const Py_ssize_t[::1] cols, const int[::1] labels, const double[::1] weights,
                 double gamma, double[:, ::1] out, int n_threads):
@@ -172,13 +188,14 @@ def rbf_sums_of(const double[:, ::1] X, const Py_ssize_t[::1] rows,
         return
     cdef Py_ssize_t[::1] starts = np.zeros(k + 1, dtype=np.intp)
     cdef Py_ssize_t[::1] fill = np.empty(k, dtype=np.intp)
+    cdef Py_ssize_t[::1] by_cluster = np.empty(m, dtype=np.intp)
     cdef double[:, ::1] A = np.empty((p, d))
     cdef double[::1] sq_a = np.empty(p)
     cdef double[:, ::1] Bt = np.empty((d, max(m, 1)))
     cdef double[::1] sq_b = np.empty(max(m, 1))
     cdef double[::1] w = np.empty(max(m, 1))
     with nogil:
-        for j in range(m):
+        for j in range(m):                       # counting sort of the columns by cluster
             starts[labels[j] + 1] += 1
         for c in range(k):
             starts[c + 1] += starts[c]
@@ -186,18 +203,10 @@ def rbf_sums_of(const double[:, ::1] X, const Py_ssize_t[::1] rows,
         for j in range(m):
             i = fill[labels[j]]
             fill[labels[j]] += 1
-            s = 0.0
-            for t in range(d):
-                Bt[t, i] = X[cols[j], t]
-                s = s + Bt[t, i] * Bt[t, i]
-            sq_b[i] = s
+            by_cluster[i] = cols[j]
             w[i] = weights[j]
-        for r in range(p):
-            s = 0.0
-            for t in range(d):
-                A[r, t] = X[rows[r], t]
-                s = s + A[r, t] * A[r, t]
-            sq_a[r] = s
+        _gather(X, by_cluster, &Bt[0, 0], 1, Bt.shape[1], sq_b)
+        _gather(X, rows, &A[0, 0], d, 1, sq_a)
     with nogil, parallel(num_threads=n_threads):
         dots = <double *> malloc(KK_ROWS * KK_TILE * sizeof(double))
         block = <double *> malloc(KK_ROWS * k * sizeof(double))
@@ -214,7 +223,7 @@ def rbf_sums_of(const double[:, ::1] X, const Py_ssize_t[::1] rows,
 
 
 def rbf_replay(const double[:, ::1] X, const Py_ssize_t[::1] rows,
-               const Py_ssize_t[::1] starts, const int[::1] moved, const int[::1] src,
+               const Py_ssize_t[::1] starts, const Py_ssize_t[::1] moved, const int[::1] src,
                const int[::1] dst, const double[::1] weights, double gamma,
                double[:, ::1] F, int n_threads):
     """Elkan's log of moves replayed into the outer sums F (k×n), rbf, fused: for each point
@@ -237,6 +246,7 @@ def rbf_replay(const double[:, ::1] X, const Py_ssize_t[::1] rows,
     cdef Py_ssize_t[::1] count = np.zeros(m + 1, dtype=np.intp)
     cdef Py_ssize_t[::1] order = np.empty(p, dtype=np.intp)
     cdef Py_ssize_t[::1] groups = np.empty(p + 1, dtype=np.intp)
+    cdef Py_ssize_t[::1] sorted_rows = np.empty(p, dtype=np.intp)
     cdef double[:, ::1] A = np.empty((p, d))
     cdef double[::1] sq_a = np.empty(p)
     cdef double[:, ::1] Bt = np.empty((d, m))
@@ -264,18 +274,11 @@ def rbf_replay(const double[:, ::1] X, const Py_ssize_t[::1] rows,
                 n_groups += 1
         groups[n_groups] = p
         for i in range(p):
-            s = 0.0
-            for t in range(d):
-                A[i, t] = X[rows[order[i]], t]
-                s = s + A[i, t] * A[i, t]
-            sq_a[i] = s
-        for j in range(m):
-            s = 0.0
-            for t in range(d):
-                Bt[t, j] = X[moved[j], t]
-                s = s + Bt[t, j] * Bt[t, j]
-            sq_b[j] = s
-            if k <= KK_SCATTER_ABOVE:
+            sorted_rows[i] = rows[order[i]]
+        _gather(X, sorted_rows, &A[0, 0], d, 1, sq_a)
+        _gather(X, moved, &Bt[0, 0], 1, m, sq_b)
+        if k <= KK_SCATTER_ABOVE:
+            for j in range(m):
                 coef[dst[j], j] = weights[j]
                 coef[src[j], j] = -weights[j]
     with nogil, parallel(num_threads=n_threads):
@@ -286,7 +289,7 @@ def rbf_replay(const double[:, ::1] X, const Py_ssize_t[::1] rows,
             nr = groups[q + 1] - r0
             if starts[order[r0]] < m:
                 for r in range(nr):
-                    o[r] = &F[0, rows[order[r0 + r]]]
+                    o[r] = &F[0, sorted_rows[r0 + r]]
                 kk_rbf_replay(&A[r0, 0], nr, d, &sq_a[r0], &Bt[0, 0], &sq_b[0], &coef[0, 0],
                               &weights[0], &src[0], &dst[0], m, starts[order[r0]], gamma,
                               dots, &zero[0], o, n, k)

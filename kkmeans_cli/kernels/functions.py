@@ -227,7 +227,7 @@ class Kernel:
             n_threads = 1
         _kernel_matrix.rbf_replay(
             X, np.ascontiguousarray(rows, dtype=np.intp), starts - first,
-            np.ascontiguousarray(moved[first:], dtype=np.int32),
+            np.ascontiguousarray(moved[first:], dtype=np.intp),
             np.ascontiguousarray(src[first:], dtype=np.int32),
             np.ascontiguousarray(dst[first:], dtype=np.int32),
             np.ascontiguousarray(weights[first:], dtype=np.float64), float(self.gamma), F,
