@@ -233,31 +233,6 @@ class Kernel:
             np.ascontiguousarray(weights[first:], dtype=np.float64), float(self.gamma), F,
             n_threads)
         return True
-        # only the log from the earliest start on; rows sorted by start, in groups of at
-        # most KK_ROWS rows with one start (_rbf_sums.h replays a group at once)
-        first = int(starts.min())
-        order = np.argsort(starts, kind="stable")
-        starts = starts[order] - first
-        A = self.centred(np.ascontiguousarray(np.asarray(A)[order], dtype=np.float64))
-        B = self.centred(np.ascontiguousarray(np.asarray(B)[first:], dtype=np.float64))
-        src = np.ascontiguousarray(src[first:], dtype=np.int32)
-        dst = np.ascontiguousarray(dst[first:], dtype=np.int32)
-        weights = np.ascontiguousarray(weights[first:], dtype=np.float64)
-        m, k = B.shape[0], F.shape[0]
-        if int(np.sum(m - starts)) < SMALL_BLOCK:
-            n_threads = 1
-        if k > REPLAY_SCATTER_ABOVE:
-            coef = np.zeros((1, 1))
-        else:
-            coef = np.zeros((k, m))
-            coef[dst, np.arange(m)] = weights
-            coef[src, np.arange(m)] = -weights
-        _kernel_matrix.rbf_replay(A, np.ascontiguousarray(np.asarray(cols)[order],
-                                                          dtype=np.intp),
-                                  _row_sq_norms(A), starts, _row_groups(starts),
-                                  np.ascontiguousarray(B.T), _row_sq_norms(B), coef, weights,
-                                  src, dst, float(self.gamma), F, n_threads)
-        return True
 
     def diag(self, A):
         """K(a, a) for every row a of A (float64)."""
@@ -327,7 +302,6 @@ def _parallel_exp(E, target, n_threads):
 
 def _row_sq_norms(X):
     return np.einsum("ij,ij->i", X, X)
-
 
 
 def data_offset(kernel, X, objective="kmeans", quiet=False):

@@ -136,7 +136,7 @@ def choose_route(costs, matrix_fits, blocked_fits):
     The faster prediction wins among the routes that fit. When the sample's solutions do not
     separate, screened restarts run the full restarts on kernel values in blocks
     (``exact_restarts.adaptive_restarts``): the route keeps the blocked route's memory, at
-    most about 1.4× the time of the full restarts on the matrix (i.i.d. normal data,
+    most about 1.3× the time of the full restarts on the matrix (i.i.d. normal data,
     ``benchmarks/bench_route.py``). None when neither fits (the caller's memory check
     refuses).
     """
