@@ -74,18 +74,30 @@ static inline double kk_rbf_value(double sa, double sb, double dot, double gamma
 }
 
 #define KK_TILE 512
+
+/* The buffer of products aliases no input: without the promise GCC versions the loops on a
+ * runtime overlap test, and the two versions round differently (FMA contraction), so a sum
+ * depended on where the heap had put the buffer, from run to run and between thread counts
+ * (-ffp-contract=off made the results stable too; this keeps the FMAs). */
+#if defined(__GNUC__) || defined(__clang__) || defined(_MSC_VER)
+#define KK_RESTRICT __restrict
+#else
+#define KK_RESTRICT
+#endif
+
 #define KK_SCATTER_ABOVE 32
 
 /* d·a_r·b_j for R ≤ KK_ROWS rows a_r (row-major, d columns) and the moved or training points
  * j ∈ [j0, j0 + len) of Bt (transposed, row length ld): dots[r·KK_TILE + j − j0]. */
-static inline void kk_dots(const double *A, ptrdiff_t R, ptrdiff_t d, const double *Bt,
-                           ptrdiff_t ld, ptrdiff_t j0, ptrdiff_t len, double *dots)
+static inline void kk_dots(const double *A, ptrdiff_t R, ptrdiff_t d,
+                           const double *KK_RESTRICT Bt, ptrdiff_t ld, ptrdiff_t j0,
+                           ptrdiff_t len, double *KK_RESTRICT dots)
 {
     ptrdiff_t r, t, j;
     if (R == KK_ROWS) {
-        double *d0 = dots, *d1 = dots + KK_TILE, *d2 = dots + 2 * KK_TILE,
-               *d3 = dots + 3 * KK_TILE;
-        const double *bt = Bt + j0;
+        double *KK_RESTRICT d0 = dots, *KK_RESTRICT d1 = dots + KK_TILE,
+               *KK_RESTRICT d2 = dots + 2 * KK_TILE, *KK_RESTRICT d3 = dots + 3 * KK_TILE;
+        const double *KK_RESTRICT bt = Bt + j0;
         double a0 = A[0], a1 = A[d], a2 = A[2 * d], a3 = A[3 * d];
         for (j = 0; j < len; j++) {
             double b = bt[j];
@@ -108,8 +120,8 @@ static inline void kk_dots(const double *A, ptrdiff_t R, ptrdiff_t d, const doub
         return;
     }
     for (r = 0; r < R; r++) {
-        double *dr = dots + r * KK_TILE;
-        const double *bt = Bt + j0;
+        double *KK_RESTRICT dr = dots + r * KK_TILE;
+        const double *KK_RESTRICT bt = Bt + j0;
         double a = A[r * d];
         for (j = 0; j < len; j++)
             dr[j] = a * bt[j];
@@ -142,8 +154,8 @@ static void kk_rbf_replay(const double *A, ptrdiff_t R, ptrdiff_t d, const doubl
         len = t1 - t0;
         kk_dots(A, R, d, Bt, m, t0, len, dots);
         for (r = 0; r < R; r++) {
-            double *dr = dots + r * KK_TILE;
-            const double *sb = sq_b + t0;
+            double *KK_RESTRICT dr = dots + r * KK_TILE;
+            const double *KK_RESTRICT sb = sq_b + t0;
             double sa = sq_a[r];
 #pragma omp simd
             for (j = 0; j < len; j++)
@@ -205,7 +217,8 @@ static void kk_rbf_sums(const double *A, ptrdiff_t R, ptrdiff_t d, const double 
             len = t1 - t0;
             kk_dots(A, R, d, Bt, n, t0, len, dots);
             for (r = 0; r < R; r++) {
-                const double *dr = dots + r * KK_TILE, *sb = sq_b + t0, *wj = w + t0;
+                const double *KK_RESTRICT dr = dots + r * KK_TILE,
+                             *KK_RESTRICT sb = sq_b + t0, *KK_RESTRICT wj = w + t0;
                 double sa = sq_a[r], s = 0.0;
 #pragma omp simd reduction(+:s)
                 for (j = 0; j < len; j++)
