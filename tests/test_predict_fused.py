@@ -106,6 +106,21 @@ def _brute_replay(A, stamps, B, src, dst, w, k, gamma):
     return (K @ signs).T
 
 
+def _log_of_moves(rng, n, m, d, k, few_stamps):
+    """n points in d dimensions, a log of m moves between k clusters, and 1,500 points with
+    their stamps: some at the end (nothing to replay); few distinct stamps put the rows in
+    groups of four."""
+    X = rng.normal(size=(n, d))
+    moved = rng.integers(0, n, m)
+    src = rng.integers(0, k, m).astype(np.int32)
+    dst = ((src + rng.integers(1, k, m)) % k).astype(np.int32)
+    w = rng.uniform(0.2, 3.0, m)
+    points = np.sort(rng.choice(n, 1500, replace=False))
+    stamps = (rng.choice([0, 1, 517, m], points.size) if few_stamps
+              else rng.integers(0, m + 1, points.size))
+    return X, moved, src, dst, w, points, stamps
+
+
 @pytest.mark.parametrize("k", [3, 6, 40])    # passes of 4 clusters (padded), the scatter past 32
 @pytest.mark.parametrize("d", [1, 5, 17])
 @pytest.mark.parametrize("few_stamps", [False, True])    # rows alone, rows replayed in fours
@@ -117,15 +132,7 @@ def test_fused_replay_of_a_log_of_moves_equals_brute_force(k, d, few_stamps):
 
     rng = np.random.default_rng(k * 10 + d)
     n, m, gamma = 3000, 900, 0.6 / d
-    X = rng.normal(size=(n, d))
-    moved = rng.integers(0, n, m)
-    src = rng.integers(0, k, m).astype(np.int32)
-    dst = ((src + rng.integers(1, k, m)) % k).astype(np.int32)
-    w = rng.uniform(0.2, 3.0, m)
-    points = np.sort(rng.choice(n, 1500, replace=False))
-    # some at the end: nothing to do; few distinct stamps put rows in groups of four
-    stamps = (rng.choice([0, 1, 517, m], points.size) if few_stamps
-              else rng.integers(0, m + 1, points.size))
+    X, moved, src, dst, w, points, stamps = _log_of_moves(rng, n, m, d, k, few_stamps)
     assert np.sum(m - stamps) > 4 * SMALL_BLOCK
     F0 = rng.normal(size=(k, n))
     kern = Kernel("rbf", gamma)
@@ -158,14 +165,7 @@ def test_fused_sums_and_replay_do_not_depend_on_the_thread_count_whatever_the_he
         rng = np.random.default_rng(seed)
         k, d = [3, 6, 40][seed % 3], [1, 5, 17][(seed // 3) % 3]
         n, m = 3000, 900
-        X = rng.normal(size=(n, d))
-        moved = rng.integers(0, n, m)
-        src = rng.integers(0, k, m).astype(np.int32)
-        dst = ((src + rng.integers(1, k, m)) % k).astype(np.int32)
-        w = rng.uniform(0.2, 3.0, m)
-        points = np.sort(rng.choice(n, 1500, replace=False))
-        stamps = (rng.integers(0, m + 1, points.size) if seed % 2
-                  else rng.choice([0, 1, 517, m], points.size))
+        X, moved, src, dst, w, points, stamps = _log_of_moves(rng, n, m, d, k, seed % 2 == 0)
         assert np.sum(m - stamps) > SMALL_BLOCK
         labels = rng.integers(0, k, n)
         kern = Kernel("rbf", 0.6 / d)
