@@ -126,34 +126,6 @@ cdef extern from "_rbf_sums.h" nogil:
                        double *const *o, Py_ssize_t stride, Py_ssize_t k)
 
 
-def rbf_outer_sums(const double[:, ::1] A, const double[::1] sq_a, const double[:, ::1] Bt,
-                   const double[::1] sq_b, const double[::1] weights,
-                   const Py_ssize_t[::1] starts, double gamma, double[:, ::1] out,
-                   int n_threads):
-    """out[r, c] = Σ_{j∈c} w_j exp(−γ‖a_r − b_j‖²), the kernel values never stored.
-
-    ``Bt`` (d×n) holds the training points transposed and sorted by cluster (cluster c is
-    columns ``starts[c]:starts[c + 1]``), ``sq_b`` and ``weights`` in that order; ``sq_a``
-    holds ‖a_r‖². Each thread takes whole groups of ``KK_ROWS`` rows (``_rbf_sums.h``): the
-    dot products, the exponential and the float64 sums are fused per row, so the results do
-    not depend on the thread count.
-    """
-    cdef Py_ssize_t m = A.shape[0], d = A.shape[1], n = Bt.shape[1], k = out.shape[1]
-    cdef Py_ssize_t n_groups = (m + KK_ROWS - 1) // KK_ROWS
-    cdef Py_ssize_t q, r0, rows
-    cdef double *dots = NULL
-    if m == 0:
-        return
-    with nogil, parallel(num_threads=n_threads):
-        dots = <double *> malloc(KK_ROWS * KK_TILE * sizeof(double))
-        for q in prange(n_groups, schedule="dynamic", chunksize=8):
-            r0 = q * KK_ROWS
-            rows = m - r0 if m - r0 < KK_ROWS else KK_ROWS
-            kk_rbf_sums(&A[r0, 0], rows, d, &sq_a[r0], &Bt[0, 0], &sq_b[0], &weights[0], n,
-                        &starts[0], k, gamma, dots, &out[r0, 0])
-        free(dots)
-
-
 cdef void _gather(const double[:, ::1] X, const Py_ssize_t[::1] index, double *out,
                   Py_ssize_t point_stride, Py_ssize_t feature_stride,
                   double[::1] sq) noexcept nogil:

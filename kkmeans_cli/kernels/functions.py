@@ -171,25 +171,16 @@ class Kernel:
         on ``n_threads``; they equal the sums over :meth:`cross`'s rows up to rounding."""
         if self.name != "rbf":
             return None
-        A = np.ascontiguousarray(A, dtype=np.float64)
-        A = self.centred(A)
-        if A.shape[0] * B.shape[0] < FUSED_PARALLEL_MIN:
-            n_threads = 1
-        order = np.argsort(labels, kind="stable")
-        starts = np.searchsorted(np.asarray(labels)[order],
-                                 np.arange(n_clusters + 1)).astype(np.intp)
-        Bs = self.centred(np.asarray(B, dtype=np.float64)[order])
-        Bt = np.ascontiguousarray(Bs.T)
-        sq_b = _row_sq_norms(Bs)
-        w = np.ascontiguousarray(np.asarray(weights, dtype=np.float64)[order])
+        A = self.centred(np.ascontiguousarray(A, dtype=np.float64))
+        B = self.centred(np.asarray(B, dtype=np.float64))
         F = np.empty((n_clusters, A.shape[0]))
-        out = np.empty((min(block_rows, A.shape[0]), n_clusters))
         for i0 in range(0, A.shape[0], block_rows):
+            # the block's rows and the points B, as rows of one array (rbf_sums_of's form)
             i1 = min(i0 + block_rows, A.shape[0])
-            block = out[:i1 - i0]
-            _kernel_matrix.rbf_outer_sums(A[i0:i1], _row_sq_norms(A[i0:i1]), Bt, sq_b, w,
-                                          starts, float(self.gamma), block, n_threads)
-            F[:, i0:i1] = block.T
+            both = np.concatenate([A[i0:i1], B])
+            F[:, i0:i1] = self.fused_sums_of(both, np.arange(i1 - i0),
+                                             np.arange(i1 - i0, both.shape[0]), labels,
+                                             weights, n_clusters, n_threads)
         return F
 
     def fused_sums_of(self, X, rows, cols, labels, weights, n_clusters, n_threads=1):
