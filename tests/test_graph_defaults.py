@@ -244,6 +244,39 @@ def test_laplacian_eigenvalues_against_dense_eigh(n):
     assert gaps[6] is None
 
 
+@pytest.mark.parametrize("r", [2, 3, 7])                # fewer, as many, more than components
+def test_top_eigenvectors_of_a_disconnected_graph_against_dense_eigh(r):
+    # Lanczos (above SPECTRAL_DENSE_MAX nodes) finds one vector of a repeated eigenvalue; the
+    # eigenvalue 1 of N = D^-½AD^-½ is repeated once per component
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(1200, centers=[[0, 0], [30, 0], [0, 30]], random_state=0)
+    G = kgraph.knn_graph(X, None, n_clusters=3)
+    assert G.info.n_components == 3 and G.info.n_nodes > graph_starts.SPECTRAL_DENSE_MAX
+    kernel = GraphKernel(G.affinity)
+    lam, V = graph_starts.top_eigenvectors(kernel, r, np.random.default_rng(0))
+    A = G.affinity.toarray()
+    s = 1.0 / np.sqrt(A.sum(1))
+    N = s[:, None] * A * s[None, :]
+    ref = np.linalg.eigvalsh(N)[::-1][:r]
+    np.testing.assert_allclose(lam, ref, atol=1e-8)
+    np.testing.assert_allclose(V.T @ V, np.eye(r), atol=1e-8)
+    np.testing.assert_allclose(N @ V, V * lam[None, :], atol=1e-6)
+    lap = graph_starts.laplacian_eigenvalues(kernel, 6, np.random.default_rng(0))
+    np.testing.assert_allclose(lap, _dense_laplacian_eigenvalues(G.affinity)[:6], atol=1e-8)
+
+
+def test_spectral_starts_find_the_components_of_a_large_graph():
+    from sklearn.metrics import adjusted_rand_score
+
+    X, y = _moons(1000, 0.05, 1)
+    fit = fit_graph(X, 2, start="spectral", random_state=0, n_threads=1)
+    assert fit.graph.info.n_components == 2
+    assert fit.graph.info.n_nodes > graph_starts.SPECTRAL_DENSE_MAX
+    assert fit.ncut == 0.0
+    assert adjusted_rand_score(y, fit.labels) == 1.0
+
+
 def test_sweep_equals_fit_graph_for_each_k():
     from sklearn.datasets import make_blobs
 

@@ -20,7 +20,8 @@ The default starts (``default_starts``, ``best_default_start``)
 Spectral (Dhillon, Guan & Kulis, KDD 2004: the relaxation of weighted kernel k-means)
     With K = σD⁻¹ + D⁻¹AD⁻¹ and w = d, W^½KW^½ = σI + D^{-½}AD^{-½} = VΛVᵀ; the rows of
     Y = D^{-½}V_kΛ_k^½ (YYᵀ ≈ K) are clustered by weighted k-means (weights d). The top k
-    eigenpairs come from a dense ``eigh`` up to ``SPECTRAL_DENSE_MAX`` nodes, Lanczos above;
+    eigenpairs come from a dense ``eigh`` up to ``SPECTRAL_DENSE_MAX`` nodes, Lanczos above
+    (the eigenvectors of a disconnected graph's components written down: ``top_eigenvectors``);
     the k-means in the embedding is the best of ``EMBEDDING_N_INIT`` seeded runs
     (``start='spectral'``).
 
@@ -65,20 +66,10 @@ def component_start(components, n_components, degrees, k):
 
 
 def spectral_embedding(kernel, k, rng):
-    """Y = D^{-½}V_kΛ_k^½ of the top k eigenpairs of σI + D^{-½}AD^{-½} (module docstring):
-    a dense ``eigh`` up to ``SPECTRAL_DENSE_MAX`` nodes, else Lanczos on the sparse matrix."""
+    """Y = D^{-½}V_kΛ_k^½ of the top k eigenpairs of σI + D^{-½}AD^{-½} (module docstring;
+    the eigenpairs of ``top_eigenvectors``)."""
     s = 1.0 / np.sqrt(kernel.degrees)
-    k = min(k, kernel.n)
-    N = kernel.matrix().multiply(s[:, None]).multiply(s[None, :]).tocsr()
-    if kernel.n <= SPECTRAL_DENSE_MAX or k >= kernel.n - 1:
-        lam, V = np.linalg.eigh(N.toarray())
-        lam, V = lam[::-1][:k], V[:, ::-1][:, :k]
-    else:
-        from scipy.sparse.linalg import eigsh
-
-        lam, V = eigsh(N, k=k, which="LA", v0=rng.uniform(0.5, 1.5, kernel.n), tol=1e-8)
-        order = np.argsort(-lam, kind="stable")
-        lam, V = lam[order], V[:, order]
+    lam, V = top_eigenvectors(kernel, min(k, kernel.n), rng)
     lam = np.maximum(lam + kernel.sigma, 0.0)
     return s[:, None] * V * np.sqrt(lam)[None, :]
 
@@ -205,23 +196,58 @@ DENSE_FALLBACK_MAX = 10_000  # a dense eigh when Lanczos fails, up to this many 
 def top_eigenvectors(kernel, r, rng):
     """(λ, V): the r largest eigenpairs of N = D^{-½}AD^{-½}, λ descending (a dense ``eigh``
     up to ``SPECTRAL_DENSE_MAX`` nodes or when r ≥ n − 1, Lanczos above, the dense solver
-    again when Lanczos does not converge)."""
+    again when Lanczos does not converge).
+
+    Lanczos finds one vector of a repeated eigenvalue, and a graph of c components has the
+    eigenvalue 1 c times (eigenvectors D^{½}1_C/√vol(C)). So above ``SPECTRAL_DENSE_MAX``
+    nodes those c vectors are written down (largest volume first) and Lanczos runs on N with
+    their space moved to the eigenvalue −2, below N's spectrum [−1, 1]."""
     n = kernel.n
     r = int(min(r, n))
     s = 1.0 / np.sqrt(kernel.degrees)
     N = kernel.matrix().multiply(s[:, None]).multiply(s[None, :]).tocsr()
     if n > SPECTRAL_DENSE_MAX and r < n - 1:
-        from scipy.sparse.linalg import ArpackNoConvergence, eigsh
+        from scipy.sparse.linalg import ArpackNoConvergence
 
         try:
-            lam, V = eigsh(N, k=r, which="LA", v0=rng.uniform(-1.0, 1.0, n), tol=EIGEN_TOL)
-            order = np.argsort(-lam, kind="stable")
-            return lam[order], V[:, order]
+            return _lanczos_top(N, kernel.degrees, r, rng)
         except ArpackNoConvergence:
             if n > DENSE_FALLBACK_MAX:
                 raise
     lam, V = np.linalg.eigh(N.toarray())
     return lam[::-1][:r], V[:, ::-1][:, :r]
+
+
+def _lanczos_top(N, degrees, r, rng):
+    """``top_eigenvectors`` by Lanczos, the components' eigenvectors written down."""
+    from scipy.sparse.csgraph import connected_components
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
+    n = N.shape[0]
+    v0 = rng.uniform(-1.0, 1.0, n)
+    c, comp = connected_components(N, directed=False)
+    if c == 1:
+        lam, V = eigsh(N, k=r, which="LA", v0=v0, tol=EIGEN_TOL)
+        order = np.argsort(-lam, kind="stable")
+        return lam[order], V[:, order]
+    root, vol = np.sqrt(degrees), np.bincount(comp, weights=degrees, minlength=c)
+    by_volume = np.argsort(-vol, kind="stable")
+    U = np.zeros((n, min(r, c)))
+    for j, comp_j in enumerate(by_volume[:U.shape[1]]):
+        inside = comp == comp_j
+        U[inside, j] = root[inside] / np.sqrt(vol[comp_j])
+    if r <= c:
+        return np.ones(r), U
+
+    def deflated(x):
+        x = np.asarray(x, dtype=np.float64).reshape(-1)
+        on_u = np.bincount(comp, weights=root * x, minlength=c) / vol
+        return N @ x - 3.0 * root * on_u[comp]
+
+    op = LinearOperator((n, n), matvec=deflated, dtype=np.float64)
+    lam, V = eigsh(op, k=r - c, which="LA", v0=v0, tol=EIGEN_TOL)
+    order = np.argsort(-lam, kind="stable")
+    return np.concatenate([np.ones(c), lam[order]]), np.hstack([U, V[:, order]])
 
 
 def njw_labels(V, k, rng):
