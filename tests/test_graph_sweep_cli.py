@@ -235,3 +235,25 @@ def test_knn_sweep_data_refusals(tmp_path):
               tmp_path / "m.npz"], 1, "few.csv: no k has a finite eigengap; λ_(k+1) − λ_k "
              "needs a graph of more than k nodes: sweep smaller ks or choose k by the "
              "silhouette", tmp_path)
+
+
+def test_fit_report_and_model_say_when_components_were_joined(tmp_path):
+    """Four far blobs and k = 2: the fit joins the four components by three bridges
+    (kernels.graph.join_components), and the report and the model's meta say so, since the
+    cut is then the joined graph's."""
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(400, centers=[[0, 0], [40, 0], [0, 40], [40, 40]], cluster_std=0.5,
+                      random_state=0)
+    path = tmp_path / "blobs.csv"
+    np.savetxt(path, X, delimiter=",")
+    result = run(["fit", path, "-k", "2", "-o", tmp_path / "m.npz"])
+    assert result.exit_code == 0, result.stderr
+    assert "400 nodes, 4 components joined by 3 bridges, nnz" in result.stderr
+    info = run(["info", tmp_path / "m.npz", "--json"])
+    graph = json.loads(info.stdout)["graph"]
+    assert graph["n_components"] == 4 and graph["bridges"] == 3
+    assert "4 components joined by 3 bridges" in run(["info", tmp_path / "m.npz"]).stdout
+    # one component: no bridges named
+    one = run(["fit", MOONS, "-k", "2"])
+    assert "bridge" not in one.stderr

@@ -271,7 +271,9 @@ def fit_report(estimator, data, scaler, model_path):
 
 def graph_text(graph, ncut=None):
     """A graph kernel's graph for people: ``20 neighbours (connectivity), 300 nodes,
-    1 component, nnz 6,488`` (and the normalized cut when given)."""
+    1 component, nnz 6,488`` (and the normalized cut when given); components that the fit
+    joined (``kernels.graph.join_components``): ``4 components joined by 3 bridges``, the cut
+    then being the joined graph's."""
     parts = []
     if graph.get("weighting") != "precomputed":
         parts.append(f"{plural(graph['n_neighbors'], 'neighbour')} ({graph['weighting']})")
@@ -280,7 +282,10 @@ def graph_text(graph, ncut=None):
     nodes = plural(graph["n_nodes"], "node")
     if graph.get("n_duplicates"):
         nodes += f" ({plural(graph['n_duplicates'], 'repeated point')} merged)"
-    parts += [nodes, plural(graph["n_components"], "component"), f"nnz {graph['nnz']:,}"]
+    components = plural(graph["n_components"], "component")
+    if graph.get("bridges"):
+        components += f" joined by {plural(graph['bridges'], 'bridge')}"
+    parts += [nodes, components, f"nnz {graph['nnz']:,}"]
     if ncut is not None:
         parts.append(f"normalized cut {ncut:.6g}")
     return ", ".join(parts)

@@ -204,7 +204,7 @@ class GraphPart:
 
     #: entries of ``GraphInfo`` (``kernels/graph.py``) kept in meta ``graph``
     INFO_KEYS = ("n_points", "n_nodes", "n_neighbors", "weighting", "nnz", "n_components",
-                 "n_duplicates")
+                 "n_duplicates", "bridges")
 
     @classmethod
     def model_meta(cls, estimator):
