@@ -253,7 +253,20 @@ def test_fit_report_and_model_say_when_components_were_joined(tmp_path):
     info = run(["info", tmp_path / "m.npz", "--json"])
     graph = json.loads(info.stdout)["graph"]
     assert graph["n_components"] == 4 and graph["bridges"] == 3
-    assert "4 components joined by 3 bridges" in run(["info", tmp_path / "m.npz"]).stdout
+    text = run(["info", tmp_path / "m.npz"]).stdout
+    assert "4 components joined by 3 bridges" in text
+    # the dense kernels' settings took no part in a graph fit: info does not list them
+    options = next(line for line in text.splitlines() if line.startswith("options:"))
+    assert "--kernel=knn" in options and "--n-clusters=2" in options
+    for unused in ("--gamma", "--degree", "--coef0", "--objective", "--algorithm", "--tol",
+                   "--dtype", "--refine", "--storage", "--approx", "--psd-repair", "--solver"):
+        assert unused not in options
+    assert "algorithm=" not in next(line for line in text.splitlines()
+                                    if line.startswith("fit:"))
+    dense = run(["fit", path, "-k", "2", "--kernel", "rbf", "-o", tmp_path / "rbf.npz"])
+    assert dense.exit_code == 0, dense.stderr
+    text = run(["info", tmp_path / "rbf.npz"]).stdout
+    assert "--gamma=median" in text and "--objective=kmeans" in text and "algorithm=auto" in text
     # one component: no bridges named
     one = run(["fit", MOONS, "-k", "2"])
     assert "bridge" not in one.stderr

@@ -62,8 +62,13 @@ def model_info_rows(info):
     params = ", ".join(f"{key}={info[key]:g}" for key in ("gamma", "degree", "coef0")
                        if key in info)
     options = info.get("options", {})
+    unused = ("data", "quiet", "debug", "json")
+    if info.get("graph"):           # a graph fit: the dense kernels' settings played no part
+        from ..model.params import GRAPH_UNUSED
+
+        unused += GRAPH_UNUSED
     fitted = " ".join(f"--{key.replace('_', '-')}={value}" for key, value in options.items()
-                      if value not in (None, False) and key not in ("data", "quiet", "debug", "json"))
+                      if value not in (None, False) and key not in unused)
     rows = [
         ("file", info["file"]),
         ("format", f"{info['format']} version {info['format_version']} "
@@ -78,8 +83,8 @@ def model_info_rows(info):
         ("scaling", info["scale"]),
         ("dtype", info["dtype"]),
         ("fit", f"seed={info.get('seed')} n_init={info.get('n_init')} "
-                f"n_iter={info.get('n_iter')} converged={info.get('converged')} "
-                f"algorithm={info.get('algorithm')}"),
+                f"n_iter={info.get('n_iter')} converged={info.get('converged')}"
+                + ("" if info.get("graph") else f" algorithm={info.get('algorithm')}")),
     ]
     if info.get("silhouette") is not None:
         how = ("exact" if info.get("silhouette_exact")

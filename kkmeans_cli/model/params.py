@@ -167,6 +167,9 @@ def check_param_combination(params):
 #: (a graph kernel builds no kernel matrix, has no kernel parameter and chooses its own starts).
 GRAPH_REFUSED = {"gamma": "median", "degree": 3, "coef0": 1.0, "storage": "auto",
                  "approx": "none", "psd_repair": "none", "solver": "lloyd"}
+#: Every setting a graph fit does not read: those above, and dtype, refine and algorithm
+#: (refused unless left at their defaults), tol (ignored) and objective (always the cut).
+GRAPH_UNUSED = (*GRAPH_REFUSED, "dtype", "refine", "algorithm", "tol", "objective")
 
 
 def check_graph_combination(params):
