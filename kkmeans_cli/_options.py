@@ -17,6 +17,10 @@ PRECOMPUTED_KERNELS = ("precomputed", "precomputed-distance")
 # Kernels of a sparse affinity graph, clustered by its normalized cut (``kernels/graph.py``,
 # ``kernels/graph_fit.py``): 'knn' builds the k-nearest-neighbour graph of the points.
 GRAPH_KERNELS = ("knn",)
+# The edge weights of the graph of kernel 'knn' (``kernels.graph.WEIGHTINGS``): 'connectivity'
+# (1 on every edge) or 'self-tuning' (exp(−d²/(σ_i σ_j)), σ_i the distance of x_i to its 7th
+# nearest other point; Zelnik-Manor & Perona, "Self-tuning spectral clustering", NIPS 2004).
+WEIGHTINGS = ("connectivity", "self-tuning")
 GAMMA_RULES = ("median", "scale")
 INITS = ("k-means++", "spectral", "random")
 ALGORITHMS = ("auto", "lloyd", "elkan")
@@ -36,6 +40,7 @@ DEFAULTS = {
     # the normalized cut of the k-nearest-neighbour graph (docs/engine.md, "Graph kernels"):
     # on rings, moons and the real sets measured it beats rbf with only k given
     "kernel": "knn",
+    "weighting": "connectivity",
     "gamma": "median",
     "degree": 3,
     "coef0": 1.0,

@@ -175,6 +175,89 @@ def test_n_neighbors_belongs_to_knn():
         KernelKMeans(3, kernel="knn", n_neighbors=30).fit(X)
 
 
+def test_self_tuning_estimator_is_the_engine_fit():
+    """weighting='self-tuning' is ``fit_graph(weighting='self-tuning')`` with the same
+    neighbours, starts and generator; the graph and its model say so, predict(X_fit) ==
+    labels_, and the weighting is a parameter as any other (get_params, clone)."""
+    from sklearn.base import clone
+
+    from kkmeans_cli.model.params import fit_rngs
+
+    X, y = _moons(200, seed=3)
+    est = KernelKMeans(2, kernel="knn", n_neighbors=12, weighting="self-tuning", n_init=3,
+                       random_state=0).fit(X)
+    _, rng = fit_rngs(0)
+    ref = fit_graph(X, 2, n_neighbors=12, weighting="self-tuning", n_init=3, random_state=rng,
+                    n_threads=1)
+    np.testing.assert_array_equal(est.labels_, ref.labels)
+    assert est.inertia_ == ref.objective and est.ncut_ == ref.ncut
+    np.testing.assert_array_equal(est.cluster_weights_, ref.sums.vol)
+    assert adjusted_rand_score(y, est.labels_) == 1.0
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+    assert est.fit_stats_["graph"]["weighting"] == "self-tuning"
+    assert est.graph_model_.weighting == "self-tuning" and est.graph_model_.scales is not None
+    connectivity = KernelKMeans(2, kernel="knn", n_neighbors=12, n_init=3,
+                                random_state=0).fit(X)
+    assert connectivity.get_params()["weighting"] == "connectivity"
+    assert connectivity.fit_stats_["graph"]["weighting"] == "connectivity"
+    assert connectivity.ncut_ != est.ncut_  # another graph
+    again = clone(est)
+    assert again.get_params() == est.get_params() and again.weighting == "self-tuning"
+    np.testing.assert_array_equal(again.fit(X).labels_, est.labels_)
+
+
+def test_self_tuning_model_file_and_sweep(tmp_path):
+    """A self-tuning model file keeps its weighting and scales: loaded, it predicts the
+    training points as labels_ and new points as the estimator. A sweep with the weighting
+    builds its graph with it: every k's labels are the fit's."""
+    from kkmeans_cli.model.sweep import sweep
+
+    X, _ = _moons(200, seed=4)
+    est = KernelKMeans(2, kernel="knn", n_neighbors=9, weighting="self-tuning", n_init=2,
+                       random_state=0).fit(X)
+    _save(est, tmp_path / "m.npz")
+    loaded = load_model(tmp_path / "m.npz")
+    assert loaded.meta["graph"]["weighting"] == "self-tuning"
+    model = loaded.result.graph.model
+    assert model.weighting == "self-tuning"
+    np.testing.assert_array_equal(model.scales, est.graph_model_.scales)
+    loaded_est = loaded.estimator
+    assert loaded_est.weighting == "self-tuning" and loaded_est.n_neighbors == 9
+    np.testing.assert_array_equal(loaded_est.predict(X), est.labels_)
+    new, _ = _moons(50, seed=9)
+    np.testing.assert_array_equal(loaded_est.predict(new), est.predict(new))
+    np.testing.assert_array_equal(loaded_est.transform(new), est.transform(new))
+
+    res = sweep(X, [2, 3], kernel="knn", n_neighbors=9, weighting="self-tuning",
+                random_state=3, refit_best=True)
+    assert res.graph.weighting == "self-tuning"
+    for row, labels in zip(res.rows, res.labels):
+        fit = KernelKMeans(row["k"], n_neighbors=9, weighting="self-tuning",
+                           random_state=3).fit(X)
+        np.testing.assert_array_equal(labels, fit.labels_)
+        assert row["objective"] == fit.inertia_
+    assert res.best_estimator.weighting == "self-tuning"
+
+
+def test_weighting_belongs_to_knn():
+    """'self-tuning' with a dense kernel is refused as n_neighbors is; the default,
+    'connectivity', is what every other kernel has; a value not in the table is refused; the
+    table is the engine's."""
+    from kkmeans_cli import _options
+    from kkmeans_cli.kernels.graph import WEIGHTINGS
+
+    assert _options.WEIGHTINGS == WEIGHTINGS
+    X, _ = blobs(n=30, k=3)
+    with pytest.raises(InvalidParameterError,
+                       match="weighting='self-tuning' sets the edge weights of the graph of "
+                             "kernel='knn'; the rbf kernel builds no neighbour graph"):
+        KernelKMeans(3, kernel="rbf", weighting="self-tuning").fit(X)
+    KernelKMeans(3, kernel="rbf", weighting="connectivity", n_init=1).fit(X)
+    for bad in ("gauss", "Self-Tuning", None, 1):
+        with pytest.raises(InvalidParameterError, match="'weighting' parameter"):
+            KernelKMeans(3, kernel="knn", weighting=bad).fit(X)
+
+
 def test_unequal_weights_with_knn_name_the_weights_file(tmp_path):
     X, _ = blobs(n=30, k=3)
     write_csv(tmp_path / "x.csv", X)
@@ -345,11 +428,64 @@ def test_cli_knn_as_subprocesses_and_config(moons_csv):
     assert load_model(folder / "m1.npz").result.graph.model.n_neighbors == 10
 
 
+def test_cli_weighting_self_tuning(moons_csv):
+    """--weighting self-tuning through CliRunner: the estimator's labels, the report's graph
+    row names the weighting, predict through the model gives the labels, info and the sweep
+    name it too."""
+    folder = moons_csv
+    fit = run(["fit", folder / "moons.csv", "-k", "2", "--weighting", "self-tuning",
+               "--n-neighbors", "12", "--seed", "4", "-o", folder / "m.npz"])
+    assert fit.exit_code == 0, fit.stderr
+    X = np.loadtxt(folder / "moons.csv", delimiter=",", skiprows=1)
+    est = KernelKMeans(2, n_neighbors=12, weighting="self-tuning", random_state=4).fit(X)
+    np.testing.assert_array_equal(labels_of(fit.stdout), est.labels_)
+    assert "graph:         12 neighbours (self-tuning), 240 nodes" in fit.stderr
+    predicted = run(["predict", folder / "m.npz", folder / "moons.csv"])
+    assert predicted.exit_code == 0, predicted.stderr
+    assert predicted.stdout == fit.stdout
+    info = run(["info", folder / "m.npz"])
+    assert "12 neighbours (self-tuning)" in info.stdout and "--weighting=self-tuning" in \
+        info.stdout
+    swept = run(["sweep", folder / "moons.csv", "--k", "2..3", "--weighting", "self-tuning",
+                 "--n-neighbors", "12", "--seed", "4", "--table", folder / "t.csv"])
+    assert swept.exit_code == 0, swept.stderr
+    assert "12 neighbours (self-tuning)" in swept.stderr
+    rbf = run(["fit", folder / "moons.csv", "-k", "2", "--kernel", "rbf", "-o",
+               folder / "r.npz", "-q"])
+    assert rbf.exit_code == 0 and "--weighting" not in run(["info", folder / "r.npz"]).stdout
+
+
+def test_cli_weighting_as_subprocess_and_config(moons_csv):
+    """The real command with a YAML config (weighting: self-tuning): its model is
+    self-tuning and predicts the training rows as the labels; a flag wins over the key."""
+    folder = moons_csv
+    (folder / "run.yaml").write_text("kernel: knn\nweighting: self-tuning\n")
+    fit = run_process(["fit", "moons.csv", "-k", "2", "--config", "run.yaml", "-o", "m.npz",
+                       "-q"], cwd=folder)
+    assert fit.returncode == 0 and fit.stderr == "", fit.stderr
+    model = load_model(folder / "m.npz").result.graph.model
+    assert model.weighting == "self-tuning"
+    predicted = run_process(["predict", "m.npz", "moons.csv"], cwd=folder)
+    assert predicted.returncode == 0, predicted.stderr
+    assert predicted.stdout == fit.stdout
+    X = np.loadtxt(folder / "moons.csv", delimiter=",", skiprows=1)
+    np.testing.assert_array_equal(labels_of(fit.stdout),
+                                  KernelKMeans(2, weighting="self-tuning",
+                                               random_state=0).fit(X).labels_)
+    flag = run(["fit", folder / "moons.csv", "-k", "2", "--config", folder / "run.yaml",
+                "--weighting", "connectivity", "-o", folder / "c.npz", "-q"])
+    assert flag.exit_code == 0, flag.stderr
+    assert load_model(folder / "c.npz").result.graph.model.weighting == "connectivity"
+
+
 @pytest.mark.parametrize("args, code, needles", [
     (["--n-neighbors", "0"], 2, ["--n-neighbors", "0"]),
     (["--n-neighbors", "-3"], 2, ["--n-neighbors", "-3"]),
     (["--n-neighbors", "2.5"], 2, ["--n-neighbors", "2.5"]),
     (["--n-neighbors", "240"], 1, ["moons.csv", "--n-neighbors 240", "less than the number"]),
+    (["--weighting", "gauss"], 2, ["--weighting", "gauss", "connectivity", "self-tuning"]),
+    (["--kernel", "rbf", "--weighting", "self-tuning"], 2,
+     ["--weighting self-tuning", "--kernel knn", "the rbf kernel builds no neighbour graph"]),
     (["-k", "300"], 1, ["moons.csv", "k = 300"]),
     (["--cluster", "local:1"], 2, ["--cluster", "--kernel knn", "one process"]),
     (["--scheduler", "tcp://127.0.0.1:9"], 2, ["--scheduler", "--kernel knn"]),
@@ -390,6 +526,28 @@ def test_cli_n_neighbors_needs_knn(moons_csv):
     result = run(["fit", moons_csv / "moons.csv", "-k", "2", "--kernel", "rbf",
                   "--n-neighbors", "5", "--no-model"])
     assert_one_error_line(result, "--n-neighbors 5", "--kernel knn", code=2)
+
+
+@pytest.mark.parametrize("command", ["fit", "sweep"])
+def test_cli_weighting_refusals_write_nothing(moons_csv, command):
+    """--weighting self-tuning with a dense kernel, and a weighting not in the table as a
+    flag or a YAML key: one error line, exit 2, no file written."""
+    folder = moons_csv
+    (folder / "bad.yaml").write_text("weighting: gauss\n")
+    (folder / "rbf.yaml").write_text("kernel: rbf\nweighting: self-tuning\n")
+    before = listing(folder)
+    k = ["-k", "2"] if command == "fit" else ["--k", "2..3"]
+    out = ["-o", folder / "m.npz"] if command == "fit" else ["--model", folder / "m.npz"]
+    argv = [command, folder / "moons.csv", *k, *out]
+    assert_one_error_line(run([*argv, "--kernel", "rbf", "--weighting", "self-tuning"]),
+                          "--weighting self-tuning", "--kernel knn", "rbf", code=2)
+    assert_one_error_line(run([*argv, "--weighting", "gauss"]), "--weighting", "gauss",
+                          code=2)
+    assert_one_error_line(run([*argv, "--config", folder / "bad.yaml"]), "bad.yaml",
+                          "weighting", "gauss", code=2)
+    assert_one_error_line(run([*argv, "--config", folder / "rbf.yaml"]),
+                          "--weighting self-tuning", "--kernel knn", code=2)
+    assert listing(folder) == before
 
 
 # -- a sparse graph as DATA ---------------------------------------------------------------------

@@ -292,7 +292,7 @@ def test_tags_say_what_the_estimator_accepts():
 CHOICE_PARAMS = {"kernel": "KERNELS", "algorithm": "ALGORITHMS", "storage": "STORAGES",
                  "init": "INITS", "objective": "OBJECTIVES", "refine": "REFINES",
                  "psd_repair": "PSD_REPAIRS", "approx": "APPROXES", "solver": "SOLVERS",
-                 "dtype": "DTYPES", "gamma": "GAMMA_RULES"}
+                 "dtype": "DTYPES", "gamma": "GAMMA_RULES", "weighting": "WEIGHTINGS"}
 
 
 @pytest.mark.parametrize("param, table", sorted(CHOICE_PARAMS.items()))

@@ -1,6 +1,7 @@
 """``kkmeans info MODEL``: what a model file holds."""
 import click
 
+from .._options import GRAPH_KERNELS
 from .._text import plural
 
 
@@ -67,6 +68,8 @@ def model_info_rows(info):
         from ..model.params import GRAPH_UNUSED
 
         unused += GRAPH_UNUSED
+    if info["kernel"] not in GRAPH_KERNELS:  # the edge weights of kernel knn's graph alone
+        unused += ("weighting",)
     fitted = " ".join(f"--{key.replace('_', '-')}={value}" for key, value in options.items()
                       if value not in (None, False) and key not in unused)
     rows = [

@@ -32,6 +32,7 @@ DEFAULT_N_INIT = DEFAULTS["n_init"]
 INIT_CHOICES = _options.INITS
 OBJECTIVE_CHOICES = _options.OBJECTIVES
 REFINE_CHOICES = _options.REFINES
+WEIGHTING_CHOICES = _options.WEIGHTINGS
 
 
 class GammaType(click.ParamType):
@@ -158,12 +159,17 @@ def fit_options(f, kernel=DEFAULTS["kernel"]):
         click.option("--kernel", type=click.Choice(KERNEL_CHOICES), default=kernel,
                      show_default=True,
                      help="Kernel; knn: the normalized cut of the k-nearest-neighbour graph "
-                          "of DATA (--n-neighbors); 'precomputed': DATA is the n×n kernel "
-                          "matrix; 'precomputed-distance': DATA is the n×n dissimilarity "
-                          "matrix (kernel by Gower double centering)."),
+                          "of DATA (--n-neighbors, --weighting); 'precomputed': DATA is the "
+                          "n×n kernel matrix; 'precomputed-distance': DATA is the n×n "
+                          "dissimilarity matrix (kernel by Gower double centering)."),
         click.option("--n-neighbors", type=Integer(min=1), default=None, metavar="INT",
                      help="knn: neighbours of each point, itself included (fewer than the "
                           "rows)  [default: 20 other points, at most distinct rows/k - 1]"),
+        click.option("--weighting", type=click.Choice(WEIGHTING_CHOICES),
+                     default=DEFAULTS["weighting"], show_default=True,
+                     help="knn: edge weights; connectivity: 1 on every edge; self-tuning: "
+                          "exp(-d²/(σ_i σ_j)), σ_i the distance to the 7th nearest other "
+                          "point (Zelnik-Manor & Perona 2004)."),
         click.option("--gamma", type=GammaType(), default=DEFAULTS["gamma"], show_default=True,
                      help="Kernel width. median: 1/(2·median squared pair distance); "
                           "scale: 1/(n_features·Var(X))."),
@@ -424,7 +430,8 @@ def estimator_kwargs(opts, n_clusters, init):
                 approx=opts["approx"], n_landmarks=opts["landmarks"],
                 nystroem_rank=opts.get("rank"),
                 memory_limit=opts["memory_limit"], storage=opts["storage"],
-                n_neighbors=opts.get("n_neighbors"))
+                n_neighbors=opts.get("n_neighbors"),
+                weighting=opts.get("weighting", DEFAULTS["weighting"]))
 
 
 def require_matplotlib(path):

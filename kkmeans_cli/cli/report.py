@@ -23,7 +23,8 @@ _API_OPTIONS = {"n_clusters": "-k", "random_state": "--seed", "n_threads": "--th
 _API_PARAMS = ("n_clusters", "kernel", "gamma", "degree", "coef0", "init", "n_init",
                "max_iter", "tol", "algorithm", "random_state", "dtype", "n_threads",
                "psd_repair", "solver", "objective", "refine", "approx", "n_landmarks",
-               "memory_limit", "storage", "nystroem_rank", "n_neighbors")
+               "memory_limit", "storage", "nystroem_rank", "n_neighbors",
+               "weighting")
 # Never inside a file name: a path such as max_iter/n_init.csv or n_clusters=3.csv is kept.
 _API_SETTING = re.compile(r"(?<![\w./-])(" + "|".join(_API_PARAMS)
                           + r")=(?:'([^']*)'|\"([^\"]*)\"|([-+0-9.eE]+\b))")

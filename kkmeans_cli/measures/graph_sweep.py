@@ -55,8 +55,8 @@ class GraphSweepRecord:
 
 
 def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
-                random_state=None, n_threads=1, eigengap="auto", start="auto", n_init=3,
-                max_iter=300, progress=None):
+                weighting="connectivity", random_state=None, n_threads=1, eigengap="auto",
+                start="auto", n_init=3, max_iter=300, progress=None):
     """Fit every k of ``ks`` on one graph (module docstring).
 
     Parameters
@@ -65,6 +65,7 @@ def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
     ks : the numbers of clusters, each 1 ≤ k ≤ the graph's nodes (in the order given)
     affinity : sparse or dense (n, n), checked by ``kernels.graph.check_affinity``
     n_neighbors : int ≥ 1 counting the point itself, or None: the default rule at max(ks)
+    weighting : the graph's weights (``kernels.graph.knn_graph``; ignored with ``affinity``)
     random_state : None, int or ``numpy.random.SeedSequence`` (each k starts from a generator
         of its own seeded by it: ``default_rng(random_state)``)
     n_threads : threads of the neighbour search and the passes
@@ -82,7 +83,7 @@ def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
     if eigengap not in EIGENGAP_MODES:
         raise ValueError(f"eigengap must be one of {EIGENGAP_MODES}, got {eigengap!r}")
     n_threads = effective_n_threads(n_threads)
-    graph = build_graph(X, max(ks), affinity, n_neighbors, n_threads=n_threads)
+    graph = build_graph(X, max(ks), affinity, n_neighbors, weighting, n_threads=n_threads)
     too_many = [k for k in ks if k > graph.info.n_nodes]
     if too_many:
         raise ValueError(f"n_clusters must be between 1 and the {graph.info.n_nodes} "

@@ -105,7 +105,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
 'precomputed', 'precomputed-distance'}
         Kernel function; 'precomputed' means X is the n×n kernel matrix.
         'knn': the normalized cut of the k-nearest-neighbour graph of X (``n_neighbors``,
-        connectivity weights), minimised as weighted kernel k-means with weights w = D on
+        ``weighting``), minimised as weighted kernel k-means with weights w = D on
         K = σD⁻¹ + D⁻¹AD⁻¹ (Dhillon, Guan & Kulis, "Kernel k-means, spectral clustering and
         normalized cuts", KDD 2004; ``kernels/graph_fit.py``); ``objective`` is the
         normalized cut whatever it says, and the dense kernels' settings (gamma, storage,
@@ -197,6 +197,12 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         capped at ⌊n_distinct/k⌋ − 1 and n_distinct − 1 (``kernels.graph.default_neighbors``).
         ``n_init`` counts the starts of ``init='spectral'`` only: the default starts of a
         graph are a fixed set (``kernels/graph_fit.py``).
+    weighting : {'connectivity', 'self-tuning'}, default 'connectivity'
+        With ``kernel='knn'``: the weights of its edges. 'connectivity': 1 on every edge;
+        'self-tuning': exp(−‖x_i − x_j‖²/(σ_i σ_j)), σ_i the distance of x_i to its 7th
+        nearest other point (Zelnik-Manor & Perona, "Self-tuning spectral clustering",
+        NIPS 2004); the model keeps the σ_i and ``predict`` weighs a new point's edges the
+        same way. Refused with any other kernel unless left at its default.
     cluster : distributed.Client, str or None
         Run the Nyström fit on a Dask cluster (``distributed/``): a ``Client``, ``'local:N'``
         (N worker processes on 127.0.0.1 for the call) or a scheduler address or file. X may
@@ -243,7 +249,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
                  random_state=None, dtype=_D["dtype"], n_threads=None, approx=_D["approx"],
                  n_landmarks=None, memory_limit=None, objective=_D["objective"],
                  refine=_D["refine"], psd_repair=_D["psd_repair"], solver=_D["solver"],
-                 storage=_D["storage"], nystroem_rank=None, cluster=None, n_neighbors=None):
+                 storage=_D["storage"], nystroem_rank=None, cluster=None, n_neighbors=None,
+                 weighting=_D["weighting"]):
         self.n_clusters = n_clusters
         self.kernel = kernel
         self.gamma = gamma
@@ -268,6 +275,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         self.nystroem_rank = nystroem_rank
         self.cluster = cluster
         self.n_neighbors = n_neighbors
+        self.weighting = weighting
 
     # -- scikit-learn conventions ------------------------------------------------------------
     def _validate_params(self):

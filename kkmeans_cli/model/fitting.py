@@ -239,10 +239,10 @@ def check_graph_neighbors(n_neighbors, n):
 def fit_graph_arrays(X, affinity, params, rngs, n_threads):
     """A graph kernel's fit (``kernels/graph_fit.py``): the normalized cut of the
     k-nearest-neighbour graph of the checked points X (kernel 'knn'; ``n_neighbors`` None:
-    the engine's default rule, ``kernels.graph.default_neighbors``), or of a given sparse
-    ``affinity`` (kernel 'precomputed'; X None), as weighted kernel k-means with weights
-    w = D on K = σD⁻¹ + D⁻¹AD⁻¹ (Dhillon, Guan & Kulis, "Kernel k-means, spectral clustering
-    and normalized cuts", KDD 2004; docs/engine.md).
+    the engine's default rule, ``kernels.graph.default_neighbors``; its edges weighted by
+    ``weighting``), or of a given sparse ``affinity`` (kernel 'precomputed'; X None), as
+    weighted kernel k-means with weights w = D on K = σD⁻¹ + D⁻¹AD⁻¹ (Dhillon, Guan & Kulis,
+    "Kernel k-means, spectral clustering and normalized cuts", KDD 2004; docs/engine.md).
 
     The weights of the points are their degrees (a point with u copies carries 1/u of its
     node's degree), so that ``cluster_weights`` (the volumes) are their sums per cluster as
@@ -258,9 +258,10 @@ def fit_graph_arrays(X, affinity, params, rngs, n_threads):
     k = int(params["n_clusters"])
     start = "spectral" if params["init"] == "spectral" else "auto"
     t0 = time.perf_counter()
-    fit = fit_graph(X, k, affinity=affinity, n_neighbors=params["n_neighbors"], start=start,
-                    n_init=int(params["n_init"]), max_iter=int(params["max_iter"]),
-                    random_state=fit_rng, n_threads=n_threads)
+    fit = fit_graph(X, k, affinity=affinity, n_neighbors=params["n_neighbors"],
+                    weighting=params["weighting"], start=start, n_init=int(params["n_init"]),
+                    max_iter=int(params["max_iter"]), random_state=fit_rng,
+                    n_threads=n_threads)
     t1 = time.perf_counter()
     fitted = fit.fitted_attributes()
     graph, kernel = fit.graph, fit.kernel

@@ -68,6 +68,8 @@ PARAMETER_CONSTRAINTS = {
     # neighbours of each point (itself included) in the graph of kernel='knn'; None: the
     # engine's default rule (kernels.graph.default_neighbors)
     "n_neighbors": [_positive_int(), None],
+    # the edge weights of that graph (kernels.graph.knn_graph)
+    "weighting": [StrOptions(set(_options.WEIGHTINGS))],
 }
 
 
@@ -182,13 +184,19 @@ def check_graph_combination(params):
     counts the starts of ``init='spectral'`` (the default starts are a fixed set,
     ``kernels/graph_fit.py``); its starts are its own (``init`` 'k-means++', the default, or
     'spectral'; no labels, no 'random'); it runs in one process (no ``cluster``).
-    ``n_neighbors`` applies to it alone."""
+    ``n_neighbors`` and ``weighting`` (but its default) apply to it alone."""
     kernel = params["kernel"]
     if kernel not in _options.GRAPH_KERNELS:
         if params.get("n_neighbors") is not None:
             raise InvalidParameterError(
                 f"n_neighbors={params['n_neighbors']} sets the graph of kernel='knn'; the "
                 f"{kernel} kernel has no neighbours (use kernel='knn', or drop n_neighbors)")
+        weighting = params.get("weighting", _options.DEFAULTS["weighting"])
+        if weighting != _options.DEFAULTS["weighting"]:
+            raise InvalidParameterError(
+                f"weighting='{weighting}' sets the edge weights of the graph of "
+                f"kernel='knn'; the {kernel} kernel builds no neighbour graph (use "
+                f"kernel='knn', or drop weighting='{weighting}')")
         return
     check_graph_settings(params, "kernel='knn'", "a sparse k-nearest-neighbour graph")
 

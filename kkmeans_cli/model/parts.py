@@ -229,7 +229,7 @@ class GraphPart:
 
     @classmethod
     def load(cls, meta, arrays, n, fail):
-        """``n_neighbors`` and the :class:`GraphState` (its GraphModel checked by
+        """``n_neighbors``, ``weighting`` and the :class:`GraphState` (its GraphModel checked by
         ``GraphModel.from_file``), or nothing for a model without a graph."""
         graph, kernel = meta.get("graph"), meta["kernel"]
         if graph is None:
@@ -265,7 +265,7 @@ class GraphPart:
             fail(f"'graph_vol' must have shape ({k},)")
         if abs(float(model.counts.sum()) - n) > 1e-9 * n:
             fail(f"'graph_counts' must sum to the {n} training points")
-        return ({"n_neighbors": int(model.n_neighbors)},
+        return ({"n_neighbors": int(model.n_neighbors), "weighting": model.weighting},
                 {"graph": GraphState(model, dict(graph), float(ncut))})
 
 

@@ -343,6 +343,7 @@ def graph_sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None
 
     t0 = time.perf_counter()
     records = sweep_graph(X, ks, affinity=affinity, n_neighbors=params.get("n_neighbors"),
+                          weighting=params.get("weighting", _options.DEFAULTS["weighting"]),
                           random_state=fit_seed,
                           n_threads=fit_threads(params.get("n_threads"), n),
                           eigengap=True if metric == "eigengap" else eigengap,
