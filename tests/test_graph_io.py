@@ -203,39 +203,29 @@ def test_a_bad_graph_read_from_a_file_is_refused_by_the_fit(tmp_path, bad, messa
         fit_graph(affinity=read_graph(path), n_clusters=2)
 
 
-def test_weights_whose_row_sum_overflows_are_one_line_naming_the_row(tmp_path):
-    """Every weight finite, a degree (or the sum of the degrees, the largest volume a cluster
-    can have) not: one line (no NumPy overflow warning), exit 1, nothing written."""
+def test_weights_near_the_float_limits_fit_as_the_graph_at_scale_one(tmp_path):
+    """Weights whose row sums (or their total) overflow, and a subnormal weight, are read
+    divided by the largest weight: the fit, its model and the model's description are those of
+    the same graph at scale 1, finite, with no NumPy warning."""
     path = tmp_path / "big.mtx"
     head = "%%MatrixMarket matrix coordinate real symmetric\n"
-    for body, where in (("3 3 4\n1 1 1e308\n2 1 1e308\n3 2 1e308\n3 3 1e308\n", " row 0:"),
-                        ("4 4 2\n2 1 1e308\n4 3 1e308\n", ":")):
-        path.write_text(head + body)
-        result = run_process(["fit", path, "--kernel", "precomputed", "-k", "2", "-o",
-                              tmp_path / "m.npz", "--labels", tmp_path / "l.txt"], cwd=tmp_path)
-        assert result.returncode == 1
-        assert result.stderr == (f"kkmeans: error: {path}{where} its weights sum to more than "
-                                 f"the largest float (about 1.8e308); scale the weights down\n")
-        assert sorted(os.listdir(tmp_path)) == ["big.mtx"]
-    # just below: the fit, its model and the model's description are finite
-    path.write_text("%%MatrixMarket matrix coordinate real symmetric\n4 4 2\n2 1 4e307\n"
-                    "4 3 4e307\n")
-    result = run_process(["fit", path, "--kernel", "precomputed", "-k", "2", "-o",
-                          tmp_path / "m.npz"], cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    labels = result.stdout.split()
-    assert labels[0] == labels[1] != labels[2] == labels[3]
-    assert "nan" not in result.stderr and "inf" not in result.stderr
-    info = run_process(["info", tmp_path / "m.npz", "--json"], cwd=tmp_path)
-    assert info.returncode == 0, info.stderr
-    # a degree too small to divide by (a subnormal weight): one line, not an overflow warning
-    path.write_text("%%MatrixMarket matrix coordinate real symmetric\n2 2 1\n2 1 5e-324\n")
-    result = run_process(["fit", path, "--kernel", "precomputed", "-k", "1", "--no-model"],
-                         cwd=tmp_path)
-    assert result.returncode == 1
-    assert result.stderr == (f"kkmeans: error: {path} row 0: its weights sum to 4.94e-324, too "
-                             f"small to divide by (below about 5.6e-309); scale the weights "
-                             f"up\n")
+    for body, k in (("3 3 4\n1 1 {w}\n2 1 {w}\n3 2 {w}\n3 3 {w}\n", "2"),
+                    ("4 4 2\n2 1 {w}\n4 3 {w}\n", "2"), ("2 2 1\n2 1 {w}\n", "1")):
+        outputs = []
+        for weight in ("1", "1e308", "5e-324"):
+            path.write_text(head + body.format(w=weight))
+            result = run_process(["fit", path, "--kernel", "precomputed", "-k", k, "-o",
+                                  tmp_path / "m.npz"], cwd=tmp_path)
+            assert result.returncode == 0, result.stderr
+            assert "warning" not in result.stderr and "nan" not in result.stderr
+            report = [line for line in result.stderr.splitlines()
+                      if line.startswith(("inertia", "graph", "objective"))]
+            outputs.append((result.stdout, report))
+            info = run_process(["info", tmp_path / "m.npz", "--json"], cwd=tmp_path)
+            assert info.returncode == 0, info.stderr
+        assert outputs[0] == outputs[1] == outputs[2], body
+    labels = outputs[0][0].split()
+    assert labels[0] == labels[1]
 
 
 @pytest.mark.parametrize("name, written", [("g.npz", "scipy.sparse.save_npz"),
@@ -294,3 +284,194 @@ def test_npz_and_mtx_of_one_graph_give_the_same_labels(tmp_path):
     np.testing.assert_array_equal(from_npz.labels, from_mtx.labels)
     np.testing.assert_array_equal(from_npz.labels, direct.labels)
     assert from_npz.ncut == from_mtx.ncut
+
+
+# -- sparse files whose arrays do not fit their shape -----------------------------------------
+def small_graph():
+    """A connected 30×30 symmetric CSR affinity with self-loops."""
+    M = sparse.random(30, 30, density=0.2, random_state=1, format="csr")
+    return (M + M.T + sparse.eye(30)).tocsr()
+
+
+def bad_npz_files(folder):
+    """(name, message) of .npz files whose arrays reach outside the matrix, each written as
+    save_npz writes its format but with one array broken."""
+    A = small_graph()
+    out = []
+
+    def write(name, message, **arrays):
+        np.savez(folder / name, **arrays)
+        out.append((name, message))
+
+    shape = np.array([30, 30])
+    indices = A.indices.copy()
+    indices[0] = 999
+    write("csr_index.npz", "not a valid csr sparse matrix (its 'indices' entry holds 999 at "
+          "position 0, outside 0..29 for the 30×30 shape)", format=np.array(b"csr"),
+          shape=shape, data=A.data, indices=indices, indptr=A.indptr)
+    write("negative.npz", "not a valid csr sparse matrix (its 'indices' entry holds -1 at "
+          "position 1, outside 0..1 for the 2×2 shape)", format=np.array("csr"),
+          shape=np.array([2, 2]), data=np.ones(2), indices=np.array([0, -1]),
+          indptr=np.array([0, 1, 2]))
+    C = A.tocsc()
+    indices = C.indices.copy()
+    indices[3] = 30
+    write("csc_row.npz", "not a valid csc sparse matrix (its 'indices' entry holds 30 at "
+          "position 3, outside 0..29", format=np.array("csc"), shape=shape, data=C.data,
+          indices=indices, indptr=C.indptr)
+    O = A.tocoo()
+    row = O.row.copy()
+    row[5] = -3
+    write("coo_row.npz", "not a valid coo sparse matrix (its 'row' entry holds -3 at "
+          "position 5, outside 0..29", format=np.array("coo"), shape=shape, data=O.data,
+          row=row, col=O.col)
+    write("coo_coords.npz", "not a valid coo sparse matrix (its 'col' entry holds 30 at",
+          format=np.array("coo"), shape=shape, data=O.data,
+          coords=np.vstack([O.row, O.col + 1]))
+    B = A.tobsr(blocksize=(3, 3))
+    indices = B.indices.copy()
+    indices[0] = 10
+    write("bsr_block.npz", "not a valid bsr sparse matrix (its 'indices' entry holds 10 at "
+          "position 0, outside 0..9", format=np.array("bsr"), shape=shape, data=B.data,
+          indices=indices, indptr=B.indptr)
+    D = A.todia()
+    write("dia_offset.npz", "not a valid dia sparse matrix (its 'offsets' entry holds",
+          format=np.array("dia"), shape=shape, data=D.data, offsets=D.offsets + 100)
+    indptr = A.indptr.copy()
+    indptr[5], indptr[6] = indptr[6], indptr[5]
+    write("indptr_order.npz", f"not a valid csr sparse matrix (its 'indptr' entry holds "
+          f"{indptr[6]} at position 6; it must rise from 0 to the {A.nnz} indices)",
+          format=np.array("csr"), shape=shape, data=A.data, indices=A.indices, indptr=indptr)
+    write("indptr_length.npz", "not a valid csr sparse matrix (its 'indptr' entry has 30 "
+          "values; the 30×30 shape needs 31)", format=np.array("csr"), shape=shape,
+          data=A.data, indices=A.indices, indptr=A.indptr[:-1])
+    write("data_length.npz", f"not a valid csr sparse matrix (its 'data' entry has "
+          f"{A.nnz - 1} values but 'indices' has {A.nnz})", format=np.array("csr"),
+          shape=shape, data=A.data[:-1], indices=A.indices, indptr=A.indptr)
+    write("huge_shape.npz", "declares 100,000,000,000 rows but holds 1 entry",
+          format=np.array("coo"), shape=np.array([10 ** 11, 10 ** 11]), data=np.ones(1),
+          row=np.zeros(1, dtype=np.int64), col=np.zeros(1, dtype=np.int64))
+    return out
+
+
+def test_npz_arrays_outside_the_shape_are_one_line_in_the_reader(tmp_path):
+    for name, message in bad_npz_files(tmp_path):
+        with pytest.raises(DataError) as err:
+            read_graph(tmp_path / name)
+        assert str(err.value).startswith(f"{tmp_path / name}: {message}"), str(err.value)
+        assert "\n" not in str(err.value)
+
+
+def test_npz_arrays_outside_the_shape_are_a_data_error_of_fit_and_sweep(tmp_path):
+    """In-process (CliRunner): each broken file is one error line, exit 1, nothing written."""
+    from helpers import run
+
+    for name, message in bad_npz_files(tmp_path):
+        before = sorted(os.listdir(tmp_path))
+        for command in (["fit", tmp_path / name, "-k", "2", "--kernel", "precomputed", "-o",
+                         tmp_path / "m.npz", "--labels", tmp_path / "l.txt"],
+                        ["sweep", tmp_path / name, "--k", "2", "--kernel", "precomputed",
+                         "-o", tmp_path / "s.npz", "--table", tmp_path / "t.csv"]):
+            result = run(command)
+            assert result.exit_code == 1, (name, result.stderr)
+            assert result.stdout == ""
+            assert result.stderr.startswith(f"kkmeans: error: {tmp_path / name}: {message}")
+            assert result.stderr.count("\n") == 1, result.stderr
+            assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_npz_index_outside_the_shape_does_not_crash_a_process(tmp_path):
+    """As a subprocess (a crash in SciPy's compiled code shows only there): exit 1, the one
+    line, no labels or model written."""
+    bad = dict(bad_npz_files(tmp_path))
+    for name in ("csr_index.npz", "negative.npz", "coo_row.npz", "bsr_block.npz"):
+        for command in (["fit", name, "-k", "2", "--kernel", "precomputed", "-o", "m.npz",
+                         "--labels", "l.txt"],
+                        ["sweep", name, "--k", "2", "--kernel", "precomputed", "-o",
+                         "s.npz"]):
+            result = run_process(command, cwd=tmp_path)
+            assert result.returncode == 1, (name, result.returncode, result.stderr)
+            assert result.stdout == ""
+            assert result.stderr.startswith(f"kkmeans: error: {name}: {bad[name]}")
+            assert result.stderr.count("\n") == 1, result.stderr
+            assert not {"m.npz", "l.txt", "s.npz"} & set(os.listdir(tmp_path))
+
+
+# -- the scale of a given affinity -------------------------------------------------------------
+def three_cluster_graph():
+    """A 90-node affinity of three clusters (dense inside, sparse between), self-loops 1."""
+    rng = np.random.default_rng(3)
+    y = np.repeat(np.arange(3), 30)
+    M = (rng.random((90, 90)) < np.where(y[:, None] == y[None, :], 0.3, 0.02)) \
+        * rng.uniform(0.5, 2.0, (90, 90))
+    M = np.triu(M, 1)
+    return sparse.csr_matrix(M + M.T + np.eye(90))
+
+
+@pytest.mark.parametrize("scale", [1e200, 1.0, 1e-300])
+def test_a_given_affinity_fits_the_same_at_any_scale(scale):
+    """The normalized cut does not depend on the weights' scale: the labels, the cut and the
+    objective of the graph times 1e200 or 1e-300 are those of the graph itself, and so are a
+    sweep's silhouettes, with no NumPy warning (the suite turns warnings into errors)."""
+    from kkmeans_cli.measures.graph_sweep import sweep_graph
+
+    A = three_cluster_graph()
+    ref = fit_graph(affinity=A, n_clusters=3, random_state=0)
+    got = fit_graph(affinity=A * scale, n_clusters=3, random_state=0)
+    np.testing.assert_array_equal(got.labels, ref.labels)
+    assert got.ncut == pytest.approx(ref.ncut, rel=1e-12)
+    assert got.objective == pytest.approx(ref.objective, rel=1e-12)
+    want = sweep_graph(affinity=A, ks=(2, 3), random_state=0)
+    swept = sweep_graph(affinity=A * scale, ks=(2, 3), random_state=0)
+    for one, two in zip(want, swept):
+        np.testing.assert_array_equal(one.labels, two.labels)
+        assert two.ncut == pytest.approx(one.ncut, rel=1e-12)
+        assert two.silhouette == pytest.approx(one.silhouette, rel=1e-9)
+        assert two.silhouette != 0.0
+
+
+def test_a_scaled_graph_file_gives_the_same_labels_and_cut(tmp_path):
+    A = three_cluster_graph()
+    outputs = []
+    for scale in (1.0, 1e200, 1e-300):
+        sparse.save_npz(tmp_path / "g.npz", A * scale)
+        result = run_process(["fit", "g.npz", "-k", "3", "--kernel", "precomputed",
+                              "--seed", "0", "--no-model"], cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert "warning" not in result.stderr
+        cut = [line for line in result.stderr.splitlines() if line.startswith("objective")]
+        outputs.append((result.stdout, cut))
+    assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_weights_whose_squared_degrees_leave_float_range_are_one_line(tmp_path):
+    """A row whose only weight is 1e-170 beside weights of 1: its squared degree (which the
+    kernel's diagonal divides by) is below the float range at any scale: one line, exit 1."""
+    A = np.array([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1e-170]])
+    with pytest.raises(DataError, match=r"affinity row 2: its weights sum to 1e-170, 1e-170 "
+                                        r"times the largest weight \(1\); the graph kernel "
+                                        r"squares the degrees"):
+        fit_graph(affinity=sparse.csr_matrix(A), n_clusters=2)
+    with pytest.raises(DataError, match=r"row 2: its weights sum to 1e-70, 1e-170 times the "
+                                        r"largest weight \(1e\+100\)"):
+        kgraph.check_affinity(A * 1e100)
+    path = tmp_path / "spread.mtx"
+    scipy.io.mmwrite(path, sparse.coo_matrix(A), symmetry="symmetric")
+    result = run_process(["fit", path, "-k", "2", "--kernel", "precomputed", "-o",
+                          tmp_path / "m.npz"], cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == (f"kkmeans: error: {path} row 2: its weights sum to 1e-170, "
+                             f"1e-170 times the largest weight (1); the graph kernel squares "
+                             f"the degrees, and below about 1.5e-154 times the largest weight "
+                             f"the square leaves float range; give the row larger weights\n")
+    assert sorted(os.listdir(tmp_path)) == ["spread.mtx"]
+    # just inside the range: the fit runs
+    A[2, 2] = 1e-150
+    assert kgraph.check_affinity(A)[2, 2] == 1e-150
+
+
+def test_a_weight_below_float_range_beside_the_largest_is_one_line():
+    A = np.array([[1e300, 1e-30], [1e-30, 1e300]])
+    with pytest.raises(DataError, match=r"affinity row 0, column 1: weight 1e-30 is too small "
+                                        r"beside the largest weight \(1e\+300\)"):
+        kgraph.check_affinity(A)

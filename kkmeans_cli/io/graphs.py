@@ -6,7 +6,9 @@ Two formats:
     A zip of ``.npy`` arrays with a ``format`` entry (``csr``, ``csc``, ``coo``, ``bsr``,
     ``dia``) and the arrays of that format. It is read with ``allow_pickle=False``. A model
     file or an ``np.savez`` archive of data is also an ``.npz`` but has no ``format`` entry:
-    ``is_graph_file`` tells them apart by content.
+    ``is_graph_file`` tells them apart by content. The arrays are checked against the shape
+    (indices inside it, row pointers rising from 0 to the number of entries, lengths equal)
+    before any SciPy matrix is made of them: SciPy's compiled conversions trust them.
 Matrix Market ``.mtx`` (also ``.mtx.gz``, ``.mtx.bz2``)
     Read by ``scipy.io.mmread``: coordinate files (``real``, ``integer`` or ``pattern``
     entries; ``symmetric`` storage lists one triangle and is expanded) and dense ``array``
@@ -30,6 +32,11 @@ from ..errors import DataError
 NPZ_SUFFIXES = (".npz",)
 MTX_SUFFIXES = (".mtx", ".mtx.gz", ".mtx.bz2")
 SPARSE_FORMATS = ("csr", "csc", "coo", "bsr", "dia")
+NPZ_ARRAYS = {"csr": ("data", "indices", "indptr", "shape"),   # save_npz's arrays by format
+              "csc": ("data", "indices", "indptr", "shape"),
+              "bsr": ("data", "indices", "indptr", "shape"),
+              "coo": ("data", "row", "col", "shape"),          # or 'coords' for row and col
+              "dia": ("data", "offsets", "shape")}
 MTX_FIELDS = ("real", "integer", "pattern")
 MTX_SYMMETRIES = ("general", "symmetric")
 ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")     # a zip's first entry, or an empty zip
@@ -115,8 +122,6 @@ def _read_npz(path):
 def _read_npz_stream(stream, path):
     """The matrix of an open ``save_npz`` archive (the file is opened and closed by the
     caller: NumPy leaves a file it opened itself unclosed when the zip is truncated)."""
-    from scipy import sparse
-
     if stream.read(4) not in ZIP_MAGIC:
         raise DataError(f"{path}: not an .npz archive (it does not start as a zip file)")
     stream.seek(0)
@@ -134,21 +139,128 @@ def _read_npz_stream(stream, path):
             if fmt not in SPARSE_FORMATS:
                 raise DataError(f"{path}: its 'format' entry is {fmt!r}, not a sparse format "
                                 f"({', '.join(SPARSE_FORMATS)})")
-    except (zipfile.BadZipFile, EOFError) as exc:
+            needed = NPZ_ARRAYS[fmt]
+            if fmt == "coo" and "coords" in names:
+                needed = ("data", "coords", "shape")
+            missing = [name for name in needed if name not in names]
+            if missing:
+                raise DataError(f"{path}: a {fmt} matrix without its array '{missing[0]}'")
+            arrays = {name: archive[name] for name in needed}
+    except (zipfile.BadZipFile, EOFError, zlib.error) as exc:
         raise DataError(f"{path}: truncated or not an .npz archive ({exc})") from None
     except ValueError as exc:
         if isinstance(exc, DataError):
             raise
         raise DataError(f"{path}: cannot read ({_reason(exc)})") from None
-    stream.seek(0)
     try:
-        return sparse.load_npz(stream)
-    except (zipfile.BadZipFile, EOFError, zlib.error) as exc:
-        raise DataError(f"{path}: truncated or corrupt .npz archive ({exc})") from None
-    except KeyError as exc:
-        raise DataError(f"{path}: a {fmt} matrix without its array {exc}") from None
+        A = _checked_matrix(fmt, arrays, path)
     except (ValueError, TypeError, IndexError) as exc:
+        if isinstance(exc, DataError):
+            raise
         raise DataError(f"{path}: not a valid {fmt} sparse matrix ({_reason(exc)})") from None
+    return A
+
+
+def _checked_matrix(fmt, arrays, path):
+    """The sparse matrix of ``save_npz``'s arrays, made only once every array fits the
+    shape: SciPy's compiled conversions trust the indices and would read or write outside
+    their arrays (a crash, not an error). ``DataError`` naming the array that does not fit."""
+    from scipy import sparse
+
+    def bad(detail):
+        return DataError(f"{path}: not a valid {fmt} sparse matrix ({detail})")
+
+    def vector(name, ndim=1):
+        value = arrays[name]
+        if value.ndim != ndim or not np.issubdtype(value.dtype, np.integer):
+            raise bad(f"its '{name}' entry is not {'a vector' if ndim == 1 else 'a table'} "
+                      f"of integers")
+        return value
+
+    def within(name, value, low, high):
+        # every value in [low, high): the first one outside named
+        outside = np.flatnonzero((value < low) | (value >= high))
+        if outside.size:
+            i = int(outside[0])
+            raise bad(f"its '{name}' entry holds {value.flat[i]} at position {i}, outside "
+                      f"{low}..{high - 1} for the {rows}×{cols} shape")
+        return value.astype(np.int64)
+
+    shape = arrays["shape"]
+    if shape.ndim != 1 or not np.issubdtype(shape.dtype, np.integer) or np.any(shape < 0) \
+            or np.any(shape >= 2 ** 62):
+        raise bad(f"its 'shape' entry is {shape.tolist()!r}, not a size in numbers of rows "
+                  f"and columns")
+    if shape.size != 2:
+        raise DataError(f"{path}: holds a {shape.size}-D array, not a matrix")
+    rows, cols = int(shape[0]), int(shape[1])
+    data = arrays["data"]
+    if not (np.issubdtype(data.dtype, np.number) or data.dtype == np.bool_):
+        raise DataError(f"{path}: holds values of type {data.dtype}, not numbers")
+    if rows > data.size:
+        raise DataError(_too_few_entries(path, rows, data.size))
+    if fmt in ("csr", "csc", "bsr"):
+        blocks = (1, 1)
+        if fmt == "bsr":
+            if data.ndim != 3 or 0 in data.shape[1:]:
+                raise bad(f"its 'data' entry has shape {data.shape}, not blocks (count, rows, "
+                          f"columns)")
+            blocks = data.shape[1:]
+            if rows % blocks[0] or cols % blocks[1]:
+                raise bad(f"its {blocks[0]}×{blocks[1]} blocks do not divide the "
+                          f"{rows}×{cols} shape")
+        elif data.ndim != 1:
+            raise bad(f"its 'data' entry is not a vector (shape {data.shape})")
+        outer, inner = (cols, rows) if fmt == "csc" else (rows // blocks[0], cols // blocks[1])
+        indptr, indices = vector("indptr"), vector("indices")
+        if indptr.size != outer + 1:
+            raise bad(f"its 'indptr' entry has {indptr.size} values; the {rows}×{cols} shape "
+                      f"needs {outer + 1}")
+        if indices.size != data.shape[0]:
+            raise bad(f"its 'data' entry has {data.shape[0]} values but 'indices' has "
+                      f"{indices.size}")
+        steps = np.flatnonzero(np.diff(indptr) < 0)
+        if indptr[0] != 0 or steps.size or indptr[-1] != indices.size:
+            where = (0 if indptr[0] != 0 else int(steps[0]) + 1 if steps.size
+                     else indptr.size - 1)
+            raise bad(f"its 'indptr' entry holds {indptr[where]} at position {where}; it must "
+                      f"rise from 0 to the {indices.size} indices")
+        indices = within("indices", indices, 0, inner)
+        indptr = indptr.astype(np.int64)
+        kind = {"csr": sparse.csr_matrix, "csc": sparse.csc_matrix, "bsr": sparse.bsr_matrix}
+        A = kind[fmt]((data, indices, indptr), shape=(rows, cols))
+        A.check_format(full_check=True)     # SciPy's own checks, now that they are safe
+        return A
+    if fmt == "coo":
+        if data.ndim != 1:
+            raise bad(f"its 'data' entry is not a vector (shape {data.shape})")
+        if "coords" in arrays:
+            coords = vector("coords", ndim=2)
+            if coords.shape[0] != 2:
+                raise DataError(f"{path}: holds a {coords.shape[0]}-D array, not a matrix")
+            row, col = coords
+        else:
+            row, col = vector("row"), vector("col")
+        for name, value in (("row", row), ("col", col)):
+            if value.size != data.size:
+                raise bad(f"its 'data' entry has {data.size} values but '{name}' has "
+                          f"{value.size}")
+        row, col = within("row", row, 0, rows), within("col", col, 0, cols)
+        return sparse.coo_matrix((data, (row, col)), shape=(rows, cols))
+    # dia: data[i, j] is the entry (j − offsets[i], j); the entries inside the shape are kept
+    offsets = vector("offsets")
+    if data.ndim != 2 or data.shape[0] != offsets.size:
+        raise bad(f"its 'data' entry has shape {data.shape}, not one row for each of the "
+                  f"{offsets.size} offsets")
+    offsets = within("offsets", offsets, -rows + 1 if rows else 0, max(cols, 1))
+    if np.unique(offsets).size != offsets.size:
+        raise bad("its 'offsets' entry repeats a diagonal")
+    column = np.arange(min(data.shape[1], cols), dtype=np.int64)
+    row = column[None, :] - offsets[:, None]
+    keep = (row >= 0) & (row < rows)
+    values = data[:, :column.size][keep]
+    return sparse.coo_matrix((values, (row[keep], np.broadcast_to(column, row.shape)[keep])),
+                             shape=(rows, cols))
 
 
 def _read_mtx(path):
@@ -169,15 +281,21 @@ def _read_mtx(path):
     if layout == "coordinate" and _rows > (2 if symmetry == "symmetric" else 1) * _entries:
         # every row of an affinity needs an entry (one symmetric entry serves two rows):
         # said before the sparse matrix of the declared size is made (8 bytes a row)
-        raise DataError(f"{path}: declares {plural(_rows, 'row', thousands=True)} but holds "
-                        f"{plural(_entries, 'entry', 'entries', thousands=True)}, so some row "
-                        f"has no positive weight (a point of degree 0 belongs to no cut)")
+        raise DataError(_too_few_entries(path, _rows, _entries))
     try:
         return mmread(path)
     except (OSError, ValueError, EOFError, IndexError) as exc:
         word = "truncated" if "truncated" in str(exc).lower() else "corrupt"
         raise DataError(f"{path}: {word} Matrix Market {layout} file "
                         f"({_reason(exc)})") from None
+
+
+def _too_few_entries(path, rows, entries):
+    """The message of a file that declares more rows than it holds entries (said before a
+    matrix of the declared size is made: 8 bytes a row)."""
+    return (f"{path}: declares {plural(rows, 'row', thousands=True)} but holds "
+            f"{plural(entries, 'entry', 'entries', thousands=True)}, so some row has no "
+            f"positive weight (a point of degree 0 belongs to no cut)")
 
 
 def _reason(exc):

@@ -49,6 +49,9 @@ TREE_MAX_DIM = 15           # k-d tree up to this dimension, blocked exact searc
 SEARCH_BLOCK_BYTES = 64 << 20   # distance block of the exact search
 QUERY_SORT_MIN = 10_000      # more queries than this are asked in spatial order
 SYMMETRY_RTOL = 1e-10       # a given affinity is symmetric within this × max |A_ij|
+# a given affinity's degrees, once its largest weight is 1, are at least this: d² is then a
+# normal float (≥ 2.2e-308), so K_ii = σ/d + A_ii/d² and the sums of the fit are finite
+MIN_RELATIVE_DEGREE = float(np.sqrt(np.finfo(np.float64).tiny))
 
 
 @dataclass(frozen=True)
@@ -417,7 +420,14 @@ def check_affinity(A, what="affinity", n_clusters=None):
     non-empty square matrix of real numbers, finite, non-negative, symmetric within
     ``SYMMETRY_RTOL`` × max A_ij, every row has a positive entry (a row of zeros is a point
     of degree 0, outside every cut) and, when ``n_clusters`` is given, A has at least that many
-    points. The stored matrix is (A + Aᵀ)/2, so rounding asymmetry does not reach the engine.
+    points. The stored matrix is (A + Aᵀ)/2, so rounding asymmetry does not reach the engine,
+    divided by its largest entry (which becomes 1): the normalized cut, the labels, the
+    objective J and the inertia are the same at any scale of A, whereas the degrees, volumes
+    and inner sums of a fit (the estimator's ``sample_weight_``, ``cluster_weights_`` and
+    ``inner_sums_``, the model's ``graph_degrees``, ``graph_vol`` and ``graph_links``) are
+    those of the rescaled matrix. A row whose degree is below ``MIN_RELATIVE_DEGREE`` (about
+    1.5e-154) times the largest entry is a ``DataError``: its squared degree, which the
+    kernel's diagonal divides by, would leave float range.
     """
     from scipy import sparse
 
@@ -451,29 +461,37 @@ def check_affinity(A, what="affinity", n_clusters=None):
         raise DataError(f"{what} row {rows[bad[0]]}, column {A.indices[bad[0]]}: "
                         f"negative weight {A.data[bad[0]]:.6g}")
     _check_symmetric(A, rows, what)
-    with np.errstate(over="ignore"):
-        degrees = np.asarray(A.sum(axis=1)).reshape(-1)
-        volume = degrees.sum()
-    huge = np.flatnonzero(~np.isfinite(degrees))
-    if huge.size:
-        raise DataError(f"{what} row {huge[0]}: its weights sum to more than the largest "
-                        f"float (about 1.8e308); scale the weights down")
-    if not np.isfinite(volume):
-        # a cluster's volume (its degrees summed) is at most this: finite, so is every sum
-        # the fit forms, and so is A_ij + A_ji ≤ the volume
-        raise DataError(f"{what}: its weights sum to more than the largest float (about "
-                        f"1.8e308); scale the weights down")
+    largest = float(A.data.max()) if A.nnz else 0.0
+    if largest > 0:
+        # divided by the largest weight: the normalized cut is the same at any scale, and the
+        # sums the fit forms (degrees, volumes, their squares) stay within float range
+        scaled = A.data / largest
+        lost = np.flatnonzero((scaled == 0) & (A.data > 0))
+        if lost.size:
+            raise DataError(f"{what} row {rows[lost[0]]}, column {A.indices[lost[0]]}: weight "
+                            f"{A.data[lost[0]]:.3g} is too small beside the largest weight "
+                            f"({largest:.3g}) to be represented in float range (their ratio is "
+                            f"below about 4.9e-324)")
+        A = sparse.csr_matrix((scaled, A.indices, A.indptr), shape=A.shape)
+    S = ((A + A.T) * 0.5).tocsr()
+    S.sum_duplicates()
+    S.sort_indices()
+    top = float(S.data.max()) if S.nnz else 0.0
+    if 0 < top != 1.0:          # the mirror of the largest weight a little smaller
+        S.data /= top
+    degrees = np.asarray(S.sum(axis=1)).reshape(-1)
     empty = np.flatnonzero(degrees <= 0)
     if empty.size:
         raise DataError(f"{what} row {empty[0]} has no positive weight (a point of degree 0 "
                         f"belongs to no cut); give it an edge or a self-loop")
-    tiny = np.flatnonzero(degrees < 1.0 / np.finfo(np.float64).max)
-    if tiny.size:  # the kernel divides by the degrees: 1/d must be finite
-        raise DataError(f"{what} row {tiny[0]}: its weights sum to {degrees[tiny[0]]:.3g}, too "
-                        f"small to divide by (below about 5.6e-309); scale the weights up")
-    S = ((A + A.T) * 0.5).tocsr()
-    S.sum_duplicates()
-    S.sort_indices()
+    tiny = np.flatnonzero(degrees < MIN_RELATIVE_DEGREE)
+    if tiny.size:  # the kernel's diagonal divides by d²: d² must be a normal float
+        i = int(tiny[0])
+        raise DataError(f"{what} row {i}: its weights sum to {degrees[i] * largest:.3g}, "
+                        f"{degrees[i]:.3g} times the largest weight ({largest:.3g}); the "
+                        f"graph kernel squares the degrees, and below about "
+                        f"{MIN_RELATIVE_DEGREE:.2g} times the largest weight the square "
+                        f"leaves float range; give the row larger weights")
     return S
 
 
