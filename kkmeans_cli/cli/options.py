@@ -160,7 +160,8 @@ def fit_options(f, kernel=DEFAULTS["kernel"]):
                      show_default=True,
                      help="Kernel; knn: the normalized cut of the k-nearest-neighbour graph "
                           "of DATA (--n-neighbors, --weighting); 'precomputed': DATA is the "
-                          "n×n kernel matrix; 'precomputed-distance': DATA is the n×n "
+                          "n×n kernel matrix, or a sparse affinity graph (.npz of "
+                          "scipy.sparse.save_npz, or Matrix Market .mtx); 'precomputed-distance': DATA is the n×n "
                           "dissimilarity matrix (kernel by Gower double centering)."),
         click.option("--n-neighbors", type=Integer(min=1), default=None, metavar="INT",
                      help="knn: neighbours of each point, itself included (fewer than the "
