@@ -354,6 +354,26 @@ def test_knn_model_file_checks(tmp_path):
     line = assert_one_error_line(result, f"{tmp_path / 'huge.npz'}: corrupt model: "
                                          f"'graph_nodes' row ", "is too large for floating point")
     assert "rescale the data" not in line
+    # volumes and links that do not fit the degrees and labels, more neighbours than points:
+    # predict divided by a zero volume (every point in cluster 0, exit 0)
+    for change, message in [
+            ({"graph_vol": np.zeros(2)}, "'graph_vol' must be the sums of the degrees"),
+            ({"graph_vol": arrays["graph_vol"] * 2}, "'graph_vol' must be the sums"),
+            ({"graph_links": arrays["graph_vol"] * 1.5}, "'graph_links' must lie between 0"),
+            ({"graph_links": -arrays["graph_links"]}, "'graph_links' must lie between 0")]:
+        np.savez(tmp_path / "bad.npz", **dict(arrays, **change))
+        with pytest.raises(ModelFileError, match=message):
+            load_model(tmp_path / "bad.npz")
+        result = run(["predict", tmp_path / "bad.npz", tmp_path / "x.csv", "--labels",
+                      tmp_path / "out.txt"])
+        assert result.exit_code == 1 and result.stdout == ""
+        assert_one_error_line(result, f"{tmp_path / 'bad.npz'}: corrupt model: ", message)
+        assert not (tmp_path / "out.txt").exists()
+    meta = json.loads(str(arrays["meta"]))
+    meta["graph"]["n_neighbors"] = 5000
+    np.savez(tmp_path / "many.npz", **dict(arrays, meta=np.array(json.dumps(meta))))
+    with pytest.raises(ModelFileError, match=r"'n_neighbors' \(5000\) must not exceed the 40 "):
+        load_model(tmp_path / "many.npz")
 
 
 def test_sparse_precomputed_model_file(tmp_path):

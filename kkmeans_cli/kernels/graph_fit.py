@@ -38,6 +38,7 @@ from ..errors import DataError
 from . import graph as kgraph
 
 STARTS = ("auto", "multilevel", "spectral")
+VOL_RTOL = 1e-9        # a model file's cluster volumes against the sums of their degrees
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,18 @@ class GraphModel:
             fail(f"'graph_node_labels' must lie in 0 … {k - 1}")
         if np.any(arrays["graph_degrees"] <= 0) or np.any(arrays["graph_counts"] <= 0):
             fail("'graph_degrees' and 'graph_counts' must be positive")
+        if n_neighbors > float(np.sum(arrays["graph_counts"])):
+            fail(f"'n_neighbors' ({n_neighbors}) must not exceed the "
+                 f"{float(np.sum(arrays['graph_counts'])):g} training points")
+        # each cluster's volume is the sum of its nodes' degrees, its links at most that
+        vol, links = arrays["graph_vol"], arrays["graph_links"]
+        sums = np.bincount(labels.astype(np.intp), weights=arrays["graph_degrees"],
+                           minlength=k)
+        if np.any(vol <= 0) or not np.allclose(vol, sums, rtol=VOL_RTOL, atol=0.0):
+            fail("'graph_vol' must be the sums of the degrees of each cluster's nodes "
+                 "(every cluster non-empty)")
+        if np.any(links < 0) or np.any(links > vol * (1.0 + VOL_RTOL)):
+            fail("'graph_links' must lie between 0 and each cluster's volume")
         f64 = (lambda name: np.ascontiguousarray(arrays[name], dtype=np.float64))
         return cls(f64("graph_nodes"), f64("graph_counts"),
                    f64("graph_scales") if "graph_scales" in names else None,
