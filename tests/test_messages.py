@@ -220,3 +220,22 @@ def test_a_zarr_folder_in_one_process_says_where_it_is_read(tmp_path):
     (tmp_path / "plain").mkdir()
     result = run(["fit", "--kernel", "rbf", tmp_path / "plain", "-k", "2", "--no-model", "-q"])
     assert result.stderr == f"kkmeans: error: {tmp_path / 'plain'}: is a folder, not a data file\n"
+
+
+def test_running_out_of_memory_suggests_what_the_kernel_accepts(tmp_path, monkeypatch):
+    """A MemoryError during a fit is one line, exit 1, nothing written, and the remedies it
+    names are options of the kernel at hand (knn takes neither --dtype float32 nor
+    --approx nystroem: fewer neighbours)."""
+    from kkmeans_cli.kernels import graph as kgraph
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(kgraph, "knn_graph", no_memory)
+    data = write_csv(tmp_path / "d.csv", blobs(n=60, k=2)[0])
+    result = run(["fit", data, "-k", "2", "-o", tmp_path / "m.npz"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == ("kkmeans: error: not enough memory (try fewer rows; with a dense "
+                             "kernel --dtype float32 or --approx nystroem; with knn fewer "
+                             "--n-neighbors)\n")
+    assert not (tmp_path / "m.npz").exists()

@@ -163,8 +163,9 @@ def _report_error(exc, debug):
         where = f" {exc.filename}" if exc.filename else ""
         message, code = f"cannot write{where}: {exc.strerror}", EXIT_ERROR  # e.g. a full disk
     elif isinstance(exc, MemoryError):
-        message, code = ("not enough memory (try --dtype float32, --approx nystroem or fewer "
-                         "rows)"), EXIT_ERROR
+        message, code = ("not enough memory (try fewer rows; with a dense kernel --dtype "
+                         "float32 or --approx nystroem; with knn fewer --n-neighbors)"), \
+            EXIT_ERROR
     else:
         message, code = f"unexpected {type(exc).__name__}: {exc}", EXIT_ERROR
         if not debug:
