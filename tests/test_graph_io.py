@@ -8,7 +8,7 @@ import pytest
 import scipy.io
 from scipy import sparse
 
-from helpers import run_process
+from helpers import run, run_process
 from kkmeans_cli.errors import DataError
 from kkmeans_cli.io.graphs import is_graph_file, read_graph
 from kkmeans_cli.kernels import graph as kgraph
@@ -460,7 +460,8 @@ def test_weights_whose_squared_degrees_leave_float_range_are_one_line(tmp_path):
     result = run_process(["fit", path, "-k", "2", "--kernel", "precomputed", "-o",
                           tmp_path / "m.npz"], cwd=tmp_path)
     assert result.returncode == 1
-    assert result.stderr == (f"kkmeans: error: {path} row 2: its weights sum to 1e-170, "
+    # (a Matrix Market file counts its rows from 1: the third row is row 3 there)
+    assert result.stderr == (f"kkmeans: error: {path} row 3: its weights sum to 1e-170, "
                              f"1e-170 times the largest weight (1); the graph kernel squares "
                              f"the degrees, and below about 1.5e-154 times the largest weight "
                              f"the square leaves float range; give the row larger weights\n")
@@ -475,3 +476,26 @@ def test_a_weight_below_float_range_beside_the_largest_is_one_line():
     with pytest.raises(DataError, match=r"affinity row 0, column 1: weight 1e-30 is too small "
                                         r"beside the largest weight \(1e\+300\)"):
         kgraph.check_affinity(A)
+
+
+@pytest.mark.parametrize("suffix, first", [(".npz", 0), (".mtx", 1)])
+def test_bad_graph_files_name_rows_as_their_format_counts_them(tmp_path, suffix, first):
+    """An .npz names rows and columns from 0 (as scipy does), a Matrix Market file from 1
+    (as its entries do); a near-symmetric pair is shown with the digits that tell it apart."""
+    A = np.array([[1.0, 0.1, 0.0], [0.1, 1.0, -2.0], [0.0, -2.0, 1.0]])
+    B = np.array([[1.0, 0.1, 0.0], [0.1000001, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    for M, message in [
+            (A, f"row {1 + first}, column {2 + first}: negative weight -2"),
+            (B, f"is not symmetric: row {0 + first}, column {1 + first} holds 0.1 but row "
+                f"{1 + first}, column {0 + first} holds 0.1000001")]:
+        path = tmp_path / f"g{suffix}"
+        if suffix == ".npz":
+            sparse.save_npz(path, sparse.csr_matrix(M))
+        else:
+            scipy.io.mmwrite(path, sparse.coo_matrix(M))
+        result = run(["fit", path, "-k", "2", "--kernel", "precomputed", "-o",
+                      tmp_path / "m.npz"])
+        assert result.exit_code == 1 and result.stdout == ""
+        assert result.stderr == f"kkmeans: error: {path} {message}\n"
+        assert not (tmp_path / "m.npz").exists()
+        path.unlink()

@@ -110,7 +110,7 @@ def _prepare_graph_data(opts):
     per-row files do not apply (a usage error); k is checked against its nodes."""
     import numpy as np
 
-    from ..io.graphs import read_graph
+    from ..io.graphs import graph_kind, read_graph
     from ..io.readers import DataSet
     from ..io.scaling import Scaler
     from ..kernels.graph import check_affinity
@@ -125,7 +125,8 @@ def _prepare_graph_data(opts):
         flag = given[0] if given else "--init FILE"
         raise UsageError(f"{flag} does not apply to a sparse graph as DATA ({path}: its rows "
                          f"and columns are its nodes); drop {flag.split('/')[0]}")
-    A = check_affinity(read_graph(path), what=path)
+    A = check_affinity(read_graph(path), what=path,        # a .mtx counts from 1
+                       first_index=1 if graph_kind(path) == "mtx" else 0)
     k = opts.get("n_clusters")
     if k is not None and k > A.shape[0]:
         raise DataError(f"{path}: k = {k} is larger than the number of nodes ({A.shape[0]}); "

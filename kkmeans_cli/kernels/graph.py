@@ -413,7 +413,7 @@ def join_components(graph):
 
 
 # -- a given affinity ------------------------------------------------------------------------
-def check_affinity(A, what="affinity", n_clusters=None):
+def check_affinity(A, what="affinity", n_clusters=None, first_index=0):
     """A user-given affinity as CSR float64 with sorted indices, exactly symmetric.
 
     Raises ``DataError`` (one line, naming the first bad row and column) unless A is a
@@ -427,7 +427,8 @@ def check_affinity(A, what="affinity", n_clusters=None):
     ``inner_sums_``, the model's ``graph_degrees``, ``graph_vol`` and ``graph_links``) are
     those of the rescaled matrix. A row whose degree is below ``MIN_RELATIVE_DEGREE`` (about
     1.5e-154) times the largest entry is a ``DataError``: its squared degree, which the
-    kernel's diagonal divides by, would leave float range.
+    kernel's diagonal divides by, would leave float range. Rows and columns are named
+    counting from ``first_index`` (1 for a Matrix Market file, whose entries count from 1).
     """
     from scipy import sparse
 
@@ -451,16 +452,17 @@ def check_affinity(A, what="affinity", n_clusters=None):
     A = sparse.csr_matrix(A, dtype=np.float64)
     A.sum_duplicates()
     A.sort_indices()
-    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr)) + first_index
+    cols = A.indices.astype(np.int64) + first_index
     bad = np.flatnonzero(~np.isfinite(A.data))
     if bad.size:
-        raise DataError(f"{what} row {rows[bad[0]]}, column {A.indices[bad[0]]}: "
+        raise DataError(f"{what} row {rows[bad[0]]}, column {cols[bad[0]]}: "
                         f"{A.data[bad[0]]} is not a finite number")
     bad = np.flatnonzero(A.data < 0)
     if bad.size:
-        raise DataError(f"{what} row {rows[bad[0]]}, column {A.indices[bad[0]]}: "
+        raise DataError(f"{what} row {rows[bad[0]]}, column {cols[bad[0]]}: "
                         f"negative weight {A.data[bad[0]]:.6g}")
-    _check_symmetric(A, rows, what)
+    _check_symmetric(A, what, first_index)
     largest = float(A.data.max()) if A.nnz else 0.0
     if largest > 0:
         # divided by the largest weight: the normalized cut is the same at any scale, and the
@@ -468,7 +470,7 @@ def check_affinity(A, what="affinity", n_clusters=None):
         scaled = A.data / largest
         lost = np.flatnonzero((scaled == 0) & (A.data > 0))
         if lost.size:
-            raise DataError(f"{what} row {rows[lost[0]]}, column {A.indices[lost[0]]}: weight "
+            raise DataError(f"{what} row {rows[lost[0]]}, column {cols[lost[0]]}: weight "
                             f"{A.data[lost[0]]:.3g} is too small beside the largest weight "
                             f"({largest:.3g}) to be represented in float range (their ratio is "
                             f"below about 4.9e-324)")
@@ -482,12 +484,12 @@ def check_affinity(A, what="affinity", n_clusters=None):
     degrees = np.asarray(S.sum(axis=1)).reshape(-1)
     empty = np.flatnonzero(degrees <= 0)
     if empty.size:
-        raise DataError(f"{what} row {empty[0]} has no positive weight (a point of degree 0 "
+        raise DataError(f"{what} row {empty[0] + first_index} has no positive weight (a point of degree 0 "
                         f"belongs to no cut); give it an edge or a self-loop")
     tiny = np.flatnonzero(degrees < MIN_RELATIVE_DEGREE)
     if tiny.size:  # the kernel's diagonal divides by d²: d² must be a normal float
         i = int(tiny[0])
-        raise DataError(f"{what} row {i}: its weights sum to {degrees[i] * largest:.3g}, "
+        raise DataError(f"{what} row {i + first_index}: its weights sum to {degrees[i] * largest:.3g}, "
                         f"{degrees[i]:.3g} times the largest weight ({largest:.3g}); the "
                         f"graph kernel squares the degrees, and below about "
                         f"{MIN_RELATIVE_DEGREE:.2g} times the largest weight the square "
@@ -495,7 +497,7 @@ def check_affinity(A, what="affinity", n_clusters=None):
     return S
 
 
-def _check_symmetric(A, rows, what):
+def _check_symmetric(A, what, first_index=0):
     diff = (A - A.T).tocsr()
     diff.eliminate_zeros()
     if diff.nnz == 0:
@@ -506,8 +508,13 @@ def _check_symmetric(A, rows, what):
         return
     r = int(np.repeat(np.arange(diff.shape[0]), np.diff(diff.indptr))[worst])
     c = int(diff.indices[worst])
-    raise DataError(f"{what} is not symmetric: row {r}, column {c} holds {A[r, c]:.6g} but "
-                    f"row {c}, column {r} holds {A[c, r]:.6g}")
+    # as many digits as tell the two apart (0.1 and 0.1000001 are not "0.1" twice)
+    digits = next(p for p in (6, 10, 14, 17)
+                  if f"{A[r, c]:.{p}g}" != f"{A[c, r]:.{p}g}" or p == 17)
+    r1, c1 = r + first_index, c + first_index
+    raise DataError(f"{what} is not symmetric: row {r1}, column {c1} holds "
+                    f"{A[r, c]:.{digits}g} but row {c1}, column {r1} holds "
+                    f"{A[c, r]:.{digits}g}")
 
 
 def given_graph(A, n_clusters=None):
