@@ -77,9 +77,12 @@ def fit(ctx, **_):
         raise UsageError(f"--with-data writes the rows of DATA; {opts['data']} is a sparse "
                          f"graph (drop --with-data)")
     if opts["silhouette"] and (opts["kernel"] in GRAPH_KERNELS or is_graph_data(opts)):
-        raise UsageError(f"--silhouette is computed on a kernel matrix; --kernel "
-                         f"{opts['kernel']} clusters a sparse neighbour graph without one "
-                         f"(drop --silhouette)")
+        graph = "a sparse graph given as DATA" if is_graph_data(opts) else \
+            f"--kernel {opts['kernel']}'s sparse neighbour graph"
+        raise UsageError(f"--silhouette is fit's silhouette on a dense kernel; on "
+                         f"{graph} the silhouette in the graph kernel's feature space is a "
+                         f"column of 'kkmeans sweep' (one k: --k {opts['n_clusters']}); "
+                         f"drop --silhouette")
     model_path = None if opts["no_model"] else opts["model"]
     if opts["json"] and opts["with_data"]:
         raise UsageError("--json prints the summary instead of the labels; --with-data "
