@@ -312,6 +312,25 @@ def test_starts_reach_the_normalized_cut_of_spectral_clustering(start):
     assert res.ncut <= normalized_cut(res.graph.affinity, sc.labels_) + 1e-9
 
 
+@pytest.mark.parametrize("data", ["moons", "digits"])
+def test_the_default_start_reaches_the_normalized_cut_of_spectral_clustering(data):
+    """The default fit (only k) against SpectralClustering(affinity='precomputed') on the same
+    default graph, one component each (the start must split it): a cut no higher."""
+    from sklearn import datasets
+    from sklearn.cluster import SpectralClustering
+
+    if data == "moons":
+        X, _ = datasets.make_moons(1500, noise=0.1, random_state=0)
+        k = 2
+    else:
+        X, k = datasets.load_digits().data, 10
+    res = fit_graph(X, k, random_state=0, n_threads=1)
+    assert res.graph.info.n_components == 1 and res.start != "components"
+    sc = SpectralClustering(k, affinity="precomputed", random_state=0).fit(
+        res.graph.affinity)
+    assert res.ncut <= normalized_cut(res.graph.affinity, sc.labels_) + 1e-9
+
+
 # -- prediction ------------------------------------------------------------------------------
 @pytest.mark.parametrize("weighting", ["connectivity", "self-tuning"])
 def test_predict_of_the_training_points_is_labels(weighting):
