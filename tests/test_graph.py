@@ -93,6 +93,23 @@ def test_exact_search_matches_the_tree():
     np.testing.assert_allclose(d1, d2, rtol=1e-12)
 
 
+def test_high_dimensional_graphs_do_not_depend_on_the_thread_count():
+    """Above ``TREE_MAX_DIM`` the search is exact by BLAS blocks; 1 and 2 threads (BLAS and
+    the passes) give the same neighbours, the same graph and the same fit."""
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(2500, n_features=kgraph.TREE_MAX_DIM + 5, centers=4, random_state=0)
+    fits = [fit_graph(X, 4, random_state=0, n_threads=t) for t in (1, 2)]
+    A1, A2 = (f.graph.affinity for f in fits)
+    assert (A1 != A2).nnz == 0
+    np.testing.assert_array_equal(fits[0].labels, fits[1].labels)
+    assert fits[0].objective == fits[1].objective
+    d1, i1 = kgraph.exact_nearest(X, X, 21, 1, self_first=True)
+    d2, i2 = kgraph.exact_nearest(X, X, 21, 2, self_first=True)
+    np.testing.assert_array_equal(i1, i2)
+    np.testing.assert_array_equal(d1, d2)
+
+
 def test_duplicates_are_one_node_with_their_edges():
     """Copies merge into one node carrying u_i u_j A_ij; the fit gives every copy its node's
     label and predict(X_fit) returns the labels."""
