@@ -112,9 +112,10 @@ class GraphModel:
             fail(f"'graph_node_labels' must lie in 0 … {k - 1}")
         if np.any(arrays["graph_degrees"] <= 0) or np.any(arrays["graph_counts"] <= 0):
             fail("'graph_degrees' and 'graph_counts' must be positive")
-        if n_neighbors > float(np.sum(arrays["graph_counts"])):
-            fail(f"'n_neighbors' ({n_neighbors}) must not exceed the "
-                 f"{float(np.sum(arrays['graph_counts'])):g} training points")
+        n_points = float(np.sum(arrays["graph_counts"]))
+        if n_neighbors > n_points:
+            fail(f"'n_neighbors' ({n_neighbors}) must not exceed the {n_points:g} training "
+                 f"points")
         # each cluster's volume is the sum of its nodes' degrees, its links at most that
         vol, links = arrays["graph_vol"], arrays["graph_links"]
         sums = np.bincount(labels.astype(np.intp), weights=arrays["graph_degrees"],
