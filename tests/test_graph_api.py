@@ -430,6 +430,35 @@ def test_cli_fit_predict_info_knn(moons_csv):
         est.fit_stats_["graph"]["nnz"]
 
 
+def test_cli_graph_row_names_the_neighbours_each_node_has(tmp_path):
+    """The graph row says the neighbours a node has, not more than there are nodes: five
+    copies of one point are one node, its only neighbour itself (the default rule's 2 capped
+    by the node); --n-neighbors 8 on three distinct points gives each node all 3. The model
+    keeps the setting, and info says the same as fit."""
+    write_csv(tmp_path / "five.csv", np.tile([[1.0, 2.0]], (5, 1)))
+    fit = run(["fit", tmp_path / "five.csv", "-k", "1", "-o", tmp_path / "five.npz"])
+    assert fit.exit_code == 0, fit.stderr
+    assert labels_of(fit.stdout).tolist() == [0] * 5
+    row = ("graph:         1 neighbour (connectivity; 2 set, capped by the 1 node), 1 node "
+           "(4 repeated points merged), 1 component, nnz 1, normalized cut 0\n")
+    assert row in fit.stderr and "2 neighbours" not in fit.stderr
+    info = run(["info", tmp_path / "five.npz"])
+    assert info.exit_code == 0, info.stderr
+    assert "1 neighbour (connectivity; 2 set, capped by the 1 node), 1 node" in info.stdout
+    X = np.repeat([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], [4, 2, 4], axis=0)
+    write_csv(tmp_path / "three.csv", X)
+    fit = run(["fit", tmp_path / "three.csv", "-k", "2", "--n-neighbors", "8", "--no-model"])
+    assert fit.exit_code == 0, fit.stderr
+    assert ("3 neighbours (connectivity; 8 set, capped by the 3 nodes), 3 nodes (7 repeated "
+            "points merged), 1 component, nnz 9") in fit.stderr
+    est = KernelKMeans(2, n_neighbors=8, random_state=0).fit(X)
+    assert est.fit_stats_["graph"]["n_neighbors"] == 8     # the setting, stored as given
+    assert est.fit_stats_["graph"]["nnz"] == 9              # every node linked to all 3
+    # below the nodes nothing is capped or said
+    fit = run(["fit", tmp_path / "three.csv", "-k", "2", "--n-neighbors", "2", "--no-model"])
+    assert "2 neighbours (connectivity), 3 nodes" in fit.stderr and "capped" not in fit.stderr
+
+
 def test_cli_knn_as_subprocesses_and_config(moons_csv):
     """The real command: fit with a YAML config (kernel: knn, n_neighbors:), predict of the
     training rows is the labels (through the model file), on 1 and 2 threads alike."""

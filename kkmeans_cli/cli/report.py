@@ -274,10 +274,15 @@ def graph_text(graph, ncut=None):
     """A graph kernel's graph for people: ``20 neighbours (connectivity), 300 nodes,
     1 component, nnz 6,488`` (and the normalized cut when given); components that the fit
     joined (``kernels.graph.join_components``): ``4 components joined by 3 bridges``, the cut
-    then being the joined graph's."""
+    then being the joined graph's. The neighbours are those each node has: the setting
+    (``GraphInfo.n_neighbors``) capped by the nodes, as the search caps it, and said so
+    (``3 neighbours (connectivity; 8 set, capped by the 3 nodes)``)."""
     parts = []
     if graph.get("weighting") != "precomputed":
-        parts.append(f"{plural(graph['n_neighbors'], 'neighbour')} ({graph['weighting']})")
+        used = min(graph["n_neighbors"], graph["n_nodes"])
+        capped = (f"; {graph['n_neighbors']} set, capped by the "
+                  f"{plural(graph['n_nodes'], 'node')}" if used < graph["n_neighbors"] else "")
+        parts.append(f"{plural(used, 'neighbour')} ({graph['weighting']}{capped})")
     else:
         parts.append("affinity given as DATA")
     nodes = plural(graph["n_nodes"], "node")
