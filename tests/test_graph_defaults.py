@@ -296,6 +296,37 @@ def test_sweep_equals_fit_graph_for_each_k():
     assert [r.eigengap_choice for r in records] == [i == int(np.argmax(gaps))
                                                     for i in range(len(ks))]
     assert records[int(np.argmax(gaps))].k == 4
+    # the cut ratios: the next k's ncut, and for the last k the ncut of a fit of k + 1
+    ncut = {r.k: r.ncut for r in records} | {7: fit_graph(X, 7, random_state=7,
+                                                           n_threads=1).ncut}
+    for r in records:
+        assert r.next_ncut == ncut[r.k + 1]
+        assert r.cut_ratio == (ncut[r.k + 1] + 1e-6) / (ncut[r.k] + 1e-6)
+
+
+def test_a_k_whose_next_k_is_not_swept_gets_its_cut_ratio_from_a_fit_of_its_own():
+    X, _ = _moons(400, 0.05, 3)
+    A = kgraph.knn_graph(X, 12).affinity
+    records = sweep_graph(affinity=A, ks=[2, 5, 6], random_state=1)
+    refs = {k: fit_graph(affinity=A, n_clusters=k, random_state=1).ncut for k in (2, 3, 6, 7)}
+    assert [r.next_ncut for r in records] == [refs[3], records[2].ncut, refs[7]]
+    assert records[0].cut_ratio == (refs[3] + 1e-6) / (refs[2] + 1e-6)
+    # a graph of k nodes has no k + 1 to cut: no ratio
+    tiny = sweep_graph(affinity=A[:4, :4] + sparse.eye(4), ks=[3, 4], random_state=0)
+    assert tiny[0].cut_ratio is not None and tiny[1].cut_ratio is None
+
+
+@pytest.mark.parametrize("ks, ratios, chosen", [
+    ([2, 3, 4, 5], [10.0, 1.5, 4.0, 1.2], 4),      # the largest k whose next cut triples
+    ([2, 3, 4, 5], [2.0, 2.9, 1.1, 2.9], 3),       # none does: the largest ratio, ties smaller
+    ([2, 3, 4], [None, float("nan"), 1.5], 4),      # None and NaN never win
+    ([2, 3], [None, None], None),
+    ([3, 4], [3.0, 2.999], 3),                     # 3 itself is a jump
+])
+def test_choose_by_cut_ratio(ks, ratios, chosen):
+    from kkmeans_cli.measures.graph_sweep import choose_by_cut_ratio
+
+    assert choose_by_cut_ratio(ks, ratios) == chosen
 
 
 def test_sweep_on_a_given_affinity_and_k_one():

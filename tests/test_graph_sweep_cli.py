@@ -4,7 +4,8 @@ sparse graph as DATA, through CliRunner and as a subprocess.
 Normalized-cut kernel k-means on a neighbour graph (Dhillon, Guan & Kulis, "Kernel k-means,
 spectral clustering and normalized cuts", KDD 2004); the eigengap λ_{k+1} − λ_k of the
 normalized Laplacian (von Luxburg, "A tutorial on spectral clustering", 2007) is checked
-against a dense ``numpy.linalg.eigh``.
+against a dense ``numpy.linalg.eigh``, the cut ratio (ncut(k+1) + ε)/(ncut(k) + ε) against the
+normalized cuts of direct fits.
 """
 import csv
 import io
@@ -17,7 +18,7 @@ from scipy import sparse
 
 from helpers import ROOT, run, run_process
 
-GRAPH_HEADER = "k,objective,ncut,silhouette,eigengap,n_iter,seconds"
+GRAPH_HEADER = "k,objective,ncut,cut_ratio,silhouette,eigengap,n_iter,seconds"
 MOONS = os.path.join(ROOT, "examples", "moons.csv")
 
 
@@ -52,7 +53,8 @@ def rings_csv(tmp_path):
     return path, X, y
 
 
-def test_knn_sweep_picks_the_true_k_by_silhouette_and_by_eigengap(rings_csv, tmp_path):
+def test_knn_sweep_picks_the_true_k_by_cut_ratio_silhouette_and_eigengap(rings_csv,
+                                                                           tmp_path):
     path, X, y = rings_csv
     result = run(["sweep", path, "--k", "2..6", "--n-neighbors", "20", "-o", tmp_path / "best.npz"])
     assert result.exit_code == 0, result.stderr
@@ -64,9 +66,19 @@ def test_knn_sweep_picks_the_true_k_by_silhouette_and_by_eigengap(rings_csv, tmp
     assert rows[3]["ncut"] == 0.0 and rows[3]["eigengap"] == pytest.approx(1.0, abs=1e-10)
     for k in (2, 4, 5, 6):
         assert rows[k]["eigengap"] == pytest.approx(0.0, abs=1e-10)
+    # the cut ratio of k from the rows (k + 1 swept) and, for k = 6, from a fit of 7
+    seven = run(["sweep", path, "--k", "7", "--n-neighbors", "20", "-q"])
+    ncut = {k: rows[k]["ncut"] for k in rows} | {7: table(seven.stdout)[7]["ncut"]}
+    for k in rows:
+        assert rows[k]["cut_ratio"] == pytest.approx((ncut[k + 1] + 1e-6) / (ncut[k] + 1e-6),
+                                                      rel=1e-12)
+    assert rows[3]["cut_ratio"] > 1e4          # three cliques: the fourth cluster cuts one
+    assert [k for k in rows if rows[k]["cut_ratio"] >= 3] == [3]
     err = result.stderr
-    assert "* marks the k chosen by silhouette, ^ the largest eigengap" in err
-    assert "chosen k:   3 by silhouette" in err and "largest at k = 3: λ4 − λ3 = 1" in err
+    assert "* marks the k chosen by cut-ratio, ^ the largest eigengap" in err
+    assert (f"chosen k:   3 by cut-ratio: ncut(4)/ncut(3) = {rows[3]['cut_ratio']:.4g} (the "
+            f"largest k whose next cluster multiplies the normalized cut by 3 or more)") in err
+    assert "largest at k = 3: λ4 − λ3 = 1" in err
     assert "20 neighbours (connectivity), 60 nodes, 3 components" in err
     marked = [line.split()[1] for line in err.splitlines() if line.lstrip().startswith("*^")]
     assert marked == ["3"]
@@ -74,7 +86,9 @@ def test_knn_sweep_picks_the_true_k_by_silhouette_and_by_eigengap(rings_csv, tmp
     info = json.loads(run(["info", tmp_path / "best.npz", "--json"]).stdout)
     assert info["n_clusters"] == 3 and info["kernel"] == "knn"
     sweep = info["sweep"]
-    assert sweep["best_k"] == 3 and sweep["eigengap_k"] == 3 and sweep["metric"] == "silhouette"
+    assert sweep["best_k"] == 3 and sweep["eigengap_k"] == 3 and sweep["metric"] == "cut_ratio"
+    assert sweep["measures"]["cut_ratio"] == pytest.approx([rows[k]["cut_ratio"] for k in rows],
+                                                           rel=1e-12)
     assert sweep["measures"]["eigengap"] == pytest.approx([rows[k]["eigengap"] for k in rows])
     assert sweep["measures"]["silhouette"] == pytest.approx(
         [rows[k]["silhouette"] for k in rows], rel=1e-12)
@@ -82,10 +96,27 @@ def test_knn_sweep_picks_the_true_k_by_silhouette_and_by_eigengap(rings_csv, tmp
     labels = run(["predict", tmp_path / "best.npz", path, "-q"]).stdout.split()
     labels = np.array(labels, dtype=int)
     assert len({(a, b) for a, b in zip(labels, y)}) == 3
-    by_gap = run(["sweep", path, "--k", "2..6", "--n-neighbors", "20", "--metric", "eigengap", "-q"])
-    assert by_gap.exit_code == 0 and by_gap.stdout == result.stdout.replace(
-        result.stdout, by_gap.stdout)
-    assert table(by_gap.stdout)[3]["eigengap"] == rows[3]["eigengap"]
+    for metric in ("silhouette", "eigengap"):
+        other = run(["sweep", path, "--k", "2..6", "--n-neighbors", "20", "--metric", metric])
+        assert other.exit_code == 0, other.stderr
+        assert f"chosen k:   3 by {metric} = " in other.stderr
+        assert table(other.stdout)[3] == pytest.approx(
+            {key: v for key, v in rows[3].items() if key != "seconds"} | {
+                "seconds": table(other.stdout)[3]["seconds"]}, rel=1e-12)
+
+
+@pytest.mark.parametrize("name, k", [("circles", 2), ("moons", 2), ("blobs", 4)])
+def test_the_default_sweep_names_the_bundled_examples_k(name, k):
+    """The bundled rings, moons (one component) and four blobs: by the cut ratio the sweep
+    of 2..6 names their k, where the graph silhouette names 6, 6 and 3 and the eigengap 6, 6
+    and 4 (docs/cli.md)."""
+    path = os.path.join(ROOT, "examples", f"{name}.csv")
+    result = run(["sweep", path, "--k", "2..6", "--seed", "0"])
+    assert result.exit_code == 0, result.stderr
+    assert f"chosen k:   {k} by cut-ratio" in result.stderr
+    rows = table(result.stdout)
+    assert rows[k]["cut_ratio"] >= 3
+    assert all(rows[j]["cut_ratio"] < 3 for j in rows if j > k)
 
 
 def test_each_k_has_the_labels_of_fit_with_the_same_seed(tmp_path):
@@ -115,7 +146,8 @@ def test_the_sweep_labels_equal_fit_labels_through_the_api():
 
     X = np.loadtxt(MOONS, delimiter=",", skiprows=1)
     res = sweep(X, [2, 3, 4, 5], kernel="knn", random_state=3, refit_best=True)
-    assert res.columns[1:5] == ("objective", "ncut", "silhouette", "eigengap")
+    assert res.columns[1:6] == ("objective", "ncut", "cut_ratio", "silhouette", "eigengap")
+    assert res.metric == "cut_ratio" and res.best_k == 2
     for row, labels in zip(res.rows, res.labels):
         est = KernelKMeans(row["k"], random_state=3).fit(X)
         np.testing.assert_array_equal(labels, est.labels_)
@@ -184,7 +216,7 @@ def test_knn_is_the_sweep_default_and_a_subprocess_writes_the_same(tmp_path, rin
     assert proc.stdout == ""
     got, want = table((tmp_path / "t.csv").read_text()), table(inproc.stdout)
     for k in want:
-        for key in ("objective", "ncut", "silhouette", "eigengap", "n_iter"):
+        for key in ("objective", "ncut", "cut_ratio", "silhouette", "eigengap", "n_iter"):
             assert got[k][key] == want[k][key]
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
     assert "--kernel" in run(["sweep", "--help"]).stdout
@@ -230,7 +262,13 @@ def test_knn_sweep_data_refusals(tmp_path):
               "eigengap"], 2, "--metric eigengap", tmp_path)
     _refused(["sweep", tmp_path / "few.csv", "--k", "2..3", "--kernel", "rbf", "--n-neighbors", "5"], 2,
              "--n-neighbors 5 sets the graph of --kernel knn", tmp_path)
-    # 4 nodes: no λ5 for k = 4, so no eigengap to choose by
+    _refused(["sweep", tmp_path / "few.csv", "--k", "2..3", "--kernel", "rbf", "--metric",
+              "cut-ratio"], 2, "--metric cut-ratio is the ratio of a graph's normalized cuts; "
+             "--kernel rbf has no graph", tmp_path)
+    # 4 nodes: no 5th cluster and no λ5 for k = 4, so no cut ratio or eigengap to choose by
+    _refused(["sweep", tmp_path / "few.csv", "--k", "4", "-o", tmp_path / "m.npz"], 1,
+             "few.csv: no k has a finite cut ratio; ncut(k+1)/ncut(k) needs a graph of more "
+             "than k nodes: sweep smaller ks or choose k by the silhouette", tmp_path)
     _refused(["sweep", tmp_path / "few.csv", "--k", "4", "--metric", "eigengap", "-o",
               tmp_path / "m.npz"], 1, "few.csv: no k has a finite eigengap; λ_(k+1) − λ_k "
              "needs a graph of more than k nodes: sweep smaller ks or choose k by the "

@@ -29,8 +29,9 @@ ELLIPSIS = "…"
 THREADS_SHOWN = "1 of 2 threads: fewer than 2,000 points"
 THREADS_SERIAL = "1 thread: engine built without OpenMP"
 _TIMING = re.compile(r"\b\d+(?:\.\d+)?(?:e[-+]?\d+)? s\b")
-# A row of the sweep table: [*] k inertia silhouette simpl-sil CH DB iter seconds
-_SWEEP_ROW = re.compile(r"^((?:\* )?\d+(?: \S+){6}) \d+\.\d+$")
+# A row of the sweep table: [*] k inertia silhouette simpl-sil CH DB iter seconds, or on a
+# graph [*][^] k objective ncut cut-ratio silhouette eigengap iter seconds
+_SWEEP_ROW = re.compile(r"^((?:[*^]+ )?\d+(?: \S+){6}) \d+\.\d+$")
 
 
 def console_blocks(text):

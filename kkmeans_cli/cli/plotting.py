@@ -11,11 +11,12 @@ import numpy as np
 from ..errors import UsageError
 
 PLOT_COLUMNS = ("inertia", "silhouette", "simplified_silhouette", "calinski_harabasz",
-                "davies_bouldin", "ncut", "eigengap")
+                "davies_bouldin", "ncut", "cut_ratio", "eigengap")
 TITLES = {"inertia": "inertia", "silhouette": "silhouette",
           "simplified_silhouette": "simplified silhouette",
           "calinski_harabasz": "Calinski-Harabasz", "davies_bouldin": "Davies-Bouldin",
-          "ncut": "normalized cut", "eigengap": "eigengap"}
+          "ncut": "normalized cut", "cut_ratio": "ncut(k+1) / ncut(k)",
+          "eigengap": "eigengap"}
 
 
 PLOT_FORMATS = {".png": "png", ".pdf": "pdf", ".svg": "svg", "": "png"}
@@ -88,6 +89,8 @@ def plot_sweep(rows, metric, best_k, path, fmt="png"):
                      fontweight="bold" if chosen else "normal")
         ax.set_xlabel("k")
         ax.set_xticks(ks)
+        if col == "cut_ratio":  # from about 1 to 10⁶ (a cut of 0 against one that is not)
+            ax.set_yscale("log")
     fig.suptitle(f"best k = {best_k} by {TITLES.get(metric, metric)}")
     _save(fig, path, fmt)
 

@@ -157,8 +157,8 @@ class Reporter:
             title += ", ^ the largest eigengap"
         table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         heads = ({"k": "k", "objective": "objective", "ncut": "ncut",
-                  "silhouette": "silhouette", "eigengap": "eigengap", "n_iter": "iter",
-                  "seconds": "s"} if graph else
+                  "cut_ratio": "cut-ratio", "silhouette": "silhouette",
+                  "eigengap": "eigengap", "n_iter": "iter", "seconds": "s"} if graph else
                  {"k": "k", "inertia": "inertia", "silhouette": "silhouette",
                   "simplified_silhouette": "simpl-sil", "calinski_harabasz": "CH",
                   "davies_bouldin": "DB", "n_iter": "iter", "seconds": "s"})

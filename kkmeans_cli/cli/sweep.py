@@ -15,19 +15,22 @@ from .options import (check_memory_plan, check_option_combination, data_options,
 
 
 SWEEP_METRICS = ("silhouette", "simplified-silhouette", "calinski-harabasz", "davies-bouldin",
-                 "inertia", "eigengap")
-# The measures of a sweep on a graph (--kernel knn, or a sparse graph as DATA).
-GRAPH_METRICS = ("silhouette", "eigengap")
+                 "inertia", "cut-ratio", "eigengap")
+# The measures of a sweep on a graph (--kernel knn, or a sparse graph as DATA); the first is
+# the default there (silhouette elsewhere).
+GRAPH_METRICS = ("cut-ratio", "silhouette", "eigengap")
 
 SWEEP_EPILOG = """\b
 The chosen k is the largest silhouette, simplified silhouette or Calinski-Harabasz, the
 smallest Davies-Bouldin, or the elbow of the inertia curve. Ties go to the smaller k.
 With --kernel knn (the default, as for fit) one neighbour graph serves every k (with the
 default --n-neighbors, that of the largest k: the report names it); the columns are
-k,objective,ncut,silhouette,eigengap,n_iter,seconds (the graph silhouette and the eigengap
-λ(k+1) − λ(k) of the normalized Laplacian), k is chosen by silhouette or eigengap, and the
-k of the largest eigengap is marked ^ beside the chosen one. The same with --kernel
-precomputed and a sparse graph as DATA (.npz, .mtx).
+k,objective,ncut,cut_ratio,silhouette,eigengap,n_iter,seconds (cut_ratio: ncut(k+1)/ncut(k);
+the graph silhouette; the eigengap λ(k+1) − λ(k) of the normalized Laplacian). There k is
+chosen by cut-ratio (the default: the largest k whose next cluster at least triples the
+normalized cut; k+1 is fitted too), silhouette or eigengap, and the k of the largest eigengap
+is marked ^ beside the chosen one. The same with --kernel precomputed and a sparse graph as
+DATA (.npz, .mtx).
 No model is saved unless -o PATH is given. Labels are not printed; fit the chosen k with
 'kkmeans fit' for those (same options, same labels; with knn and the default neighbours,
 add the --n-neighbors the report names).
@@ -53,8 +56,9 @@ def sweep_fit_options(f):
 @click.option("--k", "k", default=None, metavar="2..10|2,3,5",
               help="The ks to try: a range lo..hi (inclusive), a list, or both (2..4,8); "
                    "each 2 ≤ k < rows (required).")
-@click.option("--metric", type=click.Choice(SWEEP_METRICS), default="silhouette",
-              show_default=True, help="The measure that chooses k.")
+@click.option("--metric", type=click.Choice(SWEEP_METRICS), default=None,
+              help="The measure that chooses k  [default: cut-ratio on a graph, silhouette "
+                   "with a kernel matrix]")
 @sweep_fit_options
 @click.option("-o", "--model", default=None, metavar="PATH",
               help="Save the chosen k's model here  [default: no model]")
@@ -69,8 +73,8 @@ def sweep_fit_options(f):
 def sweep_command(ctx, **_):
     """Fit every k of --k over one graph or kernel matrix, score each, choose the best k.
 
-    Writes one CSV row per k to stdout (knn: k,objective,ncut,silhouette,eigengap,n_iter,
-    seconds; other kernels: k,inertia,silhouette,simplified_silhouette,calinski_harabasz,
+    Writes one CSV row per k to stdout (knn: k,objective,ncut,cut_ratio,silhouette,eigengap,
+    n_iter,seconds; other kernels: k,inertia,silhouette,simplified_silhouette,calinski_harabasz,
     davies_bouldin,n_iter,seconds) and reports the table, with the chosen k marked, on
     stderr.
     """
@@ -91,16 +95,19 @@ def sweep_command(ctx, **_):
         raise UsageError("--init PATH fixes the number of clusters and cannot be used with "
                          "sweep; use --init k-means++, spectral or random")
     graph = opts["kernel"] in GRAPH_KERNELS or is_graph_data(opts)
+    if opts["metric"] is None:
+        opts["metric"] = GRAPH_METRICS[0] if graph else "silhouette"
     if graph and opts["metric"] not in GRAPH_METRICS:
         what = (f"--kernel {opts['kernel']}" if opts["kernel"] in GRAPH_KERNELS
                 else f"a sparse graph as DATA ({opts['data']})")
         raise UsageError(f"--metric {opts['metric']} is measured on a kernel matrix; {what} "
-                         f"is swept on its graph: use --metric silhouette or eigengap (or "
-                         f"--kernel rbf)")
-    if not graph and opts["metric"] == "eigengap":
-        raise UsageError(f"--metric eigengap is the gap of a graph's Laplacian eigenvalues; "
-                         f"--kernel {opts['kernel']} has no graph (use --kernel knn, or another "
-                         f"--metric)")
+                         f"is swept on its graph: use --metric cut-ratio, silhouette or "
+                         f"eigengap (or --kernel rbf)")
+    if not graph and opts["metric"] in ("cut-ratio", "eigengap"):
+        what = ("the ratio of a graph's normalized cuts" if opts["metric"] == "cut-ratio"
+                else "the gap of a graph's Laplacian eigenvalues")
+        raise UsageError(f"--metric {opts['metric']} is {what}; --kernel {opts['kernel']} has "
+                         f"no graph (use --kernel knn, or another --metric)")
     if graph:
         return _graph_sweep(opts, k_ranges)
     if opts["storage"] == "blocked":
@@ -177,7 +184,7 @@ def _graph_sweep(opts, k_ranges):
     from .report import graph_text
 
     check_option_combination(opts, min(lo for lo, _ in k_ranges))
-    metric = opts["metric"]
+    metric = opts["metric"].replace("-", "_")
     reporter, data, scaler, X, weights, ks = _read_for_sweep(opts, k_ranges)
     n = X.shape[0]
     if opts["kernel"] in GRAPH_KERNELS:  # one graph for the largest k: every k must fit it
@@ -209,14 +216,15 @@ def _graph_sweep(opts, k_ranges):
                            "eigengap_k": result.eigengap_k,
                            "measures": {column: [row[column] if row[column] == row[column]
                                                  else None for row in result.rows]
-                                        for column in ("objective", "ncut", "silhouette",
-                                                       "eigengap")}}}
+                                        for column in ("objective", "ncut", "cut_ratio",
+                                                       "silhouette", "eigengap")}}}
         model = (best, scaler, stored, extra)
     _commit_outputs(opts, result, metric, text, model)
     reporter.sweep_table(result.rows, metric, result.best_k, result.eigengap_k)
     given = opts["kernel"] not in GRAPH_KERNELS
     if result.eigengap_k is None:
-        gap = "not computed (more than 20,000 nodes; give --metric eigengap)"
+        gap = "not computed" + (" (more than 20,000 nodes; give --metric eigengap)"
+                                if info["n_nodes"] > 20_000 else "")
     else:
         gap_row = next(r for r in result.rows if r["k"] == result.eigengap_k)
         k = result.eigengap_k
@@ -235,7 +243,7 @@ def _graph_sweep(opts, k_ranges):
             or default_neighbors(info["n_nodes"], ks[0]) == info["n_neighbors"] else
             f" (the default neighbours of k = {ks[-1]}; fit with --n-neighbors "
             f"{info['n_neighbors']} for the sweep's labels)")),
-        ("chosen k", f"{result.best_k} by {metric} = {best_row[metric]:.6g}"),
+        ("chosen k", _graph_choice_text(result, metric)),
         ("eigengap", gap),
         ("silhouette", "exact (all points, graph kernel's feature space)"),
         ("model", opts["model"] or "not saved (give -o PATH)"),
@@ -248,6 +256,21 @@ def _graph_sweep(opts, k_ranges):
                          f"and measures {sum(r['seconds'] for r in result.rows):.3f} s "
                          f"({plural(len(result.rows), 'k')})"))
     reporter.table("kkmeans sweep", rows)
+
+
+def _graph_choice_text(result, metric):
+    """The report's line for the k a graph sweep chose, and why."""
+    from ..measures.graph_sweep import CUT_RATIO_JUMP
+
+    k, row = result.best_k, result.best_row
+    if metric != "cut_ratio":
+        return f"{k} by {metric} = {row[metric]:.6g}"
+    jump = row["cut_ratio"] >= CUT_RATIO_JUMP
+    why = (f"the largest k whose next cluster multiplies the normalized cut by "
+           f"{CUT_RATIO_JUMP:g} or more" if jump else
+           f"no next cluster multiplies the normalized cut by {CUT_RATIO_JUMP:g}: the largest "
+           f"ratio")
+    return f"{k} by cut-ratio: ncut({k + 1})/ncut({k}) = {row['cut_ratio']:.4g} ({why})"
 
 
 def to_csv_text(result):

@@ -18,8 +18,10 @@ The graph kernel 'knn' (and a sparse affinity with ``kernel='precomputed'``) has
 matrix: :func:`sweep` hands it to :func:`graph_sweep`, which builds the graph once and fits
 every k on it (``measures.graph_sweep.sweep_graph``), each k as ``KernelKMeans(k, ...)`` fits
 it with the same seed and the same graph. Its rows are :data:`GRAPH_COLUMNS`: the objective,
-the normalized cut, the graph silhouette and the eigengap λ_{k+1} − λ_k of the normalized
-Laplacian (von Luxburg, "A tutorial on spectral clustering", 2007); k is chosen by
+the normalized cut, the cut ratio ncut(k+1)/ncut(k), the graph silhouette and the eigengap
+λ_{k+1} − λ_k of the normalized Laplacian (von Luxburg, "A tutorial on spectral clustering",
+2007); k is chosen by ``cut_ratio`` (the default there: the largest k whose next cluster at
+least triples the normalized cut, ``measures.graph_sweep.choose_by_cut_ratio``),
 ``silhouette`` (the largest) or ``eigengap`` (the largest gap), and the eigengap's choice is
 reported either way (``SweepResult.eigengap_k``).
 """
@@ -40,7 +42,7 @@ from ..kernels.functions import count_distinct
 from ..kernels.nystroem import NystroemFeatures
 from ..measures import features as feature_measures
 from ..measures import metrics as _metrics
-from ..measures.graph_sweep import sweep_graph
+from ..measures.graph_sweep import choose_by_cut_ratio, sweep_graph
 from .checks import check_fit_values, check_graph_data, check_graph_weights, check_weights
 from .estimator import KernelKMeans, fit_with_sums
 from .planning import fit_threads
@@ -57,9 +59,11 @@ HIGHER_IS_BETTER = {"silhouette": True, "simplified_silhouette": True,
                     "calinski_harabasz": True, "davies_bouldin": False, "inertia": False,
                     "eigengap": True}
 # The rows of a sweep on a graph (kernel 'knn', or a sparse affinity): the objective J (the
-# fit's inertia_), the normalized cut, the graph silhouette and the eigengap λ_{k+1} − λ_k.
-GRAPH_COLUMNS = ("k", "objective", "ncut", "silhouette", "eigengap", "n_iter", "seconds")
-GRAPH_SWEEP_METRICS = ("silhouette", "eigengap")
+# fit's inertia_), the normalized cut, the cut ratio (ncut(k+1) + ε)/(ncut(k) + ε), the graph
+# silhouette and the eigengap λ_{k+1} − λ_k.
+GRAPH_COLUMNS = ("k", "objective", "ncut", "cut_ratio", "silhouette", "eigengap", "n_iter",
+                 "seconds")
+GRAPH_SWEEP_METRICS = ("cut_ratio", "silhouette", "eigengap")
 
 
 @dataclass
@@ -156,7 +160,7 @@ def parse_ks(text, max_k=None):
     return sorted(ks)
 
 
-def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
+def sweep(X, ks, *, metric=None, sample_weight=None, progress=None,
           max_exact=_metrics.MAX_EXACT, sample_size=_metrics.SAMPLE_SIZE,
           kernel_matrix=None, **params):
     """Fit every k in ``ks`` over one kernel matrix and choose the best k by ``metric``.
@@ -168,8 +172,9 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
         The ks to try (a string is parsed by :func:`parse_ks`); each 2 ≤ k ≤ n − 1 (the
         measures are undefined for one cluster or one point per cluster).
     metric : {'silhouette', 'simplified_silhouette', 'calinski_harabasz', 'davies_bouldin',
-              'inertia'}
-        The measure that chooses k (see the module docstring for the direction and the elbow).
+              'inertia'} or None
+        The measure that chooses k (see the module docstring for the direction and the elbow);
+        None: 'silhouette' (on a graph: :func:`graph_sweep`'s 'cut_ratio').
     sample_weight : array-like (n,), optional
         Passed to every fit and to the centre-based measures.
     progress : callable, optional
@@ -198,8 +203,9 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
     params.setdefault("kernel", "rbf")
     if params["kernel"] in _options.GRAPH_KERNELS or (params["kernel"] == "precomputed"
                                                       and sparse.issparse(X)):
-        return graph_sweep(X, ks, metric=metric, sample_weight=sample_weight,
-                           progress=progress, **params)
+        return graph_sweep(X, ks, metric="cut_ratio" if metric is None else metric,
+                           sample_weight=sample_weight, progress=progress, **params)
+    metric = "silhouette" if metric is None else metric
     if metric not in SWEEP_METRICS:
         raise ValueError(f"unknown metric {metric!r}; choose from {list(SWEEP_METRICS)}")
     ks = _sorted_ks(ks, len(X))
@@ -271,7 +277,7 @@ def sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
                        skipped_ks=skipped)
 
 
-def graph_sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None,
+def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
                 eigengap="auto", refit_best=True, **params):
     """Fit every k in ``ks`` on one graph and choose the best k by ``metric`` (module
     docstring): the k-nearest-neighbour graph of X (``kernel='knn'``, the default here), or
@@ -289,7 +295,10 @@ def graph_sweep(X, ks, *, metric="silhouette", sample_weight=None, progress=None
     ----------
     X : array-like (n, d), or a sparse (n, n) affinity with ``kernel='precomputed'``
     ks : iterable of int or str, each 2 ≤ k ≤ n − 1
-    metric : {'silhouette', 'eigengap'}
+    metric : {'cut_ratio', 'silhouette', 'eigengap'}
+        'cut_ratio': the largest k whose next cluster at least triples the normalized cut
+        (``measures.graph_sweep.choose_by_cut_ratio``; k + 1 is fitted for the largest k
+        swept, and for every k whose k + 1 is not swept)
     sample_weight : None or n equal weights (a graph fit weighs points by their degrees)
     progress : callable, optional; ``progress(done, total, row)`` after each k
     eigengap : 'auto' (up to ``measures.graph_sweep.EIGENGAP_MAX_NODES`` nodes), True or
@@ -392,6 +401,7 @@ def _graph_row(record):
         return float("nan") if value is None else float(value)
 
     return {"k": record.k, "objective": float(record.objective), "ncut": float(record.ncut),
+            "cut_ratio": number(record.cut_ratio),
             "silhouette": number(record.silhouette), "eigengap": number(record.eigengap),
             "n_iter": int(record.fit.n_iter), "seconds": float(record.seconds)}
 
@@ -423,8 +433,12 @@ def choose_k(rows, metric):
     ok = np.isfinite(v)
     if not ok.any():
         hint = ("; λ_(k+1) − λ_k needs a graph of more than k nodes: sweep smaller ks or "
-                "choose k by the silhouette" if metric == "eigengap" else "")
-        raise ValueError(f"no k has a finite {metric}{hint}")
+                "choose k by the silhouette" if metric == "eigengap" else
+                "; ncut(k+1)/ncut(k) needs a graph of more than k nodes: sweep smaller ks or "
+                "choose k by the silhouette" if metric == "cut_ratio" else "")
+        raise ValueError(f"no k has a finite {metric.replace('_', ' ')}{hint}")
+    if metric == "cut_ratio":
+        return choose_by_cut_ratio(ks[ok], v[ok])
     ks, v = ks[ok], v[ok]
     if metric == "inertia":
         if ks.size < 3 or v.max() == v.min():
