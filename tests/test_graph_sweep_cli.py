@@ -93,6 +93,8 @@ def test_knn_sweep_picks_the_true_k_by_cut_ratio_silhouette_and_eigengap(rings_c
     assert sweep["measures"]["silhouette"] == pytest.approx(
         [rows[k]["silhouette"] for k in rows], rel=1e-12)
     assert sweep["measures"]["ncut"] == pytest.approx([rows[k]["ncut"] for k in rows])
+    text = run(["info", tmp_path / "best.npz"]).stdout
+    assert "k = 3 chosen by cut-ratio among [2, 3, 4, 5, 6]" in text
     labels = run(["predict", tmp_path / "best.npz", path, "-q"]).stdout.split()
     labels = np.array(labels, dtype=int)
     assert len({(a, b) for a, b in zip(labels, y)}) == 3

@@ -96,7 +96,8 @@ def model_info_rows(info):
     if info.get("sweep"):
         sweep = info["sweep"]
         rows.insert(-1, ("sweep", f"k = {sweep.get('best_k')} chosen by "
-                                  f"{sweep.get('metric')} among {sweep.get('ks')}"))
+                                  f"{str(sweep.get('metric')).replace('_', '-')} among "
+                                  f"{sweep.get('ks')}"))
     if info.get("source"):
         rows.insert(4, ("trained on", str(info["source"])))
     rows[-1:-1] = _psd_info_rows(info)
