@@ -498,3 +498,74 @@ def test_new_points_are_checked():
         predict_graph(res.model(), _points(4, 28, 3))
     with pytest.raises(DataError, match="X row 0, column 0: inf"):
         predict_graph(res.model(), np.array([[np.inf, 0.0]]))
+
+
+# -- Lanczos that does not converge ------------------------------------------------------------
+def _no_convergence(monkeypatch):
+    """SciPy's eigsh raising ArpackNoConvergence, as it may on a large neighbour graph."""
+    import scipy.sparse.linalg
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    def fails(*args, **kwargs):
+        raise ArpackNoConvergence("No convergence (3001 iterations, 0/4 eigenvectors "
+                                  "converged)", np.empty(0), np.empty((0, 0)))
+
+    monkeypatch.setattr(scipy.sparse.linalg, "eigsh", fails)
+
+
+def test_lanczos_failing_up_to_the_dense_limit_gives_the_dense_answer(monkeypatch):
+    """Up to DENSE_FALLBACK_MAX nodes a Lanczos that fails is replaced by a dense eigh: the
+    eigengaps are those of the normalized Laplacian built densely, the spectral start runs."""
+    from kkmeans_cli.measures.graph_sweep import sweep_graph
+
+    X = _points(700, 3)
+    A = kgraph.knn_graph(X, 10).affinity
+    d = np.asarray(A.sum(axis=1)).ravel()
+    L = np.eye(700) - A.toarray() / np.sqrt(d[:, None] * d[None, :])
+    lam = np.linalg.eigvalsh(L)
+    _no_convergence(monkeypatch)
+    records = sweep_graph(affinity=A, ks=[2, 3, 4], eigengap=True, random_state=0)
+    np.testing.assert_allclose([r.eigengap for r in records],
+                               [lam[k] - lam[k - 1] for k in (2, 3, 4)], atol=1e-9)
+    est = KernelKMeans(3, n_neighbors=10, init="spectral", random_state=0).fit(X)
+    assert np.unique(est.labels_).size == 3
+
+
+def test_lanczos_failing_above_the_dense_limit_is_one_clear_error(monkeypatch):
+    """Above DENSE_FALLBACK_MAX nodes (made 600 here; the real limit through the command line
+    in test_graph_api.py) every path that needs eigenvectors ends in a DataError of one line
+    naming what needed them and the way out, or does without them: the eigengap asked for is
+    refused, 'auto' warns and records None, the spectral start is refused, the default starts
+    of a coarse graph fall back to the multilevel start."""
+    from kkmeans_cli.measures.graph_sweep import sweep_graph
+    from kkmeans_cli.model.sweep import graph_sweep
+
+    X = _points(700, 3)
+    _no_convergence(monkeypatch)
+    monkeypatch.setattr(graph_starts, "DENSE_FALLBACK_MAX", 600)
+    with pytest.raises(graph_starts.EigenvectorsFailed) as caught:
+        graph_sweep(X, [2, 3], metric="eigengap", n_neighbors=10, random_state=0)
+    message = str(caught.value)
+    assert isinstance(caught.value, DataError) and "\n" not in message
+    assert message.startswith("the eigengap: Lanczos did not converge to the 4 largest "
+                              "eigenvalues of the graph's normalized affinity")
+    assert "(700 nodes, more than the 600 the dense solver takes; ARPACK error -1: No " \
+           "convergence" in message
+    assert message.endswith("; choose k by another metric than the eigengap")
+    A = kgraph.knn_graph(X, 10).affinity
+    with pytest.warns(KKMeansWarning, match="the eigengap is not computed$"):
+        records = sweep_graph(affinity=A, ks=[2, 3], eigengap="auto", random_state=0)
+    assert [r.eigengap for r in records] == [None, None]
+    assert not any(r.eigengap_choice for r in records)
+    ref = sweep_graph(affinity=A, ks=[2, 3], eigengap=False, random_state=0)
+    assert [r.ncut for r in records] == [r.ncut for r in ref]
+    with pytest.raises(graph_starts.EigenvectorsFailed,
+                       match=r"^the spectral start: Lanczos did not converge .*; the default "
+                             r"starts \(init='k-means\+\+'\) need no eigenvectors of a graph "
+                             r"this large$"):
+        KernelKMeans(2, n_neighbors=10, init="spectral", random_state=0).fit(X)
+    # the default starts need the eigenvectors of a graph above the dense limit: they give
+    # way to the multilevel start, whose coarsest graph (≤ 200 nodes) is solved densely
+    est = KernelKMeans(2, n_neighbors=10, random_state=0).fit(X)
+    assert est.fit_stats_["start_kinds"] == ["multilevel"]
+    assert np.unique(est.labels_).size == 2

@@ -669,3 +669,78 @@ def test_cli_sparse_graph_refuses_row_options(graph_files):
         result = run(["fit", folder / "g.npz", "-k", "3", "--kernel", "precomputed",
                       "--no-model", *extra])
         assert_one_error_line(result, needle, code=2)
+
+
+def test_cli_lanczos_failing_on_a_large_graph_is_one_error_line(tmp_path, monkeypatch):
+    """SciPy's eigsh raising ArpackNoConvergence on a graph above the dense solver's 10,000
+    nodes: sweep --metric eigengap and fit --init spectral end in one error line (exit 1),
+    naming what needed the eigenvectors and the way out, and write nothing; no traceback."""
+    import scipy.sparse.linalg
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    def fails(*args, **kwargs):
+        raise ArpackNoConvergence("No convergence (105001 iterations, 1/4 eigenvectors "
+                                  "converged)", np.empty(0), np.empty((0, 0)))
+
+    monkeypatch.setattr(scipy.sparse.linalg, "eigsh", fails)
+    write_csv(tmp_path / "big.csv", np.random.default_rng(0).uniform(size=(10_500, 2)))
+    swept = run(["sweep", tmp_path / "big.csv", "--k", "2..3", "--metric", "eigengap",
+                 "--table", tmp_path / "t.csv", "-o", tmp_path / "m.npz"])
+    line = assert_one_error_line(
+        swept, "big.csv: the eigengap: Lanczos did not converge to the 4 largest eigenvalues "
+        "of the graph's normalized affinity D^-1/2 A D^-1/2 (10,500 nodes, more than the "
+        "10,000 the dense solver takes; ARPACK error -1: No convergence (105001 iterations, "
+        "1/4 eigenvectors converged)); choose k by another metric than the eigengap", code=1)
+    assert line.endswith("eigengap")
+    fit = run(["fit", tmp_path / "big.csv", "-k", "2", "--init", "spectral", "-o",
+               tmp_path / "m.npz"])
+    assert_one_error_line(fit, "big.csv: the spectral start: Lanczos did not converge to the 2 "
+                          "largest eigenvalues", "the default starts (--init k-means++) need "
+                          "no eigenvectors of a graph this large", code=1)
+    assert listing(tmp_path) == ["big.csv"]
+
+
+def test_cli_sweep_without_the_eigengap_when_lanczos_fails(tmp_path, monkeypatch):
+    """A sweep that did not ask for the eigengap ('auto') and whose Lanczos fails above the
+    dense limit (lowered to 600 nodes here) warns once, leaves the eigengap column NaN and
+    says 'not computed', and chooses k as it would have."""
+    import scipy.sparse.linalg
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    from kkmeans_cli.engine import graph_starts
+
+    write_csv(tmp_path / "d.csv", np.random.default_rng(3).normal(size=(700, 2)))
+    args = ["sweep", tmp_path / "d.csv", "--k", "2..3", "--metric", "silhouette",
+            "--n-neighbors", "10", "--seed", "1"]
+    ref = run(args + ["--table", tmp_path / "ref.csv"])
+    assert ref.exit_code == 0, ref.stderr
+
+    def fails(*args, **kwargs):
+        raise ArpackNoConvergence("No convergence (7001 iterations, 0/4 eigenvectors "
+                                  "converged)", np.empty(0), np.empty((0, 0)))
+
+    monkeypatch.setattr(scipy.sparse.linalg, "eigsh", fails)
+    monkeypatch.setattr(graph_starts, "DENSE_FALLBACK_MAX", 600)
+    swept = run(args + ["--table", tmp_path / "t.csv"])
+    assert swept.exit_code == 0, swept.stderr
+    warnings = [line for line in swept.stderr.splitlines() if "warning" in line]
+    assert warnings == ["kkmeans: warning: the eigengap: Lanczos did not converge to the 4 "
+                        "largest eigenvalues of the graph's normalized affinity D^-1/2 A "
+                        "D^-1/2 (700 nodes, more than the 600 the dense solver takes; ARPACK "
+                        "error -1: No convergence (7001 iterations, 0/4 eigenvectors "
+                        "converged)); the eigengap is not computed"]
+    assert "eigengap:   not computed\n" in swept.stderr
+    import csv
+
+    from kkmeans_cli.model.sweep import graph_sweep
+
+    rows = list(csv.DictReader((tmp_path / "t.csv").read_text().splitlines()))
+    refs = list(csv.DictReader((tmp_path / "ref.csv").read_text().splitlines()))
+    assert [r["eigengap"] for r in rows] == ["nan", "nan"]
+    assert all(r["eigengap"] != "nan" for r in refs)
+    # the fits are those of a sweep that never asked for the eigengap (the same failing
+    # Lanczos sends their starts to the multilevel start)
+    X = np.loadtxt(tmp_path / "d.csv", delimiter=",", skiprows=1)
+    without = graph_sweep(X, [2, 3], metric="silhouette", eigengap=False, n_neighbors=10,
+                          random_state=1, refit_best=False)
+    assert [float(r["ncut"]) for r in rows] == [r["ncut"] for r in without.rows]

@@ -38,6 +38,7 @@ approach", TPAMI 2007 — Graclus)
 """
 import numpy as np
 
+from ..errors import DataError
 from . import _graph
 from .graph import GraphKernel, refine
 
@@ -67,7 +68,17 @@ def component_start(components, n_components, degrees, k):
 
 def spectral_embedding(kernel, k, rng):
     """Y = D^{-½}V_kΛ_k^½ of the top k eigenpairs of σI + D^{-½}AD^{-½} (module docstring;
-    the eigenpairs of ``top_eigenvectors``)."""
+    the eigenpairs of ``top_eigenvectors``; :class:`EigenvectorsFailed`, naming the default
+    starts as the way out, when there are none)."""
+    try:
+        return _embedding(kernel, k, rng)
+    except EigenvectorsFailed as exc:
+        raise EigenvectorsFailed(f"the spectral start: {exc}; the default starts "
+                                 f"(init='k-means++') need no eigenvectors of a graph this "
+                                 f"large") from None
+
+
+def _embedding(kernel, k, rng):
     s = 1.0 / np.sqrt(kernel.degrees)
     lam, V = top_eigenvectors(kernel, min(k, kernel.n), rng)
     lam = np.maximum(lam + kernel.sigma, 0.0)
@@ -174,7 +185,12 @@ def multilevel_start(A, k, rng, max_iter=300, n_threads=1):
     finest (the caller refines that one). Returns (labels, number of levels)."""
     levels, coarsest = coarsen(A, rng, coarse_nodes(k))
     kernel = GraphKernel(coarsest, n_threads=n_threads)
-    labels = spectral_start(kernel, k, rng)
+    try:
+        embedding = _embedding(kernel, k, rng)
+    except EigenvectorsFailed as exc:
+        raise EigenvectorsFailed(f"the multilevel start, on its coarsest graph: {exc}") \
+            from None
+    labels = spectral_start(kernel, k, rng, embedding)
     labels = refine(kernel, labels, k, max_iter).labels
     for level_A, coarse_of in reversed(levels[1:]):
         labels = labels[coarse_of]
@@ -193,10 +209,18 @@ EIGEN_TOL = 1e-8
 DENSE_FALLBACK_MAX = 10_000  # a dense eigh when Lanczos fails, up to this many nodes
 
 
+class EigenvectorsFailed(DataError):
+    """Lanczos did not converge on a graph too large for the dense solver (more than
+    ``DENSE_FALLBACK_MAX`` nodes): one line for the user, a ``ValueError`` for the API. The
+    callers that can do without the eigenvectors do (the default starts of a coarse graph fall
+    back to the multilevel start); the others add what they needed them for and the way out."""
+
+
 def top_eigenvectors(kernel, r, rng):
     """(λ, V): the r largest eigenpairs of N = D^{-½}AD^{-½}, λ descending (a dense ``eigh``
     up to ``SPECTRAL_DENSE_MAX`` nodes or when r ≥ n − 1, Lanczos above, the dense solver
-    again when Lanczos does not converge).
+    again when Lanczos does not converge, up to ``DENSE_FALLBACK_MAX`` nodes; above,
+    :class:`EigenvectorsFailed`, never SciPy's ``ArpackNoConvergence``).
 
     Lanczos finds one vector of a repeated eigenvalue, and a graph of c components has the
     eigenvalue 1 c times (eigenvectors D^{½}1_C/√vol(C)). So above ``SPECTRAL_DENSE_MAX``
@@ -211,9 +235,12 @@ def top_eigenvectors(kernel, r, rng):
 
         try:
             return _lanczos_top(N, kernel.degrees, r, rng)
-        except ArpackNoConvergence:
+        except ArpackNoConvergence as exc:
             if n > DENSE_FALLBACK_MAX:
-                raise
+                raise EigenvectorsFailed(
+                    f"Lanczos did not converge to the {r} largest eigenvalues of the graph's "
+                    f"normalized affinity D^-1/2 A D^-1/2 ({n:,} nodes, more than the "
+                    f"{DENSE_FALLBACK_MAX:,} the dense solver takes; {exc})") from None
     lam, V = np.linalg.eigh(N.toarray())
     return lam[::-1][:r], V[:, ::-1][:, :r]
 
@@ -401,15 +428,16 @@ def best_default_start(A, k, rng, max_iter=300, n_threads=1):
     A is small, the carried-up winner otherwise, none when Lanczos fails on a graph too large
     for the dense solver (the caller falls back to the multilevel start) — and the number of
     coarsening levels."""
-    from scipy.sparse.linalg import ArpackNoConvergence
-
     if A.shape[0] <= SPECTRAL_DIRECT_MAX:          # Lanczos, else the dense solver
-        return default_starts(GraphKernel(A, n_threads=n_threads), k, rng), 0
+        try:
+            return default_starts(GraphKernel(A, n_threads=n_threads), k, rng), 0
+        except EigenvectorsFailed:                 # (only with DENSE_FALLBACK_MAX lowered)
+            return [], 0
     levels, coarsest = coarsen(A, rng, SPECTRAL_DIRECT_MAX)
     kernel = GraphKernel(coarsest, n_threads=n_threads)
     try:
         starts = default_starts(kernel, k, rng)
-    except ArpackNoConvergence:
+    except EigenvectorsFailed:
         return [], len(levels)
     best = None
     for kind, labels in starts:
@@ -431,8 +459,14 @@ def best_default_start(A, k, rng, max_iter=300, n_threads=1):
 def laplacian_eigenvalues(kernel, r, rng):
     """The r smallest eigenvalues of the normalized Laplacian L = I − D^{-½}AD^{-½},
     ascending: 1 − the r largest of D^{-½}AD^{-½} (``top_eigenvectors``: Lanczos on the
-    sparse matrix above ``SPECTRAL_DENSE_MAX`` nodes, a dense ``eigh`` below)."""
-    lam, _ = top_eigenvectors(kernel, r, rng)
+    sparse matrix above ``SPECTRAL_DENSE_MAX`` nodes, a dense ``eigh`` below and, up to
+    ``DENSE_FALLBACK_MAX`` nodes, when Lanczos does not converge). Above that a Lanczos that
+    does not converge is :class:`EigenvectorsFailed`, naming the eigengap (the sweep says
+    what then: ``measures.graph_sweep.sweep_graph``)."""
+    try:
+        lam, _ = top_eigenvectors(kernel, r, rng)
+    except EigenvectorsFailed as exc:
+        raise EigenvectorsFailed(f"the eigengap: {exc}") from None
     return np.sort(1.0 - lam)
 
 
