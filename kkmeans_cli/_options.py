@@ -21,6 +21,10 @@ GRAPH_KERNELS = ("knn",)
 # (1 on every edge) or 'self-tuning' (exp(−d²/(σ_i σ_j)), σ_i the distance of x_i to its 7th
 # nearest other point; Zelnik-Manor & Perona, "Self-tuning spectral clustering", NIPS 2004).
 WEIGHTINGS = ("connectivity", "self-tuning")
+# The neighbour search of that graph above 15 dimensions (``kernels.graph.search_route``):
+# 'exact' (blocked, quadratic), 'approximate' (pynndescent's nearest-neighbour descent, the
+# optional extra kkmeans-cli[ann]) or 'auto' (approximate from 50,000 points when installed).
+NEIGHBOR_SEARCHES = ("auto", "exact", "approximate")
 GAMMA_RULES = ("median", "scale")
 INITS = ("k-means++", "spectral", "random")
 ALGORITHMS = ("auto", "lloyd", "elkan")
@@ -41,6 +45,7 @@ DEFAULTS = {
     # on rings, moons and the real sets measured it beats rbf with only k given
     "kernel": "knn",
     "weighting": "connectivity",
+    "neighbor_search": "auto",
     "gamma": "median",
     "degree": 3,
     "coef0": 1.0,

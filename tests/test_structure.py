@@ -202,7 +202,8 @@ def test_help_imports_no_numerical_stack():
         "except SystemExit:\n"
         "    pass\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('numpy', 'scipy', 'sklearn', 'dask', 'h5py', 'matplotlib'))\n"
+        "('numpy', 'scipy', 'sklearn', 'dask', 'h5py', 'matplotlib', 'pynndescent', "
+        "'numba'))\n"
         "print('HEAVY', heavy, file=sys.stderr)\n"
     )
     env = dict(os.environ)

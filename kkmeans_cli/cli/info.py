@@ -69,7 +69,7 @@ def model_info_rows(info):
 
         unused += GRAPH_UNUSED
     if info["kernel"] not in GRAPH_KERNELS:  # the edge weights of kernel knn's graph alone
-        unused += ("weighting",)
+        unused += ("weighting", "neighbor_search")
     fitted = " ".join(f"--{key.replace('_', '-')}={value}" for key, value in options.items()
                       if value not in (None, False) and key not in unused)
     rows = [
@@ -109,6 +109,9 @@ def model_info_rows(info):
         from .report import graph_text
 
         rows.insert(3, ("graph", graph_text(info["graph"])))
+        search = SEARCH_TEXT.get(info["graph"].get("search"))
+        if search:
+            rows.insert(4, ("neighbour search", search))
     if info.get("objective") == "ncut":
         rows[-1:-1] = [("objective", f"ncut = {info.get('ncut', float('nan')):.6g} "
                                      f"(normalized cut)")]
@@ -116,6 +119,11 @@ def model_info_rows(info):
         rows.append(("options", fitted))
     rows.append(("created", str(info.get("created"))))
     return rows
+
+
+#: ``graph.search`` of a model for people (models written before it was recorded have none)
+SEARCH_TEXT = {"kd-tree": "exact (k-d tree)", "exact": "exact (blocked)",
+               "approximate": "approximate (pynndescent's nearest-neighbour descent)"}
 
 
 PSD_INFO_KEYS = ("solver", "psd_repair", "psd_sigma", "psd_checked", "psd", "psd_lambda_min",

@@ -33,6 +33,7 @@ INIT_CHOICES = _options.INITS
 OBJECTIVE_CHOICES = _options.OBJECTIVES
 REFINE_CHOICES = _options.REFINES
 WEIGHTING_CHOICES = _options.WEIGHTINGS
+NEIGHBOR_SEARCH_CHOICES = _options.NEIGHBOR_SEARCHES
 
 
 class GammaType(click.ParamType):
@@ -171,6 +172,11 @@ def fit_options(f, kernel=DEFAULTS["kernel"]):
                      help="knn: edge weights; connectivity: 1 on every edge; self-tuning: "
                           "exp(-d²/(σ_i σ_j)), σ_i the distance to the 7th nearest other "
                           "point (Zelnik-Manor & Perona 2004)."),
+        click.option("--neighbor-search", type=click.Choice(NEIGHBOR_SEARCH_CHOICES),
+                     default=DEFAULTS["neighbor_search"], show_default=True,
+                     help="knn above 15 features: exact (quadratic) or approximate "
+                          "(pynndescent, pip install 'kkmeans-cli[ann]'); auto: approximate "
+                          "from 50,000 points when installed."),
         click.option("--gamma", type=GammaType(), default=DEFAULTS["gamma"], show_default=True,
                      help="Kernel width. median: 1/(2·median squared pair distance); "
                           "scale: 1/(n_features·Var(X))."),
@@ -432,7 +438,8 @@ def estimator_kwargs(opts, n_clusters, init):
                 nystroem_rank=opts.get("rank"),
                 memory_limit=opts["memory_limit"], storage=opts["storage"],
                 n_neighbors=opts.get("n_neighbors"),
-                weighting=opts.get("weighting", DEFAULTS["weighting"]))
+                weighting=opts.get("weighting", DEFAULTS["weighting"]),
+                neighbor_search=opts.get("neighbor_search", DEFAULTS["neighbor_search"]))
 
 
 def require_matplotlib(path):

@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..engine.threads import blas_threads
-from ..errors import DataError
+from ..errors import DataError, UsageError
 from . import _knn_graph
 
 WEIGHTINGS = ("connectivity", "self-tuning")
@@ -47,6 +47,13 @@ DEFAULT_NEIGHBORS = 20      # other points in a neighbourhood by default (``defa
 SCALE_NEIGHBOR = 7          # Zelnik-Manor & Perona's σ_i: the 7th nearest other point
 TREE_MAX_DIM = 15           # k-d tree up to this dimension, blocked exact search above
 SEARCH_BLOCK_BYTES = 64 << 20   # distance block of the exact search
+# the neighbour search above TREE_MAX_DIM ('auto': approximate from APPROX_MIN_POINTS distinct
+# points when pynndescent is installed; benchmarks/bench_graph.py knn)
+NEIGHBOR_SEARCHES = ("auto", "exact", "approximate")
+APPROX_MIN_POINTS = 50_000
+APPROX_MIN_NODES = 4        # the approximate search needs more than this × k distinct points
+ANN_MISSING = ("the approximate neighbour search needs pynndescent, which is not installed: "
+               "pip install 'kkmeans-cli[ann]' (or choose the exact search)")
 QUERY_SORT_MIN = 10_000      # more queries than this are asked in spatial order
 SYMMETRY_RTOL = 1e-10       # a given affinity is symmetric within this × max |A_ij|
 # a given affinity's degrees, once its largest weight is 1, are at least this: d² is then a
@@ -60,7 +67,8 @@ class GraphInfo:
 
     ``n_points`` rows of X made ``n_nodes`` distinct nodes (``n_duplicates`` = the difference);
     ``nnz`` stored entries of E (self-loops included); ``component_sizes`` the points (not
-    nodes) per connected component, largest first.
+    nodes) per connected component, largest first; ``search`` the neighbour search that built
+    it ('kd-tree', 'exact' or 'approximate'; 'none' for a given affinity).
     """
 
     n_points: int
@@ -74,6 +82,7 @@ class GraphInfo:
     self_loops: bool = True
     scale_neighbor: int = SCALE_NEIGHBOR
     bridges: int = 0
+    search: str = "exact"
 
 
 @dataclass(frozen=True)
@@ -163,6 +172,68 @@ def exact_nearest(points, queries, k, n_threads=1, self_first=False):
     return dist, idx
 
 
+def approximate_nearest(points, k, n_threads=1, random_state=0):
+    """The k nearest of every point among ``points``, itself first, by pynndescent's
+    nearest-neighbour descent (Dong, Charikar & Li, "Efficient k-nearest neighbor graph
+    construction for generic similarity measures", WWW 2011): (dist, idx), each (m, k),
+    sorted by (distance, index). The points are centred and divided by their largest
+    coordinate before pynndescent's float32 copy (neighbour order does not change; no
+    overflow or underflow there); the chosen distances are recomputed in float64 as
+    ‖x − y‖ and sorted again. The points are distinct (``knn_graph`` merges copies first),
+    so a point is its own nearest at distance 0; a row where the descent missed the point
+    itself or came back short (index −1) is searched again exactly (on ``n_threads``).
+    ``random_state``: an int (the same int, the same graph, with any ``n_threads``: the
+    descent runs on one thread)."""
+    try:
+        from pynndescent import NNDescent
+    except ImportError:
+        raise UsageError(ANN_MISSING) from None
+    m = points.shape[0]
+    centred = points - points.mean(axis=0)
+    top = float(np.abs(centred).max())
+    data = np.ascontiguousarray(centred / top if top > 0 else centred, dtype=np.float32)
+    # one thread: the descent's parallel updates depend on the number of threads, and a fit
+    # gives the same labels with any number (the graph's share of the time is small)
+    index = NNDescent(data, n_neighbors=k, random_state=int(random_state), n_jobs=1,
+                      compressed=True)
+    idx = np.array(index.neighbor_graph[0], dtype=np.int64)
+    del index
+    bad = np.flatnonzero((idx < 0).any(axis=1) | (idx != np.arange(m)[:, None]).all(axis=1))
+    safe = np.where(idx < 0, np.arange(m)[:, None], idx)
+    dist = _row_distances(points, safe)
+    order = _order(dist, safe)
+    dist, idx = np.take_along_axis(dist, order, 1), np.take_along_axis(safe, order, 1)
+    if bad.size:
+        d_bad, i_bad = exact_rows(points, bad, k, n_threads)
+        dist[bad], idx[bad] = d_bad, i_bad
+    return dist, idx
+
+
+def _row_distances(points, idx):
+    """‖x_i − x_idx[i, j]‖ in blocks of rows (the (m, k, d) differences bounded)."""
+    m, k = idx.shape
+    rows = max(1, SEARCH_BLOCK_BYTES // (8 * k * points.shape[1]))
+    out = np.empty(idx.shape)
+    for r0 in range(0, m, rows):
+        r1 = min(m, r0 + rows)
+        out[r0:r1] = np.sqrt(((points[r0:r1, None, :] - points[idx[r0:r1]]) ** 2).sum(-1))
+    return out
+
+
+def exact_rows(points, rows, k, n_threads=1):
+    """The exact k nearest of the points ``rows`` among ``points``, each row itself first
+    (``exact_nearest`` of those queries)."""
+    m = points.shape[0]
+    dist, idx = exact_nearest(points, points[rows], min(k + 1, m), n_threads)
+    out_d, out_i = np.empty((rows.size, k)), np.empty((rows.size, k), dtype=np.int64)
+    for r, i in enumerate(rows):
+        keep = idx[r] != i
+        out_i[r, 0], out_d[r, 0] = i, 0.0
+        out_i[r, 1:] = idx[r][keep][:k - 1]
+        out_d[r, 1:] = dist[r][keep][:k - 1]
+    return out_d, out_i
+
+
 def _order(exact, part):
     """Row-wise order by (distance, index): by index first, then a stable sort by distance."""
     by_index = np.argsort(part, axis=1, kind="stable")
@@ -214,7 +285,8 @@ def check_n_neighbors(n_neighbors):
     return int(n_neighbors)
 
 
-def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_clusters=None):
+def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_clusters=None,
+              neighbor_search="auto", random_state=0):
     """The symmetrized k-nearest-neighbour graph of X (module docstring).
 
     Parameters
@@ -225,6 +297,9 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
     weighting : 'connectivity' or 'self-tuning'
     n_threads : int, workers of the neighbour search
     n_clusters : int, the k of the default rule (needed when n_neighbors is None)
+    neighbor_search : 'auto', 'exact' or 'approximate' (``search_route``; the route taken is
+        ``GraphInfo.search``)
+    random_state : int, the approximate search's (the same int, the same graph)
 
     Returns
     -------
@@ -241,8 +316,20 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
     wanted = given if given is not None else default_neighbors(n, n_clusters)
     k = int(min(wanted, n))
     base_of, points, counts = None, X, np.ones(n)
-    order, dist, idx = self_neighbours(points, k, n_threads)
-    if k >= 2 and np.any(dist[:, 1] == 0.0):
+    route = search_route(neighbor_search, n, X.shape[1])
+    if route == "approximate":
+        # copies merged first: the descent may miss a copy at distance 0, the exact rule
+        # below would not; and it needs more distinct points than neighbours
+        base_of, points, counts = distinct_nodes(X)
+        if points.shape[0] == n:
+            base_of, points, counts = None, X, np.ones(n)
+        elif given is None:
+            wanted = default_neighbors(points.shape[0], n_clusters)
+        k = int(min(wanted, points.shape[0]))
+        if points.shape[0] <= APPROX_MIN_NODES * k:
+            route = "exact"
+    order, dist, idx = self_neighbours(points, k, n_threads, route, random_state)
+    if route != "approximate" and k >= 2 and np.any(dist[:, 1] == 0.0):
         base_of, points, counts = distinct_nodes(X)
         if given is None:
             wanted = default_neighbors(points.shape[0], n_clusters)
@@ -265,7 +352,7 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
     info = GraphInfo(n_points=n, n_nodes=m, n_neighbors=int(n_neighbors),
                      weighting=weighting, nnz=int(E.nnz), n_components=int(n_comp),
                      component_sizes=tuple(int(s) for s in np.sort(sizes)[::-1]),
-                     n_duplicates=n - m)
+                     n_duplicates=n - m, search=route)
     return Graph(E, node_of, nodes, counts, scales, comp, info)
 
 
@@ -279,14 +366,47 @@ def check_points(X):
         raise DataError(f"X row {r}, column {c}: {X[r, c]} is not a finite number")
 
 
-def self_neighbours(points, k, n_threads=1):
+def search_route(neighbor_search, n_points, n_dims):
+    """The neighbour search a graph of ``n_points`` points in ``n_dims`` dimensions gets:
+    'kd-tree' up to ``TREE_MAX_DIM`` dimensions (exact and quick, whatever
+    ``neighbor_search``); above, 'approximate' when asked, or for 'auto' from
+    ``APPROX_MIN_POINTS`` points when pynndescent can be imported (looked up, not imported),
+    and 'exact' otherwise."""
+    if neighbor_search not in NEIGHBOR_SEARCHES:
+        raise ValueError(f"neighbor_search must be one of {NEIGHBOR_SEARCHES}, got "
+                         f"{neighbor_search!r}")
+    if n_dims <= TREE_MAX_DIM:
+        return "kd-tree"
+    if neighbor_search == "approximate":
+        return "approximate"
+    if neighbor_search == "auto" and n_points >= APPROX_MIN_POINTS and ann_available():
+        return "approximate"
+    return "exact"
+
+
+def ann_available():
+    """Whether pynndescent can be imported (found, not imported: ``kkmeans --help`` and
+    predict never import it)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("pynndescent") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def self_neighbours(points, k, n_threads=1, route=None, random_state=0):
     """(order, dist, idx): the k nearest of every point, itself first, with rows and indices
     renumbered by ``order``: the k-d tree's leaf order in low dimensions, so that the rows are
     asked in spatial order (4-5× quicker at 10⁶ points) and neighbours get near numbers (every
     later pass over the graph reads memory nearly in order); None (input order) for the exact
-    search of higher dimensions."""
+    and the approximate search of higher dimensions (``route``, ``search_route``; None: the
+    exact one)."""
     if points.shape[1] > TREE_MAX_DIM:
-        dist, idx = exact_nearest(points, points, k, n_threads, self_first=True)
+        if route == "approximate":
+            dist, idx = approximate_nearest(points, k, n_threads, random_state)
+        else:
+            dist, idx = exact_nearest(points, points, k, n_threads, self_first=True)
         return None, dist, idx
     from scipy.spatial import cKDTree
 
@@ -526,5 +646,6 @@ def given_graph(A, n_clusters=None):
     info = GraphInfo(n_points=n, n_nodes=n, n_neighbors=0, weighting="precomputed",
                      nnz=int(E.nnz), n_components=n_comp,
                      component_sizes=tuple(int(s) for s in np.sort(sizes)[::-1]),
-                     self_loops=bool(np.any(E.diagonal() > 0)), scale_neighbor=0)
+                     self_loops=bool(np.any(E.diagonal() > 0)), scale_neighbor=0,
+                     search="none")
     return Graph(E, None, None, np.ones(n), None, comp, info)

@@ -188,7 +188,7 @@ class GraphFitResult:
 
 def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
               weighting="connectivity", start="auto", n_init=3, max_iter=300,
-              random_state=None, n_threads=None):
+              random_state=None, n_threads=None, neighbor_search="auto"):
     """Minimise the normalized cut of the k-nearest-neighbour graph of X (or of ``affinity``).
 
     Parameters
@@ -204,6 +204,8 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
     max_iter : Lloyd passes per run
     random_state : None, int or numpy Generator (embedding k-means, coarsening orders)
     n_threads : threads of the neighbour search and the passes (None: every core)
+    neighbor_search : 'auto', 'exact' or 'approximate' (``kernels.graph.search_route``); the
+        approximate search is seeded from ``random_state`` without drawing from it
 
     Returns
     -------
@@ -214,18 +216,31 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
     n_threads = effective_n_threads(n_threads)
     rng = random_state if isinstance(random_state, np.random.Generator) \
         else np.random.default_rng(random_state)
-    graph = build_graph(X, n_clusters, affinity, n_neighbors, weighting, n_threads)
+    graph = build_graph(X, n_clusters, affinity, n_neighbors, weighting, n_threads,
+                        neighbor_search, search_seed(rng))
     return fit_on_graph(graph, n_clusters, start=start, n_init=n_init, max_iter=max_iter,
                         rng=rng, n_threads=n_threads)
 
 
 def build_graph(X, n_clusters, affinity=None, n_neighbors=None, weighting="connectivity",
-                n_threads=1):
+                n_threads=1, neighbor_search="auto", random_state=0):
     """The ``kernels.graph.Graph`` of a fit: the checked ``affinity``, or the neighbour graph
-    of X (``n_neighbors`` None: the default rule for ``n_clusters``)."""
+    of X (``n_neighbors`` None: the default rule for ``n_clusters``; ``neighbor_search`` and
+    the int ``random_state`` of its search, ``kernels.graph.knn_graph``)."""
     if affinity is not None:
         return kgraph.given_graph(affinity, n_clusters)
-    return kgraph.knn_graph(X, n_neighbors, weighting, n_threads, n_clusters=int(n_clusters))
+    return kgraph.knn_graph(X, n_neighbors, weighting, n_threads, n_clusters=int(n_clusters),
+                            neighbor_search=neighbor_search, random_state=random_state)
+
+
+def search_seed(rng):
+    """The int that seeds the approximate neighbour search, from the fit's generator without
+    drawing from it (a fit through the exact search keeps its random stream): the first word
+    of its seed sequence's state."""
+    seq = getattr(rng.bit_generator, "seed_seq", None)
+    if not hasattr(seq, "generate_state"):
+        return 0
+    return int(seq.generate_state(1, np.uint32)[0] >> 1)
 
 
 def fit_on_graph(graph, n_clusters, *, start="auto", n_init=3, max_iter=300, rng=None,

@@ -203,6 +203,15 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         nearest other point (Zelnik-Manor & Perona, "Self-tuning spectral clustering",
         NIPS 2004); the model keeps the σ_i and ``predict`` weighs a new point's edges the
         same way. Refused with any other kernel unless left at its default.
+    neighbor_search : {'auto', 'exact', 'approximate'}, default 'auto'
+        With ``kernel='knn'`` and more than 15 features: how the graph's neighbours are
+        found. 'exact': a blocked exact search (O(n²d)); 'approximate': pynndescent's
+        nearest-neighbour descent (Dong, Charikar & Li, WWW 2011; the optional extra
+        ``pip install 'kkmeans-cli[ann]'``), seeded from ``random_state``; 'auto':
+        approximate from 50,000 points when pynndescent is installed, else exact. Up to 15
+        features a k-d tree answers exactly whatever this says; ``predict`` always searches
+        the training points exactly. The route taken is ``fit_stats_['graph']['search']``.
+        Refused with any other kernel unless left at its default.
     cluster : distributed.Client, str or None
         Run the Nyström fit on a Dask cluster (``distributed/``): a ``Client``, ``'local:N'``
         (N worker processes on 127.0.0.1 for the call) or a scheduler address or file. X may
@@ -250,7 +259,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
                  n_landmarks=None, memory_limit=None, objective=_D["objective"],
                  refine=_D["refine"], psd_repair=_D["psd_repair"], solver=_D["solver"],
                  storage=_D["storage"], nystroem_rank=None, cluster=None, n_neighbors=None,
-                 weighting=_D["weighting"]):
+                 weighting=_D["weighting"], neighbor_search=_D["neighbor_search"]):
         self.n_clusters = n_clusters
         self.kernel = kernel
         self.gamma = gamma
@@ -276,6 +285,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         self.cluster = cluster
         self.n_neighbors = n_neighbors
         self.weighting = weighting
+        self.neighbor_search = neighbor_search
 
     # -- scikit-learn conventions ------------------------------------------------------------
     def _validate_params(self):

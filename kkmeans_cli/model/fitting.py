@@ -261,7 +261,8 @@ def fit_graph_arrays(X, affinity, params, rngs, n_threads):
     fit = fit_graph(X, k, affinity=affinity, n_neighbors=params["n_neighbors"],
                     weighting=params["weighting"], start=start, n_init=int(params["n_init"]),
                     max_iter=int(params["max_iter"]), random_state=fit_rng,
-                    n_threads=n_threads)
+                    n_threads=n_threads,
+                    neighbor_search=params.get("neighbor_search", "auto"))
     t1 = time.perf_counter()
     fitted = fit.fitted_attributes()
     graph, kernel = fit.graph, fit.kernel

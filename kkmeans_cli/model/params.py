@@ -22,6 +22,7 @@ from sklearn.utils._param_validation import InvalidParameterError as _SklearnInv
 from .. import _options
 from ..errors import UsageError
 from ..kernels.functions import FLOAT_MAX
+from ..kernels.graph import ANN_MISSING, ann_available
 from ..memory import parse_size
 
 
@@ -70,6 +71,8 @@ PARAMETER_CONSTRAINTS = {
     "n_neighbors": [_positive_int(), None],
     # the edge weights of that graph (kernels.graph.knn_graph)
     "weighting": [StrOptions(set(_options.WEIGHTINGS))],
+    # the neighbour search of that graph above 15 dimensions (kernels.graph.search_route)
+    "neighbor_search": [StrOptions(set(_options.NEIGHBOR_SEARCHES))],
 }
 
 
@@ -184,7 +187,8 @@ def check_graph_combination(params):
     counts the starts of ``init='spectral'`` (the default starts are a fixed set,
     ``kernels/graph_fit.py``); its starts are its own (``init`` 'k-means++', the default, or
     'spectral'; no labels, no 'random'); it runs in one process (no ``cluster``).
-    ``n_neighbors`` and ``weighting`` (but its default) apply to it alone."""
+    ``n_neighbors``, ``weighting`` and ``neighbor_search`` (but their defaults) apply to it
+    alone; ``neighbor_search='approximate'`` needs pynndescent (the extra kkmeans-cli[ann])."""
     kernel = params["kernel"]
     if kernel not in _options.GRAPH_KERNELS:
         if params.get("n_neighbors") is not None:
@@ -197,7 +201,16 @@ def check_graph_combination(params):
                 f"weighting='{weighting}' sets the edge weights of the graph of "
                 f"kernel='knn'; the {kernel} kernel builds no neighbour graph (use "
                 f"kernel='knn', or drop weighting='{weighting}')")
+        search = params.get("neighbor_search", _options.DEFAULTS["neighbor_search"])
+        if search != _options.DEFAULTS["neighbor_search"]:
+            raise InvalidParameterError(
+                f"neighbor_search='{search}' sets the neighbour search of the graph of "
+                f"kernel='knn'; the {kernel} kernel builds no neighbour graph (use "
+                f"kernel='knn', or drop neighbor_search='{search}')")
         return
+    if params.get("neighbor_search") == "approximate":
+        if not ann_available():
+            raise InvalidParameterError(ANN_MISSING)
     check_graph_settings(params, "kernel='knn'", "a sparse k-nearest-neighbour graph")
 
 

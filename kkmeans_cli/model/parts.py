@@ -202,9 +202,12 @@ class GraphPart:
     'knn', the ``GraphModel`` arrays that place new points (``graph_*``). A model fitted on
     an affinity given as is (kernel 'precomputed') keeps only the meta: it predicts nothing."""
 
-    #: entries of ``GraphInfo`` (``kernels/graph.py``) kept in meta ``graph``
+    #: entries of ``GraphInfo`` (``kernels/graph.py``) kept in meta ``graph`` (``search`` is
+    #: absent from models written before it was recorded)
     INFO_KEYS = ("n_points", "n_nodes", "n_neighbors", "weighting", "nnz", "n_components",
-                 "n_duplicates", "bridges")
+                 "n_duplicates", "bridges", "search")
+    #: the values of ``graph.search``: the neighbour search that built the graph
+    SEARCHES = ("kd-tree", "exact", "approximate", "none")
 
     @classmethod
     def model_meta(cls, estimator):
@@ -246,6 +249,8 @@ class GraphPart:
                     (n if key != "nnz" else n * n):
                 fail(f"meta 'graph.{key}' must be an integer from 1 to "
                      f"{'n²' if key == 'nnz' else 'n'}")
+        if "search" in graph and graph["search"] not in cls.SEARCHES:
+            fail(f"meta 'graph.search' must be one of {', '.join(cls.SEARCHES)}")
         ncut = meta.get("ncut")
         if not isinstance(ncut, (int, float)) or isinstance(ncut, bool) or not 0 <= ncut \
                 <= meta["n_clusters"]:
