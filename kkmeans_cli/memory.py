@@ -26,6 +26,8 @@ feature engine               per point 36 bytes (labels, distances, Hamerly's tw
                              no k-means++ rows (its starts are drawn on a sample)
 silhouette                   exact from K: k · n · 8; sampled: s² · 8 (K of the sample)
 predict blocks               one block of kernel rows, at most 64 MB
+graph kernel (knn)           no kernel matrix: the neighbour lists, the symmetrized sparse
+                             graph and the fit's or sweep's work on it (:func:`graph_plan`)
 ===========================  ==============================================================
 
 The data X itself is already in memory when the plan is made and is not counted.
@@ -300,6 +302,111 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
                            sample_size=sample_size, max_exact=max_exact, n_threads=n_threads)
             result.alternatives["--storage blocked"] = blocked.total
     return result
+
+
+#: The graph kernel's search and starts, as ``kernels/graph.py`` and ``engine/graph_starts.py``
+#: hold them (restated here, where NumPy is not imported; ``tests/test_large_data.py`` checks
+#: they agree): the dimensions of the k-d tree, the distance block of the exact search above
+#: them, the nodes up to which the default starts run on the graph itself, and the most
+#: eigenvectors they take (6k).
+GRAPH_TREE_MAX_DIM = 15
+GRAPH_SEARCH_BLOCK_BYTES = 64 << 20
+GRAPH_DIRECT_MAX = 5000
+GRAPH_OVERSEGMENT = 6
+#: The approximate neighbour search's fixed cost in a fresh process: numba compiles
+#: pynndescent (measured 400–410 MiB of growth before its per-edge arrays).
+GRAPH_APPROX_FIXED_BYTES = 420 << 20
+
+
+def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
+               eigengap=False, sweep_ks=0, refit=False, search=None, what=None):
+    """The peak memory of building the k-nearest-neighbour graph of n points (d dimensions,
+    ``n_neighbors`` counting the point, at most n) and fitting k clusters on it (the largest k
+    of a sweep), as a :class:`MemoryPlan` whose items add up to the peak.
+
+    With e = n · n_neighbors listed edges (bytes; i = 4 for int32 indices, 8 from 2³¹ edges):
+
+    ===========================  ==========================================================
+    neighbour lists              16 e: the distances (float64) and indices (int64) of the
+                                 search
+    graph building               (8 + i) e for the edge weights and their CSR indices,
+                                 (8 + i) e for the transpose, (8 + i) 2e for the sum
+                                 B + Bᵀ (SciPy allocates room for both; that buffer is the
+                                 graph the fit holds)
+    search blocks                exact search above 15 dimensions: per block of rows
+                                 (64 MB of distances) four such arrays and two of the rows'
+                                 neighbours' coordinates; what they need beyond the graph
+                                 building (they come before it). The approximate search
+                                 (``search='approximate'``, pynndescent): 420 MiB for numba's
+                                 compilation and pynndescent's state in a fresh process
+                                 and 80 e for its heaps, lists and their float64 copies
+                                 (measured 410 MiB + 68 e at 20,000–120,000 points), or
+                                 the exact search's blocks when larger (it falls back to them
+                                 on few distinct points)
+    points and nodes             n (24 d + 100): the copies of the points, the k-d tree, the
+                                 orders, counts and components
+    fit                          what the fit needs beyond the building, the graph held:
+                                 four sparse matrices of up to 2e − n entries when the
+                                 eigenvectors of the whole graph are needed (the normalized
+                                 affinity D^-½AD^-½ and its temporaries: up to 5,000 nodes,
+                                 ``init='spectral'``, the eigengap), else two (the multilevel
+                                 coarsening's contractions); the Lanczos vectors
+                                 (max(2r + 1, 20) + r of n or 5,000 nodes) and the k-means of
+                                 the spectral start (2 n k² · 8, ``init='spectral'``)
+    sweep                        the graph silhouette's edge corrections (8 arrays of the
+                                 edges of 65,536 rows), the labels of every k; with
+                                 ``refit`` the best k fitted again while the sweep's graph is
+                                 held
+    ===========================  ==========================================================
+
+    Measured against the growth of the process's peak RSS (20,000 and 100,000 uniform points
+    with 21 and 200 neighbours, 5,000 points with 4,999; docs/engine.md, "Memory") the plan
+    is 1.0–2.1 times it: the graph building is counted as it is allocated, the entries of the
+    symmetrized graph at their bound 2e − n (a neighbour graph of points has 1.05–1.4 e).
+    """
+    n, k = int(n), int(k)
+    nn = max(1, min(int(n_neighbors), n))
+    d = max(1, int(d))
+    e = n * nn
+    i = 4 if e < 2**31 else 8
+    nnz = min(2 * e - n, n * n)
+    items = {"neighbour lists": 16 * e,
+             "graph building": (8 + i) * e + (8 + i) * e + (8 + i) * 2 * e}
+    build = sum(items.values())
+    if search is None:
+        search = "kd-tree" if d <= GRAPH_TREE_MAX_DIM else "exact"
+    if search != "kd-tree":
+        rows = max(1, min(n, GRAPH_SEARCH_BLOCK_BYTES // (8 * n)))
+        blocks = 16 * e + 4 * rows * n * 8 + 2 * rows * nn * d * 8 + 3 * rows * nn * 8
+        if search == "approximate":
+            blocks = max(blocks, GRAPH_APPROX_FIXED_BYTES + 80 * e)
+        if blocks > build:
+            items["search blocks" if search == "exact" else "neighbour search"] = \
+                blocks - build
+            build = blocks
+    items["points and nodes"] = n * (24 * d + 100)
+    held = (8 + i) * 2 * e
+    nodes = n if (start == "spectral" or eigengap or n <= GRAPH_DIRECT_MAX) \
+        else min(n, GRAPH_DIRECT_MAX)
+    r = max(k + 1, GRAPH_OVERSEGMENT * k) if start == "auto" else k
+    r = min(r, nodes)
+    lanczos = (min(nodes, max(2 * r + 1, 20)) + r) * nodes * 8
+    # D^-½AD^-½ of the whole graph and its temporaries, else the coarsening's contractions
+    copies = 4 if nodes == n else 2
+    work = copies * (8 + i) * nnz + lanczos + 4 * 8 * n
+    if start == "spectral":
+        work += 2 * n * k * k * 8
+    if sweep_ks:
+        block = min(n, 1 << 16) * nn * 2
+        work = max(work, 8 * 8 * block + 4 * n * k * 8)
+        held += int(sweep_ks) * n * 12
+    if refit:
+        work = max(work, build)
+    if held + work > build:
+        items["fit" if not sweep_ks else "fits and measures"] = held + work - build
+    what = what or (f"the neighbour graph of {n:,} points with {nn:,} neighbours and its "
+                    f"fit")
+    return MemoryPlan(items=items, what=what)
 
 
 def choose_storage(n, k, dtype="float64", *, limit=None, storage="auto", blocked_ok=True,

@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import FAST, run, write_csv
+from helpers import FAST, assert_one_error_line, run, write_csv
 from sklearn.datasets import make_blobs, make_circles, make_moons
 from sklearn.metrics import adjusted_rand_score
 
@@ -477,3 +477,123 @@ def test_a_limit_too_small_for_two_rows_says_so():
     message = str(info.value)
     assert message.endswith("try a larger --memory-limit (not even 2 rows fit in this one)")
     assert "the limit is 1 MiB (--memory-limit)" in message
+
+
+# -- the graph kernel's plan -------------------------------------------------------------------
+def _graph_points(n, seed=0):
+    return np.random.default_rng(seed).uniform(size=(n, 2))
+
+
+def test_graph_plan_refuses_too_many_neighbours_before_allocating(tmp_path):
+    """fit and sweep with --kernel knn (the default): a graph whose plan exceeds --memory-limit
+    is one error line (exit 1) naming the need, the limit and the most --n-neighbors that fit,
+    before anything is built; no file is written. The neighbours named do fit, one more not."""
+    write_csv(tmp_path / "d.csv", _graph_points(2000))
+    limit = 20 * 2**20
+    fit = run(["fit", tmp_path / "d.csv", "-k", "2", "--n-neighbors", "1999", "--memory-limit",
+               "20M", "-o", tmp_path / "m.npz", "--summary", tmp_path / "s.json"])
+    plan = memory.graph_plan(2000, 1999, 2, 2)
+    best = max(m for m in range(2, 1999) if memory.graph_plan(2000, m, 2, 2).total <= limit)
+    assert memory.graph_plan(2000, best + 1, 2, 2).total > limit
+    line = assert_one_error_line(
+        fit, "kkmeans: error: not enough memory: the neighbour graph of 2,000 points with 1,999 "
+        f"neighbours and its fit needs {memory.format_bytes(plan.total)} (graph building ",
+        "the limit is 20 MiB (--memory-limit); try --n-neighbors "
+        f"{best} (needs {memory.format_bytes(memory.graph_plan(2000, best, 2, 2).total)}) or "
+        "a smaller sample", code=1)
+    assert line.endswith("or a smaller sample")
+    sweep = run(["sweep", tmp_path / "d.csv", "--k", "2..4", "--n-neighbors", "1999",
+                 "--memory-limit", "20M", "--table", tmp_path / "t.csv", "-o",
+                 tmp_path / "m.npz"])
+    assert_one_error_line(sweep, "not enough memory: the neighbour graph of 2,000 points with "
+                          "1,999 neighbours and its fit needs", "try --n-neighbors", code=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.csv"]
+    # the Python API refuses the same way (a MemoryError too)
+    X = _graph_points(2000)
+    with pytest.raises(MemoryPlanError, match=f"try --n-neighbors {best} "):
+        KernelKMeans(2, n_neighbors=1999, memory_limit="20M").fit(X)
+    from kkmeans_cli.model.sweep import graph_sweep
+
+    with pytest.raises(MemoryPlanError, match="the neighbour graph of 2,000 points"):
+        graph_sweep(X, [2, 3], n_neighbors=1999, memory_limit="20M")
+
+
+def test_graph_fit_within_a_generous_limit_is_the_fit_without_one(tmp_path):
+    """Under a limit the plan fits, the fit is the one without a limit, and no warning says
+    --memory-limit is ignored (it is not, for knn)."""
+    X = _graph_points(1500, seed=2)
+    write_csv(tmp_path / "d.csv", X)
+    free = run(["fit", tmp_path / "d.csv", "-k", "3", "--n-neighbors", "30", "--seed", "1",
+                "--no-model"])
+    need = memory.graph_plan(1500, 30, 2, 3).total
+    limited = run(["fit", tmp_path / "d.csv", "-k", "3", "--n-neighbors", "30", "--seed", "1",
+                   "--no-model", "--memory-limit", str(need)])
+    assert free.exit_code == limited.exit_code == 0, limited.stderr
+    assert limited.stdout == free.stdout and "warning" not in limited.stderr
+    refused = run(["fit", tmp_path / "d.csv", "-k", "3", "--n-neighbors", "30", "--seed", "1",
+                   "--no-model", "--memory-limit", str(need - 1)])
+    assert refused.exit_code == 1 and "not enough memory" in refused.stderr
+    est = KernelKMeans(3, n_neighbors=30, random_state=1, memory_limit=need).fit(X)
+    np.testing.assert_array_equal(est.labels_, KernelKMeans(3, n_neighbors=30,
+                                                            random_state=1).fit(X).labels_)
+
+
+@pytest.mark.parametrize("init, sweep", [("k-means++", False), ("spectral", False),
+                                         ("k-means++", True)])
+def test_graph_plan_bounds_the_memory_the_fit_allocates(init, sweep):
+    """The plan is at least the peak of the memory NumPy and SciPy allocate (tracemalloc) for
+    building the graph and fitting (or sweeping) 12,000 points with 30 neighbours — past the
+    5,000 nodes where the default starts coarsen, below the 20,000 of the sweep's eigengap —
+    and within 2.5 times it."""
+    import tracemalloc
+
+    from kkmeans_cli.model.sweep import graph_sweep
+
+    def run_it(X, ks):
+        if sweep:
+            graph_sweep(X, ks, n_neighbors=30, random_state=0, n_threads=1, refit_best=False,
+                        metric="silhouette")
+        else:
+            KernelKMeans(ks[-1], n_neighbors=30, init=init, random_state=0, n_threads=1).fit(X)
+
+    run_it(_graph_points(800, seed=1), [2, 3, 4])   # imports and first calls: not measured
+    X = _graph_points(12_000)
+    tracemalloc.start()
+    try:
+        run_it(X, [2, 3, 4])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    plan = memory.graph_plan(12_000, 30, 2, 4, start="spectral" if init == "spectral" else
+                             "auto", eigengap=sweep, sweep_ks=3 if sweep else 0)
+    assert peak <= plan.total <= 2.5 * peak, (peak, plan.describe())
+
+
+def test_graph_plan_constants_are_the_engines():
+    """memory.py restates the graph kernel's constants (it imports no NumPy): they agree."""
+    from kkmeans_cli.engine import graph_starts
+    from kkmeans_cli.kernels import graph as kgraph
+
+    assert memory.GRAPH_TREE_MAX_DIM == kgraph.TREE_MAX_DIM
+    assert memory.GRAPH_SEARCH_BLOCK_BYTES == kgraph.SEARCH_BLOCK_BYTES
+    assert memory.GRAPH_DIRECT_MAX == graph_starts.SPECTRAL_DIRECT_MAX
+    assert memory.GRAPH_OVERSEGMENT == max(graph_starts.OVERSEGMENT)
+
+
+def test_graph_plan_of_each_neighbour_search():
+    """Above 15 dimensions the plan is that of the search the fit takes: the exact search's
+    blocks, or the approximate search's fixed cost (numba compiling pynndescent) and heaps;
+    up to 15 dimensions the k-d tree's, neither."""
+    X = np.random.default_rng(0).uniform(size=(50_000, 16))
+    with pytest.raises(MemoryPlanError, match=r"\(neighbour search 4\d\d MiB \+ graph building"):
+        KernelKMeans(2, n_neighbors=21, neighbor_search="approximate",
+                     memory_limit="300M").fit(X)
+    with pytest.raises(MemoryPlanError, match=r"\(search blocks \d+ MiB \+ graph building"):
+        KernelKMeans(2, n_neighbors=21, neighbor_search="exact", memory_limit="100M").fit(X)
+    tree = memory.graph_plan(50_000, 21, 15, 2)
+    assert "search blocks" not in tree.items and "neighbour search" not in tree.items
+    approximate = memory.graph_plan(50_000, 21, 16, 2, search="approximate")
+    # the items add up to the search's peak: its fixed cost and 80 bytes an edge
+    assert (approximate.items["neighbour search"] + approximate.items["graph building"]
+            + approximate.items["neighbour lists"]) == \
+        memory.GRAPH_APPROX_FIXED_BYTES + 80 * 50_000 * 21

@@ -346,10 +346,6 @@ def warn_unused_options(opts, reporter):
         if opts.get("tol", DEFAULTS["tol"]) != DEFAULTS["tol"]:
             notes.append(f"--tol applies to the dense kernels; --kernel {opts['kernel']} "
                          f"iterates until no point moves; ignored")
-        if opts.get("memory_limit") is not None and not cluster:
-            notes.append(f"--memory-limit plans the dense kernels' memory (the kernel matrix "
-                         f"or its blocks); --kernel {opts['kernel']} holds a sparse graph of "
-                         f"n × neighbours entries; ignored")
     if opts.get("kernel") in _options.PRECOMPUTED_KERNELS:
         from ..io.graphs import is_graph_file
 

@@ -19,7 +19,7 @@ from .checks import (check_data, check_fit_values, check_graph_data, check_graph
 from .fitting import (check_graph_neighbors, fit_arrays, fit_graph_arrays, nystroem_plan,
                       resolved_kernel)
 from .params import PARAMETER_CONSTRAINTS, check_graph_settings, fit_rngs, validate_params
-from .planning import fit_threads, plan_fit, route_of
+from .planning import check_graph_memory, fit_threads, plan_fit, route_of
 from .predictor import nearest as predictor_nearest
 from .predictor import no_graph_coordinates, predictor
 
@@ -381,6 +381,10 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         if not given:
             check_graph_neighbors(self.n_neighbors, n)
             check_fit_values(X, "knn", weights, self.n_clusters)
+            check_graph_memory(n, X.shape[1], [self.n_clusters], n_neighbors=self.n_neighbors,
+                               memory_limit=self.memory_limit, init=self.init,
+                               weighting=self.weighting,
+                               neighbor_search=self.neighbor_search)
         # one thread below SMALL_N points, as the dense kernels (the labels do not depend on it)
         return fit_graph_arrays(X, affinity, self.get_params(deep=False),
                                 fit_rngs(self.random_state), fit_threads(self.n_threads, n))

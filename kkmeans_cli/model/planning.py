@@ -25,11 +25,13 @@ import numpy as np
 from ..engine.iterate import elkan_pays_blocked
 from ..engine.threads import effective_n_threads
 from ..kernels.functions import Kernel, resolve_dtype
+from ..kernels.graph import default_neighbors, search_route
 from ..kernels.nystroem import feature_engine_applies
 from ..kernels.psd import PRECOMPUTED, needs_psd_check
 from ..engine.exact_restarts import sample_size as screen_sample_size
-from ..memory import RESTARTS_COMPLETED, check, choose_storage, format_bytes, plan, \
-    resolve_limit
+from ..measures.graph_sweep import EIGENGAP_MAX_NODES
+from ..memory import RESTARTS_COMPLETED, check, choose_storage, format_bytes, graph_plan, \
+    plan, resolve_limit
 
 # storage='auto' (route 'lazy'): a fit with one start of at least LAZY_MIN_N points starts
 # without the kernel matrix and builds it once the blocked iterations have computed
@@ -368,3 +370,44 @@ def check_command_memory(params, n, ks, silhouette=None, blocked_silhouette=Fals
         kw["storage"], _ = choose_storage(n, kw["k"], kw["dtype"], limit=params["memory_limit"],
                                           blocked_ok=blocked_possible(params), **rest)
     check(plan(n, **kw), params["memory_limit"], **kw)
+
+
+def check_graph_memory(n, n_features, ks, *, n_neighbors=None, memory_limit=None,
+                       init="k-means++", weighting="connectivity", sweep=False, refit=False,
+                       eigengap=False, neighbor_search="auto"):
+    """Refuse (``MemoryPlanError``) before the k-nearest-neighbour graph of n points is built
+    when building it and fitting the largest of ``ks`` on it would need more than
+    ``memory_limit`` (None: 80% of the available RAM, as for the dense kernels): the plan of
+    ``memory.graph_plan``. ``n_neighbors`` None is the default rule at the largest k, for n
+    distinct points (an upper bound: copies only lower it). The way out named is the most
+    neighbours that fit (``--n-neighbors``), and a smaller sample.
+
+    ``sweep``: the fits and measures of a sweep over ``ks`` (one graph for every k), with
+    ``refit`` the best k fitted again, and ``eigengap`` its mode ('auto': computed up to
+    ``measures.graph_sweep.EIGENGAP_MAX_NODES`` nodes; True; False). ``neighbor_search``
+    chooses the search planned (``kernels.graph.search_route``).
+    """
+    k = max(int(k) for k in ks)
+    nn = min(int(n_neighbors) if n_neighbors is not None else default_neighbors(n, k), n)
+    start = "spectral" if isinstance(init, str) and init == "spectral" else "auto"
+    eigen = eigengap is True or (eigengap == "auto" and n <= EIGENGAP_MAX_NODES)
+    route = search_route(neighbor_search, n, n_features)
+
+    def planned(m):
+        return graph_plan(n, m, n_features, k, weighting=weighting, start=start,
+                          eigengap=eigen, sweep_ks=len(ks) if sweep else 0, refit=refit,
+                          search=route)
+
+    memory_plan = planned(nn)
+    limit = resolve_limit(memory_limit)
+    if limit is None or memory_plan.total <= limit:
+        return
+    lo, hi = 1, nn          # the most neighbours that fit: planned(lo) fits, planned(hi) not
+    if planned(2).total <= limit:
+        lo = 2
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if planned(mid).total <= limit else (lo, mid)
+        memory_plan.alternatives[f"--n-neighbors {lo}"] = planned(lo).total
+    check(memory_plan, memory_limit)
+

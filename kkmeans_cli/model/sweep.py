@@ -45,7 +45,7 @@ from ..measures import metrics as _metrics
 from ..measures.graph_sweep import choose_by_cut_ratio, sweep_graph
 from .checks import check_fit_values, check_graph_data, check_graph_weights, check_weights
 from .estimator import KernelKMeans, fit_with_sums
-from .planning import fit_threads
+from .planning import check_graph_memory, fit_threads
 from .fitting import check_graph_neighbors
 from .params import check_graph_settings, fit_rngs, validate_params
 
@@ -342,6 +342,13 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
     if not given:
         check_graph_neighbors(params.get("n_neighbors"), n)
         check_fit_values(X, "knn", weights, ks[-1])
+        check_graph_memory(n, X.shape[1], ks, n_neighbors=params.get("n_neighbors"),
+                           memory_limit=params.get("memory_limit"),
+                           init=params.get("init", "k-means++"),
+                           weighting=params.get("weighting", _options.DEFAULTS["weighting"]),
+                           sweep=True, refit=refit_best,
+                           eigengap=True if metric == "eigengap" else eigengap,
+                           neighbor_search=params.get("neighbor_search", "auto"))
     # The seed of the starts as KernelKMeans draws it (fit_rngs): every k's generator equals
     # the one a direct fit with this random_state uses.
     fit_seed = fit_rngs(params["random_state"])[1].bit_generator.seed_seq
