@@ -8,6 +8,8 @@ their defaults, against scikit-learn's SpectralClustering and kkmeans' rbf kerne
     python benchmarks/bench_graph.py predict [--n 100000]          # D5 predict new points
     python benchmarks/bench_graph.py starts [--seeds 0 1]          # default vs earlier starts
     python benchmarks/bench_graph.py knn [--n 20000 --d 64]        # exact blocked vs pynndescent
+    python benchmarks/bench_graph.py ann [--n 20000 50000 100000]  # graph fits: exact vs approximate
+    python benchmarks/bench_graph.py ann-states [--n 20000 50000]  # the fit's spread on each graph
 
 gallery: the data sets of scikit-learn's ``plot_cluster_comparison`` (n = 1500,
 StandardScaler): circles (factor .5) and moons at noise .03, .05, .08, .1, three concentric
@@ -361,10 +363,166 @@ def knn(args):
           f"{peak_rss_bytes() / 1e9:.2f} GB")
 
 
+def high_dim_data(name, n, seed=0):
+    """(X, y, k) of the high-dimensional fits: 'digits', scikit-learn's 1,797 handwritten
+    digits (8×8 = 64 pixels, 0–16) upsampled to n rows: row i is digit a = i mod 1797 moved
+    towards one of its 10 nearest other digits b (any class) by t ~ U(0, ½), plus a normal
+    jitter of standard deviation ½, labelled as a (k = 10); 'blobs', 20 normal clusters (unit
+    variance) around centres drawn with standard deviation 4, in 64 dimensions (k = 20).
+    (Copies jittered by a normal alone make every point's neighbours its own digit's copies:
+    at 20,000 rows 11 copies a digit nearly fill the 20 neighbours, and the graph falls apart
+    into a component per digit.)"""
+    rng = np.random.default_rng(seed)
+    if name == "digits":
+        from sklearn.datasets import load_digits
+
+        from kkmeans_cli.kernels.graph import exact_nearest
+
+        digits = load_digits()
+        D = digits.data.astype(np.float64)
+        _, near = exact_nearest(D, D, 11, 1, self_first=True)
+        a = np.arange(n) % D.shape[0]
+        b = near[a, rng.integers(1, 11, n)]
+        t = rng.uniform(0.0, 0.5, (n, 1))
+        X = D[a] + t * (D[b] - D[a]) + rng.normal(scale=0.5, size=(n, 64))
+        return X, digits.target[a], 10
+    centres = rng.normal(scale=4.0, size=(20, 64))
+    y = rng.integers(0, 20, n)
+    return centres[y] + rng.normal(size=(n, 64)), y, 20
+
+
+def ann_child(name, n, route, threads, out):
+    """One graph fit (the default graph, ``fit_graph`` with only k) through ``route`` in this
+    process: seconds of the graph and of the whole fit, numba's compilation on 2,000 points
+    first (approximate only), ARI against the labels, ncut; the neighbour lists saved to
+    ``out`` (.npy) for the recall."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from kkmeans_cli.kernels import graph as kgraph
+    from kkmeans_cli.kernels.graph_fit import fit_graph
+
+    X, y, k = high_dim_data(name, n)
+    compile_s = 0.0
+    if route == "approximate":
+        t0 = time.perf_counter()
+        kgraph.approximate_nearest(X[:2000], 21, threads, 0)
+        compile_s = time.perf_counter() - t0
+    lists = {}
+    search = kgraph.self_neighbours
+
+    def kept(points, kk, n_threads=1, route=None, random_state=0):
+        t = time.perf_counter()
+        order, dist, idx = search(points, kk, n_threads, route, random_state)
+        lists["seconds"] = time.perf_counter() - t
+        lists["idx"] = idx
+        return order, dist, idx
+
+    kgraph.self_neighbours = kept
+    t0 = time.perf_counter()
+    res = fit_graph(X, k, random_state=0, n_threads=threads, neighbor_search=route)
+    seconds = time.perf_counter() - t0
+    np.save(out, lists["idx"])
+    return dict(seconds=seconds, search_seconds=lists["seconds"], compile=compile_s,
+                ari=adjusted_rand_score(y, res.labels), ncut=res.ncut, start=res.start,
+                search=res.graph.info.search, rss=peak_rss_bytes(),
+                load=os.getloadavg()[0])
+
+
+def ann(args):
+    """Graph fits of high-dimensional data with clusters, exact against approximate
+    neighbour search, each fit in its own process (``--repeats``, median; the recall of the
+    approximate lists against the exact ones of the same run); then numba's compilation of
+    pynndescent in a fresh process with an empty ``NUMBA_CACHE_DIR`` and again with that
+    cache filled."""
+    import tempfile
+
+    def child(name, n, route, env=None):
+        out = os.path.join(tmp, f"{name}-{n}-{route}.npy")
+        cmd = [sys.executable, os.path.abspath(__file__), "--ann-child", name, str(n), route,
+               str(args.threads), out]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if proc.returncode:
+            raise RuntimeError(proc.stderr)
+        return json.loads(proc.stdout.strip().splitlines()[-1]), out
+
+    print(f"{args.threads} threads, load average {os.getloadavg()[0]:.2f}; the default graph "
+          f"(21 neighbours counting the point itself), fit_graph with only k; median of "
+          f"{args.repeats} processes")
+    print("| data | n | search | graph s | fit s (all) | compile s | ARI | ncut | recall | "
+          "peak RSS | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.data if not args.compile_only else ():
+            for n in args.n:
+                runs, recall = {}, []
+                for _ in range(args.repeats):
+                    for route in ("exact", "approximate"):
+                        r, out = child(name, n, route)
+                        runs.setdefault(route, []).append(r)
+                    a, b = (np.load(os.path.join(tmp, f"{name}-{n}-{route}.npy"))
+                            for route in ("exact", "approximate"))
+                    recall.append(np.mean([len(set(u) & set(v)) / a.shape[1]
+                                           for u, v in zip(a, b)]))
+                for route, rs in runs.items():
+                    med = {key: float(np.median([r[key] for r in rs])) for key in
+                           ("search_seconds", "seconds", "compile", "ari", "ncut", "rss",
+                            "load")}
+                    rec = f"{np.median(recall):.4f}" if route == "approximate" else "1"
+                    print(f"| {name} | {n:,} | {route} | {med['search_seconds']:.2f} | "
+                          f"{med['seconds']:.2f} | {med['compile']:.1f} | "
+                          f"{med['ari']:.4f} (min {min(r['ari'] for r in rs):.4f}) | "
+                          f"{med['ncut']:.5f} | {rec} | {med['rss'] / 1e9:.2f} GB | "
+                          f"{med['load']:.2f} |", flush=True)
+        cache = os.path.join(tmp, "numba-cache")
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        for when in ("cold (empty cache)", "warm (cache filled)", "warm again"):
+            r, _ = child("blobs", 20_000, "approximate", env)
+            print(f"numba {when}: compilation on 2,000 points {r['compile']:.1f} s, graph "
+                  f"of 20,000 × 64 {r['search_seconds']:.2f} s", flush=True)
+
+
+def ann_states(args):
+    """How much of a difference between the two searches is the fit's own spread: one graph
+    per search (built once, its seconds shown), then the fit on it from ``--states`` random
+    states (``fit_on_graph``, no new search): ARI and ncut, mean (min–max). In one process:
+    the approximate search's compilation is left out of its seconds."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from kkmeans_cli.kernels.graph_fit import build_graph, fit_on_graph
+
+    print(f"{args.threads} threads, load average {os.getloadavg()[0]:.2f}; random states "
+          f"{args.states}")
+    print("| data | n | search | graph s | ARI mean (min–max) | ncut mean (min–max) |")
+    print("|---|---|---|---|---|---|")
+    for name in args.data:
+        for n in args.n:
+            X, y, k = high_dim_data(name, n)
+            for route in ("exact", "approximate"):
+                if route == "approximate":
+                    build_graph(X[:2000], k, None, None, "connectivity", args.threads,
+                                route, 0)                 # numba's compilation
+                t0 = time.perf_counter()
+                graph = build_graph(X, k, None, None, "connectivity", args.threads, route, 0)
+                seconds = time.perf_counter() - t0
+                aris, ncuts = [], []
+                for state in args.states:
+                    res = fit_on_graph(graph, k, rng=np.random.default_rng(state),
+                                       n_threads=args.threads)
+                    aris.append(adjusted_rand_score(y, res.labels))
+                    ncuts.append(res.ncut)
+                print(f"| {name} | {n:,} | {graph.info.search} | {seconds:.2f} | "
+                      f"{np.mean(aris):.4f} ({min(aris):.4f}–{max(aris):.4f}) | "
+                      f"{np.mean(ncuts):.5f} ({min(ncuts):.5f}–{max(ncuts):.5f}) |",
+                      flush=True)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--child":
         print(json.dumps(big_child(argv[1], int(argv[2]), int(argv[3]), float(argv[4]))))
+        return
+    if argv and argv[0] == "--ann-child":
+        print(json.dumps(ann_child(argv[1], int(argv[2]), argv[3], int(argv[4]), argv[5])))
         return
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -390,9 +548,21 @@ def main(argv=None):
     kn.add_argument("--n", type=int, default=20_000)
     kn.add_argument("--d", type=int, default=64)
     kn.add_argument("--threads", type=int, default=2)
+    an = sub.add_parser("ann")
+    an.add_argument("--data", nargs="+", default=["digits", "blobs"])
+    an.add_argument("--n", type=int, nargs="+", default=[20_000, 50_000, 100_000])
+    an.add_argument("--repeats", type=int, default=2)
+    an.add_argument("--threads", type=int, default=2)
+    an.add_argument("--compile-only", action="store_true",
+                    help="only numba's compilation with an empty and a filled cache")
+    st = sub.add_parser("ann-states")
+    st.add_argument("--data", nargs="+", default=["digits", "blobs"])
+    st.add_argument("--n", type=int, nargs="+", default=[20_000, 50_000])
+    st.add_argument("--states", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    st.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
-    {"gallery": gallery, "real": real, "big": big, "files": files, "predict": predict,
-     "starts": starts, "knn": knn}[args.cmd](args)
+    {"ann-states": ann_states, "gallery": gallery, "real": real, "big": big, "files": files, "predict": predict,
+     "starts": starts, "knn": knn, "ann": ann}[args.cmd](args)
 
 
 if __name__ == "__main__":
