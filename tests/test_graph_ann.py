@@ -151,6 +151,21 @@ def test_a_fit_through_the_approximate_search_finds_separated_blobs():
     assert np.array_equal(est.predict(X), est.labels_)
 
 
+def test_a_sweep_searches_as_the_fit_does():
+    from kkmeans_cli.model.sweep import sweep
+
+    X, y = _clusters(1500, 40, 4, seed=3, box=10.0)
+    result = sweep(X, [3, 4, 5], kernel="knn", neighbor_search="approximate", random_state=0,
+                   n_threads=1)
+    assert result.graph.search == "approximate"
+    assert result.best_k == 4 and adjusted_rand_score(y, result.labels[1]) == 1.0
+    # each k's labels are a direct fit's through the same search (the same seed)
+    est = KernelKMeans(4, neighbor_search="approximate", random_state=0, n_threads=1,
+                       n_neighbors=result.graph.n_neighbors).fit(X)
+    assert np.array_equal(est.labels_, result.labels[1])
+    assert sweep(X, [3, 4], kernel="knn", random_state=0).graph.search == "exact"
+
+
 def test_the_search_seed_leaves_the_fit_generator_alone():
     rng = np.random.default_rng(np.random.SeedSequence(3).spawn(2)[1])
     twin = np.random.default_rng(np.random.SeedSequence(3).spawn(2)[1])

@@ -242,8 +242,8 @@ def test_a_graph_without_kernel_precomputed_says_how_to_cluster_it(tmp_path, gra
                     ["sweep", path, "--k", "2..3", "--table", tmp_path / "t.csv"]):
         result = run_process(command, cwd=tmp_path)
         assert result.returncode == 1
-        assert result.stderr == (f"kkmeans: error: {path}: is a sparse graph ({written}): DATA "
-                                 f"of fit and sweep with --kernel precomputed\n"), command
+        assert result.stderr == (f"kkmeans: error: {path} is a sparse graph ({written}): fit "
+                                 f"and sweep cluster it with --kernel precomputed\n"), command
         assert sorted(os.listdir(tmp_path)) == [name]
 
 

@@ -66,18 +66,33 @@ def test_knn_sweep_picks_the_true_k_by_cut_ratio_silhouette_and_eigengap(rings_c
     assert rows[3]["ncut"] == 0.0 and rows[3]["eigengap"] == pytest.approx(1.0, abs=1e-10)
     for k in (2, 4, 5, 6):
         assert rows[k]["eigengap"] == pytest.approx(0.0, abs=1e-10)
-    # the cut ratio of k from the rows (k + 1 swept) and, for k = 6, from a fit of 7
+    # the cut ratio of k from the rows (k + 1 swept) and, for k = 6, from a fit of 7; for
+    # k = 2 (the three components joined by bridges) k = 3's labels, the rings, are cut on
+    # the joined graph: Σ_c cut(c)/vol(c) by dense NumPy
     seven = run(["sweep", path, "--k", "7", "--n-neighbors", "20", "-q"])
     ncut = {k: rows[k]["ncut"] for k in rows} | {7: table(seven.stdout)[7]["ncut"]}
-    for k in rows:
+    for k in range(3, 7):
         assert rows[k]["cut_ratio"] == pytest.approx((ncut[k + 1] + 1e-6) / (ncut[k] + 1e-6),
                                                       rel=1e-12)
+    from kkmeans_cli.kernels.graph import join_components, knn_graph
+
+    joined = join_components(knn_graph(X, 20))
+    A = joined.affinity.toarray()
+    z = np.empty_like(y)
+    z[joined.node_of if joined.node_of is not None else np.arange(y.size)] = y
+    ring_cut = sum(A[z == c][:, z != c].sum() / A[z == c].sum() for c in range(3))
+    assert rows[2]["ncut"] < ring_cut < 0.02          # one bridge cut, then two
+    assert rows[2]["cut_ratio"] == pytest.approx((ring_cut + 1e-6) / (ncut[2] + 1e-6),
+                                                  rel=1e-9)
     assert rows[3]["cut_ratio"] > 1e4          # three cliques: the fourth cluster cuts one
     assert [k for k in rows if rows[k]["cut_ratio"] >= 3] == [3]
     err = result.stderr
     assert "* marks the k chosen by cut-ratio, ^ the largest eigengap" in err
-    assert (f"chosen k:   3 by cut-ratio: ncut(4)/ncut(3) = {rows[3]['cut_ratio']:.4g} (the "
-            f"largest k whose next cluster multiplies the normalized cut by 3 or more)") in err
+    following = rows[3]["cut_ratio"] * 1e-6 - 1e-6        # ncut(3) = 0
+    assert (f"chosen k:   3 by cut-ratio = {rows[3]['cut_ratio']:.4g}: ncut 0 → "
+            f"{following:.4g} at k = 4 (the largest k whose next cluster multiplies the "
+            f"normalized cut by 3 or more)") in err
+    assert f"{following:.4g}" == f"{ncut[4]:.4g}"
     assert "largest at k = 3: λ4 − λ3 = 1" in err
     assert "20 neighbours (connectivity), 60 nodes, 3 components" in err
     marked = [line.split()[1] for line in err.splitlines() if line.lstrip().startswith("*^")]
@@ -267,10 +282,14 @@ def test_knn_sweep_data_refusals(tmp_path):
     _refused(["sweep", tmp_path / "few.csv", "--k", "2..3", "--kernel", "rbf", "--metric",
               "cut-ratio"], 2, "--metric cut-ratio is the ratio of a graph's normalized cuts; "
              "--kernel rbf has no graph", tmp_path)
-    # 4 nodes: no 5th cluster and no λ5 for k = 4, so no cut ratio or eigengap to choose by
-    _refused(["sweep", tmp_path / "few.csv", "--k", "4", "-o", tmp_path / "m.npz"], 1,
-             "few.csv: no k has a finite cut ratio; ncut(k+1)/ncut(k) needs a graph of more "
-             "than k nodes: sweep smaller ks or choose k by the silhouette", tmp_path)
+    # 4 nodes: no 5th cluster and no λ5 for k = 4: the one k swept is chosen by the cut ratio
+    # (NaN), but there is no eigengap to choose by
+    one = run(["sweep", tmp_path / "few.csv", "--k", "4", "--table", tmp_path / "t.csv"])
+    assert one.exit_code == 0, one.stderr
+    assert ("chosen k:   4 by cut-ratio, the one k swept (a graph of 4 nodes cannot be cut "
+            "into 5 clusters to compare)") in one.stderr
+    assert np.isnan(table((tmp_path / "t.csv").read_text())[4]["cut_ratio"])
+    os.remove(tmp_path / "t.csv")
     _refused(["sweep", tmp_path / "few.csv", "--k", "4", "--metric", "eigengap", "-o",
               tmp_path / "m.npz"], 1, "few.csv: no k has a finite eigengap; λ_(k+1) − λ_k "
              "needs a graph of more than k nodes: sweep smaller ks or choose k by the "
@@ -310,3 +329,106 @@ def test_fit_report_and_model_say_when_components_were_joined(tmp_path):
     # one component: no bridges named
     one = run(["fit", MOONS, "-k", "2"])
     assert "bridge" not in one.stderr
+
+
+def _four_blobs(path):
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(600, centers=[[0, 0], [8, 0], [0, 8], [8, 8]], cluster_std=0.5,
+                      random_state=0)
+    np.savetxt(path, np.round(X, 6), delimiter=",")
+    return X, y
+
+
+def test_the_ratio_before_the_components_is_cut_on_one_graph_and_the_table_is_whole(tmp_path):
+    """Four far blobs: k < 4 fits join the four components by bridges, k ≥ 4 do not; the ratio
+    of k = 3 cuts k = 4's labels (the blobs) on k = 3's joined graph, so it is above 1 (not
+    0 against 0.001), and 4 is chosen. The table on stderr, no terminal (80 columns), is as
+    wide as its numbers need: none cut short."""
+    X, y = _four_blobs(tmp_path / "b.csv")
+    result = run(["sweep", tmp_path / "b.csv", "--k", "2..6", "--seed", "0"])
+    assert result.exit_code == 0, result.stderr
+    rows = table(result.stdout)
+    assert rows[4]["ncut"] == 0.0 and rows[3]["ncut"] > 0
+    assert all(rows[k]["cut_ratio"] >= 1 for k in rows)
+    assert "chosen k:   4 by cut-ratio" in result.stderr
+    assert "…" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert max(len(line) for line in lines if line.lstrip().startswith(("k ", "2 ", "*"))) > 80
+
+
+def test_a_longer_range_of_ks_changes_neither_the_graph_nor_the_choice(tmp_path):
+    """400 moons: with the default neighbours the graph is the smallest k's, so --k 2..8 and
+    --k 2..30 share their rows for k = 2..8 (k = 8's ratio comes from a fit of 9 in the
+    first, from the swept 9 in the second: the same) and choose the same k. (Before, the
+    graph was the largest k's: 2..80 had 5 neighbours, 3 components, and chose 5.)"""
+    from sklearn.datasets import make_moons
+
+    X, _ = make_moons(400, noise=0.05, random_state=0)
+    np.savetxt(tmp_path / "m.csv", X, delimiter=",")
+    short = run(["sweep", tmp_path / "m.csv", "--k", "2..8", "--seed", "1"])
+    long = run(["sweep", tmp_path / "m.csv", "--k", "2..30", "--seed", "1"])
+    assert short.exit_code == 0 and long.exit_code == 0, short.stderr + long.stderr
+    a, b = table(short.stdout), table(long.stdout)
+    for k in a:
+        for key in ("objective", "ncut", "cut_ratio", "silhouette"):
+            assert a[k][key] == b[k][key], (k, key)
+    assert "21 neighbours" in short.stderr and "chosen k:   2 by cut-ratio" in short.stderr
+    assert "default neighbours of k = 2; fit a larger k with --n-neighbors 21" not in \
+        short.stderr                    # 400 > 21·8: every k's default graph is the same
+    long_report = long.stderr
+    assert "chosen k:   2 by cut-ratio" in long_report
+    assert ("(the default neighbours of k = 2; fit a larger k with --n-neighbors 21 for the "
+            "sweep's labels)") in long_report
+
+
+def test_cut_ratio_spelled_as_the_model_writes_it_in_a_config(tmp_path, rings_csv):
+    path, _, _ = rings_csv
+    (tmp_path / "c.yaml").write_text("metric: cut_ratio\nn_neighbors: 20\n")
+    by_config = run(["sweep", path, "--k", "2..4", "--config", tmp_path / "c.yaml",
+                     "-o", tmp_path / "m.npz"])
+    assert by_config.exit_code == 0, by_config.stderr
+    assert "chosen k:   3 by cut-ratio" in by_config.stderr
+    info = json.loads(run(["info", tmp_path / "m.npz", "--json"]).stdout)
+    assert info["sweep"]["metric"] == "cut_ratio"
+    (tmp_path / "bad.yaml").write_text("metric: cut_ration\n")
+    _refused(["sweep", path, "--k", "2..4", "--config", tmp_path / "bad.yaml"], 2,
+             "key 'metric'", tmp_path)
+
+
+def test_graph_sweep_of_a_sparse_affinity_through_the_api_needs_no_other_settings():
+    from kkmeans_cli.kernels.graph import knn_graph
+    from kkmeans_cli.model.sweep import graph_sweep, sweep
+
+    X, y = small_rings()
+    A = knn_graph(X, 20).affinity
+    for result in (graph_sweep(A, [2, 3, 4], kernel="precomputed", random_state=0),
+                   sweep(A, [2, 3, 4], kernel="precomputed", random_state=0)):
+        assert result.metric == "cut_ratio" and result.best_k == 3
+        labels = result.labels[1]
+        assert len({(a, b) for a, b in zip(labels, y)}) == 3
+
+
+def test_hints_name_what_works_for_the_data_given(tmp_path):
+    from kkmeans_cli.kernels.graph import knn_graph
+
+    X, _ = small_rings()
+    sparse.save_npz(tmp_path / "g.npz", knn_graph(X, 20).affinity)
+    before = ["g.npz"]
+    result = run(["sweep", tmp_path / "g.npz", "--kernel", "precomputed", "--k", "2..4",
+                  "--metric", "davies-bouldin"])
+    assert result.exit_code == 2
+    assert result.stderr == ("kkmeans: error: --metric davies-bouldin is measured on a kernel "
+                             "matrix; a sparse graph as DATA (" + str(tmp_path / "g.npz")
+                             + ") is swept on its graph: use --metric cut-ratio, silhouette "
+                             "or eigengap\n")
+    K = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1))
+    np.save(tmp_path / "K.npy", K)
+    result = run(["sweep", tmp_path / "K.npy", "--kernel", "precomputed", "--k", "2..4",
+                  "--metric", "cut-ratio"])
+    assert result.exit_code == 2
+    assert result.stderr == ("kkmeans: error: --metric cut-ratio is the ratio of a graph's "
+                             "normalized cuts; --kernel precomputed has no graph (give a "
+                             "sparse graph (.npz of scipy.sparse.save_npz, or .mtx) as DATA, "
+                             "or another --metric)\n")
+    assert sorted(os.listdir(tmp_path)) == sorted(before + ["K.npy"])

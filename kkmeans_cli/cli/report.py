@@ -172,8 +172,19 @@ class Reporter:
                                               and row["k"] == eigengap_k else "")
             table.add_row(mark, *[_cell(key, row[key]) for key in heads],
                           style="bold green" if chosen else None)
-        with self.console.capture() as captured:
-            self.console.print(table)
+        from rich.measure import Measurement
+
+        # as wide as the table needs, however narrow stderr is (80 columns when it is no
+        # terminal): rich would otherwise cut numbers short with an ellipsis
+        console = self.console
+        needed = Measurement.get(console, console.options.update_width(1000), table).maximum
+        narrow = console.width
+        console.width = max(narrow, needed)     # print(width=) cannot exceed the console's
+        try:
+            with console.capture() as captured:
+                console.print(table)
+        finally:
+            console.width = narrow
         # rich pads every cell to its column's width: no spaces at the ends of lines.
         self._echo(_TRAILING_BLANKS.sub(r"\1", captured.get()), nl=False)
 

@@ -21,16 +21,17 @@ SWEEP_METRICS = ("silhouette", "simplified-silhouette", "calinski-harabasz", "da
 GRAPH_METRICS = ("cut-ratio", "silhouette", "eigengap")
 
 SWEEP_EPILOG = """\b
-The chosen k is the largest silhouette, simplified silhouette or Calinski-Harabasz, the
-smallest Davies-Bouldin, or the elbow of the inertia curve. Ties go to the smaller k.
 With --kernel knn (the default, as for fit) one neighbour graph serves every k (with the
-default --n-neighbors, that of the largest k: the report names it); the columns are
-k,objective,ncut,cut_ratio,silhouette,eigengap,n_iter,seconds (cut_ratio: ncut(k+1)/ncut(k);
-the graph silhouette; the eigengap λ(k+1) − λ(k) of the normalized Laplacian). There k is
-chosen by cut-ratio (the default: the largest k whose next cluster at least triples the
-normalized cut; k+1 is fitted too), silhouette or eigengap, and the k of the largest eigengap
-is marked ^ beside the chosen one. The same with --kernel precomputed and a sparse graph as
-DATA (.npz, .mtx).
+default --n-neighbors, that of the smallest k: the report names it); the columns are
+k,objective,ncut,cut_ratio,silhouette,eigengap,n_iter,seconds (cut_ratio: (ncut(k+1) + 1e-6)
+/ (ncut(k) + 1e-6); the graph silhouette; the eigengap λ(k+1) − λ(k) of the normalized
+Laplacian). k is chosen by cut-ratio (the default: the largest k whose next cluster at least
+triples the normalized cut, else the largest ratio; k+1 is fitted too), silhouette or
+eigengap, and the k of the largest eigengap is marked ^ beside the chosen one. The same with
+--kernel precomputed and a sparse graph as DATA (.npz, .mtx).
+With a dense kernel (--kernel rbf, ...) the chosen k is the largest silhouette (the default),
+simplified silhouette or Calinski-Harabasz, the smallest Davies-Bouldin, or the elbow of the
+inertia curve. Ties go to the smaller k.
 No model is saved unless -o PATH is given. Labels are not printed; fit the chosen k with
 'kkmeans fit' for those (same options, same labels; with knn and the default neighbours,
 add the --n-neighbors the report names).
@@ -100,14 +101,18 @@ def sweep_command(ctx, **_):
     if graph and opts["metric"] not in GRAPH_METRICS:
         what = (f"--kernel {opts['kernel']}" if opts["kernel"] in GRAPH_KERNELS
                 else f"a sparse graph as DATA ({opts['data']})")
+        other = " (or --kernel rbf)" if opts["kernel"] in GRAPH_KERNELS else ""
         raise UsageError(f"--metric {opts['metric']} is measured on a kernel matrix; {what} "
                          f"is swept on its graph: use --metric cut-ratio, silhouette or "
-                         f"eigengap (or --kernel rbf)")
+                         f"eigengap{other}")
     if not graph and opts["metric"] in ("cut-ratio", "eigengap"):
         what = ("the ratio of a graph's normalized cuts" if opts["metric"] == "cut-ratio"
                 else "the gap of a graph's Laplacian eigenvalues")
+        way = ("give a sparse graph (.npz of scipy.sparse.save_npz, or .mtx) as DATA, or "
+               "another --metric" if opts["kernel"] == "precomputed" else
+               "use --kernel knn, or another --metric")
         raise UsageError(f"--metric {opts['metric']} is {what}; --kernel {opts['kernel']} has "
-                         f"no graph (use --kernel knn, or another --metric)")
+                         f"no graph ({way})")
     if graph:
         return _graph_sweep(opts, k_ranges)
     if opts["storage"] == "blocked":
@@ -240,9 +245,9 @@ def _graph_sweep(opts, k_ranges):
         ("graph", graph_text(dict(info, weighting="precomputed" if given
                                   else info["weighting"]))
          + ("" if given or opts["n_neighbors"] is not None
-            or default_neighbors(info["n_nodes"], ks[0]) == info["n_neighbors"] else
-            f" (the default neighbours of k = {ks[-1]}; fit with --n-neighbors "
-            f"{info['n_neighbors']} for the sweep's labels)")),
+            or all(default_neighbors(info["n_nodes"], k) == info["n_neighbors"] for k in ks)
+            else f" (the default neighbours of k = {ks[0]}; fit a larger k with "
+                 f"--n-neighbors {info['n_neighbors']} for the sweep's labels)")),
         ("chosen k", _graph_choice_text(result, metric)),
         ("eigengap", gap),
         ("silhouette", "exact (all points, graph kernel's feature space)"),
@@ -260,17 +265,22 @@ def _graph_sweep(opts, k_ranges):
 
 def _graph_choice_text(result, metric):
     """The report's line for the k a graph sweep chose, and why."""
-    from ..measures.graph_sweep import CUT_RATIO_JUMP
+    from ..measures.graph_sweep import CUT_RATIO_EPS, CUT_RATIO_JUMP
 
     k, row = result.best_k, result.best_row
     if metric != "cut_ratio":
         return f"{k} by {metric} = {row[metric]:.6g}"
-    jump = row["cut_ratio"] >= CUT_RATIO_JUMP
+    ratio = row["cut_ratio"]
+    if ratio != ratio:
+        return (f"{k} by cut-ratio, the one k swept (a graph of {k} nodes cannot be cut "
+                f"into {k + 1} clusters to compare)")
+    following = ratio * (row["ncut"] + CUT_RATIO_EPS) - CUT_RATIO_EPS
     why = (f"the largest k whose next cluster multiplies the normalized cut by "
-           f"{CUT_RATIO_JUMP:g} or more" if jump else
+           f"{CUT_RATIO_JUMP:g} or more" if ratio >= CUT_RATIO_JUMP else
            f"no next cluster multiplies the normalized cut by {CUT_RATIO_JUMP:g}: the largest "
            f"ratio")
-    return f"{k} by cut-ratio: ncut({k + 1})/ncut({k}) = {row['cut_ratio']:.4g} ({why})"
+    return (f"{k} by cut-ratio = {ratio:.4g}: ncut {row['ncut']:.4g} → {following:.4g} at "
+            f"k = {k + 1} ({why})")
 
 
 def to_csv_text(result):

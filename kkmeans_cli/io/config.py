@@ -308,6 +308,9 @@ def convert_value(ctx, param, value, path):
                           f"{_show(value)}")
     if param.is_flag:
         return value
+    if (isinstance(kind, click.Choice) and isinstance(value, str)
+            and value not in kind.choices and value.replace("_", "-") in kind.choices):
+        value = value.replace("_", "-")   # a name as the API and model files spell it
     try:
         return kind.convert(value, param, ctx)
     except click.BadParameter as exc:

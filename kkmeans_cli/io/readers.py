@@ -169,7 +169,7 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
         return _finish_array(_read_npy(path), path, wanted, missing)
     if is_graph_file(path):
         written = "Matrix Market" if graph_kind(path) == "mtx" else "scipy.sparse.save_npz"
-        raise DataError(f"{path}: is a sparse graph ({written}): DATA of fit and sweep with "
+        raise DataError(f"{path} is a sparse graph ({written}): fit and sweep cluster it with "
                         f"--kernel precomputed")
     if suffix == ".npz":
         raise DataError(f"{path}: is an .npz archive, not DATA (a model is read by 'kkmeans "

@@ -3,9 +3,10 @@ cut to the next k's, its graph silhouette and the eigengap of the normalized Lap
 in and records out.
 
 The graph is built once (``kernels.graph_fit.build_graph``): a given affinity, or the
-neighbour graph of X. With ``n_neighbors=None`` the default rule is applied for the largest
-k swept (its cap ⌊n_d/k⌋ − 1 is the smallest), so one graph serves every k; for data with more
-than 21·max(ks) distinct points that is the same graph ``fit_graph`` builds for each k.
+neighbour graph of X. With ``n_neighbors=None`` the default rule is applied for the smallest
+k swept, so the graph, and the choice of k, do not depend on how far the sweep goes; for data
+with more than 21·max(ks) distinct points that is the same graph ``fit_graph`` builds for each
+k (below, the default rule caps the neighbours of a larger k at ⌊n_d/k⌋ − 1).
 
 Each k is fitted as ``fit_graph`` fits it (``kernels.graph_fit.fit_on_graph``, a fresh
 generator from ``random_state`` for every k, so a k's record equals ``fit_graph(X, k, ...)``
@@ -19,9 +20,12 @@ Cut ratio
     jumps. Cut into k even pieces, an evenly connected chain has ncut ∝ k(k − 1), so one more
     piece multiplies its cut by (k + 1)/(k − 1): 3 at k = 2, 2 at k = 3, less after. So the cut ratio's choice (``choose_by_cut_ratio``) is the *largest* k whose
     next cluster at least triples the cut (ρ_k ≥ ``CUT_RATIO_JUMP``), else the k of the largest
-    ρ (the smaller k on ties). Where k+1 is not among the ks swept it is fitted for the ratio
-    alone (on the same graph, with the same seed) and not recorded as a k of its own; where
-    the graph has k nodes or fewer there is no ratio (None). Measured over 331 graph sweeps
+    ρ (the smaller k on ties), or the one k swept when it alone has no ratio. Where k+1 is not
+    among the ks swept it is fitted for the ratio alone (on the same graph, with the same
+    seed) and not recorded as a k of its own; where the graph has k nodes or fewer there is no
+    ratio (None). Both cuts are measured on the graph k was fitted on: with more components
+    than k, a fit joins them by bridges first (``kernels.graph.join_components``) and a fit of
+    k+1 may not, so k+1's labels are then cut on k's joined graph (``next_ncut``). Measured over 331 graph sweeps
     (ks 2..8) of rings, moons, random and well-separated blobs and real sets: it names the
     true k of 157 of 159 separable shapes, 72 of 72 well-separated blob sets and 37 of 39
     separable random-blob sets, where the graph silhouette names 25, 26 and 7 and the
@@ -47,7 +51,8 @@ from ..engine.graph import GraphKernel
 from ..engine.graph_starts import EigenvectorsFailed, eigengaps, laplacian_eigenvalues
 from ..engine.threads import blas_threads, effective_n_threads
 from ..errors import KKMeansWarning
-from ..kernels.graph_fit import build_graph, fit_on_graph
+from ..engine.graph import normalized_cut
+from ..kernels.graph_fit import build_graph, fit_on_graph, search_seed
 from .graph_silhouette import graph_silhouette
 
 EIGENGAP_MAX_NODES = 20_000
@@ -64,7 +69,8 @@ class GraphSweepRecord:
     for k = 1), the eigengap λ_{k+1} − λ_k (None when not computed or k = n), whether it is
     the eigengap's choice among the k swept, the fit (``GraphFitResult``), the seconds of
     the k's fit and silhouette (and of the k+1 fitted for its cut ratio alone), the normalized
-    cut of k+1 and the cut ratio ρ_k (None when the graph has no k+1 nodes)."""
+    cut of k+1's labels on the graph k was fitted on and the cut ratio ρ_k (None when the
+    graph has no k+1 nodes)."""
 
     k: int
     labels: np.ndarray
@@ -81,7 +87,7 @@ class GraphSweepRecord:
 
 def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
                 weighting="connectivity", random_state=None, n_threads=1, eigengap="auto",
-                start="auto", n_init=3, max_iter=300, progress=None):
+                start="auto", n_init=3, max_iter=300, progress=None, neighbor_search="auto"):
     """Fit every k of ``ks`` on one graph (module docstring).
 
     Parameters
@@ -89,7 +95,7 @@ def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
     X : array (n, d), or None when ``affinity`` is given
     ks : the numbers of clusters, each 1 ≤ k ≤ the graph's nodes (in the order given)
     affinity : sparse or dense (n, n), checked by ``kernels.graph.check_affinity``
-    n_neighbors : int ≥ 1 counting the point itself, or None: the default rule at max(ks)
+    n_neighbors : int ≥ 1 counting the point itself, or None: the default rule at min(ks)
     weighting : the graph's weights (``kernels.graph.knn_graph``; ignored with ``affinity``)
     random_state : None, int or ``numpy.random.SeedSequence`` (each k starts from a generator
         of its own seeded by it: ``default_rng(random_state)``)
@@ -97,6 +103,8 @@ def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
     eigengap : 'auto' (up to ``EIGENGAP_MAX_NODES`` nodes), True or False
     start, n_init, max_iter : the starts and passes of each k's fit (``fit_graph``'s)
     progress : callable, optional; ``progress(done, len(ks), record)`` after each k
+    neighbor_search : the neighbour search of the graph (``kernels.graph.knn_graph``), seeded
+        as ``fit_graph`` seeds it
 
     Returns
     -------
@@ -108,7 +116,11 @@ def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
     if eigengap not in EIGENGAP_MODES:
         raise ValueError(f"eigengap must be one of {EIGENGAP_MODES}, got {eigengap!r}")
     n_threads = effective_n_threads(n_threads)
-    graph = build_graph(X, max(ks), affinity, n_neighbors, weighting, n_threads=n_threads)
+    # the default neighbours of the smallest k; a given affinity is checked for the largest
+    graph = build_graph(X, min(ks) if affinity is None else max(ks), affinity, n_neighbors,
+                        weighting, n_threads=n_threads,
+                        neighbor_search=neighbor_search,
+                        random_state=search_seed(np.random.default_rng(random_state)))
     too_many = [k for k in ks if k > graph.info.n_nodes]
     if too_many:
         raise ValueError(f"n_clusters must be between 1 and the {graph.info.n_nodes} "
@@ -147,18 +159,19 @@ def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
                                         fit=fit, seconds=time.perf_counter() - t0))
         if progress is not None:
             progress(i + 1, len(ks), records[-1])
-    # The cut ratios: the next k's cut, fitted here when it is not a k of the sweep.
-    swept = {r.k: r for r in records}
+    # The cut ratios: the next k's cut, fitted here when it is not a k of the sweep, on the
+    # graph k was fitted on (joined by bridges or not: module docstring).
+    swept = {r.k: r.fit for r in records}
     for i, r in enumerate(records):
         seconds, nxt = r.seconds, swept.get(r.k + 1)
-        if nxt is not None:
-            next_ncut = nxt.ncut
-        elif r.k + 1 <= kernel.n:
+        if nxt is None and r.k + 1 <= kernel.n:
             t0 = time.perf_counter()
-            next_ncut = fit_k(r.k + 1).ncut
+            nxt = fit_k(r.k + 1)
             seconds += time.perf_counter() - t0
-        else:
+        if nxt is None:
             continue
+        next_ncut = (nxt.ncut if nxt.graph.info.bridges == r.fit.graph.info.bridges else
+                     normalized_cut(r.fit.graph.affinity, nxt.node_labels))
         records[i] = replace(r, seconds=seconds, next_ncut=float(next_ncut),
                              cut_ratio=cut_ratio(r.ncut, next_ncut))
     return records
@@ -172,11 +185,11 @@ def cut_ratio(ncut, next_ncut):
 def choose_by_cut_ratio(ks, ratios):
     """The cut ratio's choice among ``ks`` (module docstring): the largest k with ρ_k ≥
     ``CUT_RATIO_JUMP``, else the k of the largest ρ_k (the smaller k on ties); ratios of None
-    or NaN never win. None when no k has a ratio."""
+    or NaN never win, unless one k alone is swept. None when no k has a ratio."""
     known = [(int(k), float(r)) for k, r in zip(ks, ratios)
              if r is not None and np.isfinite(r)]
     if not known:
-        return None
+        return int(ks[0]) if len(ks) == 1 else None
     jumps = [k for k, r in known if r >= CUT_RATIO_JUMP]
     if jumps:
         return max(jumps)

@@ -378,8 +378,8 @@ def check_graph_memory(n, n_features, ks, *, n_neighbors=None, memory_limit=None
     """Refuse (``MemoryPlanError``) before the k-nearest-neighbour graph of n points is built
     when building it and fitting the largest of ``ks`` on it would need more than
     ``memory_limit`` (None: 80% of the available RAM, as for the dense kernels): the plan of
-    ``memory.graph_plan``. ``n_neighbors`` None is the default rule at the largest k, for n
-    distinct points (an upper bound: copies only lower it). The way out named is the most
+    ``memory.graph_plan``. ``n_neighbors`` None is the default rule at the largest k (a
+    sweep's: at the smallest), for n distinct points (an upper bound: copies only lower it). The way out named is the most
     neighbours that fit (``--n-neighbors``), and a smaller sample.
 
     ``sweep``: the fits and measures of a sweep over ``ks`` (one graph for every k), with
@@ -387,8 +387,10 @@ def check_graph_memory(n, n_features, ks, *, n_neighbors=None, memory_limit=None
     ``measures.graph_sweep.EIGENGAP_MAX_NODES`` nodes; True; False). ``neighbor_search``
     chooses the search planned (``kernels.graph.search_route``).
     """
-    k = max(int(k) for k in ks)
-    nn = min(int(n_neighbors) if n_neighbors is not None else default_neighbors(n, k), n)
+    k = max(int(k) for k in ks) + (1 if sweep else 0)    # a sweep fits k + 1 for its ratio
+    # the graph's default neighbours: a sweep's are those of its smallest k
+    nn = min(int(n_neighbors) if n_neighbors is not None else
+             default_neighbors(n, min(int(k) for k in ks) if sweep else k), n)
     start = "spectral" if isinstance(init, str) and init == "spectral" else "auto"
     eigen = eigengap is True or (eigengap == "auto" and n <= EIGENGAP_MAX_NODES)
     route = search_route(neighbor_search, n, n_features)

@@ -285,11 +285,11 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
 
     Each k is fitted as ``KernelKMeans(k, **params).fit(X)`` fits it (the same starts, passes
     and seed) on the one graph: with ``n_neighbors=None`` that graph has the default
-    neighbours of the largest k (``kernels.graph.default_neighbors``; ``SweepResult.graph``
-    names them), the default graph of every k when the data have more than 21·max(ks)
+    neighbours of the smallest k (``kernels.graph.default_neighbors``; ``SweepResult.graph``
+    names them), so a longer range of ks changes neither the graph nor the rows of the ks it
+    shares; it is the default graph of every k when the data have more than 21·max(ks)
     distinct points. A k above the distinct points is refused
-    (:class:`~kkmeans_cli.errors.TooFewDistinctPointsError`), not skipped: the graph is built
-    for the largest k.
+    (:class:`~kkmeans_cli.errors.TooFewDistinctPointsError`), not skipped.
 
     Parameters
     ----------
@@ -329,8 +329,8 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
                                      .integers(2 ** 31 - 1))
     validate_params(KernelKMeans(2, **params))
     if given:
-        check_graph_settings(dict(params, n_clusters=2), "kernel='precomputed' with a sparse X",
-                             "that affinity graph")
+        check_graph_settings(KernelKMeans(2, **params).get_params(),
+                             "kernel='precomputed' with a sparse X", "that affinity graph")
     X, affinity = check_graph_data(X, given)
     n = (affinity if given else X).shape[0]
     ks = _sorted_ks(ks, n)
@@ -366,7 +366,8 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
                           start="spectral" if params.get("init") == "spectral" else "auto",
                           n_init=int(params.get("n_init", _options.DEFAULTS["n_init"])),
                           max_iter=int(params.get("max_iter", _options.DEFAULTS["max_iter"])),
-                          progress=advance)
+                          progress=advance,
+                          neighbor_search=params.get("neighbor_search", "auto"))
     total = time.perf_counter() - t0
     rows = [_graph_row(r) for r in records]
     best_k = choose_k(rows, metric)
@@ -374,7 +375,7 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
     best_est = None
     if refit_best:
         best_params = dict(params)
-        if not given:  # the sweep's graph: the neighbours of the largest k's default rule
+        if not given:  # the sweep's graph: the neighbours of the smallest k's default rule
             best_params["n_neighbors"] = records[0].fit.graph.info.n_neighbors
         best_est = KernelKMeans(best_k, **best_params).fit(affinity if given else X,
                                                              sample_weight=sample_weight)
@@ -438,6 +439,8 @@ def choose_k(rows, metric):
     ks = np.array([r["k"] for r in rows], dtype=float)
     v = np.array([r[metric] for r in rows], dtype=float)
     ok = np.isfinite(v)
+    if metric == "cut_ratio" and ks.size == 1:
+        return int(ks[0])           # the one k swept, though a graph of k nodes has no k + 1
     if not ok.any():
         hint = ("; λ_(k+1) − λ_k needs a graph of more than k nodes: sweep smaller ks or "
                 "choose k by the silhouette" if metric == "eigengap" else
