@@ -90,7 +90,10 @@ def plot_sweep(rows, metric, best_k, path, fmt="png"):
         ax.set_xlabel("k")
         ax.set_xticks(ks)
         if col == "cut_ratio":  # from about 1 to 10⁶ (a cut of 0 against one that is not)
+            from ..measures.graph_sweep import CUT_RATIO_JUMP
+
             ax.set_yscale("log")
+            ax.axhline(CUT_RATIO_JUMP, color="grey", linestyle=":", linewidth=1)
     fig.suptitle(f"best k = {best_k} by {TITLES.get(metric, metric)}")
     _save(fig, path, fmt)
 
