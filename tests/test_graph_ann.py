@@ -195,6 +195,7 @@ def test_fit_info_and_predict_on_the_command_line(high_dim):
     fit = run(["fit", path, "-k", "3", "--neighbor-search", "approximate", "--seed", "0",
                "--threads", "2", "-o", folder / "m.npz", "--labels", folder / "l.txt"])
     assert fit.exit_code == 0, fit.stderr
+    assert "(connectivity; approximate search)" in fit.stderr
     labels = np.loadtxt(folder / "l.txt", dtype=int)
     assert adjusted_rand_score(y, labels) == 1.0
     info = run(["info", folder / "m.npz"])
@@ -208,6 +209,7 @@ def test_fit_info_and_predict_on_the_command_line(high_dim):
     exact = run(["fit", path, "-k", "3", "--neighbor-search", "exact", "--seed", "0",
                  "-o", folder / "e.npz"])
     assert exact.exit_code == 0, exact.stderr
+    assert "search" not in exact.stderr.split("graph:")[1].splitlines()[0]
     assert json.loads(run(["info", folder / "e.npz", "--json"]).stdout)["graph"][
         "search"] == "exact"
 
@@ -247,7 +249,8 @@ def test_a_dense_kernel_with_the_option_is_a_usage_error(high_dim, tmp_path):
     _, path, _ = high_dim
     result = run(["fit", path, "-k", "3", "--kernel", "rbf", "--neighbor-search", "exact",
                   "-o", tmp_path / "m.npz"])
-    assert_one_error_line(result, "neighbor", "knn", code=2)
+    assert_one_error_line(result, "--neighbor-search exact", "knn", code=2)
+    assert "neighbor_search=" not in result.stderr
     assert listing(tmp_path) == []
 
 

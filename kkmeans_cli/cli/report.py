@@ -24,7 +24,7 @@ _API_PARAMS = ("n_clusters", "kernel", "gamma", "degree", "coef0", "init", "n_in
                "max_iter", "tol", "algorithm", "random_state", "dtype", "n_threads",
                "psd_repair", "solver", "objective", "refine", "approx", "n_landmarks",
                "memory_limit", "storage", "nystroem_rank", "n_neighbors",
-               "weighting")
+               "weighting", "neighbor_search")
 # Never inside a file name: a path such as max_iter/n_init.csv or n_clusters=3.csv is kept.
 _API_SETTING = re.compile(r"(?<![\w./-])(" + "|".join(_API_PARAMS)
                           + r")=(?:'([^']*)'|\"([^\"]*)\"|([-+0-9.eE]+\b))")
@@ -287,13 +287,15 @@ def graph_text(graph, ncut=None):
     joined (``kernels.graph.join_components``): ``4 components joined by 3 bridges``, the cut
     then being the joined graph's. The neighbours are those each node has: the setting
     (``GraphInfo.n_neighbors``) capped by the nodes, as the search caps it, and said so
-    (``3 neighbours (connectivity; 8 set, capped by the 3 nodes)``)."""
+    (``3 neighbours (connectivity; 8 set, capped by the 3 nodes)``); neighbours found by the
+    approximate search say so (``21 neighbours (connectivity; approximate search)``)."""
     parts = []
     if graph.get("weighting") != "precomputed":
         used = min(graph["n_neighbors"], graph["n_nodes"])
         capped = (f"; {graph['n_neighbors']} set, capped by the "
                   f"{plural(graph['n_nodes'], 'node')}" if used < graph["n_neighbors"] else "")
-        parts.append(f"{plural(used, 'neighbour')} ({graph['weighting']}{capped})")
+        found = "; approximate search" if graph.get("search") == "approximate" else ""
+        parts.append(f"{plural(used, 'neighbour')} ({graph['weighting']}{capped}{found})")
     else:
         parts.append("affinity given as DATA")
     nodes = plural(graph["n_nodes"], "node")
