@@ -151,6 +151,8 @@ def test_bad_k_values(tmp_path, data, ks, code):
     assert result.returncode == code, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kkmeans: error: ")
+    if ks in ("0..3", "1..4"):
+        assert lines[0] == f"kkmeans: error: --k {ks}: every k must be at least 2"
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
     assert os.listdir(out) == []

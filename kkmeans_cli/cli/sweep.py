@@ -85,13 +85,10 @@ def sweep_command(ctx, **_):
                          "(see 'kkmeans sweep --help')")
     from ..model.sweep import parse_k_ranges
 
-    try:
-        k_ranges = parse_k_ranges(opts["k"])  # expanded once checked against the rows
+    try:  # expanded once checked against the rows; k ≥ 2: the measures compare clusters
+        k_ranges = parse_k_ranges(opts["k"], minimum=2)
     except ValueError as exc:
         raise UsageError(f"--k {opts['k']}: {exc}") from None
-    if min(lo for lo, _ in k_ranges) < 2:
-        raise UsageError(f"--k {opts['k']}: every k must be at least 2 (the measures compare "
-                         f"clusters)")
     if init_is_file(opts["init"]):
         raise UsageError("--init PATH fixes the number of clusters and cannot be used with "
                          "sweep; use --init k-means++, spectral or random")

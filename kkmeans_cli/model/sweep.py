@@ -125,10 +125,10 @@ class SweepResult:
         return to_csv(self.rows, path_or_file, self.columns)
 
 
-def parse_k_ranges(text):
+def parse_k_ranges(text, minimum=1):
     """The ranges of a ``--k`` text as (lo, hi) pairs (inclusive), not expanded, so that
     ``2..99999999999`` costs nothing until it is checked against the number of rows.
-    Raises ``ValueError`` with the bad part."""
+    Raises ``ValueError`` with the bad part, or when a k is below ``minimum``."""
     ranges = []
     for part in str(text).replace(" ", "").split(","):
         m = re.fullmatch(r"(\d+)(?:(?:\.\.|-)(\d+))?", part)
@@ -139,8 +139,8 @@ def parse_k_ranges(text):
         if hi < lo:
             raise ValueError(f"invalid k range {part!r}: the end is below the start")
         ranges.append((lo, hi))
-    if not ranges or min(lo for lo, _ in ranges) < 1:
-        raise ValueError("k must be >= 1")
+    if not ranges or min(lo for lo, _ in ranges) < minimum:
+        raise ValueError(f"every k must be at least {minimum}")
     return ranges
 
 
