@@ -275,3 +275,29 @@ def test_predict_and_help_do_not_import_pynndescent(high_dim, tmp_path):
     assert res.returncode == 0, res.stderr
     assert "ANN []" in res.stderr, res.stderr
     assert (tmp_path / "m.npz").exists()
+
+
+def test_a_pynndescent_that_fails_to_import(tmp_path, monkeypatch):
+    """Installed but broken (numba behind a new NumPy, say): 'auto' warns and takes the exact
+    search, with the same graph as 'exact'; 'approximate' is one usage error naming the
+    import error."""
+    from kkmeans_cli.errors import KKMeansWarning, UsageError
+
+    fake = tmp_path / "pynndescent"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('Numba needs NumPy 2.2 or less')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "pynndescent", raising=False)
+    monkeypatch.setattr(kgraph, "APPROX_MIN_POINTS", 100)
+    X, y = _clusters(400, 20, 3, seed=2)
+    assert kgraph.search_route("auto", 400, 20) == "approximate"     # found, not imported
+    with pytest.warns(KKMeansWarning, match=r"pynndescent could not be imported \(ImportError: "
+                                            r"Numba needs NumPy 2\.2 or less\): the exact "
+                                            r"neighbour search is used"):
+        auto = kgraph.knn_graph(X, 9, neighbor_search="auto")
+    exact = kgraph.knn_graph(X, 9, neighbor_search="exact")
+    assert auto.info.search == "exact"
+    assert (auto.affinity != exact.affinity).nnz == 0
+    with pytest.raises(UsageError, match=r"could not be imported \(ImportError: Numba needs "
+                                         r"NumPy 2\.2 or less\); repair it with pip install"):
+        kgraph.knn_graph(X, 9, neighbor_search="approximate")

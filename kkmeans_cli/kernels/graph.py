@@ -47,8 +47,8 @@ DEFAULT_NEIGHBORS = 20      # other points in a neighbourhood by default (``defa
 SCALE_NEIGHBOR = 7          # Zelnik-Manor & Perona's σ_i: the 7th nearest other point
 TREE_MAX_DIM = 15           # k-d tree up to this dimension, blocked exact search above
 SEARCH_BLOCK_BYTES = 64 << 20   # distance block of the exact search
-# the neighbour search above TREE_MAX_DIM ('auto': approximate from APPROX_MIN_POINTS distinct
-# points when pynndescent is installed; benchmarks/bench_graph.py knn)
+# the neighbour search above TREE_MAX_DIM ('auto': approximate from APPROX_MIN_POINTS rows
+# when pynndescent is installed and imports; benchmarks/bench_graph.py knn)
 NEIGHBOR_SEARCHES = ("auto", "exact", "approximate")
 APPROX_MIN_POINTS = 50_000
 APPROX_MIN_NODES = 4        # the approximate search needs more than this × k distinct points
@@ -184,10 +184,11 @@ def approximate_nearest(points, k, n_threads=1, random_state=0):
     itself or came back short (index −1) is searched again exactly (on ``n_threads``).
     ``random_state``: an int (the same int, the same graph, with any ``n_threads``: the
     descent runs on one thread)."""
-    try:
-        from pynndescent import NNDescent
-    except ImportError:
-        raise UsageError(ANN_MISSING) from None
+    problem = ann_import_problem()
+    if problem is not None:
+        raise UsageError(problem[0])
+    from pynndescent import NNDescent
+
     m = points.shape[0]
     centred = points - points.mean(axis=0)
     top = float(np.abs(centred).max())
@@ -317,6 +318,18 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
     k = int(min(wanted, n))
     base_of, points, counts = None, X, np.ones(n)
     route = search_route(neighbor_search, n, X.shape[1])
+    if route == "approximate" and neighbor_search == "auto":
+        problem = ann_import_problem()
+        if problem is not None:       # found but broken: 'auto' takes the exact search
+            import warnings
+
+            from ..errors import KKMeansWarning
+
+            warnings.warn(f"pynndescent could not be imported ({problem[1]}): the exact "
+                          f"neighbour search is used; repair it with pip install "
+                          f"'kkmeans-cli[ann]', or set neighbor_search='exact'",
+                          KKMeansWarning, stacklevel=2)
+            route = "exact"
     if route == "approximate":
         # copies merged first: the descent may miss a copy at distance 0, the exact rule
         # below would not; and it needs more distinct points than neighbours
@@ -382,6 +395,22 @@ def search_route(neighbor_search, n_points, n_dims):
     if neighbor_search == "auto" and n_points >= APPROX_MIN_POINTS and ann_available():
         return "approximate"
     return "exact"
+
+
+def ann_import_problem():
+    """None when pynndescent imports, else (message, detail): not installed (``ANN_MISSING``,
+    None), or installed and failing as it loads (numba behind a new NumPy, …: the error in one
+    line)."""
+    try:
+        import pynndescent  # noqa: F401
+    except Exception as exc:          # any error of its imports, not only ImportError
+        if isinstance(exc, ModuleNotFoundError) and exc.name in (None, "pynndescent"):
+            return ANN_MISSING, None
+        detail = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        return (f"the approximate neighbour search needs pynndescent, which could not be "
+                f"imported ({detail}); repair it with pip install 'kkmeans-cli[ann]' (or "
+                f"choose the exact search)"), detail
+    return None
 
 
 def ann_available():
