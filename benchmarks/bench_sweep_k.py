@@ -7,7 +7,7 @@ default), the graph silhouette and the eigengap (docs/cli.md, ``kkmeans sweep`` 
     python benchmarks/bench_sweep_k.py --ks 2..8 --jsonl sweeps.jsonl
 
 Each data set is swept once with only its k range given (``model.sweep.graph_sweep``, the
-engine of ``kkmeans sweep``: one graph with the default neighbours of the largest k, every k
+engine of ``kkmeans sweep``: one graph with the default neighbours of the smallest k, every k
 fitted on it, one thread, ``random_state`` 0); its rows hold all three measures, so the three
 choices come from the same fits. The families:
 

@@ -307,7 +307,12 @@ def test_sweep_equals_fit_graph_for_each_k():
 def test_a_k_whose_next_k_is_not_swept_gets_its_cut_ratio_from_a_fit_of_its_own():
     X, _ = _moons(400, 0.05, 3)
     A = kgraph.knn_graph(X, 12).affinity
-    records = sweep_graph(affinity=A, ks=[2, 5, 6], random_state=1)
+    calls = []
+    records = sweep_graph(affinity=A, ks=[2, 5, 6], random_state=1,
+                          progress=lambda *args: calls.append(args))
+    # the fits of 3 and 7 (for the ratios of 2 and 6) are counted by the progress too
+    assert [(done, total, None if r is None else r.k) for done, total, r in calls] == [
+        (1, 5, 2), (2, 5, 5), (3, 5, 6), (4, 5, None), (5, 5, None)]
     refs = {k: fit_graph(affinity=A, n_clusters=k, random_state=1).ncut for k in (2, 3, 6, 7)}
     assert [r.next_ncut for r in records] == [refs[3], records[2].ncut, refs[7]]
     assert records[0].cut_ratio == (refs[3] + 1e-6) / (refs[2] + 1e-6)

@@ -138,7 +138,7 @@ class Reporter:
 
             def advance(done, total, row=None):
                 label = f"{message} (k = {row['k']} done)" if row else message
-                bar.update(task, completed=done, description=label)
+                bar.update(task, completed=done, total=total, description=label)
 
             yield advance
 

@@ -18,18 +18,19 @@ Cut ratio
     grows when one more cluster is cut out of the graph. The cut of k groups that the graph
     holds apart is small, and the (k+1)-th cluster has to cut through one of them: the cut
     jumps. Cut into k even pieces, an evenly connected chain has ncut ∝ k(k − 1), so one more
-    piece multiplies its cut by (k + 1)/(k − 1): 3 at k = 2, 2 at k = 3, less after. So the cut ratio's choice (``choose_by_cut_ratio``) is the *largest* k whose
-    next cluster at least triples the cut (ρ_k ≥ ``CUT_RATIO_JUMP``), else the k of the largest
-    ρ (the smaller k on ties), or the one k swept when it alone has no ratio. Where k+1 is not
-    among the ks swept it is fitted for the ratio alone (on the same graph, with the same
-    seed) and not recorded as a k of its own; where the graph has k nodes or fewer there is no
-    ratio (None). Both cuts are measured on the graph k was fitted on: with more components
-    than k, a fit joins them by bridges first (``kernels.graph.join_components``) and a fit of
-    k+1 may not, so k+1's labels are then cut on k's joined graph (``next_ncut``). Measured over 331 graph sweeps
-    (ks 2..8) of rings, moons, random and well-separated blobs and real sets: it names the
-    true k of 157 of 159 separable shapes, 72 of 72 well-separated blob sets and 37 of 39
-    separable random-blob sets, where the graph silhouette names 25, 26 and 7 and the
-    eigengap 14, 51 and 20 (docs/performance.md).
+    piece multiplies its cut by (k + 1)/(k − 1): 3 at k = 2, 2 at k = 3, less after. So the cut
+    ratio's choice (``choose_by_cut_ratio``) is the *largest* k whose next cluster at least
+    triples the cut (ρ_k ≥ ``CUT_RATIO_JUMP``), else the k of the largest ρ (the smaller k on
+    ties), or the one k swept when it alone has no ratio. Where k+1 is not among the ks swept
+    it is fitted for the ratio alone (on the same graph, with the same seed) and not recorded
+    as a k of its own; where the graph has k nodes or fewer there is no ratio (None). Both cuts
+    are measured on the graph k was fitted on: with more components than k, a fit joins them by
+    bridges first (``kernels.graph.join_components``) and a fit of k+1 may not, so k+1's labels
+    are then cut on k's joined graph (``next_ncut``). Measured over 212 graph sweeps of k =
+    2..8 (``benchmarks/bench_sweep_k.py``, docs/performance.md), it names the true k of 81 of
+    82 separable rings and moons, 72 of 72 well-separated blob sets and 13 of 15 separable
+    random-blob sets, where the graph silhouette names 11, 27 and 1 and the eigengap 6, 54 and
+    8.
 
 Eigengap (von Luxburg, "A tutorial on spectral clustering", Statistics and Computing 2007)
     The smallest max(ks) + 1 eigenvalues λ_1 ≤ λ_2 ≤ … of L = I − D^{-½}AD^{-½} are computed
@@ -102,7 +103,9 @@ def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
     n_threads : threads of the neighbour search and the passes
     eigengap : 'auto' (up to ``EIGENGAP_MAX_NODES`` nodes), True or False
     start, n_init, max_iter : the starts and passes of each k's fit (``fit_graph``'s)
-    progress : callable, optional; ``progress(done, len(ks), record)`` after each k
+    progress : callable, optional; ``progress(done, total, record)`` after each k, and
+        ``progress(done, total, None)`` after each k+1 fitted for a cut ratio alone (total
+        counts both)
     neighbor_search : the neighbour search of the graph (``kernels.graph.knn_graph``), seeded
         as ``fit_graph`` seeds it
 
@@ -147,6 +150,9 @@ def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
                             rng=np.random.default_rng(random_state), n_threads=n_threads,
                             kernel=kernel)
 
+    swept = set(ks)
+    extra = [k + 1 for k in ks if k + 1 not in swept and k + 1 <= kernel.n]
+    total = len(ks) + len(extra)
     records = []
     for i, k in enumerate(ks):
         t0 = time.perf_counter()
@@ -158,16 +164,20 @@ def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
                                         eigengap=gaps[i], eigengap_choice=i == choice,
                                         fit=fit, seconds=time.perf_counter() - t0))
         if progress is not None:
-            progress(i + 1, len(ks), records[-1])
+            progress(i + 1, total, records[-1])
     # The cut ratios: the next k's cut, fitted here when it is not a k of the sweep, on the
     # graph k was fitted on (joined by bridges or not: module docstring).
-    swept = {r.k: r.fit for r in records}
+    fits = {r.k: r.fit for r in records}
+    done = len(ks)
     for i, r in enumerate(records):
-        seconds, nxt = r.seconds, swept.get(r.k + 1)
+        seconds, nxt = r.seconds, fits.get(r.k + 1)
         if nxt is None and r.k + 1 <= kernel.n:
             t0 = time.perf_counter()
             nxt = fit_k(r.k + 1)
             seconds += time.perf_counter() - t0
+            done += 1
+            if progress is not None:
+                progress(done, total, None)
         if nxt is None:
             continue
         next_ncut = (nxt.ncut if nxt.graph.info.bridges == r.fit.graph.info.bridges else

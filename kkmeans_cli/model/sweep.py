@@ -300,7 +300,8 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
         (``measures.graph_sweep.choose_by_cut_ratio``; k + 1 is fitted for the largest k
         swept, and for every k whose k + 1 is not swept)
     sample_weight : None or n equal weights (a graph fit weighs points by their degrees)
-    progress : callable, optional; ``progress(done, total, row)`` after each k
+    progress : callable, optional; ``progress(done, total, row)`` after each k (row None
+        after a k+1 fitted for a cut ratio alone; total counts those too)
     eigengap : 'auto' (up to ``measures.graph_sweep.EIGENGAP_MAX_NODES`` nodes), True or
         False; True whenever ``metric='eigengap'``
     refit_best : bool
@@ -354,8 +355,8 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
     fit_seed = fit_rngs(params["random_state"])[1].bit_generator.seed_seq
 
     def advance(done, total, record):
-        if progress is not None:
-            progress(done, total, _graph_row(record))
+        if progress is not None:    # record None: a k+1 fitted for a cut ratio alone
+            progress(done, total, None if record is None else _graph_row(record))
 
     t0 = time.perf_counter()
     records = sweep_graph(X, ks, affinity=affinity, n_neighbors=params.get("n_neighbors"),
