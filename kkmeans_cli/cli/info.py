@@ -121,7 +121,7 @@ def model_info_rows(info):
     return rows
 
 
-#: ``graph.search`` of a model for people (models written before it was recorded have none)
+#: the ``search`` of a model's graph meta, for people (models written before it was recorded have none)
 SEARCH_TEXT = {"kd-tree": "exact (k-d tree)", "exact": "exact (blocked)",
                "approximate": "approximate (pynndescent's nearest-neighbour descent)"}
 

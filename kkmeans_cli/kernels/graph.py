@@ -34,12 +34,13 @@ Components
     by ``scipy.sparse.csgraph.connected_components``): the normalized-cut engine starts from
     them (a labelling whose clusters are unions of components cuts nothing: ncut 0).
 """
+import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..engine.threads import blas_threads
-from ..errors import DataError, UsageError
+from ..errors import DataError, KKMeansWarning, UsageError
 from . import _knn_graph
 
 WEIGHTINGS = ("connectivity", "self-tuning")
@@ -321,10 +322,6 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
     if route == "approximate" and neighbor_search == "auto":
         problem = ann_import_problem()
         if problem is not None:       # found but broken: 'auto' takes the exact search
-            import warnings
-
-            from ..errors import KKMeansWarning
-
             warnings.warn(f"pynndescent could not be imported ({problem[1]}): the exact "
                           f"neighbour search is used; repair it with pip install "
                           f"'kkmeans-cli[ann]', or set neighbor_search='exact'",

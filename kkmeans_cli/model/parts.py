@@ -206,7 +206,7 @@ class GraphPart:
     #: absent from models written before it was recorded)
     INFO_KEYS = ("n_points", "n_nodes", "n_neighbors", "weighting", "nnz", "n_components",
                  "n_duplicates", "bridges", "search")
-    #: the values of ``graph.search``: the neighbour search that built the graph
+    #: the values of the graph meta's ``search``: the neighbour search that built the graph
     SEARCHES = ("kd-tree", "exact", "approximate", "none")
 
     @classmethod
