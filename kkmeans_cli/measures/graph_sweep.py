@@ -48,11 +48,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..engine.graph import GraphKernel
+from ..engine.graph import GraphKernel, normalized_cut
 from ..engine.graph_starts import EigenvectorsFailed, eigengaps, laplacian_eigenvalues
 from ..engine.threads import blas_threads, effective_n_threads
 from ..errors import KKMeansWarning
-from ..engine.graph import normalized_cut
 from ..kernels.graph_fit import build_graph, fit_on_graph, search_seed
 from .graph_silhouette import graph_silhouette
 

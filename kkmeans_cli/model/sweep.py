@@ -440,16 +440,16 @@ def choose_k(rows, metric):
     ks = np.array([r["k"] for r in rows], dtype=float)
     v = np.array([r[metric] for r in rows], dtype=float)
     ok = np.isfinite(v)
-    if metric == "cut_ratio" and ks.size == 1:
-        return int(ks[0])           # the one k swept, though a graph of k nodes has no k + 1
+    if metric == "cut_ratio":
+        chosen = choose_by_cut_ratio(ks, v)    # the one k swept wins without a ratio
+        if chosen is not None:
+            return chosen
     if not ok.any():
         hint = ("; λ_(k+1) − λ_k needs a graph of more than k nodes: sweep smaller ks or "
                 "choose k by the silhouette" if metric == "eigengap" else
                 "; ncut(k+1)/ncut(k) needs a graph of more than k nodes: sweep smaller ks or "
                 "choose k by the silhouette" if metric == "cut_ratio" else "")
         raise ValueError(f"no k has a finite {metric.replace('_', ' ')}{hint}")
-    if metric == "cut_ratio":
-        return choose_by_cut_ratio(ks[ok], v[ok])
     ks, v = ks[ok], v[ok]
     if metric == "inertia":
         if ks.size < 3 or v.max() == v.min():
