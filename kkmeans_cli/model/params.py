@@ -175,6 +175,9 @@ GRAPH_REFUSED = {"gamma": "median", "degree": 3, "coef0": 1.0, "storage": "auto"
 #: Every setting a graph fit does not read: those above, and dtype, refine and algorithm
 #: (refused unless left at their defaults), tol (ignored) and objective (always the cut).
 GRAPH_UNUSED = (*GRAPH_REFUSED, "dtype", "refine", "algorithm", "tol", "objective")
+#: The graph's own settings with a default, refused with a dense kernel unless at it:
+#: parameter → what it sets (``n_neighbors``, default None, is refused on its own).
+GRAPH_ONLY = {"weighting": "the edge weights", "neighbor_search": "the neighbour search"}
 
 
 def check_graph_combination(params):
@@ -195,18 +198,13 @@ def check_graph_combination(params):
             raise InvalidParameterError(
                 f"n_neighbors={params['n_neighbors']} sets the graph of kernel='knn'; the "
                 f"{kernel} kernel has no neighbours (use kernel='knn', or drop n_neighbors)")
-        weighting = params.get("weighting", _options.DEFAULTS["weighting"])
-        if weighting != _options.DEFAULTS["weighting"]:
-            raise InvalidParameterError(
-                f"weighting='{weighting}' sets the edge weights of the graph of "
-                f"kernel='knn'; the {kernel} kernel builds no neighbour graph (use "
-                f"kernel='knn', or drop weighting='{weighting}')")
-        search = params.get("neighbor_search", _options.DEFAULTS["neighbor_search"])
-        if search != _options.DEFAULTS["neighbor_search"]:
-            raise InvalidParameterError(
-                f"neighbor_search='{search}' sets the neighbour search of the graph of "
-                f"kernel='knn'; the {kernel} kernel builds no neighbour graph (use "
-                f"kernel='knn', or drop neighbor_search='{search}')")
+        for key, what in GRAPH_ONLY.items():
+            value = params.get(key, _options.DEFAULTS[key])
+            if value != _options.DEFAULTS[key]:
+                raise InvalidParameterError(
+                    f"{key}='{value}' sets {what} of the graph of kernel='knn'; the {kernel} "
+                    f"kernel builds no neighbour graph (use kernel='knn', or drop "
+                    f"{key}='{value}')")
         return
     if params.get("neighbor_search") == "approximate":
         if not ann_available():
