@@ -262,7 +262,7 @@ def _graph_sweep(opts, k_ranges):
 
 def _graph_choice_text(result, metric):
     """The report's line for the k a graph sweep chose, and why."""
-    from ..measures.graph_sweep import CUT_RATIO_EPS, CUT_RATIO_JUMP
+    from ..measures.graph_sweep import CUT_RATIO_JUMP
 
     k, row = result.best_k, result.best_row
     if metric != "cut_ratio":
@@ -271,12 +271,11 @@ def _graph_choice_text(result, metric):
     if ratio != ratio:
         return (f"{k} by cut-ratio, the one k swept (a graph of {k} nodes cannot be cut "
                 f"into {k + 1} clusters to compare)")
-    following = ratio * (row["ncut"] + CUT_RATIO_EPS) - CUT_RATIO_EPS
     why = (f"the largest k whose next cluster multiplies the normalized cut by "
            f"{CUT_RATIO_JUMP:g} or more" if ratio >= CUT_RATIO_JUMP else
            f"no next cluster multiplies the normalized cut by {CUT_RATIO_JUMP:g}: the largest "
            f"ratio")
-    return (f"{k} by cut-ratio = {ratio:.4g}: ncut {row['ncut']:.4g} → {following:.4g} at "
+    return (f"{k} by cut-ratio = {ratio:.4g}: ncut {row['ncut']:.4g} → {row['next_ncut']:.4g} at "
             f"k = {k + 1} ({why})")
 
 

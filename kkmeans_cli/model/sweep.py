@@ -405,12 +405,13 @@ def _sorted_ks(ks, n_rows):
 
 
 def _graph_row(record):
-    """A row of :data:`GRAPH_COLUMNS` from a ``GraphSweepRecord`` (None as NaN)."""
+    """A row of :data:`GRAPH_COLUMNS` from a ``GraphSweepRecord`` (None as NaN), and
+    ``next_ncut``, the normalized cut of k + 1 behind the cut ratio (not a column)."""
     def number(value):
         return float("nan") if value is None else float(value)
 
     return {"k": record.k, "objective": float(record.objective), "ncut": float(record.ncut),
-            "cut_ratio": number(record.cut_ratio),
+            "cut_ratio": number(record.cut_ratio), "next_ncut": number(record.next_ncut),
             "silhouette": number(record.silhouette), "eigengap": number(record.eigengap),
             "n_iter": int(record.fit.n_iter), "seconds": float(record.seconds)}
 
