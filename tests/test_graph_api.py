@@ -427,6 +427,26 @@ def test_cli_fit_predict_info_knn(moons_csv):
             in info.stdout)
     assert json.loads(run(["info", folder / "m.npz", "--json"]).stdout)["graph"]["nnz"] == \
         est.fit_stats_["graph"]["nnz"]
+    # the fit line counts the starts that ran (the fit report's), not the unused --n-init
+    kinds = est.fit_stats_["start_kinds"]
+    fit_line = next(line for line in info.stdout.splitlines() if line.startswith("fit:"))
+    assert f"starts={len(kinds)} (" in fit_line
+    assert f"best {est.fit_stats_['best_start']})" in fit_line
+    assert "n_init" not in fit_line and "--n-init" not in info.stdout
+    assert f"restarts:      {len(kinds)} " in fit.stderr
+
+
+def test_cli_info_of_spectral_graph_starts_keeps_n_init(moons_csv):
+    """With --init spectral --n-init counts the graph's starts, so info keeps it."""
+    folder = moons_csv
+    fit = run(["fit", folder / "moons.csv", "-k", "2", "--init", "spectral", "--n-init", "3",
+               "-o", folder / "s.npz"])
+    assert fit.exit_code == 0, fit.stderr
+    info = run(["info", folder / "s.npz"])
+    assert info.exit_code == 0, info.stderr
+    assert "--n-init=3" in info.stdout
+    fit_line = next(line for line in info.stdout.splitlines() if line.startswith("fit:"))
+    assert "starts=3 (3 spectral" in fit_line, fit_line
 
 
 def test_cli_graph_row_names_the_neighbours_each_node_has(tmp_path):

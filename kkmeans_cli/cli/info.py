@@ -70,6 +70,9 @@ def model_info_rows(info):
         unused += GRAPH_UNUSED
     if info["kernel"] not in GRAPH_KERNELS:  # the edge weights of kernel knn's graph alone
         unused += ("weighting", "neighbor_search")
+    kinds = (info.get("optima") or {}).get("start_kinds")
+    if info.get("graph") and kinds and options.get("init") != "spectral":
+        unused += ("n_init",)       # the default starts on a graph are a fixed set
     fitted = " ".join(f"--{key.replace('_', '-')}={value}" for key, value in options.items()
                       if value not in (None, False) and key not in unused)
     rows = [
@@ -85,7 +88,7 @@ def model_info_rows(info):
         ("inertia", f"{info['inertia']:.6g}"),
         ("scaling", info["scale"]),
         ("dtype", info["dtype"]),
-        ("fit", f"seed={info.get('seed')} n_init={info.get('n_init')} "
+        ("fit", f"seed={info.get('seed')} {_starts_text(info, kinds)} "
                 f"n_iter={info.get('n_iter')} converged={info.get('converged')}"
                 + ("" if info.get("graph") else f" algorithm={info.get('algorithm')}")),
     ]
@@ -119,6 +122,17 @@ def model_info_rows(info):
         rows.append(("options", fitted))
     rows.append(("created", str(info.get("created"))))
     return rows
+
+
+def _starts_text(info, kinds):
+    """The fit line's starts: a graph fit's own (counted by kind, and the best), else
+    n_init."""
+    if not (info.get("graph") and kinds):
+        return f"n_init={info.get('n_init')}"
+    from .report import starts_mix
+
+    best = info["optima"].get("best_start")
+    return f"starts={len(kinds)} ({starts_mix(kinds)}" + (f"; best {best})" if best else ")")
 
 
 #: the ``search`` of a model's graph meta, for people (models written before it was recorded have none)

@@ -317,6 +317,11 @@ def _graph_rows(stats):
     return [("graph", graph_text(stats["graph"], stats["ncut"]))]
 
 
+def starts_mix(kinds):
+    """The kinds of a fit's starts counted, in first-seen order: '1 spectral, 1 merge-2k'."""
+    return ", ".join(f"{kinds.count(kind)} {kind}" for kind in dict.fromkeys(kinds))
+
+
 def _optima_rows(est):
     """Rows of the fit report: the objective (with the ncut value), the winning start and
     what each stage lowered the objective by."""
@@ -326,8 +331,7 @@ def _optima_rows(est):
         rows.append(("objective", f"ncut = {est.ncut_:.6g} (normalized cut, Σ cut/vol)"))
     kinds = stats.get("start_kinds")
     if kinds:
-        mix = ", ".join(f"{kinds.count(kind)} {kind}" for kind in dict.fromkeys(kinds))
-        rows.append(("starts", f"{mix}; best: {stats.get('best_start')}"))
+        rows.append(("starts", f"{starts_mix(kinds)}; best: {stats.get('best_start')}"))
     start, lloyd_obj = stats.get("start_objective"), stats.get("lloyd_objective")
     refined = stats.get("refined_objective")
     if lloyd_obj is not None and refined is not None:
