@@ -72,6 +72,36 @@ def test_sweep_as_subprocess_with_list_of_ks(tmp_path, data):
     assert os.listdir(tmp_path) == ["data.csv"]  # no model unless -o
 
 
+def test_a_config_gives_the_ks_as_a_yaml_list_or_one_number(tmp_path, data):
+    """``k: [2, 3, 4, 6]`` in a config is ``--k 2,3,4,6``, ``k: 4`` is ``--k 4``; a list of
+    anything but whole numbers is a config error (exit 2, one line naming the key, nothing
+    written)."""
+    _, _, path = data
+    flags = run(["sweep", "--kernel", "rbf", path, "--k", "2,3,4,6", *FAST])
+    assert flags.exit_code == 0, flags.stderr
+    config = tmp_path / "run.yaml"
+    config.write_text("k: [2, 3, 4, 6]\nkernel: rbf\n")
+    listed = run(["sweep", path, "--config", config, *FAST])
+    assert listed.exit_code == 0, listed.stderr
+    drop = [{k: v for k, v in r.items() if k != "seconds"} for r in parse_table(flags.stdout)]
+    assert [{k: v for k, v in r.items() if k != "seconds"}
+            for r in parse_table(listed.stdout)] == drop
+    config.write_text("k: 4\nkernel: rbf\n")
+    one = run(["sweep", path, "--config", config, *FAST])
+    assert one.exit_code == 0, one.stderr
+    assert [int(r["k"]) for r in parse_table(one.stdout)] == [4]
+    for text, got in [("k: [2, three]", "got 'three' (str)"), ("k: []", "got an empty list"),
+                      ("k: [2, true]", "got 'True' (bool)"), ("k: [2, 3.5]", "got '3.5' (float)")]:
+        config.write_text(text + "\n")
+        bad = run_process(["sweep", path, "--config", config, "-o", tmp_path / "m.npz"],
+                          cwd=tmp_path)
+        assert bad.returncode == 2, bad.stderr
+        assert bad.stderr.strip().splitlines() == [
+            f"kkmeans: error: config {config}: key 'k': must be a text such as 2..10 or 2,3,5, "
+            f"a whole number, or a list of whole numbers; {got}"]
+        assert sorted(os.listdir(tmp_path)) == ["data.csv", "run.yaml"]
+
+
 def test_sweep_table_file_equals_stdout(tmp_path, data):
     _, _, path = data
     on_stdout = run(["sweep", "--kernel", "rbf", path, "--k", "2..5", *FAST, "--quiet"])

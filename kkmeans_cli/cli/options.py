@@ -106,6 +106,26 @@ SEED_MAX = 2 ** 32 - 1
 MAX_N_INIT = 1_000_000
 
 
+class KsType(click.ParamType):
+    """``sweep --k``: a text of ranges and lists (``2..10``, ``2,3,5``, ``2..4,8``), read by
+    ``model.sweep.parse_k_ranges`` once the rows are known. A config may also give one
+    whole number or a YAML list of them (``k: [2, 3, 5]``), read as that text."""
+    name = "text"
+    #: a config's YAML list is this option's value too (``io.config.convert_value``)
+    accepts_list = True
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str):
+            return value
+        items = value if isinstance(value, list) else [value]
+        bad = [v for v in items if isinstance(v, bool) or not isinstance(v, int)]
+        if bad or not items:
+            got = "an empty list" if not items else f"{str(bad[0])[:40]!r} ({type(bad[0]).__name__})"
+            self.fail(f"must be a text such as 2..10 or 2,3,5, a whole number, or a list of "
+                      f"whole numbers; got {got}", param, ctx)
+        return ",".join(str(v) for v in items)
+
+
 class SizeType(click.ParamType):
     """``--memory-limit``: bytes, or a size such as ``8G``, ``500M``, ``1.5GB``."""
 

@@ -9,7 +9,7 @@ from .._text import plural
 from ..errors import DataError, UsageError
 from .inputs import (check_distinct, init_is_file, input_paths, is_graph_data,
                      prepare_fit_data)
-from .options import (check_memory_plan, check_option_combination, data_options,
+from .options import (KsType, check_memory_plan, check_option_combination, data_options,
                       effective_options, estimator_kwargs, fit_options, require_matplotlib,
                       run_options, stored_options, warn_unused_options)
 
@@ -54,7 +54,7 @@ def sweep_fit_options(f):
 
 @click.command("sweep", epilog=SWEEP_EPILOG)
 @click.argument("data")
-@click.option("--k", "k", default=None, metavar="2..10|2,3,5",
+@click.option("--k", "k", type=KsType(), default=None, metavar="2..10|2,3,5",
               help="The ks to try: a range lo..hi (inclusive), a list, or both (2..4,8); "
                    "each 2 ≤ k < rows (required).")
 @click.option("--metric", type=click.Choice(SWEEP_METRICS), default=None,

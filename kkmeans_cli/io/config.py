@@ -297,7 +297,8 @@ def convert_value(ctx, param, value, path):
     if param.is_flag:
         if not isinstance(value, bool):
             expected = "true or false"
-    elif isinstance(value, bool) or isinstance(value, (dict, list)) or value is None:
+    elif (isinstance(value, bool) or isinstance(value, dict) or value is None
+          or (isinstance(value, list) and not getattr(kind, "accepts_list", False))):
         expected = _type_name(kind)
     elif isinstance(kind, click.types.IntParamType) and not isinstance(value, int):
         expected = "an integer"
