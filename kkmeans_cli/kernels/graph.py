@@ -319,6 +319,10 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
     k = int(min(wanted, n))
     base_of, points, counts = None, X, np.ones(n)
     route = search_route(neighbor_search, n, X.shape[1])
+    if neighbor_search == "approximate" and route == "kd-tree":
+        warnings.warn(f"the approximate neighbour search does not apply to data of "
+                      f"{TREE_MAX_DIM} columns or fewer (here {X.shape[1]}): the k-d tree's "
+                      f"exact search, quicker there, was used", KKMeansWarning, stacklevel=2)
     if route == "approximate" and neighbor_search == "auto":
         problem = ann_import_problem()
         if problem is not None:       # found but broken: 'auto' takes the exact search
@@ -338,6 +342,13 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
         k = int(min(wanted, points.shape[0]))
         if points.shape[0] <= APPROX_MIN_NODES * k:
             route = "exact"
+            if neighbor_search == "approximate":
+                copies = "" if points.shape[0] == n else f" (of {n:,} rows)"
+                warnings.warn(f"the approximate neighbour search needs more than "
+                              f"{APPROX_MIN_NODES} distinct points per neighbour, and there "
+                              f"are {points.shape[0]:,} distinct points{copies} for {k:,} "
+                              f"neighbours: the exact search was used", KKMeansWarning,
+                              stacklevel=2)
     order, dist, idx = self_neighbours(points, k, n_threads, route, random_state)
     if route != "approximate" and k >= 2 and np.any(dist[:, 1] == 0.0):
         base_of, points, counts = distinct_nodes(X)
@@ -376,17 +387,21 @@ def check_points(X):
         raise DataError(f"X row {r}, column {c}: {X[r, c]} is not a finite number")
 
 
-def search_route(neighbor_search, n_points, n_dims):
+def search_route(neighbor_search, n_points, n_dims, n_neighbors=None):
     """The neighbour search a graph of ``n_points`` points in ``n_dims`` dimensions gets:
     'kd-tree' up to ``TREE_MAX_DIM`` dimensions (exact and quick, whatever
     ``neighbor_search``); above, 'approximate' when asked, or for 'auto' from
     ``APPROX_MIN_POINTS`` points when pynndescent can be imported (looked up, not imported),
-    and 'exact' otherwise."""
+    and 'exact' otherwise. Given ``n_neighbors``, the points are also too few for the
+    approximate search at ``APPROX_MIN_NODES`` per neighbour or fewer: 'exact' (``knn_graph``
+    also counts the distinct points, which copies lessen)."""
     if neighbor_search not in NEIGHBOR_SEARCHES:
         raise ValueError(f"neighbor_search must be one of {NEIGHBOR_SEARCHES}, got "
                          f"{neighbor_search!r}")
     if n_dims <= TREE_MAX_DIM:
         return "kd-tree"
+    if n_neighbors is not None and n_points <= APPROX_MIN_NODES * min(n_neighbors, n_points):
+        return "exact"
     if neighbor_search == "approximate":
         return "approximate"
     if neighbor_search == "auto" and n_points >= APPROX_MIN_POINTS and ann_available():
@@ -598,15 +613,13 @@ def check_affinity(A, what="affinity", n_clusters=None, first_index=0):
     A = sparse.csr_matrix(A, dtype=np.float64)
     A.sum_duplicates()
     A.sort_indices()
-    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr)) + first_index
-    cols = A.indices.astype(np.int64) + first_index
     bad = np.flatnonzero(~np.isfinite(A.data))
     if bad.size:
-        raise DataError(f"{what} row {rows[bad[0]]}, column {cols[bad[0]]}: "
+        raise DataError(f"{what} {_entry(A, bad[0], first_index)}: "
                         f"{A.data[bad[0]]} is not a finite number")
     bad = np.flatnonzero(A.data < 0)
     if bad.size:
-        raise DataError(f"{what} row {rows[bad[0]]}, column {cols[bad[0]]}: "
+        raise DataError(f"{what} {_entry(A, bad[0], first_index)}: "
                         f"negative weight {A.data[bad[0]]:.6g}")
     _check_symmetric(A, what, first_index)
     largest = float(A.data.max()) if A.nnz else 0.0
@@ -616,7 +629,7 @@ def check_affinity(A, what="affinity", n_clusters=None, first_index=0):
         scaled = A.data / largest
         lost = np.flatnonzero((scaled == 0) & (A.data > 0))
         if lost.size:
-            raise DataError(f"{what} row {rows[lost[0]]}, column {cols[lost[0]]}: weight "
+            raise DataError(f"{what} {_entry(A, lost[0], first_index)}: weight "
                             f"{A.data[lost[0]]:.3g} is too small beside the largest weight "
                             f"({largest:.3g}) to be represented in float range (their ratio is "
                             f"below about 4.9e-324)")
@@ -641,6 +654,14 @@ def check_affinity(A, what="affinity", n_clusters=None, first_index=0):
                         f"{MIN_RELATIVE_DEGREE:.2g} times the largest weight the square "
                         f"leaves float range; give the row larger weights")
     return S
+
+
+def _entry(A, position, first_index=0):
+    """'row r, column c' of the stored entry ``position`` of the CSR matrix A (counted from
+    ``first_index``): found when a message needs it, so that the checks hold no row number
+    per entry."""
+    row = int(np.searchsorted(A.indptr, position, side="right")) - 1
+    return f"row {row + first_index}, column {int(A.indices[position]) + first_index}"
 
 
 def _check_symmetric(A, what, first_index=0):
