@@ -78,12 +78,15 @@ class MemoryPlan:
         The work planned, for messages (e.g. "the exact fit of 40,000 points").
     alternatives : dict
         Option → bytes the same work would need with that option (for the message).
+    smaller : str
+        The last way out named, the work made smaller ("a smaller sample").
     """
 
     items: dict = field(default_factory=dict)
     what: str = "this run"
     alternatives: dict = field(default_factory=dict)
     max_n: int = None
+    smaller: str = "a smaller sample"
 
     @property
     def total(self):
@@ -104,6 +107,30 @@ def format_bytes(n):
             value = n / size
             return f"{value:.3g} {unit}" if value < 100 else f"{value:.0f} {unit}"
     return f"{int(n)} B"
+
+
+def format_need(need, limit):
+    """(need, limit) for a refusal, need > limit, so that the need printed visibly exceeds
+    the limit: :func:`format_bytes` of each when they read so (``12 GiB`` and ``8 GiB``),
+    else both in the limit's unit with as many decimals as tell them apart (``100.004 MiB``
+    and ``100 MiB``; the limit's trailing zeros dropped), or in bytes."""
+    shown = format_bytes(need), format_bytes(limit)
+
+    def value(text):
+        number, unit = text.split()
+        sizes = {"TiB": 2**40, "GiB": 2**30, "MiB": 2**20, "KiB": 2**10, "B": 1}
+        return float(number) * sizes[unit]
+
+    if value(shown[0]) > value(shown[1]):
+        return shown
+    unit, size = next(((u, s) for u, s in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20),
+                                            ("KiB", 2**10)) if limit >= s), ("B", 1))
+    for decimals in range(1, 7) if size > 1 else ():
+        a, b = f"{need / size:.{decimals}f}", f"{limit / size:.{decimals}f}"
+        if float(a) > float(b):
+            a, b = (t.rstrip("0").rstrip(".") for t in (a, b))
+            return f"{a} {unit}", f"{b} {unit}"
+    return f"{int(need):,} B", f"{int(limit):,} B"
 
 
 def parse_size(text):
@@ -385,7 +412,24 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
                 blocks - build
             build = blocks
     items["points and nodes"] = n * (24 * d + 100)
-    held = (8 + i) * 2 * e
+    work, held = _graph_fit_work(n, nnz, i, k, start=start, eigengap=eigengap,
+                                 sweep_ks=sweep_ks, row_entries=2 * nn)
+    held += (8 + i) * 2 * e
+    if refit:
+        work = max(work, build)
+    if held + work > build:
+        items["fit" if not sweep_ks else "fits and measures"] = held + work - build
+    what = what or (f"the neighbour graph of {n:,} points with {nn:,} neighbours and its "
+                    f"fit")
+    return MemoryPlan(items=items, what=what)
+
+
+def _graph_fit_work(n, nnz, i, k, *, start="auto", eigengap=False, sweep_ks=0,
+                    row_entries=0):
+    """(work, held): the bytes a fit (or a sweep) of k clusters on a graph of n nodes and nnz
+    entries (indices of i bytes) allocates beside the graph it holds, and what the sweep
+    keeps beside it (the labels of every k); ``row_entries`` bounds the entries of a row (the
+    silhouette's blocks of edges). The "fit" and "sweep" rows of :func:`graph_plan`."""
     nodes = n if (start == "spectral" or eigengap or n <= GRAPH_DIRECT_MAX) \
         else min(n, GRAPH_DIRECT_MAX)
     r = max(k + 1, GRAPH_OVERSEGMENT * k) if start == "auto" else k
@@ -396,17 +440,49 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
     work = copies * (8 + i) * nnz + lanczos + 4 * 8 * n
     if start == "spectral":
         work += 2 * n * k * k * 8
+    held = 0
     if sweep_ks:
-        block = min(n, 1 << 16) * nn * 2
+        block = min(n, 1 << 16) * max(1, row_entries)
         work = max(work, 8 * 8 * block + 4 * n * k * 8)
         held += int(sweep_ks) * n * 12
+    return work, held
+
+
+def given_graph_plan(n, nnz, k, *, start="auto", eigengap=False, sweep_ks=0, refit=False,
+                     what=None):
+    """The peak memory of fitting k clusters (the largest k of a sweep) on a sparse affinity
+    of n nodes and nnz stored entries given as DATA (``--kernel precomputed`` with an
+    ``.npz`` or ``.mtx``), as a :class:`MemoryPlan`; the matrix read is DATA and is not
+    counted. With i = 4 bytes per index (8 from 2³¹ entries):
+
+    ===========================  ==========================================================
+    affinity checks              (8 + i) nnz for Aᵀ, (8 + i) 2 nnz for A − Aᵀ (SciPy
+                                 allocates room for both) and 8 nnz for its magnitudes: the
+                                 symmetry check (``kernels.graph.check_affinity``)
+    graph                        2 ((8 + i) nnz + 8 n) + 40 n: the checked (A + Aᵀ)/2, twice
+                                 (the estimator checks DATA and the fit checks what it is
+                                 given), and the arrays of its nodes
+    fit                          as in :func:`graph_plan`, on nnz entries, beyond the checks
+    ===========================  ==========================================================
+
+    Measured against the growth of the process's peak RSS (docs/engine.md, "Memory"), the
+    plan is 1.0–1.6 times it.
+    """
+    n, nnz, k = int(n), int(nnz), int(k)
+    i = 4 if max(n, nnz) < 2**31 else 8
+    checks = (8 + i) * nnz + (8 + i) * 2 * nnz + 8 * nnz
+    held = 2 * ((8 + i) * nnz + 8 * n) + 40 * n
+    work, sweep_held = _graph_fit_work(n, nnz, i, k, start=start, eigengap=eigengap,
+                                       sweep_ks=sweep_ks,
+                                       row_entries=-(-nnz // max(n, 1)))
+    held += sweep_held
     if refit:
-        work = max(work, build)
-    if held + work > build:
-        items["fit" if not sweep_ks else "fits and measures"] = held + work - build
-    what = what or (f"the neighbour graph of {n:,} points with {nn:,} neighbours and its "
-                    f"fit")
-    return MemoryPlan(items=items, what=what)
+        work = max(work, checks)
+    items = {"affinity checks": checks, "graph": held}
+    if work > checks:
+        items["fit" if not sweep_ks else "fits and measures"] = work - checks
+    what = what or f"the fit of the given graph of {n:,} nodes and {nnz:,} entries"
+    return MemoryPlan(items=items, what=what, smaller="a smaller graph")
 
 
 def choose_storage(n, k, dtype="float64", *, limit=None, storage="auto", blocked_ok=True,
@@ -507,12 +583,13 @@ def check(memory_plan, limit=None, **largest_kwargs):
         if max_n >= 2:
             ways.append(f"a smaller sample (at most {max_n:,} rows fit)")
     else:
-        ways.append("a smaller sample")
+        ways.append(memory_plan.smaller)
     if not given:
         ways.append("a larger --memory-limit if more memory is free")
     elif not ways:  # nothing else helps: not even 2 rows fit
         ways.append("a larger --memory-limit (not even 2 rows fit in this one)")
+    need_text, limit_text = format_need(memory_plan.total, limit)
     raise MemoryPlanError(
-        f"not enough memory: {memory_plan.what} needs {format_bytes(memory_plan.total)} "
-        f"({memory_plan.describe()}), the limit is {format_bytes(limit)} ({source}); "
+        f"not enough memory: {memory_plan.what} needs {need_text} "
+        f"({memory_plan.describe()}), the limit is {limit_text} ({source}); "
         f"try {', '.join(ways[:-1]) + ' or ' + ways[-1] if len(ways) > 1 else ways[0]}")

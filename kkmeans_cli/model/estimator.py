@@ -368,9 +368,14 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         Sample weights: none, or all equal (they scale every degree alike and change no
         cut); the graph's own weights are its edges."""
         given = self.kernel == "precomputed"
+        params = self.get_params(deep=False)
         if given:
-            check_graph_settings(self.get_params(deep=False),
-                                 "kernel='precomputed' with a sparse X", "that affinity graph")
+            check_graph_settings(params, "kernel='precomputed' with a sparse X",
+                                 "that affinity graph")
+            if getattr(X, "ndim", 0) == 2 and X.shape[0] >= self.n_clusters:
+                # planned before the checks of the affinity, which copy it
+                check_graph_memory(X.shape[0], 0, [self.n_clusters], nnz=X.nnz,
+                                   memory_limit=self.memory_limit, init=self.init)
         X, affinity = check_graph_data(X, given, estimator=self)
         n = (affinity if given else X).shape[0]
         if self.n_clusters > n:
@@ -381,13 +386,13 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         if not given:
             check_graph_neighbors(self.n_neighbors, n)
             check_fit_values(X, "knn", weights, self.n_clusters)
-            check_graph_memory(n, X.shape[1], [self.n_clusters], n_neighbors=self.n_neighbors,
-                               memory_limit=self.memory_limit, init=self.init,
-                               weighting=self.weighting,
-                               neighbor_search=self.neighbor_search)
+            params["neighbor_search"] = check_graph_memory(
+                n, X.shape[1], [self.n_clusters], n_neighbors=self.n_neighbors,
+                memory_limit=self.memory_limit, init=self.init, weighting=self.weighting,
+                neighbor_search=self.neighbor_search)
         # one thread below SMALL_N points, as the dense kernels (the labels do not depend on it)
-        return fit_graph_arrays(X, affinity, self.get_params(deep=False),
-                                fit_rngs(self.random_state), fit_threads(self.n_threads, n))
+        return fit_graph_arrays(X, affinity, params, fit_rngs(self.random_state),
+                                fit_threads(self.n_threads, n))
 
     def _set_fitted(self, result):
         """Write the fitted attributes (``*_``) from a :class:`FitResult`: the one place that

@@ -30,8 +30,8 @@ from ..kernels.nystroem import feature_engine_applies
 from ..kernels.psd import PRECOMPUTED, needs_psd_check
 from ..engine.exact_restarts import sample_size as screen_sample_size
 from ..measures.graph_sweep import EIGENGAP_MAX_NODES
-from ..memory import RESTARTS_COMPLETED, check, choose_storage, format_bytes, graph_plan, \
-    plan, resolve_limit
+from ..memory import RESTARTS_COMPLETED, check, choose_storage, format_bytes, \
+    given_graph_plan, graph_plan, plan, resolve_limit
 
 # storage='auto' (route 'lazy'): a fit with one start of at least LAZY_MIN_N points starts
 # without the kernel matrix and builds it once the blocked iterations have computed
@@ -374,42 +374,70 @@ def check_command_memory(params, n, ks, silhouette=None, blocked_silhouette=Fals
 
 def check_graph_memory(n, n_features, ks, *, n_neighbors=None, memory_limit=None,
                        init="k-means++", weighting="connectivity", sweep=False, refit=False,
-                       eigengap=False, neighbor_search="auto"):
+                       eigengap=False, neighbor_search="auto", nnz=None):
     """Refuse (``MemoryPlanError``) before the k-nearest-neighbour graph of n points is built
     when building it and fitting the largest of ``ks`` on it would need more than
     ``memory_limit`` (None: 80% of the available RAM, as for the dense kernels): the plan of
-    ``memory.graph_plan``. ``n_neighbors`` None is the default rule at the largest k (a
-    sweep's: at the smallest), for n distinct points (an upper bound: copies only lower it). The way out named is the most
-    neighbours that fit (``--n-neighbors``), and a smaller sample.
+    ``memory.graph_plan``; for an affinity of ``nnz`` entries given as DATA (``nnz`` not None),
+    that of ``memory.given_graph_plan``. ``n_neighbors`` None is the default rule at the
+    largest k (a sweep's: at the smallest), for n distinct points (an upper bound: copies only
+    lower it). The ways out named: the exact search when the approximate one is planned and
+    the exact one fits, the most neighbours that fit (``--n-neighbors``), a sweep's largest k
+    that fits (the upper end of ``--k``), and a smaller sample.
 
     ``sweep``: the fits and measures of a sweep over ``ks`` (one graph for every k), with
     ``refit`` the best k fitted again, and ``eigengap`` its mode ('auto': computed up to
     ``measures.graph_sweep.EIGENGAP_MAX_NODES`` nodes; True; False). ``neighbor_search``
     chooses the search planned (``kernels.graph.search_route``).
+
+    Returns the ``neighbor_search`` to run: as given, or 'exact' for 'auto' when the
+    approximate search it would take does not fit and the exact one does.
     """
-    k = max(int(k) for k in ks) + (1 if sweep else 0)    # a sweep fits k + 1 for its ratio
-    # the graph's default neighbours: a sweep's are those of its smallest k
+    ks = sorted(int(k) for k in ks)
     nn = min(int(n_neighbors) if n_neighbors is not None else
-             default_neighbors(n, min(int(k) for k in ks) if sweep else k), n)
+             default_neighbors(n, ks[0] if sweep else ks[-1]), n)
     start = "spectral" if isinstance(init, str) and init == "spectral" else "auto"
     eigen = eigengap is True or (eigengap == "auto" and n <= EIGENGAP_MAX_NODES)
-    route = search_route(neighbor_search, n, n_features)
+    route = None if nnz is not None else search_route(neighbor_search, n, n_features, nn)
 
-    def planned(m):
+    def planned(m, search=route, top=ks[-1]):
+        swept = [k for k in ks if k <= top]
+        k = top + (1 if sweep else 0)       # a sweep fits k + 1 for its ratio
+        if nnz is not None:
+            return given_graph_plan(n, nnz, k, start=start, eigengap=eigen,
+                                    sweep_ks=len(swept) if sweep else 0, refit=refit)
         return graph_plan(n, m, n_features, k, weighting=weighting, start=start,
-                          eigengap=eigen, sweep_ks=len(ks) if sweep else 0, refit=refit,
-                          search=route)
+                          eigengap=eigen, sweep_ks=len(swept) if sweep else 0, refit=refit,
+                          search=search)
+
+    def fits(memory_plan):
+        return memory_plan.total <= limit
 
     memory_plan = planned(nn)
     limit = resolve_limit(memory_limit)
-    if limit is None or memory_plan.total <= limit:
-        return
+    if limit is None or fits(memory_plan):
+        return neighbor_search
+    if route == "approximate" and fits(planned(nn, "exact")):
+        if neighbor_search == "auto":
+            return "exact"
+        memory_plan.alternatives["--neighbor-search exact"] = planned(nn, "exact").total
     lo, hi = 1, nn          # the most neighbours that fit: planned(lo) fits, planned(hi) not
-    if planned(2).total <= limit:
+    if nnz is None and fits(planned(2)):
         lo = 2
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if planned(mid).total <= limit else (lo, mid)
+            lo, hi = (mid, hi) if fits(planned(mid)) else (lo, mid)
         memory_plan.alternatives[f"--n-neighbors {lo}"] = planned(lo).total
+    if sweep and len(ks) > 1 and fits(planned(nn, top=ks[0])):
+        lo, hi = 0, len(ks) - 1  # the largest k that fits: ks[lo] does, ks[hi] not
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if fits(planned(nn, top=ks[mid])) else (lo, mid)
+        top = ks[lo]
+        swept = ks[:lo + 1]
+        name = (f"--k {ks[0]}..{top}" if swept == list(range(ks[0], top + 1))
+                else f"ks up to {top} in --k")
+        memory_plan.alternatives[name] = planned(nn, top=top).total
     check(memory_plan, memory_limit)
+    return neighbor_search
 

@@ -332,6 +332,13 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
     if given:
         check_graph_settings(KernelKMeans(2, **params).get_params(),
                              "kernel='precomputed' with a sparse X", "that affinity graph")
+    planned = _sorted_ks(ks, X.shape[0]) if given and X.ndim == 2 else []
+    if planned and 2 <= planned[0] and planned[-1] < X.shape[0]:
+        # planned before the checks of the affinity, which copy it
+        check_graph_memory(X.shape[0], 0, planned, nnz=X.nnz,
+                           memory_limit=params.get("memory_limit"),
+                           init=params.get("init", "k-means++"), sweep=True, refit=refit_best,
+                           eigengap=True if metric == "eigengap" else eigengap)
     X, affinity = check_graph_data(X, given)
     n = (affinity if given else X).shape[0]
     ks = _sorted_ks(ks, n)
@@ -343,13 +350,13 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
     if not given:
         check_graph_neighbors(params.get("n_neighbors"), n)
         check_fit_values(X, "knn", weights, ks[-1])
-        check_graph_memory(n, X.shape[1], ks, n_neighbors=params.get("n_neighbors"),
-                           memory_limit=params.get("memory_limit"),
-                           init=params.get("init", "k-means++"),
-                           weighting=params.get("weighting", _options.DEFAULTS["weighting"]),
-                           sweep=True, refit=refit_best,
-                           eigengap=True if metric == "eigengap" else eigengap,
-                           neighbor_search=params.get("neighbor_search", "auto"))
+        # the search that fits ('auto' may take the exact one), for the refit too
+        params["neighbor_search"] = check_graph_memory(
+            n, X.shape[1], ks, n_neighbors=params.get("n_neighbors"),
+            memory_limit=params.get("memory_limit"), init=params.get("init", "k-means++"),
+            weighting=params.get("weighting", _options.DEFAULTS["weighting"]), sweep=True,
+            refit=refit_best, eigengap=True if metric == "eigengap" else eigengap,
+            neighbor_search=params.get("neighbor_search", "auto"))
     # The seed of the starts as KernelKMeans draws it (fit_rngs): every k's generator equals
     # the one a direct fit with this random_state uses.
     fit_seed = fit_rngs(params["random_state"])[1].bit_generator.seed_seq
