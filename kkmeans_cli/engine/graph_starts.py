@@ -353,32 +353,42 @@ def merge_increase(M, vol, a, b):
 def merge_to_k(kernel, labels, k):
     """Merge the clusters of ``labels`` greedily down to k, each merge the pair whose union
     raises ncut least (the first pair in index order on ties). Returns (int32 labels
-    numbered 0 … k−1 in order of their lowest old cluster, the ncut increase of each merge)."""
+    numbered 0 … k−1 in order of their lowest old cluster, the ncut increase of each merge).
+
+    The increases of all pairs are held in one upper-triangular table; a merge of a and b
+    (a < b) retires b's row and column and recomputes a's alone, so k' pieces cost O(k'²) a
+    merge, not O(k'²) to rebuild the table and as much again to copy the links."""
     labels = np.unique(labels, return_inverse=True)[1].reshape(-1)
     kp = int(labels.max()) + 1
     M, vol = cluster_links(kernel, labels, kp)
-    alive = list(range(kp))
+    dg = np.diag(M).copy()
+    own = dg / vol
+    D = (own[:, None] + own[None, :]
+         - (dg[:, None] + dg[None, :] + 2.0 * M) / (vol[:, None] + vol[None, :]) - 1.0)
+    D[np.tril_indices(kp)] = np.inf
+    alive = np.ones(kp, dtype=bool)
     group = np.arange(kp)
     increases = []
-    while len(alive) > k:
-        idx = np.array(alive)
-        Ms, vs = M[np.ix_(idx, idx)], vol[idx]
-        own = np.diag(Ms) / vs
-        D = (own[:, None] + own[None, :]
-             - (np.diag(Ms)[:, None] + np.diag(Ms)[None, :] + 2.0 * Ms)
-             / (vs[:, None] + vs[None, :]) - 1.0)
-        D[np.tril_indices(idx.size)] = np.inf
-        x, y = np.unravel_index(int(np.argmin(D)), D.shape)     # row-major: first pair
-        a, b = int(idx[x]), int(idx[y])
+    for _ in range(kp - k):
+        a, b = np.unravel_index(int(np.argmin(D)), D.shape)     # row-major: first pair
+        a, b = int(a), int(b)
         delta = merge_increase(M, vol, a, b)
         M[a, :] += M[b, :]
         M[:, a] += M[:, b]
         vol[a] += vol[b]
         group[group == b] = a
-        alive.remove(b)
+        alive[b] = False
+        D[b, :] = np.inf
+        D[:, b] = np.inf
+        dg[a], own[a] = M[a, a], M[a, a] / vol[a]
+        lo, hi = np.flatnonzero(alive[:a]), a + 1 + np.flatnonzero(alive[a + 1:])
+        D[lo, a] = (own[lo] + own[a] - (dg[lo] + dg[a] + 2.0 * M[lo, a]) / (vol[lo] + vol[a])
+                    - 1.0)
+        D[a, hi] = (own[a] + own[hi] - (dg[a] + dg[hi] + 2.0 * M[a, hi]) / (vol[a] + vol[hi])
+                    - 1.0)
         increases.append(float(delta))
     new = np.empty(kp, dtype=np.int32)
-    for i, c in enumerate(alive):
+    for i, c in enumerate(np.flatnonzero(alive)):
         new[group == c] = i
     return new[labels], increases
 
