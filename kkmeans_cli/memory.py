@@ -28,6 +28,8 @@ silhouette                   exact from K: k · n · 8; sampled: s² · 8 (K of 
 predict blocks               one block of kernel rows, at most 64 MB
 graph kernel (knn)           no kernel matrix: the neighbour lists, the symmetrized sparse
                              graph and the fit's or sweep's work on it (:func:`graph_plan`)
+a graph given as DATA        the checks' copies of its entries, the checked graph and the
+                             fit's or sweep's work on it (:func:`given_graph_plan`)
 ===========================  ==============================================================
 
 The data X itself is already in memory when the plan is made and is not counted.
