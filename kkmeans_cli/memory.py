@@ -336,12 +336,16 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
 #: The graph kernel's search and starts, as ``kernels/graph.py`` and ``engine/graph_starts.py``
 #: hold them (restated here, where NumPy is not imported; ``tests/test_large_data.py`` checks
 #: they agree): the dimensions of the k-d tree, the distance block of the exact search above
-#: them, the nodes up to which the default starts run on the graph itself, and the most
-#: eigenvectors they take (6k).
+#: them, the nodes up to which the default starts run on the graph itself, the most
+#: eigenvectors they take (6k), and when the eigenvectors come from a dense ``eigh`` (up to
+#: 500 nodes, or up to 2,000 for r ≥ n/7 vectors).
 GRAPH_TREE_MAX_DIM = 15
 GRAPH_SEARCH_BLOCK_BYTES = 64 << 20
 GRAPH_DIRECT_MAX = 5000
 GRAPH_OVERSEGMENT = 6
+GRAPH_DENSE_MAX = 500
+GRAPH_DENSE_FRACTION = 7
+GRAPH_DENSE_FRACTION_MAX = 2000
 #: The approximate neighbour search's fixed cost in a fresh process: numba compiles
 #: pynndescent (measured 400–410 MiB of growth before its per-edge arrays).
 GRAPH_APPROX_FIXED_BYTES = 420 << 20
@@ -380,7 +384,9 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
                                  affinity D^-½AD^-½ and its temporaries: up to 5,000 nodes,
                                  ``init='spectral'``, the eigengap), else two (the multilevel
                                  coarsening's contractions); the Lanczos vectors
-                                 (max(2r + 1, 20) + r of n or 5,000 nodes) and the k-means of
+                                 (max(2r + 1, 20) + r of n or 5,000 nodes), or a dense
+                                 eigh's 6 n² (up to 500 nodes, or 2,000 for r ≥ n/7:
+                                 measured 5.3 n²), and the k-means of
                                  the spectral start (2 n k² · 8, ``init='spectral'``)
     sweep                        the graph silhouette's edge corrections (8 arrays of the
                                  edges of 65,536 rows), the labels of every k; with
@@ -437,6 +443,9 @@ def _graph_fit_work(n, nnz, i, k, *, start="auto", eigengap=False, sweep_ks=0,
     r = max(k + 1, GRAPH_OVERSEGMENT * k) if start == "auto" else k
     r = min(r, nodes)
     lanczos = (min(nodes, max(2 * r + 1, 20)) + r) * nodes * 8
+    if nodes <= GRAPH_DENSE_MAX or (nodes <= GRAPH_DENSE_FRACTION_MAX
+                                    and r * GRAPH_DENSE_FRACTION >= nodes):
+        lanczos = max(lanczos, 6 * nodes * nodes * 8)   # eigh and its copies: 5.3 n² measured
     # D^-½AD^-½ of the whole graph and its temporaries, else the coarsening's contractions
     copies = 4 if nodes == n else 2
     work = copies * (8 + i) * nnz + lanczos + 4 * 8 * n
