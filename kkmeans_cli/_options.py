@@ -46,6 +46,7 @@ DEFAULTS = {
     "kernel": "knn",
     "weighting": "connectivity",
     "neighbor_search": "auto",
+    "whiten": False,
     "gamma": "median",
     "degree": 3,
     "coef0": 1.0,

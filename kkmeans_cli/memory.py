@@ -352,7 +352,8 @@ GRAPH_APPROX_FIXED_BYTES = 420 << 20
 
 
 def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
-               eigengap=False, sweep_ks=0, refit=False, search=None, what=None):
+               eigengap=False, sweep_ks=0, refit=False, search=None, what=None,
+               whiten=False):
     """The peak memory of building the k-nearest-neighbour graph of n points (d dimensions,
     ``n_neighbors`` counting the point, at most n) and fitting k clusters on it (the largest k
     of a sweep), as a :class:`MemoryPlan` whose items add up to the peak.
@@ -376,7 +377,8 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
                                  (measured 410 MiB + 68 e at 20,000–120,000 points), or
                                  the exact search's blocks when larger (it falls back to them
                                  on few distinct points)
-    points and nodes             n (24 d + 100): the copies of the points, the k-d tree, the
+    points and nodes             n (24 d + 100), 8 n d more with ``whiten`` (the whitened
+                                 points): the copies of the points, the k-d tree, the
                                  orders, counts and components
     fit                          what the fit needs beyond the building, the graph held:
                                  four sparse matrices of up to 2e − n entries when the
@@ -419,7 +421,7 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
             items["search blocks" if search == "exact" else "neighbour search"] = \
                 blocks - build
             build = blocks
-    items["points and nodes"] = n * (24 * d + 100)
+    items["points and nodes"] = n * (24 * d + 100) + (8 * n * d if whiten else 0)
     work, held = _graph_fit_work(n, nnz, i, k, start=start, eigengap=eigengap,
                                  sweep_ks=sweep_ks, row_entries=2 * nn)
     held += (8 + i) * 2 * e

@@ -197,6 +197,10 @@ def fit_options(f, kernel=DEFAULTS["kernel"]):
                      help="knn above 15 features: exact (quadratic) or approximate "
                           "(pynndescent, pip install 'kkmeans-cli[ann]'); auto: approximate "
                           "from 50,000 points when installed."),
+        click.option("--whiten", is_flag=True, default=DEFAULTS["whiten"],
+                     help="knn: fit, whiten DATA by the within-cluster covariance of the "
+                          "clusters found, and fit again (overlapping ellipsoidal groups; "
+                          "twice the time)."),
         click.option("--gamma", type=GammaType(), default=DEFAULTS["gamma"], show_default=True,
                      help="Kernel width. median: 1/(2·median squared pair distance); "
                           "scale: 1/(n_features·Var(X))."),
@@ -455,7 +459,8 @@ def estimator_kwargs(opts, n_clusters, init):
                 memory_limit=opts["memory_limit"], storage=opts["storage"],
                 n_neighbors=opts.get("n_neighbors"),
                 weighting=opts.get("weighting", DEFAULTS["weighting"]),
-                neighbor_search=opts.get("neighbor_search", DEFAULTS["neighbor_search"]))
+                neighbor_search=opts.get("neighbor_search", DEFAULTS["neighbor_search"]),
+                whiten=bool(opts.get("whiten", DEFAULTS["whiten"])))
 
 
 def require_matplotlib(path):

@@ -24,10 +24,10 @@ _API_PARAMS = ("n_clusters", "kernel", "gamma", "degree", "coef0", "init", "n_in
                "max_iter", "tol", "algorithm", "random_state", "dtype", "n_threads",
                "psd_repair", "solver", "objective", "refine", "approx", "n_landmarks",
                "memory_limit", "storage", "nystroem_rank", "n_neighbors",
-               "weighting", "neighbor_search")
+               "weighting", "neighbor_search", "whiten")
 # Never inside a file name: a path such as max_iter/n_init.csv or n_clusters=3.csv is kept.
 _API_SETTING = re.compile(r"(?<![\w./-])(" + "|".join(_API_PARAMS)
-                          + r")=(?:'([^']*)'|\"([^\"]*)\"|([-+0-9.eE]+\b))")
+                          + r")=(?:'([^']*)'|\"([^\"]*)\"|([-+0-9.eE]+\b)|(True)\b)")
 # Parameter names with an underscore are never ordinary words: said bare, they are options too.
 _API_NAME = re.compile(r"(?<![\w'=./-])(" + "|".join(p for p in _API_PARAMS + ("sample_weight",)
                                                     if "_" in p) + r")\b(?![=/-]|\.\w)")
@@ -40,11 +40,13 @@ _TRAILING_BLANKS = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)
 def cli_wording(text):
     """A message of the Python API in the words of the command line: ``algorithm='lloyd'``
     becomes ``--algorithm lloyd``, ``n_clusters=3`` becomes ``-k 3``; a setting followed by
-    its own API spelling in parentheses is said once."""
+    its own API spelling in parentheses is said once; ``whiten=True`` is the flag
+    ``--whiten``."""
     def option(match):
         name = match.group(1)
         value = next(v for v in match.groups()[1:] if v is not None)
-        return f"{_API_OPTIONS.get(name, '--' + name.replace('_', '-'))} {value}"
+        flag = _API_OPTIONS.get(name, '--' + name.replace('_', '-'))
+        return flag if match.group(5) else f"{flag} {value}"
 
     text = _API_SETTING.sub(option, text)
     text = _API_NAME.sub(lambda m: _API_OPTIONS.get(m.group(1),
@@ -295,6 +297,7 @@ def graph_text(graph, ncut=None):
         capped = (f"; {graph['n_neighbors']} set, capped by the "
                   f"{plural(graph['n_nodes'], 'node')}" if used < graph["n_neighbors"] else "")
         found = "; approximate search" if graph.get("search") == "approximate" else ""
+        found += "; whitened" if graph.get("whitened") else ""
         parts.append(f"{plural(used, 'neighbour')} ({graph['weighting']}{capped}{found})")
     else:
         parts.append("affinity given as DATA")

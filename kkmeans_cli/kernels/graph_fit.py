@@ -27,7 +27,7 @@ Out-of-sample extension (predict)
     cluster on ties): ``predict(X_fit) == labels``. Predict returns that label for such points
     without rebuilding A_J (which needs the reverse neighbour lists of the training graph).
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -59,6 +59,7 @@ class GraphModel:
     sigma: float
     n_neighbors: int
     weighting: str
+    transform: np.ndarray = None
 
     @property
     def inner_sums(self):
@@ -78,6 +79,8 @@ class GraphModel:
                "graph_links": self.links}
         if self.scales is not None:
             out["graph_scales"] = self.scales
+        if self.transform is not None:
+            out["graph_transform"] = self.transform
         return out
 
     @classmethod
@@ -125,12 +128,18 @@ class GraphModel:
                  "(every cluster non-empty)")
         if np.any(links < 0) or np.any(links > vol * (1.0 + VOL_RTOL)):
             fail("'graph_links' must lie between 0 and each cluster's volume")
+        transform = arrays.get("graph_transform")
+        if transform is not None:
+            d = nodes.shape[1]
+            if transform.shape != (d, d) or transform.dtype.kind not in "fiu" or \
+                    not np.all(np.isfinite(transform)):
+                fail(f"'graph_transform' must be a {d}×{d} array of finite numbers")
         f64 = (lambda name: np.ascontiguousarray(arrays[name], dtype=np.float64))
         return cls(f64("graph_nodes"), f64("graph_counts"),
                    f64("graph_scales") if "graph_scales" in names else None,
                    np.ascontiguousarray(labels, dtype=np.int32), f64("graph_degrees"),
                    f64("graph_vol"), f64("graph_links"), float(sigma), int(n_neighbors),
-                   weighting)
+                   weighting, None if transform is None else f64("graph_transform"))
 
 
 @dataclass(frozen=True)
@@ -141,7 +150,7 @@ class GraphFitResult:
     n_iter (Lloyd passes of the winning run); converged; hartigan_moves; start ('components',
     'multilevel', 'spectral'); start_ncuts (final ncut of every start run); graph
     (``kernels.graph.Graph``); kernel (``GraphKernel``: σ, degrees); sums (links, vol);
-    node_labels (m,).
+    node_labels (m,); transform (d×d): the whitening the graph's points went through, or None.
     """
 
     labels: np.ndarray
@@ -158,6 +167,7 @@ class GraphFitResult:
     sums: GraphSums
     start_kinds: tuple = ()
     levels: int = 0
+    transform: np.ndarray = None
 
     @property
     def inner_sums(self):
@@ -183,12 +193,12 @@ class GraphFitResult:
             return None
         return GraphModel(g.nodes, g.counts, g.scales, self.node_labels, self.kernel.degrees,
                           self.sums.vol, self.sums.links, self.kernel.sigma,
-                          g.info.n_neighbors, g.info.weighting)
+                          g.info.n_neighbors, g.info.weighting, self.transform)
 
 
 def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
               weighting="connectivity", start="auto", n_init=3, max_iter=300,
-              random_state=None, n_threads=None, neighbor_search="auto"):
+              random_state=None, n_threads=None, neighbor_search="auto", whiten=False):
     """Minimise the normalized cut of the k-nearest-neighbour graph of X (or of ``affinity``).
 
     Parameters
@@ -206,6 +216,8 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
     n_threads : threads of the neighbour search and the passes (None: every core)
     neighbor_search : 'auto', 'exact' or 'approximate' (``kernels.graph.search_route``); the
         approximate search is seeded from ``random_state`` without drawing from it
+    whiten : fit, then whiten X by the pooled within-cluster covariance of the labels found
+        (``within_whitening``) and fit the whitened points' graph again (X only)
 
     Returns
     -------
@@ -216,10 +228,58 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
     n_threads = effective_n_threads(n_threads)
     rng = random_state if isinstance(random_state, np.random.Generator) \
         else np.random.default_rng(random_state)
+    if whiten and affinity is not None:
+        raise ValueError("whiten needs the points X: a given affinity has no coordinates")
     graph = build_graph(X, n_clusters, affinity, n_neighbors, weighting, n_threads,
                         neighbor_search, search_seed(rng))
-    return fit_on_graph(graph, n_clusters, start=start, n_init=n_init, max_iter=max_iter,
-                        rng=rng, n_threads=n_threads)
+    fit = fit_on_graph(graph, n_clusters, start=start, n_init=n_init, max_iter=max_iter,
+                       rng=rng, n_threads=n_threads)
+    if not whiten:
+        return fit
+    T = within_whitening(X, fit.labels, n_clusters)
+    del graph, fit                                  # the first graph, before the second
+    graph = build_graph(whiten_points(X, T), n_clusters, None, n_neighbors, weighting,
+                        n_threads, neighbor_search, search_seed(rng))
+    fit = fit_on_graph(graph, n_clusters, start=start, n_init=n_init, max_iter=max_iter,
+                       rng=rng, n_threads=n_threads)
+    return replace(fit, transform=T)
+
+
+WHITEN_RIDGE = 1e-3     # of tr(W)/d, added to W's diagonal: W^{-½} exists for any labels
+
+
+def within_whitening(X, labels, k, ridge=WHITEN_RIDGE):
+    """T = W^{-½} (d×d, symmetric), W = Σ_c Σ_{i∈c} (x_i − μ_c)(x_i − μ_c)ᵀ/n + ridge·tr(W)/d·I,
+    the pooled within-cluster covariance of ``labels``: in X·T the clusters found are round,
+    and a neighbour graph sees the between-cluster directions stretched (the metric of
+    discriminant analysis; De la Torre & Kanade, "Discriminative cluster analysis", ICML 2006;
+    Ding & Li, "Adaptive dimension reduction using discriminant analysis and K-means
+    clustering", ICML 2007). A W of zero (every cluster one point) gives the identity."""
+    X = np.asarray(X, dtype=np.float64)
+    n, d = X.shape
+    labels = np.asarray(labels).reshape(-1)
+    counts = np.bincount(labels, minlength=k).astype(np.float64)
+    means = np.stack([np.bincount(labels, weights=X[:, j], minlength=k) for j in range(d)],
+                     axis=1) / np.maximum(counts, 1.0)[:, None]
+    R = X - means[labels]
+    W = (R.T @ R) / n
+    scale = np.trace(W) / d
+    if not scale > 0:
+        return np.eye(d)
+    W += ridge * scale * np.eye(d)
+    lam, V = np.linalg.eigh(W)
+    return (V / np.sqrt(lam)) @ V.T
+
+
+def whiten_points(X, T):
+    """X·T, each row's sums taken in the same order whatever rows come with it (one row of
+    T at a time, not a BLAS product, whose blocking may depend on the rows): ``predict`` of
+    the training points meets the fit's own nodes exactly."""
+    X = np.asarray(X, dtype=np.float64)
+    out = X[:, :1] * T[0]
+    for j in range(1, X.shape[1]):
+        out += X[:, j:j + 1] * T[j]
+    return out
 
 
 def build_graph(X, n_clusters, affinity=None, n_neighbors=None, weighting="connectivity",
@@ -314,6 +374,8 @@ def new_point_rows(model, X, n_threads=1):
     if X.shape[1] != model.nodes.shape[1]:
         raise DataError(f"X has {X.shape[1]} columns, the model was fitted on "
                         f"{model.nodes.shape[1]}")
+    if model.transform is not None:     # the nodes are the whitened training points
+        X = whiten_points(X, model.transform)
     m = model.nodes.shape[0]
     kq = int(max(1, min(model.n_neighbors - 1, m)))
     dist, idx = kgraph.nearest(model.nodes, X, kq, n_threads)

@@ -49,7 +49,7 @@ MEMBER_KINDS = {"meta": "U", "labels": "i", "weights": "f", "cluster_sizes": "i"
                  "nystroem_transform": "f", "centers": "f", "kernel_offset": "f",
                  "graph_nodes": "f", "graph_counts": "f", "graph_node_labels": "i",
                  "graph_degrees": "f", "graph_vol": "f", "graph_links": "f",
-                 "graph_scales": "f"}
+                 "graph_scales": "f", "graph_transform": "f"}
 
 
 _META_MAX_BYTES = 64 * 2 ** 20
@@ -73,7 +73,7 @@ def _expected_shapes(meta):
             # a graph kernel's m ≤ n nodes (model/parts.py, GraphPart)
             "graph_nodes": (None, d), "graph_counts": (None,), "graph_node_labels": (None,),
             "graph_degrees": (None,), "graph_vol": (k,), "graph_links": (k,),
-            "graph_scales": (None,)}
+            "graph_scales": (None,), "graph_transform": (d, d)}
 
 
 def read_archive(path):

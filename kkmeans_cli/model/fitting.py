@@ -262,7 +262,8 @@ def fit_graph_arrays(X, affinity, params, rngs, n_threads):
                     weighting=params["weighting"], start=start, n_init=int(params["n_init"]),
                     max_iter=int(params["max_iter"]), random_state=fit_rng,
                     n_threads=n_threads,
-                    neighbor_search=params.get("neighbor_search", "auto"))
+                    neighbor_search=params.get("neighbor_search", "auto"),
+                    whiten=bool(params.get("whiten", False)))
     t1 = time.perf_counter()
     fitted = fit.fitted_attributes()
     graph, kernel = fit.graph, fit.kernel
@@ -272,6 +273,8 @@ def fit_graph_arrays(X, affinity, params, rngs, n_threads):
     kinds = list(fit.start_kinds)
     info = {key: (list(value) if isinstance(value, tuple) else value)
             for key, value in vars(graph.info).items()}
+    if fit.transform is not None:
+        info["whitened"] = True         # the graph is that of the whitened points
     stats = {"kernel_seconds": 0.0, "iteration_seconds": t1 - t0,
              "restart_inertias": [fit.objective - fit.ncut + c for c in ncuts],
              "best_restart": int(np.argmin(ncuts)), "n_threads": int(n_threads),

@@ -73,6 +73,7 @@ PARAMETER_CONSTRAINTS = {
     "weighting": [StrOptions(set(_options.WEIGHTINGS))],
     # the neighbour search of that graph above 15 dimensions (kernels.graph.search_route)
     "neighbor_search": [StrOptions(set(_options.NEIGHBOR_SEARCHES))],
+    "whiten": ["boolean"],
 }
 
 
@@ -177,7 +178,8 @@ GRAPH_REFUSED = {"gamma": "median", "degree": 3, "coef0": 1.0, "storage": "auto"
 GRAPH_UNUSED = (*GRAPH_REFUSED, "dtype", "refine", "algorithm", "tol", "objective")
 #: The graph's own settings with a default, refused with a dense kernel unless at it:
 #: parameter → what it sets (``n_neighbors``, default None, is refused on its own).
-GRAPH_ONLY = {"weighting": "the edge weights", "neighbor_search": "the neighbour search"}
+GRAPH_ONLY = {"weighting": "the edge weights", "neighbor_search": "the neighbour search",
+              "whiten": "the whitened refit"}
 
 
 def check_graph_combination(params):
@@ -190,8 +192,8 @@ def check_graph_combination(params):
     counts the starts of ``init='spectral'`` (the default starts are a fixed set,
     ``kernels/graph_fit.py``); its starts are its own (``init`` 'k-means++', the default, or
     'spectral'; no labels, no 'random'); it runs in one process (no ``cluster``).
-    ``n_neighbors``, ``weighting`` and ``neighbor_search`` (but their defaults) apply to it
-    alone; ``neighbor_search='approximate'`` needs pynndescent (the extra kkmeans-cli[ann])."""
+    ``n_neighbors``, ``weighting``, ``neighbor_search`` and ``whiten`` (but their defaults)
+    apply to it alone; ``neighbor_search='approximate'`` needs pynndescent (the extra kkmeans-cli[ann])."""
     kernel = params["kernel"]
     if kernel not in _options.GRAPH_KERNELS:
         if params.get("n_neighbors") is not None:
@@ -201,10 +203,11 @@ def check_graph_combination(params):
         for key, what in GRAPH_ONLY.items():
             value = params.get(key, _options.DEFAULTS[key])
             if value != _options.DEFAULTS[key]:
+                setting = f"{key}={value}" if isinstance(value, bool) else f"{key}='{value}'"
                 raise InvalidParameterError(
-                    f"{key}='{value}' sets {what} of the graph of kernel='knn'; the {kernel} "
+                    f"{setting} sets {what} of the graph of kernel='knn'; the {kernel} "
                     f"kernel builds no neighbour graph (use kernel='knn', or drop "
-                    f"{key}='{value}')")
+                    f"{setting})")
         return
     if params.get("neighbor_search") == "approximate":
         if not ann_available():

@@ -205,7 +205,7 @@ class GraphPart:
     #: entries of ``GraphInfo`` (``kernels/graph.py``) kept in meta ``graph`` (``search`` is
     #: absent from models written before it was recorded)
     INFO_KEYS = ("n_points", "n_nodes", "n_neighbors", "weighting", "nnz", "n_components",
-                 "n_duplicates", "bridges", "search")
+                 "n_duplicates", "bridges", "search", "whitened")
     #: the values of the graph meta's ``search``: the neighbour search that built the graph
     SEARCHES = ("kd-tree", "exact", "approximate", "none")
 
@@ -251,6 +251,10 @@ class GraphPart:
                      f"{'n²' if key == 'nnz' else 'n'}")
         if "search" in graph and graph["search"] not in cls.SEARCHES:
             fail(f"meta 'graph.search' must be one of {', '.join(cls.SEARCHES)}")
+        if graph.get("whitened", False) not in (True, False) or \
+                bool(graph.get("whitened")) != ("graph_transform" in arrays):
+            fail("meta 'graph.whitened' (true or false) and the array 'graph_transform' "
+                 "must come together")
         ncut = meta.get("ncut")
         if not isinstance(ncut, (int, float)) or isinstance(ncut, bool) or not 0 <= ncut \
                 <= meta["n_clusters"]:

@@ -374,7 +374,7 @@ def check_command_memory(params, n, ks, silhouette=None, blocked_silhouette=Fals
 
 def check_graph_memory(n, n_features, ks, *, n_neighbors=None, memory_limit=None,
                        init="k-means++", weighting="connectivity", sweep=False, refit=False,
-                       eigengap=False, neighbor_search="auto", nnz=None):
+                       eigengap=False, neighbor_search="auto", nnz=None, whiten=False):
     """Refuse (``MemoryPlanError``) before the k-nearest-neighbour graph of n points is built
     when building it and fitting the largest of ``ks`` on it would need more than
     ``memory_limit`` (None: 80% of the available RAM, as for the dense kernels): the plan of
@@ -388,7 +388,8 @@ def check_graph_memory(n, n_features, ks, *, n_neighbors=None, memory_limit=None
     ``sweep``: the fits and measures of a sweep over ``ks`` (one graph for every k), with
     ``refit`` the best k fitted again, and ``eigengap`` its mode ('auto': computed up to
     ``measures.graph_sweep.EIGENGAP_MAX_NODES`` nodes; True; False). ``neighbor_search``
-    chooses the search planned (``kernels.graph.search_route``).
+    chooses the search planned (``kernels.graph.search_route``); ``whiten`` adds the whitened
+    points (``memory.graph_plan``).
 
     Returns the ``neighbor_search`` to run: as given, or 'exact' for 'auto' when the
     approximate search it would take does not fit and the exact one does.
@@ -408,7 +409,7 @@ def check_graph_memory(n, n_features, ks, *, n_neighbors=None, memory_limit=None
                                     sweep_ks=len(swept) if sweep else 0, refit=refit)
         return graph_plan(n, m, n_features, k, weighting=weighting, start=start,
                           eigengap=eigen, sweep_ks=len(swept) if sweep else 0, refit=refit,
-                          search=search)
+                          search=search, whiten=whiten)
 
     def fits(memory_plan):
         return memory_plan.total <= limit

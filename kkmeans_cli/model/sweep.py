@@ -47,7 +47,7 @@ from .checks import check_fit_values, check_graph_data, check_graph_weights, che
 from .estimator import KernelKMeans, fit_with_sums
 from .planning import check_graph_memory, fit_threads
 from .fitting import check_graph_neighbors
-from .params import check_graph_settings, fit_rngs, validate_params
+from .params import InvalidParameterError, check_graph_settings, fit_rngs, validate_params
 
 COLUMNS = ("k", "inertia", "silhouette", "simplified_silhouette", "calinski_harabasz",
            "davies_bouldin", "n_iter", "seconds")
@@ -329,6 +329,11 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
         params["random_state"] = int(np.random.default_rng(params.get("random_state"))
                                      .integers(2 ** 31 - 1))
     validate_params(KernelKMeans(2, **params))
+    if params.get("whiten"):
+        raise InvalidParameterError(
+            "whiten=True is not swept: each k would whiten the points by its own clusters, "
+            "where one graph serves every k (sweep without it, then fit the chosen k with "
+            "whiten=True)")
     if given:
         check_graph_settings(KernelKMeans(2, **params).get_params(),
                              "kernel='precomputed' with a sparse X", "that affinity graph")
