@@ -10,7 +10,7 @@ their defaults, against scikit-learn's SpectralClustering and kkmeans' rbf kerne
     python benchmarks/bench_graph.py knn [--n 20000 --d 64]        # exact blocked vs pynndescent
     python benchmarks/bench_graph.py ann [--n 20000 50000 100000]  # graph fits: exact vs approximate
     python benchmarks/bench_graph.py ann-states [--n 20000 50000]  # the fit's spread on each graph
-    python benchmarks/bench_graph.py whiten [--seeds 0 … 11]       # a whitened refit, per seed
+    python benchmarks/bench_graph.py whiten [--seeds 0 … 11]       # --whiten vs the default
 
 gallery: the data sets of scikit-learn's ``plot_cluster_comparison`` (n = 1500,
 StandardScaler): circles (factor .5) and moons at noise .03, .05, .08, .1, three concentric
@@ -517,35 +517,17 @@ def ann_states(args):
                       flush=True)
 
 
-def pooled_whiten(X, labels, k, ridge=1e-3):
-    """X·W^{-½}, W the pooled within-cluster covariance of ``labels`` (Σ_c Σ_{i∈c}
-    (x_i − μ_c)(x_i − μ_c)ᵀ/n) plus ridge·tr(W)/d·I: the metric in which the clusters found
-    are round (De la Torre & Kanade, "Discriminative cluster analysis", ICML 2006; Ding & Li,
-    "Adaptive dimension reduction using discriminant analysis and K-means clustering", ICML
-    2007)."""
-    n, d = X.shape
-    W = np.zeros((d, d))
-    for c in range(k):
-        Xc = X[labels == c]
-        if Xc.shape[0] > 1:
-            Z = Xc - Xc.mean(0)
-            W += Z.T @ Z
-    W /= n
-    W += ridge * np.trace(W) / d * np.eye(d)
-    lam, V = np.linalg.eigh(W)
-    return X @ (V / np.sqrt(lam)) @ V.T
-
-
 def whitened_labels(X, k, seed):
-    """The default graph fit, then the default again on X whitened by its clusters."""
+    """The graph fit with ``whiten=True``: the default fit, then the default again on X
+    whitened by the pooled within-cluster covariance of its clusters
+    (``kernels.graph_fit.within_whitening``)."""
     from kkmeans_cli.kernels.graph_fit import fit_graph
 
-    labels = fit_graph(X, k, random_state=seed, n_threads=1).labels
-    return fit_graph(pooled_whiten(X, labels, k), k, random_state=seed, n_threads=1).labels
+    return fit_graph(X, k, random_state=seed, n_threads=1, whiten=True).labels
 
 
 def whiten(args):
-    """A whitened refit (``whitened_labels``) against the default, seed by seed: the blob
+    """The whitened refit (``whiten=True``) against the default, seed by seed: the blob
     families' misses of max(SpectralClustering, rbf) − 0.02, the shapes' worst ARI, the
     gallery's own three and the real sets' mean."""
     import warnings
