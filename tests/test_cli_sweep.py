@@ -90,15 +90,31 @@ def test_a_config_gives_the_ks_as_a_yaml_list_or_one_number(tmp_path, data):
     one = run(["sweep", path, "--config", config, *FAST])
     assert one.exit_code == 0, one.stderr
     assert [int(r["k"]) for r in parse_table(one.stdout)] == [4]
-    for text, got in [("k: [2, three]", "got 'three' (str)"), ("k: []", "got an empty list"),
-                      ("k: [2, true]", "got 'True' (bool)"), ("k: [2, 3.5]", "got '3.5' (float)")]:
+    config.write_text("k: [2..4, '6']\nkernel: rbf\n")      # texts in the list are --k's too
+    mixed = run(["sweep", path, "--config", config, *FAST])
+    assert mixed.exit_code == 0, mixed.stderr
+    assert [int(r["k"]) for r in parse_table(mixed.stdout)] == [2, 3, 4, 6]
+    for text, got in [("k: []", "got an empty list"), ("k: [2, true]", "got 'True' (bool)"),
+                      ("k: [2, 3.5]", "got '3.5' (float)"), ("k: [2, [3]]", "got '[3]' (list)")]:
         config.write_text(text + "\n")
         bad = run_process(["sweep", path, "--config", config, "-o", tmp_path / "m.npz"],
                           cwd=tmp_path)
         assert bad.returncode == 2, bad.stderr
         assert bad.stderr.strip().splitlines() == [
             f"kkmeans: error: config {config}: key 'k': must be a text such as 2..10 or 2,3,5, "
-            f"a whole number, or a list of whole numbers; {got}"]
+            f"a whole number, or a list of them; {got}"]
+        assert sorted(os.listdir(tmp_path)) == ["data.csv", "run.yaml"]
+    # every value is checked, also one that --k overrides, as --k itself would be read
+    for text, why in [("k: [2, three]", "invalid k 'three': use e.g. 2..10 or 2,3,5"),
+                      ("k: abc", "invalid k 'abc'"), ("k: 0", "every k must be at least 2"),
+                      ("k: '2..1'", "invalid k range '2..1': the end is below the start"),
+                      ("k: [-2, 3]", "invalid k '-2'")]:
+        config.write_text(text + "\n")
+        bad = run_process(["sweep", path, "--config", config, "--k", "3", "-o",
+                           tmp_path / "m.npz"], cwd=tmp_path)
+        assert bad.returncode == 2, bad.stderr
+        [line] = bad.stderr.strip().splitlines()
+        assert line.startswith(f"kkmeans: error: config {config}: key 'k': ") and why in line
         assert sorted(os.listdir(tmp_path)) == ["data.csv", "run.yaml"]
 
 

@@ -109,7 +109,8 @@ MAX_N_INIT = 1_000_000
 class KsType(click.ParamType):
     """``sweep --k``: a text of ranges and lists (``2..10``, ``2,3,5``, ``2..4,8``), read by
     ``model.sweep.parse_k_ranges`` once the rows are known. A config may also give one
-    whole number or a YAML list of them (``k: [2, 3, 5]``), read as that text."""
+    whole number or a YAML list of numbers and texts (``k: [2, 3, 5]``, ``k: [2..4, 8]``),
+    read as that text."""
     name = "text"
     #: a config's YAML list is this option's value too (``io.config.convert_value``)
     accepts_list = True
@@ -118,12 +119,23 @@ class KsType(click.ParamType):
         if isinstance(value, str):
             return value
         items = value if isinstance(value, list) else [value]
-        bad = [v for v in items if isinstance(v, bool) or not isinstance(v, int)]
+        bad = [v for v in items if isinstance(v, bool) or not isinstance(v, (int, str))]
         if bad or not items:
             got = "an empty list" if not items else f"{str(bad[0])[:40]!r} ({type(bad[0]).__name__})"
             self.fail(f"must be a text such as 2..10 or 2,3,5, a whole number, or a list of "
-                      f"whole numbers; got {got}", param, ctx)
+                      f"them; got {got}", param, ctx)
         return ",".join(str(v) for v in items)
+
+    @staticmethod
+    def check_config(text):
+        """A config's ks read as ``--k`` reads them (``io.config.convert_value`` checks them so
+        even when a flag overrides the key): ``click.BadParameter`` with what is wrong."""
+        from ..model.sweep import parse_k_ranges
+
+        try:
+            parse_k_ranges(text, minimum=2)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
 
 
 class SizeType(click.ParamType):

@@ -313,7 +313,11 @@ def convert_value(ctx, param, value, path):
             and value not in kind.choices and value.replace("_", "-") in kind.choices):
         value = value.replace("_", "-")   # a name as the API and model files spell it
     try:
-        return kind.convert(value, param, ctx)
+        converted = kind.convert(value, param, ctx)
+        check = getattr(kind, "check_config", None)     # a value read later, checked now
+        if check is not None:
+            check(converted)
+        return converted
     except click.BadParameter as exc:
         raise ConfigError(f"config {path}: key '{param.name}': {cut(exc.message)}") from None
     except (TypeError, ValueError):
