@@ -389,7 +389,10 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
                                  (max(2r + 1, 20) + r of n or 5,000 nodes), or a dense
                                  eigh's 6 n² (up to 500 nodes, or 2,000 for r ≥ n/7:
                                  measured 5.3 n²), and the k-means of
-                                 the spectral start (2 n k² · 8, ``init='spectral'``)
+                                 the spectral start (2 n k² · 8, ``init='spectral'``) or,
+                                 for the default starts, the r vectors kept and
+                                 max(5 n r, 6 r²) · 8 for the k-means into k' ≤ r pieces and
+                                 the merges' k' × k' tables
     sweep                        the graph silhouette's edge corrections (8 arrays of the
                                  edges of 65,536 rows), the labels of every k; with
                                  ``refit`` the best k fitted again while the sweep's graph is
@@ -453,6 +456,9 @@ def _graph_fit_work(n, nnz, i, k, *, start="auto", eigengap=False, sweep_ks=0,
     work = copies * (8 + i) * nnz + lanczos + 4 * 8 * n
     if start == "spectral":
         work += 2 * n * k * k * 8
+    else:   # the r eigenvectors kept, and the over-segmentation into k' ≤ r pieces: the
+        # k-means of their rows (n × k' distances) or the merges' k' × k' tables
+        work += nodes * r * 8 + max(5 * nodes * r, 6 * r * r) * 8
     held = 0
     if sweep_ks:
         block = min(n, 1 << 16) * max(1, row_entries)

@@ -392,7 +392,9 @@ def check_graph_memory(n, n_features, ks, *, n_neighbors=None, memory_limit=None
     points (``memory.graph_plan``).
 
     Returns the ``neighbor_search`` to run: as given, or 'exact' for 'auto' when the
-    approximate search it would take does not fit and the exact one does.
+    approximate search it would take does not fit and the exact one does. When neither fits,
+    'auto' is refused with the exact search's plan when it is the smaller (what 'auto' runs
+    once the limit allows it).
     """
     ks = sorted(int(k) for k in ks)
     nn = min(int(n_neighbors) if n_neighbors is not None else
@@ -401,7 +403,10 @@ def check_graph_memory(n, n_features, ks, *, n_neighbors=None, memory_limit=None
     eigen = eigengap is True or (eigengap == "auto" and n <= EIGENGAP_MAX_NODES)
     route = None if nnz is not None else search_route(neighbor_search, n, n_features, nn)
 
-    def planned(m, search=route, top=ks[-1]):
+    searched = [route]      # the search the refusal plans: 'auto' under a limit takes 'exact'
+
+    def planned(m, search=None, top=ks[-1]):
+        search = searched[0] if search is None else search
         swept = [k for k in ks if k <= top]
         k = top + (1 if sweep else 0)       # a sweep fits k + 1 for its ratio
         if nnz is not None:
@@ -418,10 +423,13 @@ def check_graph_memory(n, n_features, ks, *, n_neighbors=None, memory_limit=None
     limit = resolve_limit(memory_limit)
     if limit is None or fits(memory_plan):
         return neighbor_search
-    if route == "approximate" and fits(planned(nn, "exact")):
+    exact = planned(nn, "exact") if route == "approximate" else None
+    if exact is not None and fits(exact):
         if neighbor_search == "auto":
             return "exact"
-        memory_plan.alternatives["--neighbor-search exact"] = planned(nn, "exact").total
+        memory_plan.alternatives["--neighbor-search exact"] = exact.total
+    elif exact is not None and neighbor_search == "auto" and exact.total < memory_plan.total:
+        memory_plan, searched[0] = exact, "exact"   # what 'auto' runs once the limit allows
     lo, hi = 1, nn          # the most neighbours that fit: planned(lo) fits, planned(hi) not
     if nnz is None and fits(planned(2)):
         lo = 2
