@@ -300,3 +300,19 @@ def test_a_refusal_one_byte_past_the_limit_shows_the_difference(graph_files, tmp
     found = re.search(r"needs ([\d.,]+) (\w+) \(.*the limit is ([\d.,]+) (\w+) ", line)
     assert found and found.group(2) == found.group(4), line
     assert float(found.group(1).replace(",", "")) > float(found.group(3).replace(",", ""))
+
+
+@pytest.mark.parametrize("n, k", [(1000, 300), (600, 90), (2000, 50)])
+def test_the_plan_of_a_large_k_on_small_data_bounds_what_the_fit_allocates(n, k):
+    """The default starts of a large k keep r = 6k eigenvectors and split into up to r
+    pieces (the k-means of their rows, the merges' r × r tables): the plan covers the fit's
+    traced peak (NumPy's arrays; LAPACK's workspace is not traced) with room to spare."""
+    X = _points(n, 2, seed=n)
+    tracemalloc.start()
+    try:
+        KernelKMeans(k, random_state=0, n_threads=1).fit(X)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    plan = memory.graph_plan(n, kgraph.default_neighbors(n, k) + 1, 2, k)
+    assert peak <= plan.total <= 4 * peak, (peak, plan.describe())
