@@ -198,6 +198,8 @@ def test_a_model_whose_whitening_is_damaged_is_refused(aniso_csv, tmp_path):
         "missing": {k: v for k, v in arrays.items() if k != "graph_transform"},
         "unsaid": {**arrays, "meta": np.array(json.dumps(
             {**meta, "graph": {**meta["graph"], "whitened": False}}))},
+        "not a boolean": {**arrays, "meta": np.array(json.dumps(
+            {**meta, "graph": {**meta["graph"], "whitened": 1}}))},
     }
     for name, members in cases.items():
         path = tmp_path / f"{name}.npz"

@@ -251,8 +251,8 @@ class GraphPart:
                      f"{'n²' if key == 'nnz' else 'n'}")
         if "search" in graph and graph["search"] not in cls.SEARCHES:
             fail(f"meta 'graph.search' must be one of {', '.join(cls.SEARCHES)}")
-        if graph.get("whitened", False) not in (True, False) or \
-                bool(graph.get("whitened")) != ("graph_transform" in arrays):
+        whitened = graph.get("whitened", False)
+        if not isinstance(whitened, bool) or whitened != ("graph_transform" in arrays):
             fail("meta 'graph.whitened' (true or false) and the array 'graph_transform' "
                  "must come together")
         ncut = meta.get("ncut")
