@@ -38,6 +38,10 @@ SOLVERS = ("lloyd", "embed")
 SCALES = ("none", "standard", "minmax")
 MISSING = ("error", "drop")
 
+#: whiten='auto' tries the whitened refit of a graph fit on data of 2 up to this many columns
+#: (the widest measured, the 8×8 digits; docs/performance.md): W is d×d, the whitened copy n×d.
+WHITEN_AUTO_MAX_DIM = 64
+
 # Defaults shared by ``KernelKMeans.__init__`` and the command line's options.
 DEFAULTS = {
     "n_clusters": 8,   # the estimator's default; the command line requires -k
@@ -46,7 +50,9 @@ DEFAULTS = {
     "kernel": "knn",
     "weighting": "connectivity",
     "neighbor_search": "auto",
-    "whiten": False,
+    # the whitened refit where it lowers the Gaussian criterion (kernels/graph_fit.py):
+    # measured on the gallery and the real sets (docs/performance.md, "When to whiten")
+    "whiten": "auto",
     "gamma": "median",
     "degree": 3,
     "coef0": 1.0,

@@ -39,6 +39,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from ._options import WHITEN_AUTO_MAX_DIM
 from .errors import MemoryPlanError
 
 #: Fraction of the available RAM used when no limit is given.
@@ -380,6 +381,9 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
     points and nodes             n (24 d + 100), 8 n d more with ``whiten`` (the whitened
                                  points): the copies of the points, the k-d tree, the
                                  orders, counts and components
+    first fit kept               ``whiten='auto'`` on 2 to ``WHITEN_AUTO_MAX_DIM`` columns:
+                                 the first fit's graph, (8 + i) 2e, and its per-point
+                                 arrays, 40 n, held while the refit is built
     fit                          what the fit needs beyond the building, the graph held:
                                  four sparse matrices of up to 2e − n entries when the
                                  eigenvectors of the whole graph are needed (the normalized
@@ -425,6 +429,8 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
                 blocks - build
             build = blocks
     items["points and nodes"] = n * (24 * d + 100) + (8 * n * d if whiten else 0)
+    if whiten == "auto" and 2 <= d <= WHITEN_AUTO_MAX_DIM and k >= 2:
+        items["first fit kept"] = (8 + i) * 2 * e + 40 * n
     work, held = _graph_fit_work(n, nnz, i, k, start=start, eigengap=eigengap,
                                  sweep_ks=sweep_ks, row_entries=2 * nn)
     held += (8 + i) * 2 * e

@@ -64,7 +64,7 @@ def test_the_default_rule_counts_distinct_rows():
     rng = np.random.default_rng(0)
     base = rng.normal(size=(30, 2))
     X = np.repeat(base, 40, axis=0)          # 1200 rows, 30 distinct
-    res = fit_graph(X, 3, random_state=0)
+    res = fit_graph(X, 3, random_state=0, whiten=False)     # the graph of X itself
     info = res.graph.info
     assert info.n_points == 1200 and info.n_nodes == 30
     assert info.n_neighbors == kgraph.default_neighbors(30, 3) == 10
@@ -179,7 +179,7 @@ def test_default_starts_are_njw_and_four_merges_each_with_k_clusters():
                                                      "merge-4k", "merge-6k"}
     for _, labels in starts:
         assert labels.dtype == np.int32 and np.unique(labels).size == 2
-    res = fit_graph(X, 2, random_state=0)
+    res = fit_graph(X, 2, random_state=0, whiten=False)     # the starts on the graph of X
     assert res.start_kinds == tuple(kinds) and len(res.start_ncuts) == len(starts)
     assert res.ncut == min(res.start_ncuts)
     assert res.start == kinds[int(np.argmin(res.start_ncuts))]      # the first on ties
@@ -286,7 +286,8 @@ def test_sweep_equals_fit_graph_for_each_k():
     assert [r.k for r in records] == ks
     lam = _dense_laplacian_eigenvalues(records[0].fit.graph.affinity)
     for r in records:
-        ref = fit_graph(X, r.k, random_state=7, n_threads=1)   # 900 > 21·6: the same graph
+        # 900 > 21·6: the same graph; a sweep makes no whitened refit
+        ref = fit_graph(X, r.k, random_state=7, n_threads=1, whiten=False)
         np.testing.assert_array_equal(r.labels, ref.labels)
         assert r.ncut == ref.ncut and r.objective == ref.objective
         assert r.silhouette == pytest.approx(graph_silhouette(ref.kernel, ref.node_labels,
@@ -297,8 +298,8 @@ def test_sweep_equals_fit_graph_for_each_k():
                                                     for i in range(len(ks))]
     assert records[int(np.argmax(gaps))].k == 4
     # the cut ratios: the next k's ncut, and for the last k the ncut of a fit of k + 1
-    ncut = {r.k: r.ncut for r in records} | {7: fit_graph(X, 7, random_state=7,
-                                                           n_threads=1).ncut}
+    ncut = {r.k: r.ncut for r in records} | {7: fit_graph(X, 7, random_state=7, n_threads=1,
+                                                           whiten=False).ncut}
     for r in records:
         assert r.next_ncut == ncut[r.k + 1]
         assert r.cut_ratio == (ncut[r.k + 1] + 1e-6) / (ncut[r.k] + 1e-6)
@@ -369,12 +370,13 @@ def test_five_blobs_in_three_clusters_keep_every_blob_whole():
 
     for seed in range(3):
         X, y = make_blobs(500, centers=5, cluster_std=0.3, random_state=seed)
-        res = fit_graph(X, 3, random_state=seed)
+        res = fit_graph(X, 3, random_state=seed, whiten=False)
         assert res.graph.info.n_components == 5 and res.graph.info.bridges >= 4
-        assert np.unique(res.labels).size == 3
-        for c in range(5):
-            assert np.unique(res.labels[y == c]).size == 1
-        np.testing.assert_array_equal(predict_graph(res.model(), X), res.labels)
+        for fit in (res, fit_graph(X, 3, random_state=seed)):     # and the default's
+            assert np.unique(fit.labels).size == 3
+            for c in range(5):
+                assert np.unique(fit.labels[y == c]).size == 1
+            np.testing.assert_array_equal(predict_graph(fit.model(), X), fit.labels)
 
 
 def test_self_tuning_graphs_are_not_joined():

@@ -138,7 +138,8 @@ def test_the_default_sweep_names_the_bundled_examples_k(name, k):
 
 def test_each_k_has_the_labels_of_fit_with_the_same_seed(tmp_path):
     # 300 points > 21·5: the default neighbours of every k are the sweep's graph, so each k's
-    # row is fit -k K's (objective, normalized cut), and a sweep's model is its k's fit.
+    # row is fit -k K's (objective, normalized cut), and a sweep's model is its k's fit: the
+    # fit without the whitened refit, which a sweep does not make (--no-whiten).
     ks = [2, 3, 4, 5]
     swept = run(["sweep", MOONS, "--k", "2..5", "--seed", "3", "-q"])
     assert swept.exit_code == 0, swept.stderr
@@ -148,7 +149,8 @@ def test_each_k_has_the_labels_of_fit_with_the_same_seed(tmp_path):
                    "-o", tmp_path / f"s{k}.npz"])
         assert one.exit_code == 0, one.stderr
         fitted = run(["fit", "--kernel", "knn", MOONS, "-k", str(k), "--seed", "3", "-q",
-                      "-o", tmp_path / f"f{k}.npz", "--summary", tmp_path / f"f{k}.json"])
+                      "--no-whiten", "-o", tmp_path / f"f{k}.npz", "--summary",
+                      tmp_path / f"f{k}.json"])
         assert fitted.exit_code == 0, fitted.stderr
         np.testing.assert_array_equal(np.load(tmp_path / f"s{k}.npz")["labels"],
                                       np.load(tmp_path / f"f{k}.npz")["labels"])
@@ -166,7 +168,7 @@ def test_the_sweep_labels_equal_fit_labels_through_the_api():
     assert res.columns[1:6] == ("objective", "ncut", "cut_ratio", "silhouette", "eigengap")
     assert res.metric == "cut_ratio" and res.best_k == 2
     for row, labels in zip(res.rows, res.labels):
-        est = KernelKMeans(row["k"], random_state=3).fit(X)
+        est = KernelKMeans(row["k"], random_state=3, whiten=False).fit(X)
         np.testing.assert_array_equal(labels, est.labels_)
         assert row["objective"] == est.inertia_
     np.testing.assert_array_equal(res.best_estimator.labels_,
@@ -378,8 +380,8 @@ def test_a_longer_range_of_ks_changes_neither_the_graph_nor_the_choice(tmp_path)
         short.stderr                    # 400 > 21·8: every k's default graph is the same
     long_report = long.stderr
     assert "chosen k:   2 by cut-ratio" in long_report
-    assert ("(the default neighbours of k = 2; fit a larger k with --n-neighbors 21 for the "
-            "sweep's labels)") in long_report
+    assert ("(the default neighbours of k = 2; fit a larger k with --n-neighbors 21 "
+            "--no-whiten for the sweep's labels)") in long_report
 
 
 def test_cut_ratio_spelled_as_the_model_writes_it_in_a_config(tmp_path, rings_csv):

@@ -1,20 +1,24 @@
 """The whitened refit of the graph kernel (``whiten=True``, ``--whiten``): fit, whiten the
 points by the pooled within-cluster covariance W of the labels found (X·W^{-½}; De la Torre &
-Kanade, "Discriminative cluster analysis"), fit the whitened points' graph again. Checked
-against NumPy references: the transform, the two fits it chains, predict of the training
-points, the model file, one and two threads, and every refusal (one line, its exit code,
-nothing written)."""
+Kanade, "Discriminative cluster analysis"), fit the whitened points' graph again; with
+``whiten='auto'`` (the default) that refit is kept only where it lowers the Gaussian
+classification criterion (Scott & Symons 1971). Checked against NumPy references: the
+transform, the criterion, the two fits it chains and the choice between them, predict of the
+training points, the model file, one and two threads, the memory plan, and every refusal (one
+line, its exit code, nothing written)."""
 import json
 
 import numpy as np
 import pytest
 from scipy import sparse
 from sklearn.datasets import make_blobs, make_moons
+from sklearn.metrics import adjusted_rand_score
 
 from helpers import assert_one_error_line, labels_of, listing, run, run_process, write_csv
 from kkmeans_cli import KernelKMeans
-from kkmeans_cli.kernels.graph_fit import (WHITEN_RIDGE, fit_graph, predict_graph,
-                                           whiten_points, within_whitening)
+from kkmeans_cli.kernels.graph_fit import (AGREEMENT_MAX, WHITEN_RIDGE, adjusted_rand,
+                                           classification_criterion, fit_graph, predict_graph,
+                                           whiten_applies, whiten_points, within_whitening)
 from kkmeans_cli.model.model_file import load_model
 from kkmeans_cli.model.params import InvalidParameterError
 
@@ -75,13 +79,14 @@ def test_fit_graph_whiten_is_a_fit_on_the_points_its_first_fit_whitens():
     X, _ = _aniso()
     got = fit_graph(X, 3, random_state=np.random.default_rng(5), n_threads=1, whiten=True)
     rng = np.random.default_rng(5)
-    first = fit_graph(X, 3, random_state=rng, n_threads=1)
+    first = fit_graph(X, 3, random_state=rng, n_threads=1, whiten=False)
     T = _reference_whitening(X, first.labels)
     np.testing.assert_allclose(got.transform, T, rtol=1e-10, atol=1e-12)
-    second = fit_graph(whiten_points(X, got.transform), 3, random_state=rng, n_threads=1)
+    second = fit_graph(whiten_points(X, got.transform), 3, random_state=rng, n_threads=1,
+                       whiten=False)
     np.testing.assert_array_equal(got.labels, second.labels)
     assert got.ncut == second.ncut
-    assert fit_graph(X, 3, random_state=1, n_threads=1).transform is None
+    assert fit_graph(X, 3, random_state=1, n_threads=1, whiten=False).transform is None
 
 
 def test_predict_of_the_training_points_is_the_labels_and_threads_agree():
@@ -207,3 +212,197 @@ def test_a_model_whose_whitening_is_damaged_is_refused(aniso_csv, tmp_path):
         result = run(["predict", path, folder / "aniso.csv"])
         assert_one_error_line(result, str(path), code=1)
         assert "graph_transform" in result.stderr, (name, result.stderr)
+
+
+# -- whiten='auto' (the default): the refit kept where it lowers the Gaussian criterion ------
+def _reference_criterion(X, labels, k, ridge=1e-3):
+    """Σ_c (n_c/n) ln det S_c / d by another route: the total covariance's Cholesky factor
+    whitens, np.cov gives each cluster's covariance, det its determinant."""
+    n, d = X.shape
+    L = np.linalg.cholesky(np.cov(X.T, bias=True))
+    Z = np.linalg.solve(L, (X - X.mean(axis=0)).T).T
+    total = 0.0
+    for c in range(k):
+        Zc = Z[labels == c]
+        if len(Zc) > 1:
+            S = np.cov(Zc.T, bias=True).reshape(d, d) + ridge * np.eye(d)
+            total += len(Zc) / n * np.log(np.linalg.det(S)) / d
+    return total
+
+
+def test_classification_criterion_is_the_reference_and_affine_invariant():
+    X, y = _aniso()
+    labels = np.where(np.arange(len(y)) % 17 == 0, (y + 1) % 3, y)   # some points moved
+    got = classification_criterion(X, labels, 3)
+    assert got == pytest.approx(_reference_criterion(X, labels, 3), rel=1e-10)
+    A = np.array([[3.0, 1.0], [-2.0, 0.5]])
+    assert classification_criterion(X @ A + [7.0, -4.0], labels, 3) == pytest.approx(got,
+                                                                                    rel=1e-9)
+    # the true clusters are the tighter ellipsoids: a lower criterion than the moved labels
+    assert classification_criterion(X, y, 3) < got
+    # a cluster of one point adds nothing; a column that never varies is dropped
+    one = labels.copy()
+    one[0] = 3
+    np.testing.assert_allclose(classification_criterion(np.c_[X, np.ones(len(X))], labels, 3),
+                               got, rtol=1e-9)
+    assert np.isfinite(classification_criterion(X, one, 4))
+
+
+def test_adjusted_rand_is_scikit_learns():
+    rng = np.random.default_rng(0)
+    for k in (1, 2, 3, 7):
+        for moved in (0, 5, 20, 50):
+            a = rng.integers(0, k, 50)
+            b = a.copy()
+            b[rng.integers(0, 50, moved)] = rng.integers(0, k, moved)
+            assert adjusted_rand(a, b, k) == pytest.approx(adjusted_rand_score(a, b), abs=1e-12)
+    assert adjusted_rand([0, 0, 1], [1, 1, 0], 2) == 1.0
+    assert AGREEMENT_MAX == 0.98
+
+
+def test_a_refit_that_moves_a_few_points_is_not_kept():
+    """The bundled moons: the refit moves 1 point of 300 and lowers the criterion a little;
+    the first fit is kept."""
+    from pathlib import Path
+
+    X = np.loadtxt(Path(__file__).parents[1] / "examples" / "moons.csv", delimiter=",",
+                   skiprows=1)
+    est = KernelKMeans(2, random_state=0).fit(X)
+    tried = est.fit_stats_["graph"]["whitening"]
+    refit = KernelKMeans(2, random_state=0, whiten=True).fit(X).labels_
+    plain = KernelKMeans(2, random_state=0, whiten=False).fit(X).labels_
+    assert tried["refit_criterion"] < tried["criterion"]
+    assert tried["agreement"] == pytest.approx(adjusted_rand_score(plain, refit), abs=1e-12)
+    assert 0.9 < tried["agreement"] < 1 and tried["agreement"] >= AGREEMENT_MAX
+    assert tried["kept"] is False
+    np.testing.assert_array_equal(est.labels_, plain)
+
+
+def _replayed_auto(X, k, seed):
+    """whiten='auto' replayed: the plain fit and the whitened one from the same generator,
+    and the rule that chooses between them."""
+    plain = fit_graph(X, k, random_state=seed, n_threads=1, whiten=False)
+    refit = fit_graph(X, k, random_state=seed, n_threads=1, whiten=True)
+    before = _reference_criterion(X, plain.labels, k)
+    after = _reference_criterion(X, refit.labels, k)
+    keep = bool(after < before and adjusted_rand_score(plain.labels, refit.labels) < 0.98)
+    return (refit if keep else plain), keep, before, after
+
+
+@pytest.mark.parametrize("name", ["aniso", "varied"])
+def test_auto_keeps_the_refit_exactly_where_it_lowers_the_criterion(name):
+    if name == "aniso":
+        X, y = _aniso(600, seed=11)
+    else:   # blobs of different spreads (the gallery's 'varied'), where the refit is refused
+        X, y = make_blobs(1500, centers=3, cluster_std=[1.0, 2.5, 0.5], random_state=4)
+        X = (X - X.mean(0)) / X.std(0)
+    want, keep, before, after = _replayed_auto(X, 3, 4)
+    got = fit_graph(X, 3, random_state=4, n_threads=1, whiten="auto")
+    np.testing.assert_array_equal(got.labels, want.labels)
+    assert got.whitening["kept"] is keep
+    assert got.whitening["criterion"] == pytest.approx(before, rel=1e-9)
+    assert got.whitening["refit_criterion"] == pytest.approx(after, rel=1e-9)
+    assert (got.transform is not None) is keep
+    assert keep is (name == "aniso")        # each case runs the branch it names
+    # the estimator (default 'auto', its own generator) chooses between its two fits alike
+    est = KernelKMeans(3, random_state=4, n_threads=1).fit(X)
+    fits = {w: KernelKMeans(3, whiten=w, random_state=4, n_threads=1).fit(X).labels_
+            for w in (False, True)}
+    kept = bool(_reference_criterion(X, fits[True], 3) < _reference_criterion(X, fits[False], 3)
+                and adjusted_rand_score(fits[True], fits[False]) < 0.98)
+    np.testing.assert_array_equal(est.labels_, fits[kept])
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+    assert est.fit_stats_["graph"]["whitening"]["kept"] is kept
+    assert est.graph_info_.get("whitened", False) is kept
+
+
+def test_auto_fits_once_where_the_refit_does_not_apply():
+    """One column, more than 64, k connected components (a cut of zero), k = 1, a graph
+    given without points."""
+    rng = np.random.default_rng(0)
+    X1 = np.sort(rng.normal(size=(300, 1)), axis=0)                 # one column
+    X65 = rng.normal(size=(300, 65)) + np.repeat(np.eye(3, 65) * 20, 100, axis=0)
+    Xs, _ = make_blobs(200, centers=[[0, 0], [20, 0]], random_state=0)     # 2 components
+    for X, k in ((X1, 2), (X65, 3), (Xs, 2), (Xs, 1)):
+        got = fit_graph(X, k, random_state=1, n_threads=1, whiten="auto")
+        plain = fit_graph(X, k, random_state=1, n_threads=1, whiten=False)
+        np.testing.assert_array_equal(got.labels, plain.labels)
+        assert got.whitening is None and got.transform is None
+        if X is Xs and k == 2:      # the graph's exact answer
+            assert plain.ncut == 0.0 and plain.start == "components"
+    assert whiten_applies(Xs, 2) and not whiten_applies(Xs, 1)
+    assert not whiten_applies(X1, 2) and not whiten_applies(X65, 3)
+    # a given affinity has no coordinates: 'auto' fits it once, True is refused
+    A = sparse.random(30, 30, density=0.3, random_state=0)
+    assert KernelKMeans(2, kernel="precomputed").fit((A + A.T).tocsr()).graph_info_.get(
+        "whitened", False) is False
+
+
+def test_auto_memory_plan_holds_the_first_graph_beside_the_refit():
+    from kkmeans_cli.memory import graph_plan
+
+    plans = {w: graph_plan(100_000, 21, 2, 3, whiten=w) for w in (False, True, "auto")}
+    edges = 100_000 * 21
+    assert plans[True].total - plans[False].total == 8 * 100_000 * 2
+    assert plans["auto"].items["first fit kept"] == 12 * 2 * edges + 40 * 100_000
+    assert plans["auto"].total == plans[True].total + plans["auto"].items["first fit kept"]
+    # no refit planned where 'auto' tries none: one column, or more than 64
+    for d in (1, 65):
+        assert "first fit kept" not in graph_plan(1000, 21, d, 3, whiten="auto").items
+
+
+def test_cli_whiten_auto_default_no_whiten_and_config(aniso_csv):
+    folder = aniso_csv
+    X = np.loadtxt(folder / "aniso.csv", delimiter=",", skiprows=1)
+    default = run(["fit", folder / "aniso.csv", "-k", "3", "--seed", "4", "--no-model"])
+    assert default.exit_code == 0, default.stderr
+    np.testing.assert_array_equal(labels_of(default.stdout),
+                                  KernelKMeans(3, whiten="auto", random_state=4).fit(X).labels_)
+    off = run(["fit", folder / "aniso.csv", "-k", "3", "--seed", "4", "--no-whiten",
+               "--no-model"])
+    assert off.exit_code == 0, off.stderr
+    np.testing.assert_array_equal(labels_of(off.stdout),
+                                  KernelKMeans(3, whiten=False, random_state=4).fit(X).labels_)
+    assert "whitened" not in off.stderr
+    (folder / "auto.yaml").write_text("whiten: auto\nseed: 4\n")
+    configured = run(["fit", folder / "aniso.csv", "-k", "3", "--config",
+                      folder / "auto.yaml", "--no-model"])
+    assert configured.exit_code == 0, configured.stderr
+    assert configured.stdout == default.stdout
+    # --no-whiten asks for no refit: accepted by the dense kernels too
+    dense = run_process(["fit", "aniso.csv", "-k", "3", "--kernel", "rbf", "--no-whiten",
+                         "--no-model"], cwd=folder)
+    assert dense.returncode == 0, dense.stderr
+    # a sweep fits every k once on its one graph: the default is no refusal
+    swept = run_process(["sweep", "aniso.csv", "--k", "2..4", "--seed", "4", "-o", "s.npz"],
+                        cwd=folder)
+    assert swept.returncode == 0, swept.stderr
+    (folder / "bad.yaml").write_text("whiten: sometimes\n")
+    before = listing(folder)
+    bad = run_process(["fit", "aniso.csv", "-k", "3", "--config", "bad.yaml", "-o", "m.npz"],
+                      cwd=folder)
+    assert_one_error_line(bad, "key 'whiten' must be true or false or auto", "sometimes",
+                          code=2)
+    assert listing(folder) == before
+
+
+def test_auto_under_a_memory_limit_that_holds_one_graph_fits_once():
+    from kkmeans_cli.errors import MemoryPlanError
+    from kkmeans_cli.kernels.graph import default_neighbors
+    from kkmeans_cli.memory import graph_plan
+    from kkmeans_cli.model.planning import check_graph_memory
+
+    X, _ = _aniso(3000, seed=11)
+    one = graph_plan(3000, default_neighbors(3000, 3), 2, 3, whiten=False).total
+    check_graph_memory(3000, 2, [3], memory_limit=one)
+    with pytest.raises(MemoryPlanError):
+        check_graph_memory(3000, 2, [3], memory_limit=one, whiten="auto")
+    got = KernelKMeans(3, random_state=2, memory_limit=one).fit(X)
+    want = KernelKMeans(3, random_state=2, whiten=False).fit(X)
+    np.testing.assert_array_equal(got.labels_, want.labels_)
+    assert "whitening" not in got.fit_stats_["graph"]
+    assert KernelKMeans(3, random_state=2).fit(X).fit_stats_["graph"]["whitening"]
+    with pytest.raises(MemoryPlanError):      # a limit below one fit is still refused
+        KernelKMeans(3, random_state=2, memory_limit=one - 1).fit(X)
+    with pytest.raises(MemoryPlanError):      # and True is never dropped
+        KernelKMeans(3, random_state=2, memory_limit=one, whiten=True).fit(X)

@@ -520,18 +520,23 @@ def test_graph_plan_refuses_too_many_neighbours_before_allocating(tmp_path):
 
 def test_graph_fit_within_a_generous_limit_is_the_fit_without_one(tmp_path):
     """Under a limit the plan fits, the fit is the one without a limit, and no warning says
-    --memory-limit is ignored (it is not, for knn)."""
+    --memory-limit is ignored (it is not, for knn). A limit that holds one graph but not the
+    default's whitened refit beside it gives the one fit (--no-whiten); below it, a refusal."""
     X = _graph_points(1500, seed=2)
     write_csv(tmp_path / "d.csv", X)
-    free = run(["fit", tmp_path / "d.csv", "-k", "3", "--n-neighbors", "30", "--seed", "1",
-                "--no-model"])
-    need = memory.graph_plan(1500, 30, 2, 3).total
-    limited = run(["fit", tmp_path / "d.csv", "-k", "3", "--n-neighbors", "30", "--seed", "1",
-                   "--no-model", "--memory-limit", str(need)])
+    args = ["fit", tmp_path / "d.csv", "-k", "3", "--n-neighbors", "30", "--seed", "1",
+            "--no-model"]
+    free = run(args)
+    need = memory.graph_plan(1500, 30, 2, 3, whiten="auto").total
+    limited = run([*args, "--memory-limit", str(need)])
     assert free.exit_code == limited.exit_code == 0, limited.stderr
     assert limited.stdout == free.stdout and "warning" not in limited.stderr
-    refused = run(["fit", tmp_path / "d.csv", "-k", "3", "--n-neighbors", "30", "--seed", "1",
-                   "--no-model", "--memory-limit", str(need - 1)])
+    once = memory.graph_plan(1500, 30, 2, 3).total
+    assert once < need
+    single = run([*args, "--memory-limit", str(once)])
+    assert single.exit_code == 0, single.stderr
+    assert single.stdout == run([*args, "--no-whiten"]).stdout
+    refused = run([*args, "--memory-limit", str(once - 1)])
     assert refused.exit_code == 1 and "not enough memory" in refused.stderr
     est = KernelKMeans(3, n_neighbors=30, random_state=1, memory_limit=need).fit(X)
     np.testing.assert_array_equal(est.labels_, KernelKMeans(3, n_neighbors=30,

@@ -36,6 +36,13 @@ WEIGHTING_CHOICES = _options.WEIGHTINGS
 NEIGHBOR_SEARCH_CHOICES = _options.NEIGHBOR_SEARCHES
 
 
+class AutoFlag(click.Option):
+    """An on/off flag (``--whiten/--no-whiten``) that a config may also set to ``auto``
+    (``io.config.convert_value``); not given, it is None: the API's default."""
+
+    config_words = ("auto",)
+
+
 class GammaType(click.ParamType):
     """``--gamma``: a positive number, ``median`` or ``scale``."""
 
@@ -209,10 +216,13 @@ def fit_options(f, kernel=DEFAULTS["kernel"]):
                      help="knn above 15 features: exact (quadratic) or approximate "
                           "(pynndescent, pip install 'kkmeans-cli[ann]'); auto: approximate "
                           "from 50,000 points when installed."),
-        click.option("--whiten", is_flag=True, default=DEFAULTS["whiten"],
+        click.option("--whiten/--no-whiten", cls=AutoFlag, default=None,
                      help="knn: fit, whiten DATA by the within-cluster covariance of the "
                           "clusters found, and fit again (overlapping ellipsoidal groups; "
-                          "twice the time)."),
+                          "twice the time). Not given: "
+                          + ("the refit where it lowers the clusters' Gaussian criterion "
+                             "(2 to 64 features)." if DEFAULTS["whiten"] == "auto" else
+                             "no refit.")),
         click.option("--gamma", type=GammaType(), default=DEFAULTS["gamma"], show_default=True,
                      help="Kernel width. median: 1/(2·median squared pair distance); "
                           "scale: 1/(n_features·Var(X))."),
@@ -472,7 +482,14 @@ def estimator_kwargs(opts, n_clusters, init):
                 n_neighbors=opts.get("n_neighbors"),
                 weighting=opts.get("weighting", DEFAULTS["weighting"]),
                 neighbor_search=opts.get("neighbor_search", DEFAULTS["neighbor_search"]),
-                whiten=bool(opts.get("whiten", DEFAULTS["whiten"])))
+                whiten=whiten_setting(opts))
+
+
+def whiten_setting(opts):
+    """``whiten`` of ``KernelKMeans`` from the effective options: --whiten True, --no-whiten
+    False, a config's ``auto`` 'auto', neither the default."""
+    value = opts.get("whiten")
+    return DEFAULTS["whiten"] if value is None else value
 
 
 def require_matplotlib(path):

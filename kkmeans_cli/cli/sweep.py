@@ -11,7 +11,7 @@ from .inputs import (check_distinct, init_is_file, input_paths, is_graph_data,
                      prepare_fit_data)
 from .options import (KsType, check_memory_plan, check_option_combination, data_options,
                       effective_options, estimator_kwargs, fit_options, require_matplotlib,
-                      run_options, stored_options, warn_unused_options)
+                      run_options, stored_options, warn_unused_options, whiten_setting)
 
 
 SWEEP_METRICS = ("silhouette", "simplified-silhouette", "calinski-harabasz", "davies-bouldin",
@@ -33,8 +33,9 @@ With a dense kernel (--kernel rbf, ...) the chosen k is the largest silhouette (
 simplified silhouette or Calinski-Harabasz, the smallest Davies-Bouldin, or the elbow of the
 inertia curve. Ties go to the smaller k.
 No model is saved unless -o PATH is given. Labels are not printed; fit the chosen k with
-'kkmeans fit' for those (same options, same labels; with knn and the default neighbours,
-add the --n-neighbors the report names).
+'kkmeans fit' for those (same options, same labels; with knn add --no-whiten, as a sweep
+makes no whitened refit, and with the default neighbours the --n-neighbors the report
+names).
 \b
 Examples:
   kkmeans sweep examples/moons.csv --k 2..6
@@ -244,7 +245,9 @@ def _graph_sweep(opts, k_ranges):
          + ("" if given or opts["n_neighbors"] is not None
             or all(default_neighbors(info["n_nodes"], k) == info["n_neighbors"] for k in ks)
             else f" (the default neighbours of k = {ks[0]}; fit a larger k with "
-                 f"--n-neighbors {info['n_neighbors']} for the sweep's labels)")),
+                 f"--n-neighbors {info['n_neighbors']}"
+                 f"{' --no-whiten' if whiten_setting(opts) == 'auto' else ''} for the "
+                 f"sweep's labels)")),
         ("chosen k", _graph_choice_text(result, metric)),
         ("eigengap", gap),
         ("silhouette", "exact (all points, graph kernel's feature space)"),

@@ -294,9 +294,10 @@ def convert_value(ctx, param, value, path):
     """
     kind = param.type
     expected = None
+    words = getattr(param, "config_words", ())
     if param.is_flag:
-        if not isinstance(value, bool):
-            expected = "true or false"
+        if not isinstance(value, bool) and value not in words:
+            expected = "true or false" + "".join(f" or {w}" for w in words)
     elif (isinstance(value, bool) or isinstance(value, dict) or value is None
           or (isinstance(value, list) and not getattr(kind, "accepts_list", False))):
         expected = _type_name(kind)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .. import _options
 from ..engine import graph_starts
 from ..engine.graph import GraphKernel, GraphSums, refine
 from ..engine.threads import blas_threads, effective_n_threads
@@ -150,7 +151,10 @@ class GraphFitResult:
     n_iter (Lloyd passes of the winning run); converged; hartigan_moves; start ('components',
     'multilevel', 'spectral'); start_ncuts (final ncut of every start run); graph
     (``kernels.graph.Graph``); kernel (``GraphKernel``: σ, degrees); sums (links, vol);
-    node_labels (m,); transform (d×d): the whitening the graph's points went through, or None.
+    node_labels (m,); transform (d×d): the whitening the graph's points went through, or None;
+    whitening: with whiten='auto' when the refit was tried, both fits' classification
+    criteria, their labels' agreement (``adjusted_rand``) and whether the refit was kept,
+    else None.
     """
 
     labels: np.ndarray
@@ -168,6 +172,7 @@ class GraphFitResult:
     start_kinds: tuple = ()
     levels: int = 0
     transform: np.ndarray = None
+    whitening: dict = None
 
     @property
     def inner_sums(self):
@@ -184,7 +189,9 @@ class GraphFitResult:
                                "start_ncuts": list(self.start_ncuts),
                                "start_kinds": list(self.start_kinds), "levels": self.levels,
                                "refine_moves": self.hartigan_moves,
-                               "sigma": self.kernel.sigma}}
+                               "sigma": self.kernel.sigma,
+                               **({} if self.whitening is None
+                                  else {"whitening": dict(self.whitening)})}}
 
     def model(self):
         """The GraphModel of this fit (None for a given affinity: no coordinates)."""
@@ -198,7 +205,8 @@ class GraphFitResult:
 
 def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
               weighting="connectivity", start="auto", n_init=3, max_iter=300,
-              random_state=None, n_threads=None, neighbor_search="auto", whiten=False):
+              random_state=None, n_threads=None, neighbor_search="auto",
+              whiten=_options.DEFAULTS["whiten"]):
     """Minimise the normalized cut of the k-nearest-neighbour graph of X (or of ``affinity``).
 
     Parameters
@@ -216,8 +224,13 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
     n_threads : threads of the neighbour search and the passes (None: every core)
     neighbor_search : 'auto', 'exact' or 'approximate' (``kernels.graph.search_route``); the
         approximate search is seeded from ``random_state`` without drawing from it
-    whiten : fit, then whiten X by the pooled within-cluster covariance of the labels found
-        (``within_whitening``) and fit the whitened points' graph again (X only)
+    whiten : False, True or 'auto'. True: fit, then whiten X by the pooled within-cluster
+        covariance of the labels found (``within_whitening``) and fit the whitened points'
+        graph again (X only). 'auto': where ``whiten_applies``, the first fit's cut is not
+        zero (k connected components) and its nodes are not each linked to every node, that
+        refit, kept only when its labels lower ``classification_criterion`` below the first
+        fit's and differ from them (``adjusted_rand`` below ``AGREEMENT_MAX``); else the
+        first fit.
 
     Returns
     -------
@@ -228,21 +241,104 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
     n_threads = effective_n_threads(n_threads)
     rng = random_state if isinstance(random_state, np.random.Generator) \
         else np.random.default_rng(random_state)
-    if whiten and affinity is not None:
+    auto = isinstance(whiten, str)
+    if auto and whiten != "auto":
+        raise ValueError(f"whiten must be False, True or 'auto', got {whiten!r}")
+    if not auto and whiten and affinity is not None:
         raise ValueError("whiten needs the points X: a given affinity has no coordinates")
     graph = build_graph(X, n_clusters, affinity, n_neighbors, weighting, n_threads,
                         neighbor_search, search_seed(rng))
     fit = fit_on_graph(graph, n_clusters, start=start, n_init=n_init, max_iter=max_iter,
                        rng=rng, n_threads=n_threads)
-    if not whiten:
+    if not whiten or affinity is not None:
         return fit
+    if auto and (fit.ncut <= 0.0 or graph.info.n_neighbors >= graph.info.n_nodes
+                 or not whiten_applies(X, n_clusters)):
+        return fit      # a cut of zero (k components) is the graph's exact answer; a node
+        # linked to every node has the same graph whitened
     T = within_whitening(X, fit.labels, n_clusters)
-    del graph, fit                                  # the first graph, before the second
+    first = fit if auto else None                   # 'auto' may keep it
+    del graph, fit                                  # True: the first graph, before the second
     graph = build_graph(whiten_points(X, T), n_clusters, None, n_neighbors, weighting,
                         n_threads, neighbor_search, search_seed(rng))
     fit = fit_on_graph(graph, n_clusters, start=start, n_init=n_init, max_iter=max_iter,
                        rng=rng, n_threads=n_threads)
+    if auto:
+        before = classification_criterion(X, first.labels, n_clusters)
+        after = classification_criterion(X, fit.labels, n_clusters)
+        agree = adjusted_rand(first.labels, fit.labels, n_clusters)
+        tried = {"criterion": before, "refit_criterion": after, "agreement": agree}
+        if not (after < before - CRITERION_RTOL * (1.0 + abs(before))
+                and agree < AGREEMENT_MAX):
+            return replace(first, whitening=dict(tried, kept=False))
+        return replace(fit, transform=T, whitening=dict(tried, kept=True))
     return replace(fit, transform=T)
+
+
+WHITEN_AUTO_MAX_DIM = _options.WHITEN_AUTO_MAX_DIM
+#: A refit is kept when its criterion is lower than the first fit's by more than this
+#: (relative): the same partition numbered otherwise sums in another order, and keeps the
+#: first fit.
+CRITERION_RTOL = 1e-9
+#: Added to each cluster's covariance in the criterion's coordinates (total covariance I).
+CRITERION_RIDGE = 1e-3
+#: A refit whose labels agree with the first fit's to this adjusted Rand index or more moves a
+#: few points only, within the optimiser's own spread: the first fit (no transform) is kept.
+AGREEMENT_MAX = 0.98
+
+
+def adjusted_rand(a, b, k):
+    """The adjusted Rand index of two labellings into 0..k−1 (Hubert & Arabie, "Comparing
+    partitions", Journal of Classification 1985): 1 for the same partition, about 0 for
+    independent ones; 1 when both put every point in one cluster."""
+    a = np.asarray(a, dtype=np.int64).reshape(-1)
+    b = np.asarray(b, dtype=np.int64).reshape(-1)
+    n = a.size
+    table = np.bincount(a * k + b, minlength=k * k).reshape(k, k).astype(np.float64)
+
+    def pairs(counts):
+        return float((counts * (counts - 1.0)).sum() / 2.0)
+
+    rows, cols = pairs(table.sum(axis=1)), pairs(table.sum(axis=0))
+    expected = rows * cols / (n * (n - 1.0) / 2.0) if n > 1 else 0.0
+    top = (rows + cols) / 2.0
+    if top == expected:
+        return 1.0
+    return (pairs(table) - expected) / (top - expected)
+
+
+def whiten_applies(X, k):
+    """Whether whiten='auto' tries the refit: X of 2 to ``WHITEN_AUTO_MAX_DIM`` columns
+    (one column whitens to the same graph) and k ≥ 2."""
+    return 2 <= X.shape[1] <= WHITEN_AUTO_MAX_DIM and k >= 2
+
+
+def classification_criterion(X, labels, k, ridge=CRITERION_RIDGE):
+    """Σ_c (n_c/n) ln det S_c / d' (lower is better): the classification likelihood criterion
+    of Gaussian clusters with a covariance each (Scott & Symons, "Clustering methods based on
+    likelihood ratio criteria", Biometrics 1971; Banfield & Raftery, "Model-based Gaussian and
+    non-Gaussian clustering", Biometrics 1993), S_c the covariance of cluster c in the
+    coordinates whitened by the total covariance (its d' directions of variance above 10⁻⁹
+    of the largest) plus ``ridge``·I. Affine invariant; clusters of one point are skipped."""
+    X = np.asarray(X, dtype=np.float64)
+    n = X.shape[0]
+    labels = np.asarray(labels).reshape(-1)
+    C = X - X.mean(axis=0)
+    lam, V = np.linalg.eigh(C.T @ C / n)
+    keep = lam > 1e-9 * lam[-1] if lam[-1] > 0 else np.zeros(lam.size, dtype=bool)
+    if not keep.any():
+        return 0.0
+    Z = C @ (V[:, keep] / np.sqrt(lam[keep]))
+    dd = Z.shape[1]
+    total = 0.0
+    for c in range(int(k)):
+        Zc = Z[labels == c]
+        if Zc.shape[0] < 2:
+            continue
+        Zc = Zc - Zc.mean(axis=0)
+        S = Zc.T @ Zc / Zc.shape[0] + ridge * np.eye(dd)
+        total += Zc.shape[0] / n * np.linalg.slogdet(S)[1] / dd
+    return float(total)
 
 
 WHITEN_RIDGE = 1e-3     # of tr(W)/d, added to W's diagonal: W^{-½} exists for any labels

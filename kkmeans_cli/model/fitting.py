@@ -263,7 +263,7 @@ def fit_graph_arrays(X, affinity, params, rngs, n_threads):
                     max_iter=int(params["max_iter"]), random_state=fit_rng,
                     n_threads=n_threads,
                     neighbor_search=params.get("neighbor_search", "auto"),
-                    whiten=bool(params.get("whiten", False)))
+                    whiten=params.get("whiten", False))
     t1 = time.perf_counter()
     fitted = fit.fitted_attributes()
     graph, kernel = fit.graph, fit.kernel
@@ -275,6 +275,8 @@ def fit_graph_arrays(X, affinity, params, rngs, n_threads):
             for key, value in vars(graph.info).items()}
     if fit.transform is not None:
         info["whitened"] = True         # the graph is that of the whitened points
+    if fit.whitening is not None:       # whiten='auto' tried the refit
+        info["whitening"] = dict(fit.whitening)
     stats = {"kernel_seconds": 0.0, "iteration_seconds": t1 - t0,
              "restart_inertias": [fit.objective - fit.ncut + c for c in ncuts],
              "best_restart": int(np.argmin(ncuts)), "n_threads": int(n_threads),

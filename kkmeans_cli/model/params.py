@@ -73,7 +73,7 @@ PARAMETER_CONSTRAINTS = {
     "weighting": [StrOptions(set(_options.WEIGHTINGS))],
     # the neighbour search of that graph above 15 dimensions (kernels.graph.search_route)
     "neighbor_search": [StrOptions(set(_options.NEIGHBOR_SEARCHES))],
-    "whiten": ["boolean"],
+    "whiten": ["boolean", StrOptions({"auto"})],
 }
 
 
@@ -177,7 +177,8 @@ GRAPH_REFUSED = {"gamma": "median", "degree": 3, "coef0": 1.0, "storage": "auto"
 #: (refused unless left at their defaults), tol (ignored) and objective (always the cut).
 GRAPH_UNUSED = (*GRAPH_REFUSED, "dtype", "refine", "algorithm", "tol", "objective")
 #: The graph's own settings with a default, refused with a dense kernel unless at it:
-#: parameter → what it sets (``n_neighbors``, default None, is refused on its own).
+#: parameter → what it sets (``n_neighbors``, default None, is refused on its own;
+#: ``whiten=False``, no refit, never is).
 GRAPH_ONLY = {"weighting": "the edge weights", "neighbor_search": "the neighbour search",
               "whiten": "the whitened refit"}
 
@@ -202,7 +203,7 @@ def check_graph_combination(params):
                 f"{kernel} kernel has no neighbours (use kernel='knn', or drop n_neighbors)")
         for key, what in GRAPH_ONLY.items():
             value = params.get(key, _options.DEFAULTS[key])
-            if value != _options.DEFAULTS[key]:
+            if value != _options.DEFAULTS[key] and not (key == "whiten" and not value):
                 setting = f"{key}={value}" if isinstance(value, bool) else f"{key}='{value}'"
                 raise InvalidParameterError(
                     f"{setting} sets {what} of the graph of kernel='knn'; the {kernel} "

@@ -284,7 +284,8 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
     X itself, a sparse affinity, with ``kernel='precomputed'``.
 
     Each k is fitted as ``KernelKMeans(k, **params).fit(X)`` fits it (the same starts, passes
-    and seed) on the one graph: with ``n_neighbors=None`` that graph has the default
+    and seed, without a whitened refit: ``whiten='auto'`` fits each k once, as
+    ``whiten=False``; ``whiten=True`` is refused) on the one graph: with ``n_neighbors=None`` that graph has the default
     neighbours of the smallest k (``kernels.graph.default_neighbors``; ``SweepResult.graph``
     names them), so a longer range of ks changes neither the graph nor the rows of the ks it
     shares; it is the default graph of every k when the data have more than 21·max(ks)
@@ -329,7 +330,7 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
         params["random_state"] = int(np.random.default_rng(params.get("random_state"))
                                      .integers(2 ** 31 - 1))
     validate_params(KernelKMeans(2, **params))
-    if params.get("whiten"):
+    if params.get("whiten") and not isinstance(params["whiten"], str):
         raise InvalidParameterError(
             "whiten=True is not swept: each k would whiten the points by its own clusters, "
             "where one graph serves every k (sweep without it, then fit the chosen k with "
@@ -390,6 +391,7 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
         best_params = dict(params)
         if not given:  # the sweep's graph: the neighbours of the smallest k's default rule
             best_params["n_neighbors"] = records[0].fit.graph.info.n_neighbors
+        best_params["whiten"] = False   # the sweep's own fit of best_k, on its one graph
         best_est = KernelKMeans(best_k, **best_params).fit(affinity if given else X,
                                                              sample_weight=sample_weight)
     return SweepResult(rows=rows, metric=metric, best_k=best_k, best_estimator=best_est,
