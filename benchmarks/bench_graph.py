@@ -10,7 +10,7 @@ their defaults, against scikit-learn's SpectralClustering and kkmeans' rbf kerne
     python benchmarks/bench_graph.py knn [--n 20000 --d 64]        # exact blocked vs pynndescent
     python benchmarks/bench_graph.py ann [--n 20000 50000 100000]  # graph fits: exact vs approximate
     python benchmarks/bench_graph.py ann-states [--n 20000 50000]  # the fit's spread on each graph
-    python benchmarks/bench_graph.py whiten [--seeds 0 … 11]       # --whiten vs the default
+    python benchmarks/bench_graph.py whiten [--seeds 0 … 11]       # whiten False / True / 'auto'
 
 gallery: the data sets of scikit-learn's ``plot_cluster_comparison`` (n = 1500,
 StandardScaler): circles (factor .5) and moons at noise .03, .05, .08, .1, three concentric
@@ -517,63 +517,65 @@ def ann_states(args):
                       flush=True)
 
 
-def whitened_labels(X, k, seed):
-    """The graph fit with ``whiten=True``: the default fit, then the default again on X
-    whitened by the pooled within-cluster covariance of its clusters
-    (``kernels.graph_fit.within_whitening``)."""
+WHITEN_MODES = {"graph": False, "whitened": True, "auto": "auto"}
+
+
+def whitened_labels(X, k, seed, mode="whitened"):
+    """The graph fit with ``whiten`` False ('graph'), True ('whitened': the first fit, then
+    the fit again on X whitened by the pooled within-cluster covariance of its clusters,
+    ``kernels.graph_fit.within_whitening``) or 'auto' (that refit kept only where it lowers
+    ``kernels.graph_fit.classification_criterion``)."""
     from kkmeans_cli.kernels.graph_fit import fit_graph
 
-    return fit_graph(X, k, random_state=seed, n_threads=1, whiten=True).labels
+    return fit_graph(X, k, random_state=seed, n_threads=1, whiten=WHITEN_MODES[mode]).labels
 
 
 def whiten(args):
-    """The whitened refit (``whiten=True``) against the default, seed by seed: the blob
-    families' misses of max(SpectralClustering, rbf) − 0.02, the shapes' worst ARI, the
-    gallery's own three and the real sets' mean."""
+    """The graph fit with whiten False, True and 'auto', seed by seed: the blob families'
+    misses of max(SpectralClustering, rbf) − 0.02, the shapes' worst ARI, the gallery's own
+    three and the real sets' mean."""
     import warnings
 
     from sklearn.metrics import adjusted_rand_score as ari
 
     print(f"load average {os.getloadavg()[0]:.2f}; blob seeds {args.seeds}, shape seeds "
           f"{args.shape_seeds}, real seeds {args.real_seeds}; n = 1500, one thread")
-    misses = {"graph": [], "whitened": []}
+    modes = list(WHITEN_MODES)
+    misses = {m: [] for m in modes}
     for name in ("varied", "aniso", "blobs"):
         for seed in args.seeds:
             X, y = gallery_data(name, seed)
             k = K_OF[name]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                a = {"graph": ari(y, method_labels("graph", X, k, seed)),
-                     "whitened": ari(y, whitened_labels(X, k, seed)),
-                     "spectral": ari(y, method_labels("spectral", X, k, seed)),
-                     "rbf": ari(y, method_labels("rbf", X, k, seed))}
-            need = max(a["spectral"], a["rbf"]) - 0.02
-            for m in misses:
+                a = {m: ari(y, whitened_labels(X, k, seed, m)) for m in modes}
+                need = max(ari(y, method_labels("spectral", X, k, seed)),
+                           ari(y, method_labels("rbf", X, k, seed))) - 0.02
+            for m in modes:
                 if a[m] < need:
                     misses[m].append(f"{name} {seed}")
-            print(f"{name} {seed}: graph {a['graph']:.3f} whitened {a['whitened']:.3f} "
-                  f"need {need:.3f}", flush=True)
+            print(f"{name} {seed}: " + " ".join(f"{m} {a[m]:.3f}" for m in modes)
+                  + f" need {need:.3f}", flush=True)
     for m, missed in misses.items():
         print(f"{m}: {len(missed)} misses ({', '.join(missed) or 'none'})")
     for name, noise in gallery_cells():
         if noise is None:
             X, y = gallery_data(name, None)
-            print(f"{name} (gallery's own): whitened "
-                  f"{ari(y, whitened_labels(X, K_OF[name], 0)):.3f}", flush=True)
+            print(f"{name} (gallery's own): " + " ".join(
+                f"{m} {ari(y, whitened_labels(X, K_OF[name], 0, m)):.3f}" for m in modes[1:]),
+                flush=True)
             continue
-        worst = min(ari(y, whitened_labels(X, K_OF[name], seed))
-                    for seed in args.shape_seeds
-                    for X, y in [gallery_data(name, seed, noise)])
-        print(f"{name} {noise}: whitened worst {worst:.3f}", flush=True)
-    means = {"graph": [], "whitened": []}
+        sets = [gallery_data(name, seed, noise) for seed in args.shape_seeds]
+        print(f"{name} {noise}: worst " + " ".join(
+            f"{m} {min(ari(y, whitened_labels(X, K_OF[name], seed, m)) for seed, (X, y) in zip(args.shape_seeds, sets)):.3f}"
+            for m in modes[1:]), flush=True)
+    means = {m: [] for m in modes}
     for name, X, y, k in real_data():
-        for m, fit in (("graph", lambda s: method_labels("graph", X, k, s)),
-                       ("whitened", lambda s: whitened_labels(X, k, s))):
-            means[m].append(np.mean([ari(y, fit(s)) for s in args.real_seeds]))
-        print(f"{name}: graph {means['graph'][-1]:.3f} whitened {means['whitened'][-1]:.3f}",
-              flush=True)
-    print(f"real mean of 8: graph {np.mean(means['graph']):.3f} whitened "
-          f"{np.mean(means['whitened']):.3f}")
+        for m in modes:
+            means[m].append(np.mean([ari(y, whitened_labels(X, k, s, m))
+                                     for s in args.real_seeds]))
+        print(f"{name}: " + " ".join(f"{m} {means[m][-1]:.3f}" for m in modes), flush=True)
+    print("real mean of 8: " + " ".join(f"{m} {np.mean(means[m]):.3f}" for m in modes))
 
 
 def main(argv=None):
