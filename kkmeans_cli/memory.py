@@ -378,9 +378,10 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
                                  (measured 410 MiB + 68 e at 20,000–120,000 points), or
                                  the exact search's blocks when larger (it falls back to them
                                  on few distinct points)
-    points and nodes             n (24 d + 100), 8 n d more with ``whiten`` (the whitened
-                                 points): the copies of the points, the k-d tree, the
-                                 orders, counts and components
+    points and nodes             n (24 d + 100), 8 n d + 8 k d² more with ``whiten`` (the
+                                 whitened points, the clusters' scatter matrices): the
+                                 copies of the points, the k-d tree, the orders, counts
+                                 and components
     first fit kept               ``whiten='auto'`` on 2 to ``WHITEN_AUTO_MAX_DIM`` columns:
                                  the first fit's graph, (8 + i) 2e, and its per-point
                                  arrays, 40 n, held while the refit is built
@@ -428,7 +429,8 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
             items["search blocks" if search == "exact" else "neighbour search"] = \
                 blocks - build
             build = blocks
-    items["points and nodes"] = n * (24 * d + 100) + (8 * n * d if whiten else 0)
+    items["points and nodes"] = n * (24 * d + 100) + (8 * n * d + 8 * k * d * d if whiten
+                                                      else 0)
     if whiten == "auto" and 2 <= d <= WHITEN_AUTO_MAX_DIM and k >= 2:
         items["first fit kept"] = (8 + i) * 2 * e + 40 * n
     work, held = _graph_fit_work(n, nnz, i, k, start=start, eigengap=eigengap,

@@ -248,6 +248,27 @@ def test_classification_criterion_is_the_reference_and_affine_invariant():
     assert np.isfinite(classification_criterion(X, one, 4))
 
 
+def test_cluster_scatter_in_blocks_is_the_loop_over_clusters(monkeypatch):
+    from kkmeans_cli.kernels import graph_fit
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(1000, 4)) * [1.0, 10.0, 0.1, 1e3] + 1e4     # far from the origin
+    labels = rng.integers(0, 5, 1000)
+    labels[labels == 3] = 4                                          # cluster 3 empty
+    for block in (graph_fit.SCATTER_BLOCK_ROWS, 7):
+        monkeypatch.setattr(graph_fit, "SCATTER_BLOCK_ROWS", block)
+        counts, means, scatters = graph_fit.cluster_scatter(X, labels, 5)
+        for c in range(5):
+            Xc = X[labels == c]
+            assert counts[c] == len(Xc)
+            if len(Xc):
+                np.testing.assert_allclose(means[c], Xc.mean(axis=0), rtol=1e-13)
+                R = Xc - Xc.mean(axis=0)
+                np.testing.assert_allclose(scatters[c], R.T @ R, rtol=1e-9, atol=1e-9)
+            else:
+                assert not means[c].any() and not scatters[c].any()
+
+
 def test_adjusted_rand_is_scikit_learns():
     rng = np.random.default_rng(0)
     for k in (1, 2, 3, 7):
@@ -343,7 +364,7 @@ def test_auto_memory_plan_holds_the_first_graph_beside_the_refit():
 
     plans = {w: graph_plan(100_000, 21, 2, 3, whiten=w) for w in (False, True, "auto")}
     edges = 100_000 * 21
-    assert plans[True].total - plans[False].total == 8 * 100_000 * 2
+    assert plans[True].total - plans[False].total == 8 * 100_000 * 2 + 8 * 3 * 2 * 2
     assert plans["auto"].items["first fit kept"] == 12 * 2 * edges + 40 * 100_000
     assert plans["auto"].total == plans[True].total + plans["auto"].items["first fit kept"]
     # no refit planned where 'auto' tries none: one column, or more than 64

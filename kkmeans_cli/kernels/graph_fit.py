@@ -319,26 +319,50 @@ def classification_criterion(X, labels, k, ridge=CRITERION_RIDGE):
     likelihood ratio criteria", Biometrics 1971; Banfield & Raftery, "Model-based Gaussian and
     non-Gaussian clustering", Biometrics 1993), S_c the covariance of cluster c in the
     coordinates whitened by the total covariance (its d' directions of variance above 10⁻⁹
-    of the largest) plus ``ridge``·I. Affine invariant; clusters of one point are skipped."""
-    X = np.asarray(X, dtype=np.float64)
-    n = X.shape[0]
-    labels = np.asarray(labels).reshape(-1)
-    C = X - X.mean(axis=0)
-    lam, V = np.linalg.eigh(C.T @ C / n)
+    of the largest) plus ``ridge``·I. Affine invariant; clusters of one point are skipped.
+    From ``cluster_scatter`` (no n × d copy)."""
+    counts, means, scatters = cluster_scatter(X, labels, k)
+    n = counts.sum()
+    mean = counts @ means / n
+    between = (means - mean) * np.sqrt(counts)[:, None]
+    lam, V = np.linalg.eigh((scatters.sum(axis=0) + between.T @ between) / n)
     keep = lam > 1e-9 * lam[-1] if lam[-1] > 0 else np.zeros(lam.size, dtype=bool)
     if not keep.any():
         return 0.0
-    Z = C @ (V[:, keep] / np.sqrt(lam[keep]))
-    dd = Z.shape[1]
+    P = V[:, keep] / np.sqrt(lam[keep])
+    dd = P.shape[1]
     total = 0.0
-    for c in range(int(k)):
-        Zc = Z[labels == c]
-        if Zc.shape[0] < 2:
-            continue
-        Zc = Zc - Zc.mean(axis=0)
-        S = Zc.T @ Zc / Zc.shape[0] + ridge * np.eye(dd)
-        total += Zc.shape[0] / n * np.linalg.slogdet(S)[1] / dd
+    for c in np.flatnonzero(counts >= 2):
+        S = P.T @ (scatters[c] / counts[c]) @ P + ridge * np.eye(dd)
+        total += counts[c] / n * np.linalg.slogdet(S)[1] / dd
     return float(total)
+
+
+SCATTER_BLOCK_ROWS = 1 << 16    # rows copied at a time by cluster_scatter
+
+
+def cluster_scatter(X, labels, k):
+    """(counts (k,), means (k×d), scatters (k×d×d)): each cluster's size, mean and
+    Σ_{i∈c} (x_i − μ_c)(x_i − μ_c)ᵀ, in two passes over the points of each cluster in
+    blocks of ``SCATTER_BLOCK_ROWS`` rows (means first, then the centred products: no
+    cancellation), so that beside X only a block and the order of the rows are held."""
+    X = np.asarray(X, dtype=np.float64)
+    labels = np.asarray(labels, dtype=np.int64).reshape(-1)
+    d = X.shape[1]
+    counts = np.bincount(labels, minlength=k).astype(np.float64)
+    order = np.argsort(labels, kind="stable")
+    ends = np.cumsum(np.bincount(labels, minlength=k))
+    means = np.zeros((k, d))
+    scatters = np.zeros((k, d, d))
+    for c in np.flatnonzero(counts):
+        rows = order[ends[c] - int(counts[c]):ends[c]]
+        blocks = [rows[i:i + SCATTER_BLOCK_ROWS]
+                  for i in range(0, rows.size, SCATTER_BLOCK_ROWS)]
+        means[c] = sum(X[b].sum(axis=0) for b in blocks) / counts[c]
+        for b in blocks:
+            R = X[b] - means[c]
+            scatters[c] += R.T @ R
+    return counts, means, scatters
 
 
 WHITEN_RIDGE = 1e-3     # of tr(W)/d, added to W's diagonal: W^{-½} exists for any labels
@@ -351,14 +375,9 @@ def within_whitening(X, labels, k, ridge=WHITEN_RIDGE):
     discriminant analysis; De la Torre & Kanade, "Discriminative cluster analysis", ICML 2006;
     Ding & Li, "Adaptive dimension reduction using discriminant analysis and K-means
     clustering", ICML 2007). A W of zero (every cluster one point) gives the identity."""
-    X = np.asarray(X, dtype=np.float64)
-    n, d = X.shape
-    labels = np.asarray(labels).reshape(-1)
-    counts = np.bincount(labels, minlength=k).astype(np.float64)
-    means = np.stack([np.bincount(labels, weights=X[:, j], minlength=k) for j in range(d)],
-                     axis=1) / np.maximum(counts, 1.0)[:, None]
-    R = X - means[labels]
-    W = (R.T @ R) / n
+    counts, _, scatters = cluster_scatter(X, labels, k)
+    d = scatters.shape[1]
+    W = scatters.sum(axis=0) / counts.sum()
     scale = np.trace(W) / d
     if not scale > 0:
         return np.eye(d)
