@@ -20,6 +20,7 @@ from kkmeans_cli.kernels.graph_fit import (AGREEMENT_MAX, WHITEN_RIDGE, adjusted
                                            classification_criterion, fit_graph, predict_graph,
                                            whiten_applies, whiten_points, within_whitening)
 from kkmeans_cli.model.model_file import load_model
+from kkmeans_cli.errors import DataError, KKMeansWarning
 from kkmeans_cli.model.params import InvalidParameterError
 
 ANISO = np.array([[0.6, -0.6], [-0.4, 0.8]])
@@ -145,7 +146,9 @@ def test_cli_fit_whiten_predict_info_and_config(aniso_csv):
     np.testing.assert_array_equal(loaded.result.graph.model.transform,
                                   est.graph_model_.transform)
     info = run(["info", folder / "m.npz"])
-    assert "(connectivity; whitened)" in info.stdout and "--whiten=True" in info.stdout
+    assert "(connectivity; whitened)" in info.stdout
+    options = next(line for line in info.stdout.splitlines() if "--seed" in line)
+    assert "--whiten" in options.split() and "--whiten=True" not in options, options
     assert json.loads(run(["info", folder / "m.npz", "--json"]).stdout)["graph"]["whitened"]
     (folder / "run.yaml").write_text("whiten: true\nseed: 4\n")
     configured = run(["fit", folder / "aniso.csv", "-k", "3", "--config", folder / "run.yaml",
@@ -297,6 +300,9 @@ def test_a_refit_that_moves_a_few_points_is_not_kept():
     assert 0.9 < tried["agreement"] < 1 and tried["agreement"] >= AGREEMENT_MAX
     assert tried["kept"] is False
     np.testing.assert_array_equal(est.labels_, plain)
+    report = run(["fit", Path(__file__).parents[1] / "examples" / "moons.csv", "-k", "2",
+                  "--no-model"]).stderr
+    assert "(connectivity; whitened refit not kept)" in report, report
 
 
 def _replayed_auto(X, k, seed):
@@ -385,6 +391,17 @@ def test_cli_whiten_auto_default_no_whiten_and_config(aniso_csv):
     np.testing.assert_array_equal(labels_of(off.stdout),
                                   KernelKMeans(3, whiten=False, random_state=4).fit(X).labels_)
     assert "whitened" not in off.stderr
+    # info says --no-whiten (the default, neither flag, is 'auto'), and the line it prints refits
+    assert run(["fit", folder / "aniso.csv", "-k", "3", "--seed", "4", "--no-whiten", "-o",
+                folder / "off.npz"]).exit_code == 0
+    shown = run(["info", folder / "off.npz"]).stdout
+    options = next(line for line in shown.splitlines() if "--seed" in line)
+    assert "--no-whiten" in options.split(), options
+    assert run(["fit", folder / "aniso.csv", "-k", "3", "--seed", "4", "-o",
+                folder / "auto.npz"]).exit_code == 0
+    shown = run(["info", folder / "auto.npz"]).stdout
+    options = next(line for line in shown.splitlines() if "--seed" in line).split()
+    assert "--no-whiten" not in options and "--whiten" not in options, options
     (folder / "auto.yaml").write_text("whiten: auto\nseed: 4\n")
     configured = run(["fit", folder / "aniso.csv", "-k", "3", "--config",
                       folder / "auto.yaml", "--no-model"])
@@ -427,3 +444,36 @@ def test_auto_under_a_memory_limit_that_holds_one_graph_fits_once():
         KernelKMeans(3, random_state=2, memory_limit=one - 1).fit(X)
     with pytest.raises(MemoryPlanError):      # and True is never dropped
         KernelKMeans(3, random_state=2, memory_limit=one, whiten=True).fit(X)
+
+
+def _extreme_scales():
+    """82 distinct points whose columns' scales differ by 10¹⁹: X·W^{-½} rounds them into a
+    few."""
+    small = np.random.default_rng(1).normal(size=80) * 1e-3
+    return np.r_[np.c_[np.full(40, -1e16), small[:40]], np.c_[small[40:], np.full(40, 5e15)],
+                 np.tile([5e15, -1e16], (40, 1)), np.tile([1e16, 5e15], (80, 1))]
+
+
+def test_a_refit_that_merges_distinct_points_is_not_kept_or_is_refused(tmp_path):
+    X = _extreme_scales()
+    assert len(np.unique(X, axis=0)) == 82
+    auto = fit_graph(X, 5, random_state=0, n_threads=1, whiten="auto")
+    plain = fit_graph(X, 5, random_state=0, n_threads=1, whiten=False)
+    np.testing.assert_array_equal(auto.labels, plain.labels)
+    assert auto.whitening["kept"] is False and auto.whitening["merged_points"] > 0
+    assert auto.transform is None
+    with pytest.raises(DataError, match=r"whiten=True merged the 82 distinct points into \d+ "
+                                        r".*fewer than n_clusters=5; fit without whiten=True"):
+        fit_graph(X, 5, random_state=0, n_threads=1, whiten=True)
+    with pytest.warns(KKMeansWarning, match="whiten=True merged the 82 distinct points"):
+        fit_graph(X, 2, random_state=0, n_threads=1, whiten=True)
+    write_csv(tmp_path / "x.csv", X, fmt="%.17g")
+    before = listing(tmp_path)
+    result = run_process(["fit", "x.csv", "-k", "5", "--whiten", "-o", "m.npz"], cwd=tmp_path)
+    assert_one_error_line(result, "--whiten merged the 82 distinct points into",
+                          "fewer than -k 5; fit without --whiten", code=1)
+    assert listing(tmp_path) == before
+    default = run_process(["fit", "x.csv", "-k", "5", "--no-model"], cwd=tmp_path)
+    assert default.returncode == 0, default.stderr
+    np.testing.assert_array_equal(labels_of(default.stdout),
+                                  KernelKMeans(5, whiten=False, random_state=0).fit(X).labels_)

@@ -74,7 +74,11 @@ def model_info_rows(info):
     if info.get("graph") and kinds and options.get("init") != "spectral":
         unused += ("n_init",)       # the default starts on a graph are a fixed set
     fitted = " ".join(f"--{key.replace('_', '-')}={value}" for key, value in options.items()
-                      if value not in (None, False) and key not in unused)
+                      if value not in (None, False) and key not in unused + ("whiten",))
+    if info["kernel"] in GRAPH_KERNELS and isinstance(options.get("whiten"), bool):
+        # a flag pair whose default (neither given: 'auto') is neither of its values
+        fitted = " ".join(filter(None, (fitted, "--whiten" if options["whiten"]
+                                        else "--no-whiten")))
     rows = [
         ("file", info["file"]),
         ("format", f"{info['format']} version {info['format_version']} "

@@ -219,10 +219,10 @@ def fit_options(f, kernel=DEFAULTS["kernel"]):
         click.option("--whiten/--no-whiten", cls=AutoFlag, default=None,
                      help="knn: fit, whiten DATA by the within-cluster covariance of the "
                           "clusters found, and fit again (overlapping ellipsoidal groups; "
-                          "twice the time). Not given: "
-                          + ("the refit where it lowers the clusters' Gaussian criterion "
-                             "(2 to 64 features)." if DEFAULTS["whiten"] == "auto" else
-                             "no refit.")),
+                          "twice the time); --no-whiten: one fit. Neither: fit keeps the "
+                          "refit where it lowers the clusters' Gaussian criterion and moves "
+                          "more than a few points (2 to 64 features); sweep fits each k "
+                          "once."),
         click.option("--gamma", type=GammaType(), default=DEFAULTS["gamma"], show_default=True,
                      help="Kernel width. median: 1/(2·median squared pair distance); "
                           "scale: 1/(n_features·Var(X))."),

@@ -290,14 +290,18 @@ def graph_text(graph, ncut=None):
     then being the joined graph's. The neighbours are those each node has: the setting
     (``GraphInfo.n_neighbors``) capped by the nodes, as the search caps it, and said so
     (``3 neighbours (connectivity; 8 set, capped by the 3 nodes)``); neighbours found by the
-    approximate search say so (``21 neighbours (connectivity; approximate search)``)."""
+    approximate search say so (``21 neighbours (connectivity; approximate search)``), and
+    the whitened refit, kept (``whitened``) or made and turned down (``whitened refit not
+    kept``; the default, ``kernels.graph_fit.fit_graph``)."""
     parts = []
     if graph.get("weighting") != "precomputed":
         used = min(graph["n_neighbors"], graph["n_nodes"])
         capped = (f"; {graph['n_neighbors']} set, capped by the "
                   f"{plural(graph['n_nodes'], 'node')}" if used < graph["n_neighbors"] else "")
         found = "; approximate search" if graph.get("search") == "approximate" else ""
-        found += "; whitened" if graph.get("whitened") else ""
+        tried = graph.get("whitening")      # whiten='auto' made the refit and turned it down
+        found += "; whitened" if graph.get("whitened") else \
+            "; whitened refit not kept" if tried and not tried.get("kept") else ""
         parts.append(f"{plural(used, 'neighbour')} ({graph['weighting']}{capped}{found})")
     else:
         parts.append("affinity given as DATA")

@@ -27,6 +27,7 @@ Out-of-sample extension (predict)
     cluster on ties): ``predict(X_fit) == labels``. Predict returns that label for such points
     without rebuilding A_J (which needs the reverse neighbour lists of the training graph).
 """
+import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -35,7 +36,7 @@ from .. import _options
 from ..engine import graph_starts
 from ..engine.graph import GraphKernel, GraphSums, refine
 from ..engine.threads import blas_threads, effective_n_threads
-from ..errors import DataError
+from ..errors import DataError, KKMeansWarning
 from . import graph as kgraph
 
 STARTS = ("auto", "multilevel", "spectral")
@@ -258,9 +259,22 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
         # linked to every node has the same graph whitened
     T = within_whitening(X, fit.labels, n_clusters)
     first = fit if auto else None                   # 'auto' may keep it
+    nodes = graph.info.n_nodes
     del graph, fit                                  # True: the first graph, before the second
     graph = build_graph(whiten_points(X, T), n_clusters, None, n_neighbors, weighting,
                         n_threads, neighbor_search, search_seed(rng))
+    if graph.info.n_nodes < nodes:      # rounding merged points: scales too far apart
+        if auto:
+            return replace(first, whitening={"kept": False,
+                                             "merged_points": nodes - graph.info.n_nodes})
+        merged = (f"whiten=True merged the {nodes} distinct points into "
+                  f"{graph.info.n_nodes} (X·W^{{-½}} rounds away what tells them apart: the "
+                  f"columns' scales are too far apart)")
+        if graph.info.n_nodes < n_clusters:
+            raise DataError(f"{merged}, fewer than n_clusters={n_clusters}; fit without "
+                            f"whiten=True")
+        warnings.warn(f"{merged}; the fit without whiten=True keeps them apart",
+                      KKMeansWarning, stacklevel=2)
     fit = fit_on_graph(graph, n_clusters, start=start, n_init=n_init, max_iter=max_iter,
                        rng=rng, n_threads=n_threads)
     if auto:
