@@ -241,6 +241,32 @@ def test_info_text_and_json(tmp_path, data):
     assert info["inertia"] > 0
 
 
+def test_info_says_the_options_as_the_command_line_takes_them(tmp_path, data):
+    """Flags given read as flags (--silhouette, not --silhouette=True, which the command line
+    refuses), the second of a pair too (--no-header); and the line fits again alike."""
+    X, y, _ = data
+    path = tmp_path / "bare.csv"
+    np.savetxt(path, X, delimiter=",", fmt="%.10g")             # no header line
+    model = tmp_path / "m.npz"
+    first = run(["fit", "--kernel", "rbf", path, "-k", "3", "--silhouette", "--no-header",
+                 "-o", model, *FAST])
+    assert first.exit_code == 0, first.stderr
+    line = next(row for row in run(["info", model]).stdout.splitlines() if "--seed" in row)
+    options = line.split(":", 1)[1].split()
+    assert "--silhouette" in options and "--no-header" in options, line
+    assert not any(o.endswith("=True") for o in options), line
+    again = run(["fit", path, *[o for o in options if not o.startswith("--model")],
+                 "--no-model"])
+    assert again.exit_code == 0, again.stderr
+    assert again.stdout == first.stdout
+    from kkmeans_cli.cli.info import option_text
+
+    assert option_text("header", False) == "--no-header"
+    assert option_text("header", True) == "--header"
+    assert option_text("whiten", False) == "--no-whiten" and option_text("whiten", "auto") is None
+    assert option_text("silhouette", False) is None and option_text("k", 3) == "--k=3"
+
+
 def test_json_summary_and_labels_file(tmp_path, data):
     X, y, path = data
     result = run(["fit", "--kernel", "rbf", path, "-k", "3", "--json", "--labels", tmp_path / "l.txt",

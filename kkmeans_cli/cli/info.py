@@ -58,6 +58,23 @@ def model_info(path, loaded):
     return info
 
 
+#: Options that are a pair of flags (``--header/--no-header``) whose default, neither given,
+#: is neither value: False is said too.
+FLAG_PAIRS = ("header", "whiten")
+
+
+def option_text(key, value):
+    """A stored option as the command line spells it: ``--with-data`` for a flag given,
+    ``--no-header`` for the second of a pair, ``--name=value`` else; None for an option
+    not given (None, False, or a config's ``whiten: auto``, the default)."""
+    flag = "--" + key.replace("_", "-")
+    if value is None or (key == "whiten" and value == "auto"):
+        return None
+    if isinstance(value, bool):
+        return flag if value else (f"--no-{flag[2:]}" if key in FLAG_PAIRS else None)
+    return f"{flag}={value}"
+
+
 def model_info_rows(info):
     """(label, value) rows of :func:`model_info` for people."""
     params = ", ".join(f"{key}={info[key]:g}" for key in ("gamma", "degree", "coef0")
@@ -69,16 +86,12 @@ def model_info_rows(info):
 
         unused += GRAPH_UNUSED
     if info["kernel"] not in GRAPH_KERNELS:  # the edge weights of kernel knn's graph alone
-        unused += ("weighting", "neighbor_search")
+        unused += ("weighting", "neighbor_search", "whiten")
     kinds = (info.get("optima") or {}).get("start_kinds")
     if info.get("graph") and kinds and options.get("init") != "spectral":
         unused += ("n_init",)       # the default starts on a graph are a fixed set
-    fitted = " ".join(f"--{key.replace('_', '-')}={value}" for key, value in options.items()
-                      if value not in (None, False) and key not in unused + ("whiten",))
-    if info["kernel"] in GRAPH_KERNELS and isinstance(options.get("whiten"), bool):
-        # a flag pair whose default (neither given: 'auto') is neither of its values
-        fitted = " ".join(filter(None, (fitted, "--whiten" if options["whiten"]
-                                        else "--no-whiten")))
+    fitted = " ".join(filter(None, (option_text(key, value) for key, value in options.items()
+                                    if key not in unused)))
     rows = [
         ("file", info["file"]),
         ("format", f"{info['format']} version {info['format_version']} "
