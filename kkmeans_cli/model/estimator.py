@@ -221,13 +221,12 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         features whose first fit's cut is not zero, that refit, kept only where its labels
         lower the Gaussian classification criterion Σ_c (n_c/n) ln det S_c below the
         first fit's (Scott & Symons, Biometrics 1971; ``kernels.graph_fit``) and differ from
-        them (adjusted Rand index below 0.98), else the first fit: about twice the time where it runs. Where the groups are overlapping ellipsoids
-        (anisotropic blobs, iris, wine) the refit finds them far more often
-        (docs/performance.md); ``predict`` applies the same W^{-½}, kept in the model.
-        ``fit_stats_['graph']['whitening']`` holds both criteria, their agreement and the
-        choice. False: one
-        fit. True is refused with any other kernel and with a given affinity, where 'auto'
-        fits once.
+        them (adjusted Rand index below 0.98), else the first fit: about twice the time
+        where it runs. Where the groups are overlapping ellipsoids (anisotropic blobs, iris,
+        wine) the refit finds them far more often (docs/performance.md); ``predict`` applies
+        the same W^{-½}, kept in the model. ``fit_stats_['graph']['whitening']`` holds both
+        criteria, their agreement and the choice. False: one fit. True is refused with any
+        other kernel and with a given affinity, where 'auto' fits once.
     cluster : distributed.Client, str or None
         Run the Nyström fit on a Dask cluster (``distributed/``): a ``Client``, ``'local:N'``
         (N worker processes on 127.0.0.1 for the call) or a scheduler address or file. X may

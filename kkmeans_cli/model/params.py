@@ -194,7 +194,8 @@ def check_graph_combination(params):
     ``kernels/graph_fit.py``); its starts are its own (``init`` 'k-means++', the default, or
     'spectral'; no labels, no 'random'); it runs in one process (no ``cluster``).
     ``n_neighbors``, ``weighting``, ``neighbor_search`` and ``whiten`` (but their defaults,
-    and ``whiten=False``) apply to it alone; ``neighbor_search='approximate'`` needs pynndescent (the extra kkmeans-cli[ann])."""
+    and ``whiten=False``) apply to it alone; ``neighbor_search='approximate'`` needs
+    pynndescent (the extra kkmeans-cli[ann])."""
     kernel = params["kernel"]
     if kernel not in _options.GRAPH_KERNELS:
         if params.get("n_neighbors") is not None:

@@ -285,7 +285,8 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
 
     Each k is fitted as ``KernelKMeans(k, **params).fit(X)`` fits it (the same starts, passes
     and seed, without a whitened refit: ``whiten='auto'`` fits each k once, as
-    ``whiten=False``; ``whiten=True`` is refused) on the one graph: with ``n_neighbors=None`` that graph has the default
+    ``whiten=False``; ``whiten=True`` is refused) on the one graph: with
+    ``n_neighbors=None`` that graph has the default
     neighbours of the smallest k (``kernels.graph.default_neighbors``; ``SweepResult.graph``
     names them), so a longer range of ks changes neither the graph nor the rows of the ks it
     shares; it is the default graph of every k when the data have more than 21·max(ks)
