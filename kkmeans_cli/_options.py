@@ -41,6 +41,9 @@ MISSING = ("error", "drop")
 #: whiten='auto' tries the whitened refit of a graph fit on data of 2 up to this many columns
 #: (the widest measured, the 8×8 digits; docs/performance.md): W is d×d, the whitened copy n×d.
 WHITEN_AUTO_MAX_DIM = 64
+#: Rows taken at a time by the graph fit's per-cluster scatters and Gaussian classification
+#: (``kernels.graph_fit``), and counted by its memory plan.
+SCATTER_BLOCK_ROWS = 1 << 16
 
 # Defaults shared by ``KernelKMeans.__init__`` and the command line's options.
 DEFAULTS = {

@@ -39,7 +39,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ._options import WHITEN_AUTO_MAX_DIM
+from ._options import SCATTER_BLOCK_ROWS, WHITEN_AUTO_MAX_DIM
 from .errors import MemoryPlanError
 
 #: Fraction of the available RAM used when no limit is given.
@@ -385,6 +385,9 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
     first fit kept               ``whiten='auto'`` on 2 to ``WHITEN_AUTO_MAX_DIM`` columns:
                                  the first fit's graph, (8 + i) 2e, and its per-point
                                  arrays, 40 n, held while the refit is built
+    Gaussian step                the same data: its labels (32 n) and the blocks of
+                                 ``SCATTER_BLOCK_ROWS`` rows it takes at a time (their
+                                 costs and centred copies, 8 (k + 2d) a row)
     fit                          what the fit needs beyond the building, the graph held:
                                  four sparse matrices of up to 2e − n entries when the
                                  eigenvectors of the whole graph are needed (the normalized
@@ -433,6 +436,7 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
                                                       else 0)
     if whiten == "auto" and 2 <= d <= WHITEN_AUTO_MAX_DIM and k >= 2:
         items["first fit kept"] = (8 + i) * 2 * e + 40 * n
+        items["Gaussian step"] = 32 * n + 8 * min(n, SCATTER_BLOCK_ROWS) * (k + 2 * d)
     work, held = _graph_fit_work(n, nnz, i, k, start=start, eigengap=eigengap,
                                  sweep_ks=sweep_ks, row_entries=2 * nn)
     held += (8 + i) * 2 * e

@@ -307,13 +307,18 @@ def test_a_refit_that_moves_a_few_points_is_not_kept():
 
 def _replayed_auto(X, k, seed):
     """whiten='auto' replayed: the plain fit and the whitened one from the same generator,
-    and the rule that chooses between them."""
+    the rule that chooses between them, then the Gaussian step on the chosen fit (replayed
+    by ``test_graph_gaussian``)."""
+    from test_graph_gaussian import _replayed_step
+
     plain = fit_graph(X, k, random_state=seed, n_threads=1, whiten=False)
     refit = fit_graph(X, k, random_state=seed, n_threads=1, whiten=True)
     before = _reference_criterion(X, plain.labels, k)
     after = _reference_criterion(X, refit.labels, k)
     keep = bool(after < before and adjusted_rand_score(plain.labels, refit.labels) < 0.98)
-    return (refit if keep else plain), keep, before, after
+    chosen = refit if keep else plain
+    labels, _, _ = _replayed_step(X, chosen, k)
+    return labels, keep, before, after
 
 
 @pytest.mark.parametrize("name", ["aniso", "varied"])
@@ -325,22 +330,21 @@ def test_auto_keeps_the_refit_exactly_where_it_lowers_the_criterion(name):
         X = (X - X.mean(0)) / X.std(0)
     want, keep, before, after = _replayed_auto(X, 3, 4)
     got = fit_graph(X, 3, random_state=4, n_threads=1, whiten="auto")
-    np.testing.assert_array_equal(got.labels, want.labels)
+    np.testing.assert_array_equal(got.labels, want)
     assert got.whitening["kept"] is keep
     assert got.whitening["criterion"] == pytest.approx(before, rel=1e-9)
     assert got.whitening["refit_criterion"] == pytest.approx(after, rel=1e-9)
     assert (got.transform is not None) is keep
     assert keep is (name == "aniso")        # each case runs the branch it names
-    # the estimator (default 'auto', its own generator) chooses between its two fits alike
+    # the estimator (default 'auto') is that fit from the estimator's own generator
+    from kkmeans_cli.model.params import fit_rngs
+
     est = KernelKMeans(3, random_state=4, n_threads=1).fit(X)
-    fits = {w: KernelKMeans(3, whiten=w, random_state=4, n_threads=1).fit(X).labels_
-            for w in (False, True)}
-    kept = bool(_reference_criterion(X, fits[True], 3) < _reference_criterion(X, fits[False], 3)
-                and adjusted_rand_score(fits[True], fits[False]) < 0.98)
-    np.testing.assert_array_equal(est.labels_, fits[kept])
+    same = fit_graph(X, 3, random_state=fit_rngs(4)[1], n_threads=1, whiten="auto")
+    np.testing.assert_array_equal(est.labels_, same.labels)
     np.testing.assert_array_equal(est.predict(X), est.labels_)
-    assert est.fit_stats_["graph"]["whitening"]["kept"] is kept
-    assert est.graph_info_.get("whitened", False) is kept
+    assert est.fit_stats_["graph"]["whitening"] == same.whitening
+    assert est.graph_info_.get("whitened", False) is (same.transform is not None)
 
 
 def test_auto_fits_once_where_the_refit_does_not_apply():
@@ -372,7 +376,8 @@ def test_auto_memory_plan_holds_the_first_graph_beside_the_refit():
     edges = 100_000 * 21
     assert plans[True].total - plans[False].total == 8 * 100_000 * 2 + 8 * 3 * 2 * 2
     assert plans["auto"].items["first fit kept"] == 12 * 2 * edges + 40 * 100_000
-    assert plans["auto"].total == plans[True].total + plans["auto"].items["first fit kept"]
+    assert plans["auto"].total == (plans[True].total + plans["auto"].items["first fit kept"]
+                                   + plans["auto"].items["Gaussian step"])
     # no refit planned where 'auto' tries none: one column, or more than 64
     for d in (1, 65):
         assert "first fit kept" not in graph_plan(1000, 21, d, 3, whiten="auto").items

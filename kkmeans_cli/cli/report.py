@@ -292,7 +292,8 @@ def graph_text(graph, ncut=None):
     (``3 neighbours (connectivity; 8 set, capped by the 3 nodes)``); neighbours found by the
     approximate search say so (``21 neighbours (connectivity; approximate search)``), and
     the whitened refit, kept (``whitened``) or made and turned down (``whitened refit not
-    kept``; the default, ``kernels.graph_fit.fit_graph``)."""
+    kept``; the default, ``kernels.graph_fit.fit_graph``), and the Gaussian step where it was
+    kept (``Gaussian step kept``, ``kernels.graph_fit.gaussian_step``)."""
     parts = []
     if graph.get("weighting") != "precomputed":
         used = min(graph["n_neighbors"], graph["n_nodes"])
@@ -302,6 +303,8 @@ def graph_text(graph, ncut=None):
         tried = graph.get("whitening")      # whiten='auto' made the refit and turned it down
         found += "; whitened" if graph.get("whitened") else \
             "; whitened refit not kept" if tried and not tried.get("kept") else ""
+        if (graph.get("gaussian") or {}).get("kept"):
+            found += "; Gaussian step kept"
         parts.append(f"{plural(used, 'neighbour')} ({graph['weighting']}{capped}{found})")
     else:
         parts.append("affinity given as DATA")

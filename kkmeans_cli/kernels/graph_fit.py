@@ -9,6 +9,10 @@ over-segment-and-merge starts, on the multilevel coarsening above ``SPECTRAL_DIR
 nodes). Each start is refined by the graph kernel k-means (``engine/graph.py``: Lloyd with the
 PSD shift and Hartigan moves, alternating) and the lowest objective wins (the first on ties;
 for a fixed k the objective and ncut differ by a constant).
+With ``whiten='auto'`` (the default) on points of 2 to 64 columns whose cut is not zero, the
+fit is then checked against two others, each kept only where its clusters are likelier
+Gaussians (``classification_criterion``): the fit of the points whitened by the clusters'
+pooled covariance, and the Gaussian step (``gaussian_step``).
 
 Out-of-sample extension (predict)
     A new point x gets an affinity row a over the training nodes from its n_neighbors − 1
@@ -155,7 +159,9 @@ class GraphFitResult:
     node_labels (m,); transform (d×d): the whitening the graph's points went through, or None;
     whitening: with whiten='auto' when the refit was tried, both fits' classification
     criteria, their labels' agreement (``adjusted_rand``) and whether the refit was kept,
-    else None.
+    else None; gaussian: with whiten='auto' when ``gaussian_step`` ran, both labellings'
+    criteria, the ratio of their normalized cuts and whether the Gaussian step was kept
+    (or ``emptied``: its classification emptied a cluster), else None.
     """
 
     labels: np.ndarray
@@ -174,6 +180,7 @@ class GraphFitResult:
     levels: int = 0
     transform: np.ndarray = None
     whitening: dict = None
+    gaussian: dict = None
 
     @property
     def inner_sums(self):
@@ -191,8 +198,9 @@ class GraphFitResult:
                                "start_kinds": list(self.start_kinds), "levels": self.levels,
                                "refine_moves": self.hartigan_moves,
                                "sigma": self.kernel.sigma,
-                               **({} if self.whitening is None
-                                  else {"whitening": dict(self.whitening)})}}
+                               **{key: dict(value) for key, value in (
+                                   ("whitening", self.whitening),
+                                   ("gaussian", self.gaussian)) if value is not None}}}
 
     def model(self):
         """The GraphModel of this fit (None for a given affinity: no coordinates)."""
@@ -230,8 +238,8 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
         graph again (X only). 'auto': where ``whiten_applies``, the first fit's cut is not
         zero (k connected components) and its nodes are not each linked to every node, that
         refit, kept only when its labels lower ``classification_criterion`` below the first
-        fit's and differ from them (``adjusted_rand`` below ``AGREEMENT_MAX``); else the
-        first fit.
+        fit's and differ from them (``adjusted_rand`` below ``AGREEMENT_MAX``), else the
+        first fit; then ``gaussian_step`` on the fit chosen.
 
     Returns
     -------
@@ -255,8 +263,8 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
         return fit
     if auto and (fit.ncut <= 0.0 or graph.info.n_neighbors >= graph.info.n_nodes
                  or not whiten_applies(X, n_clusters)):
-        return fit      # a cut of zero (k components) is the graph's exact answer; a node
-        # linked to every node has the same graph whitened
+        return fit      # a cut of zero (k connected components) is the graph's exact answer;
+        # a node linked to every node has the same graph whitened
     T = within_whitening(X, fit.labels, n_clusters)
     first = fit if auto else None                   # 'auto' may keep it
     nodes = graph.info.n_nodes
@@ -265,8 +273,9 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
                         n_threads, neighbor_search, search_seed(rng))
     if graph.info.n_nodes < nodes:      # rounding merged points: scales too far apart
         if auto:
-            return replace(first, whitening={"kept": False,
-                                             "merged_points": nodes - graph.info.n_nodes})
+            return gaussian_step(X, replace(first, whitening={
+                "kept": False, "merged_points": nodes - graph.info.n_nodes}), n_clusters,
+                max_iter)
         merged = (f"whiten=True merged the {nodes} distinct points into "
                   f"{graph.info.n_nodes} (X·W^{{-½}} rounds away what tells them apart: the "
                   f"columns' scales are too far apart)")
@@ -277,16 +286,57 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
                       KKMeansWarning, stacklevel=2)
     fit = fit_on_graph(graph, n_clusters, start=start, n_init=n_init, max_iter=max_iter,
                        rng=rng, n_threads=n_threads)
-    if auto:
-        before = classification_criterion(X, first.labels, n_clusters)
-        after = classification_criterion(X, fit.labels, n_clusters)
-        agree = adjusted_rand(first.labels, fit.labels, n_clusters)
-        tried = {"criterion": before, "refit_criterion": after, "agreement": agree}
-        if not (after < before - CRITERION_RTOL * (1.0 + abs(before))
-                and agree < AGREEMENT_MAX):
-            return replace(first, whitening=dict(tried, kept=False))
-        return replace(fit, transform=T, whitening=dict(tried, kept=True))
-    return replace(fit, transform=T)
+    if not auto:
+        return replace(fit, transform=T)
+    del graph
+    before = classification_criterion(X, first.labels, n_clusters)
+    after = classification_criterion(X, fit.labels, n_clusters)
+    agree = adjusted_rand(first.labels, fit.labels, n_clusters)
+    tried = {"criterion": before, "refit_criterion": after, "agreement": agree}
+    if lower(after, before) and agree < AGREEMENT_MAX:
+        fit = replace(fit, transform=T, whitening=dict(tried, kept=True))
+    else:
+        fit = replace(first, whitening=dict(tried, kept=False))
+    del first
+    return gaussian_step(X, fit, n_clusters, max_iter)
+
+
+def lower(after, before):
+    """Whether a criterion value is lower than another by more than ``CRITERION_RTOL``
+    (relative): the same partition numbered otherwise sums in another order."""
+    return after < before - CRITERION_RTOL * (1.0 + abs(before))
+
+
+def gaussian_step(X, fit, k, max_iter=300):
+    """``fit``, or the graph's own fit started from the labels of
+    ``gaussian_classification`` started from ``fit``'s: kept when its labels lower
+    ``classification_criterion`` while its normalized cut stays within
+    ``GAUSSIAN_NCUT_RATIO`` times ``fit``'s. Where the graph tells clusters apart poorly
+    (overlapping blobs: many cuts nearly as low) the Gaussian model decides between them;
+    where it tells them apart well (rings, moons) the Gaussian labels cut through them at
+    many times the cut, and ``fit`` stays. The record ``gaussian`` says what was tried."""
+    with blas_threads(1):           # the same labels whatever the threads
+        labels = gaussian_classification(X, fit.labels, k)
+    if labels is None:
+        return replace(fit, gaussian={"kept": False, "emptied": True})
+    graph, kernel = fit.graph, fit.kernel
+    nodes = labels.astype(np.int32)
+    if graph.node_of is not None:                   # repeated points share a node
+        nodes = np.zeros(graph.info.n_nodes, dtype=np.int32)
+        nodes[graph.node_of] = labels
+    with blas_threads(1):
+        run = refine(kernel, nodes, k, max_iter)
+    moved = graph.point_labels(run.labels)
+    before = classification_criterion(X, fit.labels, k)
+    after = classification_criterion(X, moved, k)
+    ratio = run.sums.ncut() / fit.ncut if fit.ncut > 0 else np.inf
+    tried = {"criterion": before, "gaussian_criterion": after, "ncut_ratio": float(ratio)}
+    if not (lower(after, before) and ratio <= GAUSSIAN_NCUT_RATIO):
+        return replace(fit, gaussian=dict(tried, kept=False))
+    return replace(fit, labels=moved, node_labels=run.labels, ncut=run.sums.ncut(),
+                   objective=run.sums.objective(kernel), n_iter=run.n_iter,
+                   converged=run.converged, hartigan_moves=run.hartigan_moves,
+                   sums=run.sums, gaussian=dict(tried, kept=True))
 
 
 WHITEN_AUTO_MAX_DIM = _options.WHITEN_AUTO_MAX_DIM
@@ -332,19 +382,14 @@ def classification_criterion(X, labels, k, ridge=CRITERION_RIDGE):
     of Gaussian clusters with a covariance each (Scott & Symons, "Clustering methods based on
     likelihood ratio criteria", Biometrics 1971; Banfield & Raftery, "Model-based Gaussian and
     non-Gaussian clustering", Biometrics 1993), S_c the covariance of cluster c in the
-    coordinates whitened by the total covariance (its d' directions of variance above 10⁻⁹
-    of the largest) plus ``ridge``·I. Affine invariant; clusters of one point are skipped.
-    From ``cluster_scatter`` (no n × d copy)."""
+    coordinates whitened by the total covariance (``criterion_coordinates``) plus
+    ``ridge``·I. Affine invariant; clusters of one point are skipped. From
+    ``cluster_scatter`` (no n × d copy)."""
     counts, means, scatters = cluster_scatter(X, labels, k)
-    n = counts.sum()
-    mean = counts @ means / n
-    between = (means - mean) * np.sqrt(counts)[:, None]
-    lam, V = np.linalg.eigh((scatters.sum(axis=0) + between.T @ between) / n)
-    keep = lam > 1e-9 * lam[-1] if lam[-1] > 0 else np.zeros(lam.size, dtype=bool)
-    if not keep.any():
+    P = criterion_coordinates(counts, means, scatters)
+    if P is None:
         return 0.0
-    P = V[:, keep] / np.sqrt(lam[keep])
-    dd = P.shape[1]
+    n, dd = counts.sum(), P.shape[1]
     total = 0.0
     for c in np.flatnonzero(counts >= 2):
         S = P.T @ (scatters[c] / counts[c]) @ P + ridge * np.eye(dd)
@@ -352,7 +397,71 @@ def classification_criterion(X, labels, k, ridge=CRITERION_RIDGE):
     return float(total)
 
 
-SCATTER_BLOCK_ROWS = 1 << 16    # rows copied at a time by cluster_scatter
+def criterion_coordinates(counts, means, scatters):
+    """P (d×d'): x·P are the coordinates whitened by the total covariance of the points
+    whose clusters ``cluster_scatter`` gave, in its d' directions of variance above 10⁻⁹ of
+    the largest; None when the points do not vary."""
+    n = counts.sum()
+    mean = counts @ means / n
+    between = (means - mean) * np.sqrt(counts)[:, None]
+    lam, V = np.linalg.eigh((scatters.sum(axis=0) + between.T @ between) / n)
+    keep = lam > 1e-9 * lam[-1] if lam[-1] > 0 else np.zeros(lam.size, dtype=bool)
+    if not keep.any():
+        return None
+    return V[:, keep] / np.sqrt(lam[keep])
+
+
+#: Passes of ``gaussian_classification`` at most: its labels only start the graph's own fit.
+GAUSSIAN_MAX_ITER = 50
+#: ``gaussian_step`` keeps its labels only while their normalized cut is at most this many
+#: times the fit's (measured: blob sets where it was kept, up to 1.37; moons and rings where
+#: it would cut through a shape, 3.9 and more; docs/performance.md).
+GAUSSIAN_NCUT_RATIO = 1.5
+
+
+def gaussian_classification(X, labels, k, max_iter=GAUSSIAN_MAX_ITER, ridge=CRITERION_RIDGE):
+    """Labels of the classification EM of Gaussian clusters with a covariance and a share
+    each (Celeux & Govaert, "A classification EM algorithm for clustering and two stochastic
+    versions", Computational Statistics & Data Analysis 1992) started from ``labels``: each
+    pass takes every cluster's mean μ_c, covariance S_c (in the coordinates of
+    ``classification_criterion``, plus ``ridge``·I) and share p_c from the labels, then moves
+    every point to the cluster of least (x − μ_c)ᵀ S_c⁻¹ (x − μ_c) + ln det S_c − 2 ln p_c
+    (ties: the lowest cluster), until no point moves or ``max_iter`` passes. Rows are taken
+    ``SCATTER_BLOCK_ROWS`` at a time. None when a cluster has d' points or fewer (its
+    covariance is not estimated)."""
+    X = np.asarray(X, dtype=np.float64)
+    labels = np.asarray(labels, dtype=np.int64).reshape(-1).copy()
+    n = labels.size
+    P = None
+    for _ in range(max_iter):
+        counts, means, scatters = cluster_scatter(X, labels, k)
+        if P is None:
+            P = criterion_coordinates(counts, means, scatters)
+            if P is None:
+                return None
+        dd = P.shape[1]
+        if counts.min() <= dd:
+            return None
+        maps, consts = [], np.empty(k)
+        for c in range(k):
+            L = np.linalg.cholesky(P.T @ (scatters[c] / counts[c]) @ P + ridge * np.eye(dd))
+            maps.append(np.linalg.solve(L, P.T).T)          # ‖(x − μ_c) M_c‖² = Mahalanobis
+            consts[c] = 2.0 * np.log(np.diag(L)).sum() - 2.0 * np.log(counts[c] / n)
+        moved = np.empty_like(labels)
+        for lo in range(0, n, SCATTER_BLOCK_ROWS):
+            B = X[lo:lo + SCATTER_BLOCK_ROWS]
+            cost = np.empty((B.shape[0], k))
+            for c in range(k):
+                U = (B - means[c]) @ maps[c]
+                cost[:, c] = np.einsum("ij,ij->i", U, U) + consts[c]
+            moved[lo:lo + SCATTER_BLOCK_ROWS] = np.argmin(cost, axis=1)
+        if np.array_equal(moved, labels):
+            break
+        labels = moved
+    return labels if np.bincount(labels, minlength=k).min() > 0 else None
+
+
+SCATTER_BLOCK_ROWS = _options.SCATTER_BLOCK_ROWS    # rows copied at a time
 
 
 def cluster_scatter(X, labels, k):

@@ -225,8 +225,12 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         where it runs. Where the groups are overlapping ellipsoids (anisotropic blobs, iris,
         wine) the refit finds them far more often (docs/performance.md); ``predict`` applies
         the same W^{-½}, kept in the model. ``fit_stats_['graph']['whitening']`` holds both
-        criteria, their agreement and the choice. False: one fit. True is refused with any
-        other kernel and with a given affinity, where 'auto' fits once.
+        criteria, their agreement and the choice. 'auto' then makes the Gaussian step
+        (``kernels.graph_fit.gaussian_step``): the classification EM of Gaussian clusters
+        (Celeux & Govaert 1992) from the labels, refined on the graph, kept only where it
+        lowers that criterion while its normalized cut stays within 1.5 times the fit's
+        (overlapping blobs; ``fit_stats_['graph']['gaussian']``). False: one fit. True is
+        refused with any other kernel and with a given affinity, where 'auto' fits once.
     cluster : distributed.Client, str or None
         Run the Nyström fit on a Dask cluster (``distributed/``): a ``Client``, ``'local:N'``
         (N worker processes on 127.0.0.1 for the call) or a scheduler address or file. X may

@@ -277,6 +277,8 @@ def fit_graph_arrays(X, affinity, params, rngs, n_threads):
         info["whitened"] = True         # the graph is that of the whitened points
     if fit.whitening is not None:       # whiten='auto' tried the refit
         info["whitening"] = dict(fit.whitening)
+    if fit.gaussian is not None:        # whiten='auto' tried the Gaussian step
+        info["gaussian"] = dict(fit.gaussian)
     stats = {"kernel_seconds": 0.0, "iteration_seconds": t1 - t0,
              "restart_inertias": [fit.objective - fit.ncut + c for c in ncuts],
              "best_restart": int(np.argmin(ncuts)), "n_threads": int(n_threads),

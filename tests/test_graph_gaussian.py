@@ -1,0 +1,214 @@
+"""The Gaussian step of the default graph fit (``whiten='auto'``): the classification EM of
+Gaussian clusters (Celeux & Govaert, "A classification EM algorithm for clustering and two
+stochastic versions", 1992) started from the fit's labels, its labels refined on the graph,
+kept only where they lower the Gaussian classification criterion while their normalized cut
+stays within 1.5 times the fit's. Checked against NumPy references: the classification, its
+criterion, the choice replayed by hand on a set where it is kept and on moons where it is
+not, predict of the training points, one and two threads, the report and the memory plan."""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs, make_moons
+
+from helpers import labels_of, run, run_process, write_csv
+from kkmeans_cli import KernelKMeans
+from kkmeans_cli.engine.graph import normalized_cut, refine
+from kkmeans_cli.kernels import graph_fit
+from kkmeans_cli.kernels.graph_fit import (GAUSSIAN_NCUT_RATIO, fit_graph,
+                                           gaussian_classification, gaussian_step)
+
+
+def _reference_classification(X, labels, k, passes=50, ridge=1e-3):
+    """The classification EM by another route: the total covariance's Cholesky factor
+    whitens, each pass takes np.cov, inv and det of every cluster and moves every point to
+    its cluster of least Mahalanobis distance + ln det − 2 ln share."""
+    n, d = X.shape
+    L = np.linalg.cholesky(np.cov(X.T, bias=True))
+    Z = np.linalg.solve(L, (X - X.mean(axis=0)).T).T
+    labels = np.array(labels)
+    for _ in range(passes):
+        cost = np.empty((n, k))
+        for c in range(k):
+            Zc = Z[labels == c]
+            if len(Zc) <= d:
+                return None
+            S = np.cov(Zc.T, bias=True) + ridge * np.eye(d)
+            R = Z - Zc.mean(axis=0)
+            cost[:, c] = (np.sum(R @ np.linalg.inv(S) * R, axis=1)
+                          + np.log(np.linalg.det(S)) - 2 * np.log(len(Zc) / n))
+        moved = cost.argmin(axis=1)
+        if np.array_equal(moved, labels):
+            break
+        labels = moved
+    return labels
+
+
+def _likelihood_criterion(X, labels, k, ridge=1e-3):
+    """What each pass lowers: Σ_i [(x_i − μ_c)ᵀ S_c⁻¹ (x_i − μ_c) + ln det S_c − 2 ln p_c]
+    at the parameters the labels give (whitened by the total covariance, plus the ridge)."""
+    n, d = X.shape
+    L = np.linalg.cholesky(np.cov(X.T, bias=True))
+    Z = np.linalg.solve(L, (X - X.mean(axis=0)).T).T
+    total = 0.0
+    for c in range(k):
+        Zc = Z[labels == c]
+        S = np.cov(Zc.T, bias=True) + ridge * np.eye(d)
+        R = Zc - Zc.mean(axis=0)
+        total += (np.sum(R @ np.linalg.inv(S) * R) + len(Zc) * np.log(np.linalg.det(S))
+                  - 2 * len(Zc) * np.log(len(Zc) / n))
+    return total
+
+
+def _varied(seed=4):
+    """Blobs of spreads 1, 2.5 and 0.5 (scikit-learn's clustering gallery, 'varied'),
+    standardized: on seed 4 the graph's fit cuts the wide blob, and the Gaussian step mends
+    it."""
+    X, y = make_blobs(1500, centers=3, cluster_std=[1.0, 2.5, 0.5], random_state=seed)
+    return (X - X.mean(axis=0)) / X.std(axis=0), y
+
+
+def _moved_labels(X, y, step=13):
+    labels = y.copy()
+    labels[::step] = (labels[::step] + 1) % 3
+    return labels
+
+
+def test_gaussian_classification_is_the_reference_in_any_blocks(monkeypatch):
+    X, y = _varied()
+    start = _moved_labels(X, y)
+    want = _reference_classification(X, start, 3)
+    for block in (graph_fit.SCATTER_BLOCK_ROWS, 7):
+        monkeypatch.setattr(graph_fit, "SCATTER_BLOCK_ROWS", block)
+        np.testing.assert_array_equal(gaussian_classification(X, start, 3), want)
+    for passes in (1, 2):
+        np.testing.assert_array_equal(gaussian_classification(X, start, 3, max_iter=passes),
+                                      _reference_classification(X, start, 3, passes))
+    assert not np.array_equal(want, start)          # it moved points
+    # affine invariant where no point is near a tie: the same labels after X·A + b
+    A = np.array([[3.0, 1.0], [-2.0, 0.5]])
+    np.testing.assert_array_equal(gaussian_classification(X @ A + [7.0, -4.0], start, 3),
+                                  want)
+
+
+def test_the_passes_lower_the_classification_likelihood_here():
+    """Without the ridge no pass can raise it (Celeux & Govaert); with it the M-step is exact
+    for a likelihood penalised by ridge·n_c·tr(S_c⁻¹), which the moves do not weigh: on this
+    data every pass lowers it all the same."""
+    X, y = _varied(5)
+    start = _moved_labels(X, y, step=5)
+    values = [_likelihood_criterion(X, start, 3)]
+    for passes in (1, 2, 3, 50):
+        values.append(_likelihood_criterion(
+            X, gaussian_classification(X, start, 3, max_iter=passes), 3))
+    assert all(b <= a + 1e-9 * abs(a) for a, b in zip(values, values[1:])), values
+    assert values[-1] < values[0]
+
+
+def test_a_cluster_too_small_for_its_covariance_gives_no_labels():
+    X, y = _varied()
+    labels = y.copy()
+    labels[labels == 2] = 1
+    labels[:2] = 2                      # two points in two columns: no covariance
+    assert gaussian_classification(X, labels, 3) is None
+    assert _reference_classification(X, labels, 3) is None
+    fit = fit_graph(X, 3, random_state=0, n_threads=1, whiten=False)
+    fit = replace(fit, labels=labels)
+    assert gaussian_step(X, fit, 3).gaussian == {"kept": False, "emptied": True}
+
+
+def _replayed_step(X, fit, k):
+    """The Gaussian step by hand: the reference classification of the fit's labels, refined
+    on the fit's graph, kept where the reference criterion falls and the cut stays within
+    GAUSSIAN_NCUT_RATIO times the fit's."""
+    from test_graph_whiten import _reference_criterion
+
+    labels = _reference_classification(X, fit.labels, k)
+    nodes = np.zeros(fit.graph.info.n_nodes, dtype=np.int32)
+    nodes[fit.graph.node_of if fit.graph.node_of is not None else slice(None)] = labels
+    run_ = refine(fit.kernel, nodes, k)
+    moved = fit.graph.point_labels(run_.labels)
+    ncut = normalized_cut(fit.graph.affinity, run_.labels)
+    assert ncut == pytest.approx(run_.sums.ncut(), rel=1e-9, abs=1e-12)
+    ratio = ncut / fit.ncut
+    keep = bool(_reference_criterion(X, moved, k) < _reference_criterion(X, fit.labels, k)
+                and ratio <= GAUSSIAN_NCUT_RATIO)
+    return (moved if keep else fit.labels), keep, ratio
+
+
+@pytest.mark.parametrize("name", ["varied", "moons"])
+def test_the_step_is_kept_exactly_where_the_rule_says(name):
+    if name == "varied":
+        X, _ = _varied()
+        k = 3
+    else:       # the Gaussian clusters of two moons cut through both: the ratio turns them down
+        X, _ = make_moons(1500, noise=0.1, random_state=3)
+        X = (X - X.mean(axis=0)) / X.std(axis=0)
+        k = 2
+    fit = fit_graph(X, k, random_state=4, n_threads=1, whiten=False)
+    want, keep, ratio = _replayed_step(X, fit, k)
+    got = gaussian_step(X, fit, k)
+    np.testing.assert_array_equal(got.labels, want)
+    assert got.gaussian["kept"] is keep
+    assert got.gaussian["ncut_ratio"] == pytest.approx(ratio, rel=1e-9)
+    assert keep is (name == "varied")               # each case runs the branch it names
+    if name == "moons":
+        assert ratio > 2 * GAUSSIAN_NCUT_RATIO and got is not fit and got.ncut == fit.ncut
+    else:       # a kept step is a fit of the graph: its sums, cut and objective agree
+        assert got.ncut == pytest.approx(normalized_cut(fit.graph.affinity, got.node_labels),
+                                         rel=1e-9)
+        assert got.objective - got.ncut == pytest.approx(fit.objective - fit.ncut, rel=1e-9)
+        np.testing.assert_array_equal(got.sums.vol, np.bincount(
+            got.node_labels, weights=fit.kernel.degrees, minlength=k))
+
+
+def test_the_default_fit_ends_with_the_step_and_predicts_its_own_labels():
+    X, _ = _varied()
+    plain = fit_graph(X, 3, random_state=4, n_threads=1, whiten=False)
+    default = fit_graph(X, 3, random_state=4, n_threads=1)
+    assert default.whitening["kept"] is False       # the refit is turned down on this set
+    want, keep, _ = _replayed_step(X, plain, 3)
+    assert keep
+    np.testing.assert_array_equal(default.labels, want)
+    # the estimator: the same labels from one and two threads, predict of the training
+    # points is the labels, and the record says what was kept
+    one = KernelKMeans(3, random_state=4, n_threads=1).fit(X)
+    two = KernelKMeans(3, random_state=4, n_threads=2).fit(X)
+    np.testing.assert_array_equal(one.labels_, two.labels_)
+    np.testing.assert_array_equal(one.predict(X), one.labels_)
+    np.testing.assert_array_equal(one.predict(X[3::7]), one.labels_[3::7])
+    record = one.fit_stats_["graph"]["gaussian"]
+    assert record["kept"] is True and record["gaussian_criterion"] < record["criterion"]
+    assert "gaussian" not in KernelKMeans(3, random_state=4, whiten=False).fit(
+        X).fit_stats_["graph"]
+    assert "gaussian" not in KernelKMeans(3, random_state=4, whiten=True).fit(
+        X).fit_stats_["graph"]
+
+
+def test_the_report_names_a_kept_step_and_the_files_keep_its_labels(tmp_path):
+    write_csv(tmp_path / "varied.csv", _varied()[0], fmt="%.6f")
+    X = np.loadtxt(tmp_path / "varied.csv", delimiter=",", skiprows=1)
+    want = KernelKMeans(3, random_state=0).fit(X)
+    assert want.fit_stats_["graph"]["gaussian"]["kept"] is True
+    done = run(["fit", tmp_path / "varied.csv", "-k", "3", "-o", tmp_path / "m.npz"])
+    assert done.exit_code == 0, done.stderr
+    assert "; Gaussian step kept)" in done.stderr, done.stderr
+    np.testing.assert_array_equal(labels_of(done.stdout), want.labels_)
+    # predict of the training points through a subprocess: the fit's labels
+    again = run_process(["predict", "m.npz", "varied.csv"], cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == done.stdout
+    plain = run(["fit", tmp_path / "varied.csv", "-k", "3", "--no-whiten", "--no-model"])
+    assert "Gaussian" not in plain.stderr
+
+
+def test_the_memory_plan_counts_the_step():
+    from kkmeans_cli.memory import graph_plan
+
+    n, k, d = 100_000, 3, 2
+    auto = graph_plan(n, 21, d, k, whiten="auto")
+    assert auto.items["Gaussian step"] == (
+        32 * n + 8 * min(n, graph_fit.SCATTER_BLOCK_ROWS) * (k + 2 * d))
+    for whiten in (False, True):
+        assert "Gaussian step" not in graph_plan(n, 21, d, k, whiten=whiten).items
+    assert "Gaussian step" not in graph_plan(n, 21, 65, k, whiten="auto").items
