@@ -124,6 +124,8 @@ def _replayed_step(X, fit, k):
     from test_graph_whiten import _reference_criterion
 
     labels = _reference_classification(X, fit.labels, k)
+    if labels is None:          # a cluster too small for its covariance: no step
+        return fit.labels, False, None
     nodes = np.zeros(fit.graph.info.n_nodes, dtype=np.int32)
     nodes[fit.graph.node_of if fit.graph.node_of is not None else slice(None)] = labels
     run_ = refine(fit.kernel, nodes, k)

@@ -38,7 +38,7 @@ import numpy as np
 
 from .. import _options
 from ..engine import graph_starts
-from ..engine.graph import GraphKernel, GraphSums, refine
+from ..engine.graph import GraphKernel, GraphSums, cluster_sums, refine
 from ..engine.threads import blas_threads, effective_n_threads
 from ..errors import DataError, KKMeansWarning
 from . import graph as kgraph
@@ -238,8 +238,9 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
         graph again (X only). 'auto': where ``whiten_applies``, the first fit's cut is not
         zero (k connected components) and its nodes are not each linked to every node, that
         refit, kept only when its labels lower ``classification_criterion`` below the first
-        fit's and differ from them (``adjusted_rand`` below ``AGREEMENT_MAX``), else the
-        first fit; then ``gaussian_step`` on the fit chosen.
+        fit's, differ from them (``adjusted_rand`` below ``AGREEMENT_MAX``) and cut the
+        whitened graph no higher than the first fit's labels do, else the first fit; then
+        ``gaussian_step`` on the fit chosen.
 
     Returns
     -------
@@ -292,13 +293,30 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
     before = classification_criterion(X, first.labels, n_clusters)
     after = classification_criterion(X, fit.labels, n_clusters)
     agree = adjusted_rand(first.labels, fit.labels, n_clusters)
-    tried = {"criterion": before, "refit_criterion": after, "agreement": agree}
-    if lower(after, before) and agree < AGREEMENT_MAX:
+    # the first fit's labels as a cut of the refit's own graph: where it is lower, the refit
+    # fell short of a labelling it was handed (a W near c·I gives the same graph again, and
+    # the second fit is only another draw of the optimiser)
+    held = cluster_sums(fit.kernel, node_labels(fit.graph, first.labels), n_clusters).ncut()
+    tried = {"criterion": before, "refit_criterion": after, "agreement": agree,
+             "refit_ncut": fit.ncut, "first_ncut_on_refit_graph": held}
+    if lower(after, before) and agree < AGREEMENT_MAX and \
+            fit.ncut <= held * (1.0 + CRITERION_RTOL):
         fit = replace(fit, transform=T, whitening=dict(tried, kept=True))
     else:
         fit = replace(first, whitening=dict(tried, kept=False))
     del first
     return gaussian_step(X, fit, n_clusters, max_iter)
+
+
+def node_labels(graph, labels):
+    """int32 labels of the graph's nodes from labels of its points (repeated points share a
+    node and, in every labelling here, a label)."""
+    labels = np.asarray(labels)
+    if graph.node_of is None:
+        return labels.astype(np.int32)
+    nodes = np.zeros(graph.info.n_nodes, dtype=np.int32)
+    nodes[graph.node_of] = labels
+    return nodes
 
 
 def lower(after, before):
@@ -320,12 +338,8 @@ def gaussian_step(X, fit, k, max_iter=300):
     if labels is None:
         return replace(fit, gaussian={"kept": False, "emptied": True})
     graph, kernel = fit.graph, fit.kernel
-    nodes = labels.astype(np.int32)
-    if graph.node_of is not None:                   # repeated points share a node
-        nodes = np.zeros(graph.info.n_nodes, dtype=np.int32)
-        nodes[graph.node_of] = labels
     with blas_threads(1):
-        run = refine(kernel, nodes, k, max_iter)
+        run = refine(kernel, node_labels(graph, labels), k, max_iter)
     moved = graph.point_labels(run.labels)
     before = classification_criterion(X, fit.labels, k)
     after = classification_criterion(X, moved, k)
