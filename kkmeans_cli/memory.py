@@ -385,9 +385,11 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
     first fit kept               ``whiten='auto'`` on 2 to ``WHITEN_AUTO_MAX_DIM`` columns:
                                  the first fit's graph, (8 + i) 2e, and its per-point
                                  arrays, 40 n, held while the refit is built
-    Gaussian step                the same data: its labels (32 n) and the blocks of
-                                 ``SCATTER_BLOCK_ROWS`` rows it takes at a time (their
-                                 costs and centred copies, 8 (k + 2d) a row)
+    Gaussian step                the same data: its labels and the order of the rows
+                                 (40 n), the blocks of ``SCATTER_BLOCK_ROWS`` rows it takes
+                                 at a time (their costs, scaled and centred copies, one
+                                 product and two sums, 8 (k + 3d + 2) a row) and the
+                                 clusters' scatters and maps (24 k d²)
     fit                          what the fit needs beyond the building, the graph held:
                                  four sparse matrices of up to 2e − n entries when the
                                  eigenvectors of the whole graph are needed (the normalized
@@ -436,7 +438,8 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
                                                       else 0)
     if whiten == "auto" and 2 <= d <= WHITEN_AUTO_MAX_DIM and k >= 2:
         items["first fit kept"] = (8 + i) * 2 * e + 40 * n
-        items["Gaussian step"] = 32 * n + 8 * min(n, SCATTER_BLOCK_ROWS) * (k + 2 * d)
+        items["Gaussian step"] = (40 * n + 8 * min(n, SCATTER_BLOCK_ROWS) * (k + 3 * d + 2)
+                                  + 24 * k * d * d)
     work, held = _graph_fit_work(n, nnz, i, k, start=start, eigengap=eigengap,
                                  sweep_ks=sweep_ks, row_entries=2 * nn)
     held += (8 + i) * 2 * e

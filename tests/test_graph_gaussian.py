@@ -114,7 +114,7 @@ def test_a_cluster_too_small_for_its_covariance_gives_no_labels():
     assert _reference_classification(X, labels, 3) is None
     fit = fit_graph(X, 3, random_state=0, n_threads=1, whiten=False)
     fit = replace(fit, labels=labels)
-    assert gaussian_step(X, fit, 3).gaussian == {"kept": False, "emptied": True}
+    assert gaussian_step(X, fit, 3).gaussian == {"kept": False, "skipped": True}
 
 
 def _replayed_step(X, fit, k):
@@ -210,7 +210,81 @@ def test_the_memory_plan_counts_the_step():
     n, k, d = 100_000, 3, 2
     auto = graph_plan(n, 21, d, k, whiten="auto")
     assert auto.items["Gaussian step"] == (
-        32 * n + 8 * min(n, graph_fit.SCATTER_BLOCK_ROWS) * (k + 2 * d))
+        40 * n + 8 * min(n, graph_fit.SCATTER_BLOCK_ROWS) * (k + 3 * d + 2) + 24 * k * d * d)
     for whiten in (False, True):
         assert "Gaussian step" not in graph_plan(n, 21, d, k, whiten=whiten).items
     assert "Gaussian step" not in graph_plan(n, 21, 65, k, whiten="auto").items
+
+
+def test_a_kept_step_is_the_chosen_run_of_the_fit():
+    """The reported objective is the chosen run's: the Gaussian step is appended to the
+    starts as 'gaussian' and is the best restart, whatever the other starts' cuts."""
+    X, _ = _varied()
+    est = KernelKMeans(3, random_state=4, n_threads=1).fit(X)
+    stats = est.fit_stats_
+    assert stats["graph"]["gaussian"]["kept"] is True
+    assert stats["start_kinds"][-1] == "gaussian" and stats["best_start"] == "gaussian"
+    assert stats["best_restart"] == len(stats["start_kinds"]) - 1
+    assert est.inertia_ == pytest.approx(stats["restart_inertias"][stats["best_restart"]],
+                                         rel=1e-12)
+    assert est.ncut_ == pytest.approx(stats["start_ncuts"][-1], rel=1e-12)
+    assert est.ncut_ > min(stats["start_ncuts"])     # kept at a cut above the lowest
+    # a step not kept leaves the starts as they were
+    plain = KernelKMeans(3, random_state=4, n_threads=1, whiten=False).fit(X).fit_stats_
+    assert "gaussian" not in plain["start_kinds"]
+    assert plain["best_restart"] == int(np.argmin(plain["start_ncuts"]))
+
+
+def test_no_step_on_a_cut_of_zero():
+    X, _ = make_blobs(400, centers=[[0, 0], [30, 0]], random_state=0)
+    fit = fit_graph(X, 2, random_state=0, n_threads=1, whiten=False)
+    assert fit.ncut == 0.0
+    assert gaussian_step(X, fit, 2) is fit and fit.gaussian is None
+
+
+def test_columns_of_any_scale_give_the_same_criterion_and_labels_and_no_overflow():
+    """The criterion and the classification work on each column divided by its largest
+    |value| and in the directions of the correlation matrix: a column scaled by 10⁻⁸ and
+    another by 10⁸, or values near 10¹⁵³ whose squares overflow, change nothing."""
+    from kkmeans_cli.kernels.graph_fit import classification_criterion
+
+    X, y = _varied()
+    start = _moved_labels(X, y)
+    want = gaussian_classification(X, start, 3)
+    crit = classification_criterion(X, start, 3)
+    for factors in ([1e-8, 1e8], [3e4, 1.0], [1e153, 1e152]):
+        Y = X * factors
+        np.testing.assert_array_equal(gaussian_classification(Y, start, 3), want)
+        assert classification_criterion(Y, start, 3) == pytest.approx(crit, rel=1e-9)
+    # the whitening too: the same T up to the scale, no overflow
+    from kkmeans_cli.kernels.graph_fit import within_whitening
+
+    np.testing.assert_allclose(within_whitening(X * 1e153, y, 3) * 1e153,
+                               within_whitening(X, y, 3), rtol=1e-10)
+    # a fit of such values runs the default through without a warning (warnings are errors)
+    rng = np.random.default_rng(0)
+    lab = rng.integers(0, 3, 300)
+    Z = np.zeros((300, 3))
+    Z[:, 1:] = rng.normal(size=(300, 2))
+    Z[lab == 1, 1] += 1.5
+    Z[:, 0] = np.where(lab == 2, -1e153, 1e153)
+    record = KernelKMeans(3, random_state=0).fit(Z).fit_stats_["graph"]
+    assert record["whitening"]["criterion"] != 0.0
+
+
+def test_the_memory_plan_bounds_the_classification_measured():
+    import tracemalloc
+
+    from kkmeans_cli.memory import graph_plan
+
+    rng = np.random.default_rng(0)
+    for n, d, k in ((20_000, 8, 5), (6_000, 64, 10)):
+        X = rng.normal(size=(n, d)) + np.repeat(np.eye(k, d) * 6, n // k, axis=0)
+        labels = np.repeat(np.arange(k), n // k)
+        labels[::7] = (labels[::7] + 1) % k
+        tracemalloc.start()
+        gaussian_classification(X, labels, k)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        planned = graph_plan(n, 21, d, k, whiten="auto").items["Gaussian step"]
+        assert peak <= planned <= 1.5 * peak, (n, d, k, peak, planned)

@@ -154,14 +154,17 @@ class GraphFitResult:
 
     labels (n,) per point; ncut; objective J (module docstring of ``engine/graph.py``);
     n_iter (Lloyd passes of the winning run); converged; hartigan_moves; start ('components',
-    'multilevel', 'spectral'); start_ncuts (final ncut of every start run); graph
-    (``kernels.graph.Graph``); kernel (``GraphKernel``: σ, degrees); sums (links, vol);
-    node_labels (m,); transform (d×d): the whitening the graph's points went through, or None;
+    'multilevel', 'spectral', or 'gaussian': ``gaussian_step``); start_ncuts (final ncut of
+    every start run); graph (``kernels.graph.Graph``); kernel (``GraphKernel``: σ,
+    degrees); sums (links, vol); node_labels (m,); transform (d×d): the whitening the
+    graph's points went through, or None;
     whitening: with whiten='auto' when the refit was tried, both fits' classification
     criteria, their labels' agreement (``adjusted_rand``) and whether the refit was kept,
     else None; gaussian: with whiten='auto' when ``gaussian_step`` ran, both labellings'
     criteria, the ratio of their normalized cuts and whether the Gaussian step was kept
-    (or ``emptied``: its classification emptied a cluster), else None.
+    (or ``skipped``: a cluster of d' points or fewer), else None; chosen: the index in
+    ``start_kinds`` of the run returned when it is not the lowest cut (a kept Gaussian
+    step), else None.
     """
 
     labels: np.ndarray
@@ -181,6 +184,13 @@ class GraphFitResult:
     transform: np.ndarray = None
     whitening: dict = None
     gaussian: dict = None
+    chosen: int = None
+
+    @property
+    def chosen_start(self):
+        """The index in ``start_kinds`` of the run whose labels these are: the lowest cut
+        (the first on ties), or the Gaussian step's where it was kept (``chosen``)."""
+        return int(np.argmin(self.start_ncuts)) if self.chosen is None else self.chosen
 
     @property
     def inner_sums(self):
@@ -332,25 +342,33 @@ def gaussian_step(X, fit, k, max_iter=300):
     ``GAUSSIAN_NCUT_RATIO`` times ``fit``'s. Where the graph tells clusters apart poorly
     (overlapping blobs: many cuts nearly as low) the Gaussian model decides between them;
     where it tells them apart well (rings, moons) the Gaussian labels cut through them at
-    many times the cut, and ``fit`` stays. The record ``gaussian`` says what was tried."""
+    many times the cut, and ``fit`` stays. The record ``gaussian`` says what was tried
+    (``skipped``: a cluster of d' points or fewer). A kept step is one more run of the fit:
+    its start 'gaussian' is appended to the starts and is the one ``chosen``. Not tried on a
+    cut of zero (k connected components: the graph's exact answer)."""
+    if fit.ncut <= 0.0:
+        return fit
     with blas_threads(1):           # the same labels whatever the threads
         labels = gaussian_classification(X, fit.labels, k)
     if labels is None:
-        return replace(fit, gaussian={"kept": False, "emptied": True})
+        return replace(fit, gaussian={"kept": False, "skipped": True})
     graph, kernel = fit.graph, fit.kernel
     with blas_threads(1):
         run = refine(kernel, node_labels(graph, labels), k, max_iter)
     moved = graph.point_labels(run.labels)
     before = classification_criterion(X, fit.labels, k)
     after = classification_criterion(X, moved, k)
-    ratio = run.sums.ncut() / fit.ncut if fit.ncut > 0 else np.inf
-    tried = {"criterion": before, "gaussian_criterion": after, "ncut_ratio": float(ratio)}
-    if not (lower(after, before) and ratio <= GAUSSIAN_NCUT_RATIO):
+    ncut = run.sums.ncut()
+    tried = {"criterion": before, "gaussian_criterion": after, "ncut_ratio": ncut / fit.ncut}
+    if not (lower(after, before) and ncut <= GAUSSIAN_NCUT_RATIO * fit.ncut):
         return replace(fit, gaussian=dict(tried, kept=False))
-    return replace(fit, labels=moved, node_labels=run.labels, ncut=run.sums.ncut(),
+    return replace(fit, labels=moved, node_labels=run.labels, ncut=ncut,
                    objective=run.sums.objective(kernel), n_iter=run.n_iter,
                    converged=run.converged, hartigan_moves=run.hartigan_moves,
-                   sums=run.sums, gaussian=dict(tried, kept=True))
+                   sums=run.sums, start="gaussian",
+                   start_kinds=fit.start_kinds + ("gaussian",),
+                   start_ncuts=fit.start_ncuts + (ncut,), chosen=len(fit.start_ncuts),
+                   gaussian=dict(tried, kept=True))
 
 
 WHITEN_AUTO_MAX_DIM = _options.WHITEN_AUTO_MAX_DIM
@@ -398,8 +416,8 @@ def classification_criterion(X, labels, k, ridge=CRITERION_RIDGE):
     non-Gaussian clustering", Biometrics 1993), S_c the covariance of cluster c in the
     coordinates whitened by the total covariance (``criterion_coordinates``) plus
     ``ridge``·I. Affine invariant; clusters of one point are skipped. From
-    ``cluster_scatter`` (no n × d copy)."""
-    counts, means, scatters = cluster_scatter(X, labels, k)
+    ``cluster_scatter`` of X / ``column_scale`` (no n × d copy; no overflow)."""
+    counts, means, scatters = cluster_scatter(X, labels, k, column_scale(X))
     P = criterion_coordinates(counts, means, scatters)
     if P is None:
         return 0.0
@@ -413,16 +431,21 @@ def classification_criterion(X, labels, k, ridge=CRITERION_RIDGE):
 
 def criterion_coordinates(counts, means, scatters):
     """P (d×d'): x·P are the coordinates whitened by the total covariance of the points
-    whose clusters ``cluster_scatter`` gave, in its d' directions of variance above 10⁻⁹ of
-    the largest; None when the points do not vary."""
+    whose clusters ``cluster_scatter`` gave, in the d' directions of their correlation matrix
+    (the covariance of the columns scaled to unit variance: the same directions whatever the
+    columns' units) whose variance is above 10⁻⁹ of the largest; None when the points do not
+    vary."""
     n = counts.sum()
     mean = counts @ means / n
-    between = (means - mean) * np.sqrt(counts)[:, None]
-    lam, V = np.linalg.eigh((scatters.sum(axis=0) + between.T @ between) / n)
+    between = (means - mean) * np.sqrt(counts / n)[:, None]
+    total = scatters.sum(axis=0) / n + between.T @ between
+    sd = np.sqrt(np.diag(total))
+    sd[~(sd > 0)] = 1.0                     # a constant column: no variance to keep
+    lam, V = np.linalg.eigh(total / np.outer(sd, sd))
     keep = lam > 1e-9 * lam[-1] if lam[-1] > 0 else np.zeros(lam.size, dtype=bool)
     if not keep.any():
         return None
-    return V[:, keep] / np.sqrt(lam[keep])
+    return V[:, keep] / np.sqrt(lam[keep]) / sd[:, None]
 
 
 #: Passes of ``gaussian_classification`` at most: its labels only start the graph's own fit.
@@ -441,14 +464,16 @@ def gaussian_classification(X, labels, k, max_iter=GAUSSIAN_MAX_ITER, ridge=CRIT
     ``classification_criterion``, plus ``ridge``·I) and share p_c from the labels, then moves
     every point to the cluster of least (x − μ_c)ᵀ S_c⁻¹ (x − μ_c) + ln det S_c − 2 ln p_c
     (ties: the lowest cluster), until no point moves or ``max_iter`` passes. Rows are taken
-    ``SCATTER_BLOCK_ROWS`` at a time. None when a cluster has d' points or fewer (its
-    covariance is not estimated)."""
+    ``SCATTER_BLOCK_ROWS`` at a time, each column divided by ``column_scale``. None when a
+    cluster has d' points or fewer (its covariance is not estimated) or the points do not
+    vary."""
     X = np.asarray(X, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.int64).reshape(-1).copy()
     n = labels.size
+    scale = column_scale(X)
     P = None
     for _ in range(max_iter):
-        counts, means, scatters = cluster_scatter(X, labels, k)
+        counts, means, scatters = cluster_scatter(X, labels, k, scale)
         if P is None:
             P = criterion_coordinates(counts, means, scatters)
             if P is None:
@@ -463,12 +488,14 @@ def gaussian_classification(X, labels, k, max_iter=GAUSSIAN_MAX_ITER, ridge=CRIT
             consts[c] = 2.0 * np.log(np.diag(L)).sum() - 2.0 * np.log(counts[c] / n)
         moved = np.empty_like(labels)
         for lo in range(0, n, SCATTER_BLOCK_ROWS):
-            B = X[lo:lo + SCATTER_BLOCK_ROWS]
+            B = X[lo:lo + SCATTER_BLOCK_ROWS] / scale
             cost = np.empty((B.shape[0], k))
             for c in range(k):
                 U = (B - means[c]) @ maps[c]
                 cost[:, c] = np.einsum("ij,ij->i", U, U) + consts[c]
+                del U                       # one block's product held at a time
             moved[lo:lo + SCATTER_BLOCK_ROWS] = np.argmin(cost, axis=1)
+            del B, cost
         if np.array_equal(moved, labels):
             break
         labels = moved
@@ -478,12 +505,26 @@ def gaussian_classification(X, labels, k, max_iter=GAUSSIAN_MAX_ITER, ridge=CRIT
 SCATTER_BLOCK_ROWS = _options.SCATTER_BLOCK_ROWS    # rows copied at a time
 
 
-def cluster_scatter(X, labels, k):
+def column_scale(X):
+    """The largest absolute value of each column of X (1 for a column of zeros), in blocks of
+    ``SCATTER_BLOCK_ROWS`` rows: X divided by it lies in [−1, 1], whose squares and their sums
+    cannot overflow."""
+    X = np.asarray(X, dtype=np.float64)
+    scale = np.zeros(X.shape[1])
+    for lo in range(0, X.shape[0], SCATTER_BLOCK_ROWS):
+        np.maximum(scale, np.abs(X[lo:lo + SCATTER_BLOCK_ROWS]).max(axis=0), out=scale)
+    scale[~(scale > 0)] = 1.0
+    return scale
+
+
+def cluster_scatter(X, labels, k, scale=None):
     """(counts (k,), means (k×d), scatters (k×d×d)): each cluster's size, mean and
     Σ_{i∈c} (x_i − μ_c)(x_i − μ_c)ᵀ, in two passes over the points of each cluster in
     blocks of ``SCATTER_BLOCK_ROWS`` rows (means first, then the centred products: no
-    cancellation), so that beside X only a block and the order of the rows are held."""
+    cancellation), so that beside X only a block and the order of the rows are held; of
+    X / ``scale`` (each column divided by its entry) when given."""
     X = np.asarray(X, dtype=np.float64)
+    block = (lambda b: X[b]) if scale is None else (lambda b: X[b] / scale)
     labels = np.asarray(labels, dtype=np.int64).reshape(-1)
     d = X.shape[1]
     counts = np.bincount(labels, minlength=k).astype(np.float64)
@@ -495,9 +536,9 @@ def cluster_scatter(X, labels, k):
         rows = order[ends[c] - int(counts[c]):ends[c]]
         blocks = [rows[i:i + SCATTER_BLOCK_ROWS]
                   for i in range(0, rows.size, SCATTER_BLOCK_ROWS)]
-        means[c] = sum(X[b].sum(axis=0) for b in blocks) / counts[c]
+        means[c] = sum(block(b).sum(axis=0) for b in blocks) / counts[c]
         for b in blocks:
-            R = X[b] - means[c]
+            R = block(b) - means[c]
             scatters[c] += R.T @ R
     return counts, means, scatters
 
@@ -511,8 +552,11 @@ def within_whitening(X, labels, k, ridge=WHITEN_RIDGE):
     and a neighbour graph sees the between-cluster directions stretched (the metric of
     discriminant analysis; De la Torre & Kanade, "Discriminative cluster analysis", ICML 2006;
     Ding & Li, "Adaptive dimension reduction using discriminant analysis and K-means
-    clustering", ICML 2007). A W of zero (every cluster one point) gives the identity."""
-    counts, _, scatters = cluster_scatter(X, labels, k)
+    clustering", ICML 2007). A W of zero (every cluster one point) gives the identity. W is
+    summed for X / c, c the largest |x_ij|, and T is (W/c²)^{-½} / c: the same T, without
+    squares that overflow."""
+    c = float(column_scale(X).max())
+    counts, _, scatters = cluster_scatter(X, labels, k, c)
     d = scatters.shape[1]
     W = scatters.sum(axis=0) / counts.sum()
     scale = np.trace(W) / d
@@ -520,7 +564,7 @@ def within_whitening(X, labels, k, ridge=WHITEN_RIDGE):
         return np.eye(d)
     W += ridge * scale * np.eye(d)
     lam, V = np.linalg.eigh(W)
-    return (V / np.sqrt(lam)) @ V.T
+    return (V / np.sqrt(lam)) @ V.T / c
 
 
 def whiten_points(X, T):

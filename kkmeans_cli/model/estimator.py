@@ -220,8 +220,9 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         ICML 2006), and fit the whitened points' graph again. 'auto': on data of 2 to 64
         features whose first fit's cut is not zero, that refit, kept only where its labels
         lower the Gaussian classification criterion Σ_c (n_c/n) ln det S_c below the
-        first fit's (Scott & Symons, Biometrics 1971; ``kernels.graph_fit``) and differ from
-        them (adjusted Rand index below 0.98), else the first fit: about twice the time
+        first fit's (Scott & Symons, Biometrics 1971; ``kernels.graph_fit``), differ from
+        them (adjusted Rand index below 0.98) and cut the whitened graph no higher than the
+        first fit's labels do, else the first fit: about twice the time
         where it runs. Where the groups are overlapping ellipsoids (anisotropic blobs, iris,
         wine) the refit finds them far more often (docs/performance.md); ``predict`` applies
         the same W^{-½}, kept in the model. ``fit_stats_['graph']['whitening']`` holds both

@@ -281,7 +281,7 @@ def fit_graph_arrays(X, affinity, params, rngs, n_threads):
         info["gaussian"] = dict(fit.gaussian)
     stats = {"kernel_seconds": 0.0, "iteration_seconds": t1 - t0,
              "restart_inertias": [fit.objective - fit.ncut + c for c in ncuts],
-             "best_restart": int(np.argmin(ncuts)), "n_threads": int(n_threads),
+             "best_restart": fit.chosen_start, "n_threads": int(n_threads),
              "storage": "graph", "graph": info, "start_kinds": kinds,
              "best_start": fit.start, "start_ncuts": ncuts,
              "refine_moves": int(fit.hartigan_moves), "sigma": float(kernel.sigma),
