@@ -288,3 +288,28 @@ def test_the_memory_plan_bounds_the_classification_measured():
         tracemalloc.stop()
         planned = graph_plan(n, 21, d, k, whiten="auto").items["Gaussian step"]
         assert peak <= planned <= 1.5 * peak, (n, d, k, peak, planned)
+
+
+def test_the_records_reach_the_model_the_json_summary_and_info(tmp_path):
+    write_csv(tmp_path / "varied.csv", _varied()[0], fmt="%.6f")
+    X = np.loadtxt(tmp_path / "varied.csv", delimiter=",", skiprows=1)
+    want = KernelKMeans(3, random_state=0).fit(X).fit_stats_["graph"]
+    done = run_process(["fit", "varied.csv", "-k", "3", "--json", "-o", "m.npz"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    summary = json.loads(done.stdout)
+    for key in ("whitening", "gaussian"):
+        assert summary["graph"][key] == pytest.approx(want[key]), key
+    assert summary["graph"]["gaussian"]["kept"] is True
+    shown = run(["info", tmp_path / "m.npz"])
+    assert shown.exit_code == 0, shown.stderr
+    assert "; Gaussian step kept)" in shown.stdout, shown.stdout
+    with np.load(tmp_path / "m.npz", allow_pickle=False) as saved:
+        meta = json.loads(str(saved["meta"]))
+    assert meta["graph"]["gaussian"] == summary["graph"]["gaussian"]
+    # predict reads none of it: the same labels as the fit
+    again = run_process(["predict", "m.npz", "varied.csv"], cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    np.testing.assert_array_equal(labels_of(again.stdout),
+                                  KernelKMeans(3, random_state=0).fit(X).labels_)

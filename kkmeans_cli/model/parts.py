@@ -203,9 +203,10 @@ class GraphPart:
     an affinity given as is (kernel 'precomputed') keeps only the meta: it predicts nothing."""
 
     #: entries of ``GraphInfo`` (``kernels/graph.py``) kept in meta ``graph`` (``search`` is
-    #: absent from models written before it was recorded)
+    #: absent from models written before it was recorded), and the records of the default's
+    #: whitened refit and Gaussian step (``kernels/graph_fit.py``; informational)
     INFO_KEYS = ("n_points", "n_nodes", "n_neighbors", "weighting", "nnz", "n_components",
-                 "n_duplicates", "bridges", "search", "whitened")
+                 "n_duplicates", "bridges", "search", "whitened", "whitening", "gaussian")
     #: the values of the graph meta's ``search``: the neighbour search that built the graph
     SEARCHES = ("kd-tree", "exact", "approximate", "none")
 
