@@ -104,3 +104,18 @@ def objective(K, labels, weights=None):
         m = labels == c
         total -= weights[m] @ K[np.ix_(m, m)] @ weights[m] / weights[m].sum()
     return float(total)
+
+
+def total_whitened(X):
+    """X centred and whitened by its total covariance's Cholesky factor: Z with cov(Z) = I
+    (the coordinates of the Gaussian classification criterion, by another route)."""
+    X = np.asarray(X, float)
+    L = np.linalg.cholesky(np.cov(X.T, bias=True))
+    return np.linalg.solve(L, (X - X.mean(axis=0)).T).T
+
+
+def gaussian_cluster_terms(Z, labels, c, ridge=1e-3):
+    """(points, covariance + ridge·I, its log-determinant) of cluster c of whitened Z."""
+    Zc = Z[labels == c]
+    S = np.cov(Zc.T, bias=True).reshape(Z.shape[1], Z.shape[1]) + ridge * np.eye(Z.shape[1])
+    return Zc, S, np.log(np.linalg.det(S))

@@ -12,6 +12,7 @@ import pytest
 from sklearn.datasets import make_blobs, make_moons
 
 from helpers import labels_of, run, run_process, write_csv
+from reference import gaussian_cluster_terms, total_whitened
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine.graph import normalized_cut, refine
 from kkmeans_cli.kernels import graph_fit
@@ -24,19 +25,17 @@ def _reference_classification(X, labels, k, passes=50, ridge=1e-3):
     whitens, each pass takes np.cov, inv and det of every cluster and moves every point to
     its cluster of least Mahalanobis distance + ln det − 2 ln share."""
     n, d = X.shape
-    L = np.linalg.cholesky(np.cov(X.T, bias=True))
-    Z = np.linalg.solve(L, (X - X.mean(axis=0)).T).T
+    Z = total_whitened(X)
     labels = np.array(labels)
     for _ in range(passes):
         cost = np.empty((n, k))
         for c in range(k):
-            Zc = Z[labels == c]
-            if len(Zc) <= d:
+            if np.count_nonzero(labels == c) <= d:
                 return None
-            S = np.cov(Zc.T, bias=True) + ridge * np.eye(d)
+            Zc, S, logdet = gaussian_cluster_terms(Z, labels, c, ridge)
             R = Z - Zc.mean(axis=0)
-            cost[:, c] = (np.sum(R @ np.linalg.inv(S) * R, axis=1)
-                          + np.log(np.linalg.det(S)) - 2 * np.log(len(Zc) / n))
+            cost[:, c] = (np.sum(R @ np.linalg.inv(S) * R, axis=1) + logdet
+                          - 2 * np.log(len(Zc) / n))
         moved = cost.argmin(axis=1)
         if np.array_equal(moved, labels):
             break
@@ -47,15 +46,13 @@ def _reference_classification(X, labels, k, passes=50, ridge=1e-3):
 def _likelihood_criterion(X, labels, k, ridge=1e-3):
     """What each pass lowers: Σ_i [(x_i − μ_c)ᵀ S_c⁻¹ (x_i − μ_c) + ln det S_c − 2 ln p_c]
     at the parameters the labels give (whitened by the total covariance, plus the ridge)."""
-    n, d = X.shape
-    L = np.linalg.cholesky(np.cov(X.T, bias=True))
-    Z = np.linalg.solve(L, (X - X.mean(axis=0)).T).T
+    n = X.shape[0]
+    Z = total_whitened(X)
     total = 0.0
     for c in range(k):
-        Zc = Z[labels == c]
-        S = np.cov(Zc.T, bias=True) + ridge * np.eye(d)
+        Zc, S, logdet = gaussian_cluster_terms(Z, labels, c, ridge)
         R = Zc - Zc.mean(axis=0)
-        total += (np.sum(R @ np.linalg.inv(S) * R) + len(Zc) * np.log(np.linalg.det(S))
+        total += (np.sum(R @ np.linalg.inv(S) * R) + len(Zc) * logdet
                   - 2 * len(Zc) * np.log(len(Zc) / n))
     return total
 

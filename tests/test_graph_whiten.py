@@ -15,6 +15,7 @@ from sklearn.datasets import make_blobs, make_moons
 from sklearn.metrics import adjusted_rand_score
 
 from helpers import assert_one_error_line, labels_of, listing, run, run_process, write_csv
+from reference import gaussian_cluster_terms, total_whitened
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.kernels.graph_fit import (AGREEMENT_MAX, WHITEN_RIDGE, adjusted_rand,
                                            classification_criterion, fit_graph, predict_graph,
@@ -222,14 +223,12 @@ def _reference_criterion(X, labels, k, ridge=1e-3):
     """Σ_c (n_c/n) ln det S_c / d by another route: the total covariance's Cholesky factor
     whitens, np.cov gives each cluster's covariance, det its determinant."""
     n, d = X.shape
-    L = np.linalg.cholesky(np.cov(X.T, bias=True))
-    Z = np.linalg.solve(L, (X - X.mean(axis=0)).T).T
+    Z = total_whitened(X)
     total = 0.0
     for c in range(k):
-        Zc = Z[labels == c]
-        if len(Zc) > 1:
-            S = np.cov(Zc.T, bias=True).reshape(d, d) + ridge * np.eye(d)
-            total += len(Zc) / n * np.log(np.linalg.det(S)) / d
+        if np.count_nonzero(labels == c) > 1:
+            Zc, _, logdet = gaussian_cluster_terms(Z, labels, c, ridge)
+            total += len(Zc) / n * logdet / d
     return total
 
 
