@@ -341,8 +341,9 @@ def test_a_refit_that_cuts_its_own_graph_worse_than_the_first_labels_is_not_kept
         X, y = make_circles(3000, factor=0.5, noise=0.1, random_state=5)
         X = (X - X.mean(axis=0)) / X.std(axis=0)
         k, seed = 2, 5
-    plain = fit_graph(X, k, random_state=seed, n_threads=1, whiten=False)
-    refit = fit_graph(X, k, random_state=seed, n_threads=1, whiten=True)
+    fresh = seed if callable(seed) else (lambda: seed)     # a generator is used up by a fit
+    plain = fit_graph(X, k, random_state=fresh(), n_threads=1, whiten=False)
+    refit = fit_graph(X, k, random_state=fresh(), n_threads=1, whiten=True)
     held = _cut_on(refit.graph, plain.labels)
     assert np.abs(refit.transform / refit.transform[0, 0] - np.eye(2)).max() < 0.05
     assert refit.ncut > held                        # the refit fell short on its own graph
@@ -365,8 +366,9 @@ def _replayed_auto(X, k, seed):
     by ``test_graph_gaussian``)."""
     from test_graph_gaussian import _replayed_step
 
-    plain = fit_graph(X, k, random_state=seed, n_threads=1, whiten=False)
-    refit = fit_graph(X, k, random_state=seed, n_threads=1, whiten=True)
+    fresh = seed if callable(seed) else (lambda: seed)     # a generator is used up by a fit
+    plain = fit_graph(X, k, random_state=fresh(), n_threads=1, whiten=False)
+    refit = fit_graph(X, k, random_state=fresh(), n_threads=1, whiten=True)
     before = _reference_criterion(X, plain.labels, k)
     after = _reference_criterion(X, refit.labels, k)
     keep = bool(after < before and adjusted_rand_score(plain.labels, refit.labels) < 0.98
@@ -391,15 +393,15 @@ def test_auto_keeps_the_refit_exactly_where_it_lowers_the_criterion(name):
     assert got.whitening["refit_criterion"] == pytest.approx(after, rel=1e-9)
     assert (got.transform is not None) is keep
     assert keep is (name == "aniso")        # each case runs the branch it names
-    # the estimator (default 'auto') is that fit from the estimator's own generator
+    # the estimator (default 'auto'), replayed with its own generator for the fits
     from kkmeans_cli.model.params import fit_rngs
 
     est = KernelKMeans(3, random_state=4, n_threads=1).fit(X)
-    same = fit_graph(X, 3, random_state=fit_rngs(4)[1], n_threads=1, whiten="auto")
-    np.testing.assert_array_equal(est.labels_, same.labels)
+    labels, kept, _, _ = _replayed_auto(X, 3, lambda: fit_rngs(4)[1])
+    np.testing.assert_array_equal(est.labels_, labels)
     np.testing.assert_array_equal(est.predict(X), est.labels_)
-    assert est.fit_stats_["graph"]["whitening"] == same.whitening
-    assert est.graph_info_.get("whitened", False) is (same.transform is not None)
+    assert est.fit_stats_["graph"]["whitening"]["kept"] is kept
+    assert est.graph_info_.get("whitened", False) is kept
 
 
 def test_auto_fits_once_where_the_refit_does_not_apply():

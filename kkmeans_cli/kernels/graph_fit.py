@@ -159,12 +159,13 @@ class GraphFitResult:
     degrees); sums (links, vol); node_labels (m,); transform (d×d): the whitening the
     graph's points went through, or None;
     whitening: with whiten='auto' when the refit was tried, both fits' classification
-    criteria, their labels' agreement (``adjusted_rand``) and whether the refit was kept,
-    else None; gaussian: with whiten='auto' when ``gaussian_step`` ran, both labellings'
-    criteria, the ratio of their normalized cuts and whether the Gaussian step was kept
-    (or ``skipped``: a cluster of d' points or fewer), else None; chosen: the index in
-    ``start_kinds`` of the run returned when it is not the lowest cut (a kept Gaussian
-    step), else None.
+    criteria, their labels' agreement (``adjusted_rand``), the refit's cut of its own graph
+    and the first labels' cut of it, and whether the refit was kept (or ``merged_points``:
+    whitening merged points), else None; gaussian: with whiten='auto' when
+    ``gaussian_step`` ran, both labellings' criteria, the ratio of their normalized cuts and
+    whether the Gaussian step was kept (or ``skipped``: a cluster of d' points or fewer),
+    else None; chosen: the index in ``start_kinds`` of the run returned where a kept
+    Gaussian step chose it, else None (the lowest cut).
     """
 
     labels: np.ndarray
@@ -429,18 +430,26 @@ def classification_criterion(X, labels, k, ridge=CRITERION_RIDGE):
     return float(total)
 
 
+#: The standard deviation, in units of a column's largest |value|, at or below which
+#: ``criterion_coordinates`` takes the column for constant (64 units in the last place).
+CONSTANT_SPREAD = 64 * np.finfo(np.float64).eps
+
+
 def criterion_coordinates(counts, means, scatters):
     """P (d×d'): x·P are the coordinates whitened by the total covariance of the points
-    whose clusters ``cluster_scatter`` gave, in the d' directions of their correlation matrix
-    (the covariance of the columns scaled to unit variance: the same directions whatever the
-    columns' units) whose variance is above 10⁻⁹ of the largest; None when the points do not
-    vary."""
+    whose clusters ``cluster_scatter`` gave (points in [−1, 1], X / ``column_scale``), in the
+    d' directions of their correlation matrix (the covariance of the columns scaled to unit
+    variance: the same directions whatever the columns' units; a column whose spread is
+    ``CONSTANT_SPREAD`` or less is constant) whose variance is above 10⁻⁹ of the largest;
+    None when the points do not vary."""
     n = counts.sum()
     mean = counts @ means / n
     between = (means - mean) * np.sqrt(counts / n)[:, None]
     total = scatters.sum(axis=0) / n + between.T @ between
     sd = np.sqrt(np.diag(total))
-    sd[~(sd > 0)] = 1.0                     # a constant column: no variance to keep
+    # a column constant but for rounding (its spread a few units in the last place of its
+    # largest |value|, 1 here) is left unscaled: its variance, ~ε², is then dropped below
+    sd[~(sd > CONSTANT_SPREAD)] = 1.0
     lam, V = np.linalg.eigh(total / np.outer(sd, sd))
     keep = lam > 1e-9 * lam[-1] if lam[-1] > 0 else np.zeros(lam.size, dtype=bool)
     if not keep.any():
@@ -451,8 +460,9 @@ def criterion_coordinates(counts, means, scatters):
 #: Passes of ``gaussian_classification`` at most: its labels only start the graph's own fit.
 GAUSSIAN_MAX_ITER = 50
 #: ``gaussian_step`` keeps its labels only while their normalized cut is at most this many
-#: times the fit's (measured: blob sets where it was kept, up to 1.37; moons and rings where
-#: it would cut through a shape, 3.9 and more; docs/performance.md).
+#: times the fit's (measured: blob sets where it was kept, up to 1.37; moons and rings of
+#: 1,500 points where it would cut through a shape, 3.9 and more, 10⁶ moons 3.28;
+#: docs/performance.md).
 GAUSSIAN_NCUT_RATIO = 1.5
 
 
@@ -499,7 +509,7 @@ def gaussian_classification(X, labels, k, max_iter=GAUSSIAN_MAX_ITER, ridge=CRIT
         if np.array_equal(moved, labels):
             break
         labels = moved
-    return labels if np.bincount(labels, minlength=k).min() > 0 else None
+    return labels if np.bincount(labels, minlength=k).min() > P.shape[1] else None
 
 
 SCATTER_BLOCK_ROWS = _options.SCATTER_BLOCK_ROWS    # rows copied at a time

@@ -219,19 +219,20 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         those clusters are round; De la Torre & Kanade, "Discriminative cluster analysis",
         ICML 2006), and fit the whitened points' graph again. 'auto': on data of 2 to 64
         features whose first fit's cut is not zero, that refit, kept only where its labels
-        lower the Gaussian classification criterion Σ_c (n_c/n) ln det S_c below the
-        first fit's (Scott & Symons, Biometrics 1971; ``kernels.graph_fit``), differ from
-        them (adjusted Rand index below 0.98) and cut the whitened graph no higher than the
-        first fit's labels do, else the first fit: about twice the time
-        where it runs. Where the groups are overlapping ellipsoids (anisotropic blobs, iris,
-        wine) the refit finds them far more often (docs/performance.md); ``predict`` applies
-        the same W^{-½}, kept in the model. ``fit_stats_['graph']['whitening']`` holds both
-        criteria, their agreement and the choice. 'auto' then makes the Gaussian step
+        lower the Gaussian classification criterion Σ_c (n_c/n) ln det S_c below the first
+        fit's (Scott & Symons, Biometrics 1971; ``kernels.graph_fit``), differ from them
+        (adjusted Rand index below 0.98) and cut the whitened graph no higher than the first
+        fit's labels do, else the first fit; then the Gaussian step
         (``kernels.graph_fit.gaussian_step``): the classification EM of Gaussian clusters
         (Celeux & Govaert 1992) from the labels, refined on the graph, kept only where it
-        lowers that criterion while its normalized cut stays within 1.5 times the fit's
-        (overlapping blobs; ``fit_stats_['graph']['gaussian']``). False: one fit. True is
-        refused with any other kernel and with a given affinity, where 'auto' fits once.
+        lowers that criterion while its normalized cut stays within 1.5 times the fit's.
+        Where the groups are overlapping ellipsoids (anisotropic blobs, iris, wine) or
+        overlapping blobs, they are found far more often (docs/performance.md), at two to
+        three times one fit's time where these run; ``predict`` applies the same W^{-½},
+        kept in the model. ``fit_stats_['graph']['whitening']`` and ``['gaussian']`` hold
+        what each compared and chose. False: one fit. True: the refit always kept, no
+        Gaussian step; refused with any other kernel and with a given affinity, where
+        'auto' fits once.
     cluster : distributed.Client, str or None
         Run the Nyström fit on a Dask cluster (``distributed/``): a ``Client``, ``'local:N'``
         (N worker processes on 127.0.0.1 for the call) or a scheduler address or file. X may

@@ -252,6 +252,13 @@ class GraphPart:
                      f"{'n²' if key == 'nnz' else 'n'}")
         if "search" in graph and graph["search"] not in cls.SEARCHES:
             fail(f"meta 'graph.search' must be one of {', '.join(cls.SEARCHES)}")
+        for key in ("whitening", "gaussian"):       # informational, but shown by info
+            record = graph.get(key)
+            if record is not None and not (
+                    isinstance(record, dict) and isinstance(record.get("kept"), bool)
+                    and all(isinstance(value, (bool, int, float)) for value in record.values())):
+                fail(f"meta 'graph.{key}' must be an object of numbers with a true or false "
+                     f"'kept'")
         whitened = graph.get("whitened", False)
         if not isinstance(whitened, bool) or whitened != ("graph_transform" in arrays):
             fail("meta 'graph.whitened' (true or false) and the array 'graph_transform' "
