@@ -53,8 +53,9 @@ DEFAULTS = {
     "kernel": "knn",
     "weighting": "connectivity",
     "neighbor_search": "auto",
-    # the whitened refit where it lowers the Gaussian criterion (kernels/graph_fit.py):
-    # measured on the gallery and the real sets (docs/performance.md, "When to whiten")
+    # the whitened refit and the Gaussian step, each kept where it lowers the Gaussian
+    # criterion under its guards (kernels/graph_fit.py): measured on the gallery's shapes,
+    # blobs with random centres and the real sets (docs/performance.md)
     "whiten": "auto",
     "gamma": "median",
     "degree": 3,
