@@ -310,13 +310,14 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
     held = cluster_sums(fit.kernel, node_labels(fit.graph, first.labels), n_clusters).ncut()
     tried = {"criterion": before, "refit_criterion": after, "agreement": agree,
              "refit_ncut": fit.ncut, "first_ncut_on_refit_graph": held}
-    if lower(after, before) and agree < AGREEMENT_MAX and \
-            fit.ncut <= held * (1.0 + CRITERION_RTOL):
+    kept = lower(after, before) and agree < AGREEMENT_MAX and \
+        fit.ncut <= held * (1.0 + CRITERION_RTOL)
+    if kept:
         fit = replace(fit, transform=T, whitening=dict(tried, kept=True))
     else:
         fit = replace(first, whitening=dict(tried, kept=False))
     del first
-    return gaussian_step(X, fit, n_clusters, max_iter)
+    return gaussian_step(X, fit, n_clusters, max_iter, criterion=after if kept else before)
 
 
 def node_labels(graph, labels):
@@ -336,7 +337,7 @@ def lower(after, before):
     return after < before - CRITERION_RTOL * (1.0 + abs(before))
 
 
-def gaussian_step(X, fit, k, max_iter=300):
+def gaussian_step(X, fit, k, max_iter=300, criterion=None):
     """``fit``, or the graph's own fit started from the labels of
     ``gaussian_classification`` started from ``fit``'s: kept when its labels lower
     ``classification_criterion`` while its normalized cut stays within
@@ -346,7 +347,8 @@ def gaussian_step(X, fit, k, max_iter=300):
     many times the cut, and ``fit`` stays. The record ``gaussian`` says what was tried
     (``skipped``: a cluster of d' points or fewer). A kept step is one more run of the fit:
     its start 'gaussian' is appended to the starts and is the one ``chosen``. Not tried on a
-    cut of zero (k connected components: the graph's exact answer)."""
+    cut of zero (k connected components: the graph's exact answer). ``criterion``: that of
+    ``fit``'s labels when the caller has it."""
     if fit.ncut <= 0.0:
         return fit
     with blas_threads(1):           # the same labels whatever the threads
@@ -357,7 +359,7 @@ def gaussian_step(X, fit, k, max_iter=300):
     with blas_threads(1):
         run = refine(kernel, node_labels(graph, labels), k, max_iter)
     moved = graph.point_labels(run.labels)
-    before = classification_criterion(X, fit.labels, k)
+    before = classification_criterion(X, fit.labels, k) if criterion is None else criterion
     after = classification_criterion(X, moved, k)
     ncut = run.sums.ncut()
     tried = {"criterion": before, "gaussian_criterion": after, "ncut_ratio": ncut / fit.ncut}
@@ -425,9 +427,15 @@ def classification_criterion(X, labels, k, ridge=CRITERION_RIDGE):
     n, dd = counts.sum(), P.shape[1]
     total = 0.0
     for c in np.flatnonzero(counts >= 2):
-        S = P.T @ (scatters[c] / counts[c]) @ P + ridge * np.eye(dd)
+        S = criterion_covariance(P, scatters[c], counts[c], ridge)
         total += counts[c] / n * np.linalg.slogdet(S)[1] / dd
     return float(total)
+
+
+def criterion_covariance(P, scatter, count, ridge):
+    """Pᵀ (scatter/count) P + ridge·I: a cluster's covariance in the criterion's coordinates
+    (``criterion_coordinates``), as the criterion and the classification take it."""
+    return P.T @ (scatter / count) @ P + ridge * np.eye(P.shape[1])
 
 
 #: The standard deviation, in units of a column's largest |value|, at or below which
@@ -493,7 +501,7 @@ def gaussian_classification(X, labels, k, max_iter=GAUSSIAN_MAX_ITER, ridge=CRIT
             return None
         maps, consts = [], np.empty(k)
         for c in range(k):
-            L = np.linalg.cholesky(P.T @ (scatters[c] / counts[c]) @ P + ridge * np.eye(dd))
+            L = np.linalg.cholesky(criterion_covariance(P, scatters[c], counts[c], ridge))
             maps.append(np.linalg.solve(L, P.T).T)          # ‖(x − μ_c) M_c‖² = Mahalanobis
             consts[c] = 2.0 * np.log(np.diag(L)).sum() - 2.0 * np.log(counts[c] / n)
         moved = np.empty_like(labels)
