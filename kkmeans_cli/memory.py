@@ -386,9 +386,10 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
                                  the first fit's graph, (8 + i) 2e, and its per-point
                                  arrays, 40 n, held while the refit is built
     Gaussian step                the same data: its labels and the order of the rows
-                                 (40 n), the blocks of ``SCATTER_BLOCK_ROWS`` rows it takes
-                                 at a time (their costs, scaled and centred copies, one
-                                 product and two sums, 8 (k + 3d + 2) a row) and the
+                                 (40 n), the ``SCATTER_BLOCK_ROWS`` rows it takes at a
+                                 time (a block, or the pieces of one on its threads: their
+                                 costs, scaled and centred copies, one product and two
+                                 sums, 8 (k + 3d + 2) a row) and the
                                  clusters' scatters and maps (24 k d²)
     fit                          what the fit needs beyond the building, the graph held:
                                  four sparse matrices of up to 2e − n entries when the

@@ -20,10 +20,11 @@ from kkmeans_cli.kernels.graph_fit import (GAUSSIAN_NCUT_RATIO, fit_graph,
                                            gaussian_classification, gaussian_step)
 
 
-def _reference_classification(X, labels, k, passes=50, ridge=1e-3):
+def _reference_classification(X, labels, k, passes=50, ridge=1e-3, tol=1e-4):
     """The classification EM by another route: the total covariance's Cholesky factor
     whitens, each pass takes np.cov, inv and det of every cluster and moves every point to
-    its cluster of least Mahalanobis distance + ln det − 2 ln share."""
+    its cluster of least Mahalanobis distance + ln det − 2 ln share; it stops after a pass
+    that moves at most tol·n points."""
     n, d = X.shape
     Z = total_whitened(X)
     labels = np.array(labels)
@@ -37,9 +38,10 @@ def _reference_classification(X, labels, k, passes=50, ridge=1e-3):
             cost[:, c] = (np.sum(R @ np.linalg.inv(S) * R, axis=1) + logdet
                           - 2 * np.log(len(Zc) / n))
         moved = cost.argmin(axis=1)
-        if np.array_equal(moved, labels):
-            break
+        changed = np.count_nonzero(moved != labels)
         labels = moved
+        if changed <= tol * n:
+            break
     return labels
 
 
@@ -86,6 +88,27 @@ def test_gaussian_classification_is_the_reference_in_any_blocks(monkeypatch):
     A = np.array([[3.0, 1.0], [-2.0, 0.5]])
     np.testing.assert_array_equal(gaussian_classification(X @ A + [7.0, -4.0], start, 3),
                                   want)
+
+
+def test_the_classification_stops_at_its_tolerance_and_is_the_same_on_any_threads(
+        monkeypatch):
+    """On 20,000 moons started from a vertical split, the passes end in a tail of a few
+    moves each: the classification stops at the first pass that moves at most 10⁻⁴ n = 2
+    points, where the reference run to no moves goes on; pieces of 16 rows on one, two and
+    four threads give the same labels."""
+    X, _ = make_moons(20_000, noise=0.1, random_state=0)
+    start = (X[:, 0] > 0.5).astype(np.int64)
+    want = _reference_classification(X, start, 2)
+    assert graph_fit.GAUSSIAN_MOVED_TOL == 1e-4
+    np.testing.assert_array_equal(gaussian_classification(X, start, 2), want)
+    assert not np.array_equal(_reference_classification(X, start, 2, tol=0.0), want)
+    small = _reference_classification(X[:1500], start[:1500], 2)
+    monkeypatch.setattr(graph_fit, "SCATTER_BLOCK_ROWS", 64)
+    for threads in (1, 2, 4):
+        np.testing.assert_array_equal(gaussian_classification(X, start, 2, n_threads=threads),
+                                      want)
+        np.testing.assert_array_equal(
+            gaussian_classification(X[:1500], start[:1500], 2, n_threads=threads), small)
 
 
 def test_the_passes_lower_the_classification_likelihood_here():
@@ -280,7 +303,8 @@ def test_columns_of_any_scale_give_the_same_criterion_and_labels_and_no_overflow
 
 def test_the_memory_plan_bounds_the_classification_measured(monkeypatch):
     """The classification's own arrays (the graph's passes it then starts are the fit's,
-    planned as such), in one block and in several."""
+    planned as such), in one block and in several, on one thread and on four (a block's
+    pieces at once)."""
     import tracemalloc
 
     from kkmeans_cli import memory
@@ -294,12 +318,13 @@ def test_the_memory_plan_bounds_the_classification_measured(monkeypatch):
         X = rng.normal(size=(n, d)) + np.repeat(np.eye(k, d) * 6, n // k, axis=0)
         labels = np.repeat(np.arange(k), n // k)
         labels[::7] = (labels[::7] + 1) % k
-        tracemalloc.start()
-        gaussian_classification(X, labels, k)
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
         planned = graph_plan(n, 21, d, k, whiten="auto").items["Gaussian step"]
-        assert peak <= planned <= 2 * peak, (n, d, k, block, peak, planned)
+        for threads in (1, 4):
+            tracemalloc.start()
+            gaussian_classification(X, labels, k, n_threads=threads)
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            assert peak <= planned <= 2 * peak, (n, d, k, block, threads, peak, planned)
 
 
 def test_the_records_reach_the_model_the_json_summary_and_info(tmp_path):
