@@ -364,10 +364,9 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
     ===========================  ==========================================================
     neighbour lists              16 e: the distances (float64) and indices (int64) of the
                                  search
-    graph building               (8 + i) e for the edge weights and their CSR indices,
+    graph building               8 e for the edge weights (the lists sorted in place),
                                  (8 + i) e for the transpose, (8 + i) 2e for the sum
-                                 B + Bᵀ (SciPy allocates room for both; that buffer is the
-                                 graph the fit holds)
+                                 B + Bᵀ at its bound (the graph the fit holds)
     search blocks                exact search above 15 dimensions: per block of rows
                                  (64 MB of distances) four such arrays and two of the rows'
                                  neighbours' coordinates; what they need beyond the graph
@@ -422,7 +421,7 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
     i = 4 if e < 2**31 else 8
     nnz = min(2 * e - n, n * n)
     items = {"neighbour lists": 16 * e,
-             "graph building": (8 + i) * e + (8 + i) * e + (8 + i) * 2 * e}
+             "graph building": 8 * e + (8 + i) * e + (8 + i) * 2 * e}
     build = sum(items.values())
     if search is None:
         search = "kd-tree" if d <= GRAPH_TREE_MAX_DIM else "exact"

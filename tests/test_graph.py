@@ -163,6 +163,40 @@ def test_a_given_affinity_is_symmetrized_within_tolerance():
     assert S[0, 1] == S[1, 0]
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_neighbour_lists_symmetrize_to_the_dense_sum(seed):
+    """(B + Bᵀ)/2 from the lists against the dense sum written entry by entry: the same
+    values bit for bit (B_ij + B_ji, halved), indices sorted and int32, the edges of weight
+    zero both ways left out (node z's), and an edge of the smallest subnormal weight one way
+    kept as SciPy's sum keeps it (stored; halved, it rounds to zero)."""
+    rng = np.random.default_rng(seed)
+    m, k = 40, 6
+    idx = np.array([np.r_[i, rng.permutation(np.delete(np.arange(m), i))[:k - 1]]
+                    for i in range(m)], dtype=np.int64)
+    j = int(idx[5, 1])
+    if 5 in idx[j]:                                 # j does not list 5
+        idx[j, idx[j] == 5] = min(set(range(m)) - set(idx[j]) - {5})
+    z = min(set(range(m)) - {5, j})
+    B = rng.uniform(0.1, 2.0, (m, k))
+    B[z] = 0.0
+    B[idx == z] = 0.0                               # node z: every edge of weight zero
+    B[5, 1] = 5e-324
+    D = np.zeros((m, m))
+    for i in range(m):
+        for t in range(k):
+            D[i, idx[i, t]] += B[i, t]
+    stored = (D + D.T) != 0.0
+    A = kgraph.symmetrize(B.copy(), idx.copy(), m)
+    assert A.format == "csr" and A.has_sorted_indices and A.indices.dtype == np.int32
+    for i in range(m):
+        row = A.indices[A.indptr[i]:A.indptr[i + 1]]
+        np.testing.assert_array_equal(row, np.flatnonzero(stored[i]))
+        np.testing.assert_array_equal(A.data[A.indptr[i]:A.indptr[i + 1]],
+                                      (D[i, row] + D[row, i]) * 0.5)
+    assert not stored[z].any() and A.indptr[z + 1] == A.indptr[z]
+    assert stored[5, j] and A[5, j] == 0.0
+
+
 # -- the engine against the dense kernel -----------------------------------------------------
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_distances_and_objective_against_the_dense_kernel(seed):

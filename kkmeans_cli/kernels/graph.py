@@ -477,21 +477,31 @@ def distinct_nodes(X):
 
 
 def symmetrize(B, idx, m):
-    """A = (B + Bᵀ)/2 as CSR float64 with sorted indices, from the k edges of each row:
-    A_ij = (B_ij + B_ji)/2 = A_ji exactly (the same two terms, added in either order)."""
+    """A = (B + Bᵀ)/2 as CSR float64 with sorted indices, from the k edges of each of the m
+    rows (``_knn_graph.pyx``): A_ij = (B_ij + B_ji)/2 = A_ji exactly (the same two terms,
+    added in either order); a sum of zero is left out. The rows of ``idx`` and ``B`` (int64
+    and float64 arrays, m × k) are sorted by neighbour number in place: beside them only Bᵀ
+    and A are held. Indices int32 while 2·m·k < 2³¹, as SciPy's own sum gives them."""
     from scipy import sparse
 
+    idx = np.ascontiguousarray(idx, dtype=np.int64)
+    B = np.ascontiguousarray(B, dtype=np.float64)
     k = idx.shape[1]
-    itype = np.int32 if m * k < 2 ** 31 else np.int64
-    Bm = sparse.csr_matrix((np.ascontiguousarray(B, dtype=np.float64).reshape(-1),
-                            idx.reshape(-1).astype(itype), np.arange(0, m * k + 1, k,
-                                                                     dtype=itype)),
-                           shape=(m, m))
-    Bt = Bm.T.tocsr()
-    Bm.sort_indices()
-    A = (Bm + Bt).tocsr()
-    A.data *= 0.5
-    A.sort_indices()
+    itype = np.int32 if 2 * m * k < 2 ** 31 else np.int64
+    _knn_graph.sort_lists(idx, B)
+    tptr = np.empty(m + 1, dtype=itype)
+    tj = np.empty(m * k, dtype=itype)
+    tw = np.empty(m * k)
+    _knn_graph.transpose_lists(idx, B, tptr, tj, tw)
+    indptr = np.empty(m + 1, dtype=itype)
+    none = np.empty(0, dtype=itype)
+    _knn_graph.merge_lists(idx, B, tptr, tj, tw, indptr, none, np.empty(0), False)
+    indices = np.empty(int(indptr[-1]), dtype=itype)
+    data = np.empty(int(indptr[-1]))
+    _knn_graph.merge_lists(idx, B, tptr, tj, tw, indptr, indices, data, True)
+    del tptr, tj, tw
+    A = sparse.csr_matrix((data, indices, indptr), shape=(m, m))
+    A.has_sorted_indices = True
     return A
 
 
