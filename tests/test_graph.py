@@ -336,6 +336,35 @@ def test_contraction_keeps_the_normalized_cut():
     np.testing.assert_array_equal(coarse.toarray(), coarse.toarray().T)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_contraction_is_the_dense_product(seed):
+    """PᵀAP against the dense product, for a matching and for any map of the nodes (groups
+    of up to 9): indices sorted, exactly symmetric, no stored zeros; a graph of connectivity
+    weights (sums of halves: exact in any order) bit for bit; an asymmetric pattern refused."""
+    A = _random_affinity(120, 30 + seed, density=0.08)
+    rng = np.random.default_rng(seed)
+    for coarse_of in (rng.integers(0, 40, 120), np.repeat(rng.permutation(60), 2)):
+        m = int(coarse_of.max()) + 1
+        P = np.zeros((120, m))
+        P[np.arange(120), coarse_of] = 1.0
+        want = P.T @ A.toarray() @ P
+        for B, exact in ((A, False), (A.astype(bool).astype(np.float64) * 0.5, True)):
+            got = graph_starts.contract(sparse.csr_matrix(B), coarse_of, m)
+            assert got.has_sorted_indices and np.all(got.data != 0.0)
+            for i in range(m):
+                assert np.all(np.diff(got.indices[got.indptr[i]:got.indptr[i + 1]]) > 0)
+            dense = got.toarray()
+            np.testing.assert_array_equal(dense, dense.T)
+            wanted = P.T @ B.toarray() @ P if exact else want
+            if exact:
+                np.testing.assert_array_equal(dense, wanted)
+            else:
+                np.testing.assert_allclose(dense, wanted, rtol=1e-13, atol=0)
+    one_way = sparse.csr_matrix(np.triu(A.toarray()))
+    with pytest.raises(ValueError, match="not symmetric"):
+        graph_starts.contract(one_way, np.arange(120) // 2, 60)
+
+
 def test_heavy_edge_matching_pairs_at_most_two_neighbours():
     A = _random_affinity(100, 18, density=0.05)
     kernel = GraphKernel(A)

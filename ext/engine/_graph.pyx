@@ -210,3 +210,117 @@ def heavy_edge_matching(const long[::1] indptr, const int[::1] indices, const do
                 coarse_of[best] = m
             m += 1
     return m
+
+
+def contract_graph(const long[::1] indptr, const int[::1] indices, const double[::1] data,
+                   const long[::1] coarse_of, long m):
+    """(indptr, indices, data) of R = (M + Mᵀ)/2, M = PᵀAP (P the n × m indicator of
+    ``coarse_of``): CSR with sorted indices, exactly symmetric, a sum of zero left out. A must
+    have a symmetric pattern (every graph here has). In O(nnz): M's rows unsorted (every
+    coarse node's members in increasing order, each member's row in its order, the coarse
+    columns found by a marker array), T = Mᵀ by a counting sort (rows sorted, M's pattern),
+    then each row of M scattered into a dense row to give R's values on T's indices. Raises
+    ValueError when the pattern is not symmetric."""
+    import numpy as np
+
+    cdef Py_ssize_t n = coarse_of.shape[0], i, c, cc, t
+    cdef long p, q, e, nnz = 0, kept = 0
+    cdef double v
+    mptr_ = np.zeros(m + 1, dtype=np.int64)
+    members_ = np.empty(n, dtype=np.int64)
+    last_ = np.full(m, -1, dtype=np.int64)
+    cdef long[::1] mptr = mptr_, members = members_, last = last_
+    for i in range(n):
+        mptr[coarse_of[i] + 1] += 1
+    for c in range(m):
+        mptr[c + 1] += mptr[c]
+    fill_ = np.array(mptr_[:m])
+    cdef long[::1] fill = fill_
+    with nogil:
+        for i in range(n):
+            members[fill[coarse_of[i]]] = i
+            fill[coarse_of[i]] += 1
+        for c in range(m):                          # M's row lengths
+            for t in range(mptr[c], mptr[c + 1]):
+                i = members[t]
+                for e in range(indptr[i], indptr[i + 1]):
+                    cc = coarse_of[indices[e]]
+                    if last[cc] != c:
+                        last[cc] = c
+                        nnz += 1
+    Mptr_ = np.empty(m + 1, dtype=np.int64)
+    Mcol_ = np.empty(nnz, dtype=np.int32)
+    Mval_ = np.zeros(nnz, dtype=np.float64)
+    cdef long[::1] Mptr = Mptr_
+    cdef int[::1] Mcol = Mcol_
+    cdef double[::1] Mval = Mval_
+    last_[:] = -1
+    cdef long[::1] pos = fill                       # reused: each coarse column's slot
+    with nogil:
+        q = 0
+        Mptr[0] = 0
+        for c in range(m):
+            for t in range(mptr[c], mptr[c + 1]):
+                i = members[t]
+                for e in range(indptr[i], indptr[i + 1]):
+                    cc = coarse_of[indices[e]]
+                    if last[cc] != c:
+                        last[cc] = c
+                        pos[cc] = q
+                        Mcol[q] = <int> cc
+                        q += 1
+                    Mval[pos[cc]] += data[e]
+            Mptr[c + 1] = q
+    del members_, mptr_
+    Tptr_ = np.zeros(m + 1, dtype=np.int64)
+    Tcol_ = np.empty(nnz, dtype=np.int32)
+    Tval_ = np.empty(nnz, dtype=np.float64)
+    cdef long[::1] Tptr = Tptr_
+    cdef int[::1] Tcol = Tcol_
+    cdef double[::1] Tval = Tval_
+    dense_ = np.zeros(m, dtype=np.float64)
+    cdef double[::1] dense = dense_
+    cdef bint symmetric = True
+    with nogil:
+        for q in range(nnz):
+            Tptr[Mcol[q] + 1] += 1
+        for c in range(m):
+            Tptr[c + 1] += Tptr[c]
+        for c in range(m):
+            pos[c] = Tptr[c]
+        for c in range(m):                          # rows of M in order: T's rows sorted
+            for q in range(Mptr[c], Mptr[c + 1]):
+                cc = Mcol[q]
+                Tcol[pos[cc]] = <int> c
+                Tval[pos[cc]] = Mval[q]
+                pos[cc] += 1
+        for c in range(m):
+            last[c] = -1
+        for c in range(m):                          # R's values on T's indices, in place
+            if Mptr[c + 1] - Mptr[c] != Tptr[c + 1] - Tptr[c]:
+                symmetric = False
+                break
+            for q in range(Mptr[c], Mptr[c + 1]):
+                dense[Mcol[q]] = Mval[q]
+                last[Mcol[q]] = c
+            p = Tptr[c]
+            Tptr[c] = kept
+            for q in range(p, Tptr[c + 1]):
+                cc = Tcol[q]
+                if last[cc] != c:
+                    symmetric = False
+                    break
+                v = dense[cc] + Tval[q]
+                if v != 0.0:
+                    Tcol[kept] = <int> cc
+                    Tval[kept] = v * 0.5
+                    kept += 1
+            if not symmetric:
+                break
+            for q in range(Mptr[c], Mptr[c + 1]):
+                dense[Mcol[q]] = 0.0
+        if symmetric:
+            Tptr[m] = kept
+    if not symmetric:
+        raise ValueError("contract_graph: the graph's pattern is not symmetric")
+    return Tptr_, Tcol_[:kept], Tval_[:kept]

