@@ -11,6 +11,7 @@ their defaults, against scikit-learn's SpectralClustering and kkmeans' rbf kerne
     python benchmarks/bench_graph.py ann [--n 20000 50000 100000]  # graph fits: exact vs approximate
     python benchmarks/bench_graph.py ann-states [--n 20000 50000]  # the fit's spread on each graph
     python benchmarks/bench_graph.py whiten [--seeds 0 … 11]       # whiten False / True / 'auto'
+    python benchmarks/bench_graph.py scale [--repeats 3]           # the default vs one fit at scale
 
 gallery: the data sets of scikit-learn's ``plot_cluster_comparison`` (n = 1500,
 StandardScaler): circles (factor .5) and moons at noise .03, .05, .08, .1, three concentric
@@ -578,10 +579,79 @@ def whiten(args):
     print("real mean of 8: " + " ".join(f"{m} {np.mean(means[m]):.3f}" for m in modes))
 
 
+SCALE_CASES = ("moons", "digits-std", "digits-raw", "aniso-0", "aniso-1", "aniso-2")
+
+
+def scale_child(case, mode, threads):
+    """One fit of a ``scale`` case in this process: 10⁶ moons (noise .1), 20,000 upsampled
+    digits (``high_dim_data``, standardized or raw) or 20,000 anisotropic blobs of seed 0–2
+    (standardized), with the default (``whiten='auto'``) or one fit (``whiten=False``)."""
+    from sklearn.metrics import adjusted_rand_score
+    from sklearn.preprocessing import StandardScaler
+
+    from kkmeans_cli.kernels.graph_fit import fit_graph
+
+    if case == "moons":
+        from sklearn.datasets import make_moons
+
+        X, y = make_moons(1_000_000, noise=0.1, random_state=0)
+        k = 2
+    elif case.startswith("digits"):
+        X, y, k = high_dim_data("digits", 20_000)
+        if case.endswith("std"):
+            X = StandardScaler().fit_transform(X)
+    else:
+        from sklearn.datasets import make_blobs
+
+        X, y = make_blobs(20_000, random_state=int(case[-1]))
+        X, k = StandardScaler().fit_transform(X @ ANISO), 3
+    t0 = time.perf_counter()
+    fit = fit_graph(X, k, random_state=0, n_threads=threads,
+                    whiten={"default": "auto", "one": False}[mode])
+    seconds = time.perf_counter() - t0
+    return dict(case=case, mode=mode, seconds=seconds, rss=peak_rss_bytes(),
+                ari=adjusted_rand_score(y, fit.labels),
+                refit=(fit.whitening or {}).get("kept"), step=(fit.gaussian or {}).get("kept"),
+                ratio=(fit.gaussian or {}).get("ncut_ratio"), load=os.getloadavg()[0])
+
+
+def scale(args):
+    """The default against one fit at scale, each fit in its own process, ``--repeats``
+    times (the median's spread shown)."""
+    print(f"{args.threads} threads; load average before {os.getloadavg()[0]:.2f}")
+    print("| case | mode | seconds (median; all) | peak RSS | ARI | refit kept | step kept "
+          "(cut ratio) |")
+    print("|---|---|---|---|---|---|---|")
+    for case in args.cases:
+        for mode in args.modes:
+            runs = []
+            for _ in range(args.repeats):
+                cmd = [sys.executable, os.path.abspath(__file__), "--scale-child", case, mode,
+                       str(args.threads)]
+                proc = subprocess.run(cmd, capture_output=True, text=True)
+                if proc.returncode:
+                    print(f"| {case} | {mode} | failed: {proc.stderr.strip().splitlines()[-1:]}"
+                          f" |")
+                    break
+                runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            if not runs:
+                continue
+            r = runs[0]
+            times = sorted(x["seconds"] for x in runs)
+            ratio = "" if r["ratio"] is None else f" ({r['ratio']:.2f})"
+            print(f"| {case} | {mode} | {np.median(times):.1f} ("
+                  f"{', '.join(f'{t:.1f}' for t in times)}) | "
+                  f"{max(x['rss'] for x in runs) / 1e9:.2f} GB | {r['ari']:.4f} | {r['refit']} | "
+                  f"{r['step']}{ratio} |", flush=True)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--child":
         print(json.dumps(big_child(argv[1], int(argv[2]), int(argv[3]), float(argv[4]))))
+        return
+    if argv and argv[0] == "--scale-child":
+        print(json.dumps(scale_child(argv[1], argv[2], int(argv[3]))))
         return
     if argv and argv[0] == "--ann-child":
         print(json.dumps(ann_child(argv[1], int(argv[2]), argv[3], int(argv[4]), argv[5])))
@@ -626,8 +696,14 @@ def main(argv=None):
     wh.add_argument("--seeds", type=int, nargs="+", default=list(range(12)))
     wh.add_argument("--shape-seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4, 5])
     wh.add_argument("--real-seeds", type=int, nargs="+", default=[0, 1, 2])
+    sc = sub.add_parser("scale")
+    sc.add_argument("--cases", nargs="+", default=list(SCALE_CASES), choices=SCALE_CASES)
+    sc.add_argument("--modes", nargs="+", default=["default", "one"],
+                    choices=["default", "one"])
+    sc.add_argument("--repeats", type=int, default=3)
+    sc.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
-    {"whiten": whiten, "ann-states": ann_states, "gallery": gallery, "real": real, "big": big, "files": files, "predict": predict,
+    {"scale": scale, "whiten": whiten, "ann-states": ann_states, "gallery": gallery, "real": real, "big": big, "files": files, "predict": predict,
      "starts": starts, "knn": knn, "ann": ann}[args.cmd](args)
 
 
