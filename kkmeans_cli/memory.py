@@ -359,7 +359,8 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
     ``n_neighbors`` counting the point, at most n) and fitting k clusters on it (the largest k
     of a sweep), as a :class:`MemoryPlan` whose items add up to the peak.
 
-    With e = n · n_neighbors listed edges (bytes; i = 4 for int32 indices, 8 from 2³¹ edges):
+    With e = n · n_neighbors listed edges (bytes; i = 4 for int32 indices, 8 from 2³⁰ edges:
+    the sum B + Bᵀ has room for 2e):
 
     ===========================  ==========================================================
     neighbour lists              16 e: the distances (float64) and indices (int64) of the
@@ -418,7 +419,7 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
     nn = max(1, min(int(n_neighbors), n))
     d = max(1, int(d))
     e = n * nn
-    i = 4 if e < 2**31 else 8
+    i = 4 if 2 * e < 2**31 else 8
     nnz = min(2 * e - n, n * n)
     items = {"neighbour lists": 16 * e,
              "graph building": 8 * e + (8 + i) * e + (8 + i) * 2 * e}

@@ -336,6 +336,19 @@ def test_contraction_keeps_the_normalized_cut():
     np.testing.assert_array_equal(coarse.toarray(), coarse.toarray().T)
 
 
+@pytest.mark.parametrize("idx, why", [
+    ([[0, 1, 1], [1, 0, 2], [2, 1, 0]], "listed twice"),
+    ([[0, 3], [1, 0], [2, 1]], "outside 0..2"),
+    ([[0, -1], [1, 0], [2, 1]], "outside 0..2"),
+])
+def test_lists_the_merge_cannot_take_are_an_internal_error(idx, why):
+    """The merge needs every row's numbers distinct and within the nodes (every neighbour
+    search gives them so): anything else is the program's error, not the data's."""
+    idx = np.array(idx, dtype=np.int64)
+    with pytest.raises(RuntimeError, match=why):
+        kgraph.symmetrize(np.ones(idx.shape), idx, 3)
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_the_contraction_is_the_dense_product(seed):
     """PᵀAP against the dense product, for a matching and for any map of the nodes (groups
@@ -361,7 +374,7 @@ def test_the_contraction_is_the_dense_product(seed):
             else:
                 np.testing.assert_allclose(dense, wanted, rtol=1e-13, atol=0)
     one_way = sparse.csr_matrix(np.triu(A.toarray()))
-    with pytest.raises(ValueError, match="not symmetric"):
+    with pytest.raises(RuntimeError, match="not symmetric"):
         graph_starts.contract(one_way, np.arange(120) // 2, 60)
 
 

@@ -220,7 +220,8 @@ def contract_graph(const long[::1] indptr, const int[::1] indices, const double[
     coarse node's members in increasing order, each member's row in its order, the coarse
     columns found by a marker array), T = Mᵀ by a counting sort (rows sorted, M's pattern),
     then each row of M scattered into a dense row to give R's values on T's indices. Raises
-    ValueError when the pattern is not symmetric."""
+    RuntimeError (an internal error, not the user's data) when the pattern is not
+    symmetric."""
     import numpy as np
 
     cdef Py_ssize_t n = coarse_of.shape[0], i, c, cc, t
@@ -271,7 +272,6 @@ def contract_graph(const long[::1] indptr, const int[::1] indices, const double[
                         q += 1
                     Mval[pos[cc]] += data[e]
             Mptr[c + 1] = q
-    del members_, mptr_
     Tptr_ = np.zeros(m + 1, dtype=np.int64)
     Tcol_ = np.empty(nnz, dtype=np.int32)
     Tval_ = np.empty(nnz, dtype=np.float64)
@@ -322,5 +322,7 @@ def contract_graph(const long[::1] indptr, const int[::1] indices, const double[
         if symmetric:
             Tptr[m] = kept
     if not symmetric:
-        raise ValueError("contract_graph: the graph's pattern is not symmetric")
-    return Tptr_, Tcol_[:kept], Tval_[:kept]
+        raise RuntimeError("contract_graph: the graph's pattern is not symmetric (internal)")
+    if kept < nnz:                                  # zeros left out: no buffer kept whole
+        return Tptr_, Tcol_[:kept].copy(), Tval_[:kept].copy()
+    return Tptr_, Tcol_, Tval_

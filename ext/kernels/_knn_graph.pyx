@@ -53,10 +53,12 @@ ctypedef fused index_t:
 
 def sort_lists(long[:, ::1] idx, double[:, ::1] B):
     """Sort every row of ``idx`` (and ``B`` with it) by neighbour number, in place: insertion
-    sort, the rows being short (k) and their numbers distinct."""
+    sort, the rows being short (k). Returns the number of rows that list a number twice (the
+    merge needs them distinct)."""
     cdef Py_ssize_t n = idx.shape[0], k = idx.shape[1], i, s, t
     cdef long j
     cdef double w
+    cdef Py_ssize_t repeated = 0
     with nogil:
         for i in range(n):
             for s in range(1, k):
@@ -69,6 +71,11 @@ def sort_lists(long[:, ::1] idx, double[:, ::1] B):
                     t -= 1
                 idx[i, t] = j
                 B[i, t] = w
+            for s in range(1, k):
+                if idx[i, s] == idx[i, s - 1]:
+                    repeated += 1
+                    break
+    return repeated
 
 
 def transpose_lists(const long[:, ::1] idx, const double[:, ::1] B, index_t[::1] tptr,

@@ -170,8 +170,9 @@ def coarsen(A, rng, target):
 def contract(A, coarse_of, m):
     """PᵀAP (P the indicator of ``coarse_of``), made exactly symmetric ((M + Mᵀ)/2), CSR with
     sorted indices, in O(nnz) (``_graph.contract_graph``; at 10⁶ moons 1.2–2× quicker than
-    SciPy's two sparse products, transpose and sum, whose values it gives: the same for
-    connectivity weights, within an ulp for others)."""
+    SciPy's two sparse products, transpose and sum: the same sums in another order, so the
+    same values for connectivity weights (sums of halves, exact) and within a few ulps for
+    others)."""
     from scipy import sparse
 
     indptr, indices, data = _graph.contract_graph(

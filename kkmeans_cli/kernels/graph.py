@@ -480,15 +480,21 @@ def symmetrize(B, idx, m):
     """A = (B + Bᵀ)/2 as CSR float64 with sorted indices, from the k edges of each of the m
     rows (``_knn_graph.pyx``): A_ij = (B_ij + B_ji)/2 = A_ji exactly (the same two terms,
     added in either order); a sum of zero is left out. The rows of ``idx`` and ``B`` (int64
-    and float64 arrays, m × k) are sorted by neighbour number in place: beside them only Bᵀ
-    and A are held. Indices int32 while 2·m·k < 2³¹, as SciPy's own sum gives them."""
+    and float64 arrays, m × k, numbers 0..m−1 distinct within a row, as every neighbour
+    search here gives them; else RuntimeError) are sorted by neighbour number in place:
+    beside them only Bᵀ and A are held. Indices int32 while 2·m·k < 2³¹, as SciPy's own sum gives them."""
     from scipy import sparse
 
     idx = np.ascontiguousarray(idx, dtype=np.int64)
     B = np.ascontiguousarray(B, dtype=np.float64)
     k = idx.shape[1]
+    if idx.shape != (m, k) or B.shape != (m, k) or (idx.size and not (
+            0 <= idx.min() and idx.max() < m)):
+        raise RuntimeError(f"symmetrize: neighbour lists of shape {idx.shape} with numbers "
+                           f"outside 0..{m - 1}, or weights of shape {B.shape} (internal)")
     itype = np.int32 if 2 * m * k < 2 ** 31 else np.int64
-    _knn_graph.sort_lists(idx, B)
+    if _knn_graph.sort_lists(idx, B):
+        raise RuntimeError("symmetrize: a node is listed twice in one row (internal)")
     tptr = np.empty(m + 1, dtype=itype)
     tj = np.empty(m * k, dtype=itype)
     tw = np.empty(m * k)
