@@ -212,6 +212,36 @@ def heavy_edge_matching(const long[::1] indptr, const int[::1] indices, const do
     return m
 
 
+cdef long _coarse_rows(const long[::1] indptr, const int[::1] indices, const double[::1] data,
+                       const long[::1] coarse_of, const long[::1] mptr,
+                       const long[::1] members, long[::1] last, long[::1] pos,
+                       long[::1] Mptr, int[::1] Mcol, double[::1] Mval):
+    """M = PᵀAP's rows, unsorted: every coarse node's members in increasing order, each
+    member's row in its order, a coarse column's first sight marked in ``last``. Without
+    ``Mcol`` (None) only the rows' lengths into ``Mptr``; with it their columns and sums
+    (``Mval`` zeroed). Returns the entries."""
+    cdef Py_ssize_t m = Mptr.shape[0] - 1, c, cc, t, i
+    cdef long e, q = 0
+    cdef bint fill = Mcol is not None
+    with nogil:
+        Mptr[0] = 0
+        for c in range(m):
+            for t in range(mptr[c], mptr[c + 1]):
+                i = members[t]
+                for e in range(indptr[i], indptr[i + 1]):
+                    cc = coarse_of[indices[e]]
+                    if last[cc] != c:
+                        last[cc] = c
+                        if fill:
+                            pos[cc] = q
+                            Mcol[q] = <int> cc
+                        q += 1
+                    if fill:
+                        Mval[pos[cc]] += data[e]
+            Mptr[c + 1] = q
+    return q
+
+
 def contract_graph(const long[::1] indptr, const int[::1] indices, const double[::1] data,
                    const long[::1] coarse_of, long m):
     """(indptr, indices, data) of R = (M + Mᵀ)/2, M = PᵀAP (P the n × m indicator of
@@ -224,8 +254,8 @@ def contract_graph(const long[::1] indptr, const int[::1] indices, const double[
     symmetric."""
     import numpy as np
 
-    cdef Py_ssize_t n = coarse_of.shape[0], i, c, cc, t
-    cdef long p, q, e, nnz = 0, kept = 0
+    cdef Py_ssize_t n = coarse_of.shape[0], i, c, cc
+    cdef long p, q, nnz = 0, kept = 0
     cdef double v
     mptr_ = np.zeros(m + 1, dtype=np.int64)
     members_ = np.empty(n, dtype=np.int64)
@@ -237,41 +267,21 @@ def contract_graph(const long[::1] indptr, const int[::1] indices, const double[
         mptr[c + 1] += mptr[c]
     fill_ = np.array(mptr_[:m])
     cdef long[::1] fill = fill_
+    Mptr_ = np.empty(m + 1, dtype=np.int64)
+    cdef long[::1] Mptr = Mptr_
     with nogil:
         for i in range(n):
             members[fill[coarse_of[i]]] = i
             fill[coarse_of[i]] += 1
-        for c in range(m):                          # M's row lengths
-            for t in range(mptr[c], mptr[c + 1]):
-                i = members[t]
-                for e in range(indptr[i], indptr[i + 1]):
-                    cc = coarse_of[indices[e]]
-                    if last[cc] != c:
-                        last[cc] = c
-                        nnz += 1
-    Mptr_ = np.empty(m + 1, dtype=np.int64)
+    nnz = _coarse_rows(indptr, indices, data, coarse_of, mptr, members, last, fill, Mptr,
+                       None, None)
     Mcol_ = np.empty(nnz, dtype=np.int32)
     Mval_ = np.zeros(nnz, dtype=np.float64)
-    cdef long[::1] Mptr = Mptr_
     cdef int[::1] Mcol = Mcol_
     cdef double[::1] Mval = Mval_
     last_[:] = -1
-    cdef long[::1] pos = fill                       # reused: each coarse column's slot
-    with nogil:
-        q = 0
-        Mptr[0] = 0
-        for c in range(m):
-            for t in range(mptr[c], mptr[c + 1]):
-                i = members[t]
-                for e in range(indptr[i], indptr[i + 1]):
-                    cc = coarse_of[indices[e]]
-                    if last[cc] != c:
-                        last[cc] = c
-                        pos[cc] = q
-                        Mcol[q] = <int> cc
-                        q += 1
-                    Mval[pos[cc]] += data[e]
-            Mptr[c + 1] = q
+    _coarse_rows(indptr, indices, data, coarse_of, mptr, members, last, fill, Mptr, Mcol, Mval)
+    cdef long[::1] pos = fill                       # reused: each row's next slot in T
     Tptr_ = np.zeros(m + 1, dtype=np.int64)
     Tcol_ = np.empty(nnz, dtype=np.int32)
     Tval_ = np.empty(nnz, dtype=np.float64)
