@@ -425,8 +425,11 @@ def test_cli_fit_predict_info_knn(moons_csv):
     n_comp = est.fit_stats_["graph"]["n_components"]
     assert (f"12 neighbours (connectivity), 240 nodes, {n_comp} component"
             in info.stdout)
-    assert json.loads(run(["info", folder / "m.npz", "--json"]).stdout)["graph"]["nnz"] == \
-        est.fit_stats_["graph"]["nnz"]
+    shown = json.loads(run(["info", folder / "m.npz", "--json"]).stdout)
+    assert shown["graph"]["nnz"] == est.fit_stats_["graph"]["nnz"]
+    # --json too: no n_init (it played no part), the starts that ran in its place
+    assert "n_init" not in shown and shown["optima"]["start_kinds"] == \
+        est.fit_stats_["start_kinds"]
     # the fit line counts the starts that ran (the fit report's), not the unused --n-init
     kinds = est.fit_stats_["start_kinds"]
     fit_line = next(line for line in info.stdout.splitlines() if line.startswith("fit:"))
@@ -447,6 +450,7 @@ def test_cli_info_of_spectral_graph_starts_keeps_n_init(moons_csv):
     assert "--n-init=3" in info.stdout
     fit_line = next(line for line in info.stdout.splitlines() if line.startswith("fit:"))
     assert "starts=3 (3 spectral" in fit_line, fit_line
+    assert json.loads(run(["info", folder / "s.npz", "--json"]).stdout)["n_init"] == 3
 
 
 def test_cli_graph_row_names_the_neighbours_each_node_has(tmp_path):

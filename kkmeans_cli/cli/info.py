@@ -55,7 +55,17 @@ def model_info(path, loaded):
     info.update({key: meta[key] for key in PSD_INFO_KEYS if key in meta})
     info.update({key: meta[key] for key in ("objective", "refine", "ncut", "optima", "graph")
                  if key in meta})
+    if fixed_starts(info):
+        del info["n_init"]          # asked for, but it played no part (the starts are listed)
     return info
+
+
+def fixed_starts(info):
+    """Whether ``info`` is of a graph fit that ran its fixed set of default starts (listed in
+    ``optima.start_kinds``), where ``n_init`` played no part (it counts 'spectral' starts)."""
+    kinds = (info.get("optima") or {}).get("start_kinds")
+    return bool(info.get("graph") and kinds
+                and (info.get("options") or {}).get("init") != "spectral")
 
 
 #: Options that are a pair of flags (``--header/--no-header``) whose default, neither given,
@@ -87,9 +97,9 @@ def model_info_rows(info):
         unused += GRAPH_UNUSED
     if info["kernel"] not in GRAPH_KERNELS:  # the edge weights of kernel knn's graph alone
         unused += ("weighting", "neighbor_search", "whiten")
-    kinds = (info.get("optima") or {}).get("start_kinds")
-    if info.get("graph") and kinds and options.get("init") != "spectral":
+    if fixed_starts(info):
         unused += ("n_init",)       # the default starts on a graph are a fixed set
+    kinds = (info.get("optima") or {}).get("start_kinds")
     fitted = " ".join(filter(None, (option_text(key, value) for key, value in options.items()
                                     if key not in unused)))
     rows = [
