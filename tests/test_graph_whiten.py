@@ -539,3 +539,107 @@ def test_a_refit_that_merges_distinct_points_is_not_kept_or_is_refused(tmp_path)
     assert default.returncode == 0, default.stderr
     np.testing.assert_array_equal(labels_of(default.stdout),
                                   KernelKMeans(5, whiten=False, random_state=0).fit(X).labels_)
+
+
+def _small_sample_rule(monkeypatch, above=2_000, size=1_000):
+    """The sample rule of whiten='auto' at a size the tests can run: above ``above`` points
+    the refit is tried on ``size`` of them first."""
+    from kkmeans_cli.kernels import graph_fit
+
+    monkeypatch.setattr(graph_fit, "REFIT_SAMPLE_ABOVE", above)
+    monkeypatch.setattr(graph_fit, "REFIT_SAMPLE", size)
+    return graph_fit
+
+
+def test_above_the_sample_size_a_refit_that_moves_few_on_a_sample_is_not_made(monkeypatch):
+    """Moons: on a sample the refit moves a few points only, so the refit of all the points
+    is not made: the result is the first fit then the Gaussian step, and the record is the
+    sample's own fit's, replayed by hand from the documented draw."""
+    from dataclasses import replace
+
+    from kkmeans_cli.kernels.graph_fit import gaussian_step, search_seed
+
+    graph_fit = _small_sample_rule(monkeypatch)
+    X, _ = make_moons(3000, noise=0.1, random_state=0)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    got = fit_graph(X, 2, random_state=5, n_threads=1)
+    record = got.whitening
+    assert record["sample"] == 1000 and record["kept"] is False
+    assert record["sample_agreement"] >= AGREEMENT_MAX and got.transform is None
+    # the sample: 1000 rows drawn by a generator seeded from the fit's, its default fit
+    draw = np.random.default_rng(search_seed(np.random.default_rng(5)))
+    rows = np.sort(draw.choice(3000, 1000, replace=False))
+    trial = fit_graph(X[rows], 2, random_state=draw, n_threads=1)
+    assert {f"sample_{key}": value for key, value in trial.whitening.items()} == {
+        key: value for key, value in record.items() if key.startswith("sample_")}
+    # all the points: the first fit (the fit's stream not drawn from), then the step
+    first = fit_graph(X, 2, random_state=5, n_threads=1, whiten=False)
+    want = gaussian_step(X, replace(first, whitening=record), 2)
+    np.testing.assert_array_equal(got.labels, want.labels)
+    assert got.gaussian == want.gaussian
+    # at or below the size, and where the refit does not apply, no sample is drawn
+    graph_fit.REFIT_SAMPLE_ABOVE = 3000
+    assert "sample" not in fit_graph(X, 2, random_state=5, n_threads=1).whitening
+    assert fit_graph(X, 2, random_state=5, n_threads=1, whiten=True).whitening is None
+
+
+def test_above_the_sample_size_a_refit_that_moves_many_on_a_sample_is_made_as_before(
+        monkeypatch):
+    """Anisotropic blobs: on a sample the refit moves many points, so it is made on all of
+    them, with the same labels and record as without the sample rule (the sample's draws
+    do not touch the fit's own stream)."""
+    X, _ = _aniso(n=3000, seed=0)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    without = fit_graph(X, 3, random_state=2, n_threads=1)
+    assert "sample" not in without.whitening
+    _small_sample_rule(monkeypatch)
+    got = fit_graph(X, 3, random_state=2, n_threads=1)
+    assert got.whitening == without.whitening and got.gaussian == without.gaussian
+    np.testing.assert_array_equal(got.labels, without.labels)
+    assert without.whitening["agreement"] < AGREEMENT_MAX     # made, whatever its choice
+
+
+def test_the_report_info_and_model_say_the_refit_was_not_made(monkeypatch, tmp_path):
+    _small_sample_rule(monkeypatch)
+    X, _ = make_moons(3000, noise=0.1, random_state=0)
+    write_csv(tmp_path / "moons.csv", X, fmt="%.8f")
+    done = run(["fit", tmp_path / "moons.csv", "-k", "2", "-o", tmp_path / "m.npz",
+                "--summary", tmp_path / "s.json"])
+    assert done.exit_code == 0, done.stderr
+    assert "(connectivity; whitened refit not made (few moves on a sample))" in done.stderr
+    summary = json.loads((tmp_path / "s.json").read_text())["graph"]["whitening"]
+    assert summary["sample"] == 1000 and summary["kept"] is False
+    shown = run(["info", tmp_path / "m.npz"])
+    assert shown.exit_code == 0, shown.stderr
+    assert "whitened refit not made (few moves on a sample)" in shown.stdout
+    predicted = run(["predict", tmp_path / "m.npz", tmp_path / "moons.csv"])
+    assert predicted.exit_code == 0, predicted.stderr
+    assert predicted.stdout == done.stdout
+
+
+def test_a_sample_the_fit_refuses_or_warns_about_makes_the_refit_as_before(monkeypatch):
+    """The sample's fit is internal: a DataError of the sample (say, too few distinct points
+    drawn) makes the refit of all the points as without the sample rule, and a warning about
+    the sample is not passed on (warnings are errors in this suite)."""
+    import warnings
+
+    X, _ = make_moons(3000, noise=0.1, random_state=0)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    without = fit_graph(X, 2, random_state=5, n_threads=1)
+    graph_fit = _small_sample_rule(monkeypatch)
+    real = graph_fit.fit_graph
+    for trouble in ("refuse", "warn"):
+        def sample_fit(X_, *args, trouble=trouble, **kwargs):
+            if X_.shape[0] == graph_fit.REFIT_SAMPLE:
+                if trouble == "refuse":
+                    raise DataError("the sample's trouble")
+                warnings.warn("about the sample", KKMeansWarning)
+            return real(X_, *args, **kwargs)
+
+        monkeypatch.setattr(graph_fit, "fit_graph", sample_fit)
+        got = real(X, 2, random_state=5, n_threads=1)
+        if trouble == "refuse":
+            assert got.whitening == without.whitening and got.gaussian == without.gaussian
+            np.testing.assert_array_equal(got.labels, without.labels)
+        else:
+            assert got.whitening["sample"] == 1000

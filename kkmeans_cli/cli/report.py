@@ -292,7 +292,8 @@ def graph_text(graph, ncut=None):
     (``3 neighbours (connectivity; 8 set, capped by the 3 nodes)``); neighbours found by the
     approximate search say so (``21 neighbours (connectivity; approximate search)``), and
     the whitened refit, kept (``whitened``) or made and turned down (``whitened refit not
-    kept``; the default, ``kernels.graph_fit.fit_graph``), and the Gaussian step where it was
+    kept``, or ``not made`` where a sample of the points decided; the default,
+    ``kernels.graph_fit.fit_graph``), and the Gaussian step where it was
     kept (``Gaussian step kept``, ``kernels.graph_fit.gaussian_step``)."""
     parts = []
     if graph.get("weighting") != "precomputed":
@@ -302,7 +303,9 @@ def graph_text(graph, ncut=None):
         found = "; approximate search" if graph.get("search") == "approximate" else ""
         tried = graph.get("whitening")      # whiten='auto' made the refit and turned it down
         found += "; whitened" if graph.get("whitened") else \
-            "; whitened refit not kept" if tried and not tried.get("kept") else ""
+            "; whitened refit not made (few moves on a sample)" if tried and tried.get(
+                "sample") else "; whitened refit not kept" if tried and not tried.get(
+                "kept") else ""
         if (graph.get("gaussian") or {}).get("kept"):
             found += "; Gaussian step kept"
         parts.append(f"{plural(used, 'neighbour')} ({graph['weighting']}{capped}{found})")

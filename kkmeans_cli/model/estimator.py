@@ -218,7 +218,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         covariance W of the labels found (X·W^{-½}, W + 10⁻³·tr(W)/d·I: the metric in which
         those clusters are round; De la Torre & Kanade, "Discriminative cluster analysis",
         ICML 2006), and fit the whitened points' graph again. 'auto': on data of 2 to 64
-        features whose first fit's cut is not zero, that refit, kept only where its labels
+        features whose first fit's cut is not zero, that refit (above 500,000 points made
+        only where on a sample of 50,000 it moves more than a few), kept only where its labels
         lower the Gaussian classification criterion Σ_c (n_c/n) ln det S_c below the first
         fit's (Scott & Symons, Biometrics 1971; ``kernels.graph_fit``), differ from them
         (adjusted Rand index below 0.98) and cut the whitened graph no higher than the first
