@@ -13,6 +13,7 @@ their defaults, against scikit-learn's SpectralClustering and kkmeans' rbf kerne
     python benchmarks/bench_graph.py whiten [--seeds 0 … 11]       # whiten False / True / 'auto'
     python benchmarks/bench_graph.py scale [--repeats 3]           # the default vs one fit at scale
     python benchmarks/bench_graph.py bars [--seeds 0 … 131]        # the blob bar vs the references
+    python benchmarks/bench_graph.py refit-sample [--n 250000]     # the refit decided on a sample
 
 gallery: the data sets of scikit-learn's ``plot_cluster_comparison`` (n = 1500,
 StandardScaler): circles (factor .5) and moons at noise .03, .05, .08, .1, three concentric
@@ -630,13 +631,78 @@ def bars(args):
               f"({', '.join(misses[w]) or 'none'})")
 
 
+SAMPLE_FAMILIES = ("moons", "circles", "varied", "aniso", "blobs")
+
+
+def sample_family(name, n, seed):
+    """(X, y, k) of ``refit_sample``: moons (noise .1), circles (noise .08, factor .5), or
+    varied, anisotropic and plain blobs as in the gallery, standardized."""
+    from sklearn.datasets import make_blobs, make_circles, make_moons
+    from sklearn.preprocessing import StandardScaler
+
+    if name == "moons":
+        X, y = make_moons(n, noise=0.1, random_state=seed)
+        return X, y, 2
+    if name == "circles":
+        X, y = make_circles(n, noise=0.08, factor=0.5, random_state=seed)
+        return X, y, 2
+    if name == "varied":
+        X, y = make_blobs(n, cluster_std=[1.0, 2.5, 0.5], random_state=seed)
+    else:
+        X, y = make_blobs(n, random_state=seed)
+        X = X @ ANISO if name == "aniso" else X
+    return StandardScaler().fit_transform(X), y, 3
+
+
+def refit_sample(args):
+    """The default with the refit's sample rule applied at ``--n`` points (below its own
+    threshold: ``REFIT_SAMPLE_ABOVE`` set under n) against the default without it, set by
+    set, in this process (times indicative): where the sample skipped the refit, whether the
+    refit of all the points had been kept, and the ARI and time of both."""
+    import warnings
+
+    from sklearn.metrics import adjusted_rand_score as ari
+
+    from kkmeans_cli.kernels import graph_fit
+
+    print(f"load average {os.getloadavg()[0]:.2f}; n = {args.n:,}, seeds {args.seeds}, "
+          f"{args.threads} threads")
+    rows, above = [], graph_fit.REFIT_SAMPLE_ABOVE
+    for name in SAMPLE_FAMILIES:
+        for seed in args.seeds:
+            X, y, k = sample_family(name, args.n, seed)
+            got = {}
+            for rule, limit in (("with", args.n - 1), ("without", np.inf)):
+                graph_fit.REFIT_SAMPLE_ABOVE = limit
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    t0 = time.perf_counter()
+                    fit = graph_fit.fit_graph(X, k, random_state=0, n_threads=args.threads)
+                got[rule] = (fit, time.perf_counter() - t0, ari(y, fit.labels))
+            graph_fit.REFIT_SAMPLE_ABOVE = above
+            skipped = "sample" in (got["with"][0].whitening or {})
+            kept = bool((got["without"][0].whitening or {}).get("kept"))
+            rows.append((skipped, kept, got["with"][2] - got["without"][2], got["with"][1],
+                         got["without"][1]))
+            print(f"{name} {seed}: sample skipped the refit {skipped}, refit kept without the "
+                  f"rule {kept}; ARI {got['with'][2]:.4f} / {got['without'][2]:.4f}; "
+                  f"{got['with'][1]:.1f} / {got['without'][1]:.1f} s", flush=True)
+    skips = [r for r in rows if r[0]]
+    print(f"skipped on {len(skips)} of {len(rows)} sets, of which the refit had been kept on "
+          f"{sum(r[1] for r in skips)}; ARI changed on "
+          f"{sum(abs(r[2]) > 1e-12 for r in rows)} (largest {max(abs(r[2]) for r in rows):.4f}); "
+          f"mean time {np.mean([r[3] for r in rows]):.2f} s with the rule, "
+          f"{np.mean([r[4] for r in rows]):.2f} s without")
+
+
 SCALE_CASES = ("moons", "digits-std", "digits-raw", "aniso-0", "aniso-1", "aniso-2")
 
 
 def scale_child(case, mode, threads):
     """One fit of a ``scale`` case in this process: 10⁶ moons (noise .1), 20,000 upsampled
     digits (``high_dim_data``, standardized or raw) or 20,000 anisotropic blobs of seed 0–2
-    (standardized), with the default (``whiten='auto'``) or one fit (``whiten=False``)."""
+    (standardized), with the default (``whiten='auto'``), the default without the refit's
+    sample rule (``no-sample``) or one fit (``whiten=False``)."""
     from sklearn.metrics import adjusted_rand_score
     from sklearn.preprocessing import StandardScaler
 
@@ -657,8 +723,12 @@ def scale_child(case, mode, threads):
         X, y = make_blobs(20_000, random_state=int(case[-1]))
         X, k = StandardScaler().fit_transform(X @ ANISO), 3
     t0 = time.perf_counter()
+    if mode == "no-sample":         # the default as it was before the refit's sample rule
+        from kkmeans_cli.kernels import graph_fit
+
+        graph_fit.REFIT_SAMPLE_ABOVE = np.inf
     fit = fit_graph(X, k, random_state=0, n_threads=threads,
-                    whiten={"default": "auto", "one": False}[mode])
+                    whiten={"default": "auto", "no-sample": "auto", "one": False}[mode])
     seconds = time.perf_counter() - t0
     return dict(case=case, mode=mode, seconds=seconds, rss=peak_rss_bytes(),
                 ari=adjusted_rand_score(y, fit.labels),
@@ -749,14 +819,18 @@ def main(argv=None):
     wh.add_argument("--real-seeds", type=int, nargs="+", default=[0, 1, 2])
     ba = sub.add_parser("bars")
     ba.add_argument("--seeds", type=int, nargs="+", default=list(range(132)))
+    rs = sub.add_parser("refit-sample")
+    rs.add_argument("--n", type=int, default=250_000)
+    rs.add_argument("--seeds", type=int, nargs="+", default=list(range(7)))
+    rs.add_argument("--threads", type=int, default=2)
     sc = sub.add_parser("scale")
     sc.add_argument("--cases", nargs="+", default=list(SCALE_CASES), choices=SCALE_CASES)
     sc.add_argument("--modes", nargs="+", default=["default", "one"],
-                    choices=["default", "one"])
+                    choices=["default", "no-sample", "one"])
     sc.add_argument("--repeats", type=int, default=3)
     sc.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
-    {"bars": bars, "scale": scale, "whiten": whiten, "ann-states": ann_states, "gallery": gallery, "real": real, "big": big, "files": files, "predict": predict,
+    {"refit-sample": refit_sample, "bars": bars, "scale": scale, "whiten": whiten, "ann-states": ann_states, "gallery": gallery, "real": real, "big": big, "files": files, "predict": predict,
      "starts": starts, "knn": knn, "ann": ann}[args.cmd](args)
 
 

@@ -606,12 +606,12 @@ def test_the_report_info_and_model_say_the_refit_was_not_made(monkeypatch, tmp_p
     done = run(["fit", tmp_path / "moons.csv", "-k", "2", "-o", tmp_path / "m.npz",
                 "--summary", tmp_path / "s.json"])
     assert done.exit_code == 0, done.stderr
-    assert "(connectivity; whitened refit not made (few moves on a sample))" in done.stderr
+    assert "(connectivity; whitened refit not made: a sample's moved few points)" in done.stderr
     summary = json.loads((tmp_path / "s.json").read_text())["graph"]["whitening"]
     assert summary["sample"] == 1000 and summary["kept"] is False
     shown = run(["info", tmp_path / "m.npz"])
     assert shown.exit_code == 0, shown.stderr
-    assert "whitened refit not made (few moves on a sample)" in shown.stdout
+    assert "whitened refit not made: a sample's moved few points" in shown.stdout
     predicted = run(["predict", tmp_path / "m.npz", tmp_path / "moons.csv"])
     assert predicted.exit_code == 0, predicted.stderr
     assert predicted.stdout == done.stdout
@@ -632,7 +632,7 @@ def test_a_sample_the_fit_refuses_or_warns_about_makes_the_refit_as_before(monke
         def sample_fit(X_, *args, trouble=trouble, **kwargs):
             if X_.shape[0] == graph_fit.REFIT_SAMPLE:
                 if trouble == "refuse":
-                    raise DataError("the sample's trouble")
+                    raise (DataError if X_.shape[1] else ValueError)("the sample's trouble")
                 warnings.warn("about the sample", KKMeansWarning)
             return real(X_, *args, **kwargs)
 
@@ -643,3 +643,20 @@ def test_a_sample_the_fit_refuses_or_warns_about_makes_the_refit_as_before(monke
             np.testing.assert_array_equal(got.labels, without.labels)
         else:
             assert got.whitening["sample"] == 1000
+
+
+def test_a_sample_of_too_few_distinct_points_for_k_neighbourhoods_decides_nothing(monkeypatch):
+    """The sample decides only where it holds k neighbourhoods of the whole graph's size
+    (k · n_neighbors distinct points): with k = 60 (21 neighbours: 1260 > 1000 rows drawn)
+    the refit is made as without the rule; and the rule counts distinct points, not rows."""
+    X = np.random.default_rng(0).normal(size=(3000, 2))
+    want = {k: fit_graph(X, k, random_state=1, n_threads=1) for k in (60,)}
+    _small_sample_rule(monkeypatch)
+    for k, without in want.items():
+        got = fit_graph(X, k, random_state=1, n_threads=1)
+        assert "sample" not in got.whitening and got.whitening == without.whitening
+        np.testing.assert_array_equal(got.labels, without.labels)
+    # 3000 rows on 1500 distinct points: not above 2000 nodes, no sample drawn
+    Y, _ = make_moons(1500, noise=0.1, random_state=0)
+    Y = np.vstack([Y, Y])
+    assert "sample" not in fit_graph(Y, 2, random_state=5, n_threads=1).whitening

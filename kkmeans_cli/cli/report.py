@@ -292,7 +292,7 @@ def graph_text(graph, ncut=None):
     (``3 neighbours (connectivity; 8 set, capped by the 3 nodes)``); neighbours found by the
     approximate search say so (``21 neighbours (connectivity; approximate search)``), and
     the whitened refit, kept (``whitened``) or made and turned down (``whitened refit not
-    kept``, or ``not made`` where a sample of the points decided; the default,
+    kept``, or ``not made: a sample's moved few points``; the default,
     ``kernels.graph_fit.fit_graph``), and the Gaussian step where it was
     kept (``Gaussian step kept``, ``kernels.graph_fit.gaussian_step``)."""
     parts = []
@@ -301,9 +301,9 @@ def graph_text(graph, ncut=None):
         capped = (f"; {graph['n_neighbors']} set, capped by the "
                   f"{plural(graph['n_nodes'], 'node')}" if used < graph["n_neighbors"] else "")
         found = "; approximate search" if graph.get("search") == "approximate" else ""
-        tried = graph.get("whitening")      # whiten='auto' made the refit and turned it down
+        tried = graph.get("whitening")      # whiten='auto' tried the refit, or on a sample
         found += "; whitened" if graph.get("whitened") else \
-            "; whitened refit not made (few moves on a sample)" if tried and tried.get(
+            "; whitened refit not made: a sample's moved few points" if tried and tried.get(
                 "sample") else "; whitened refit not kept" if tried and not tried.get(
                 "kept") else ""
         if (graph.get("gaussian") or {}).get("kept"):

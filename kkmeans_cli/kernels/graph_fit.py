@@ -250,7 +250,7 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
         covariance of the labels found (``within_whitening``) and fit the whitened points'
         graph again (X only). 'auto': where ``whiten_applies``, the first fit's cut is not
         zero (k connected components) and its nodes are not each linked to every node, that
-        refit (above ``REFIT_SAMPLE_ABOVE`` points made only where, on a sample, it moved
+        refit (above ``REFIT_SAMPLE_ABOVE`` nodes made only where, on a sample, it moved
         more than a few points: ``sample_whitening``; else the record ``whitening`` holds the
         sample's, its keys prefixed ``sample_``, and ``sample``, the sample's size), kept
         only when its labels lower ``classification_criterion`` below the first
@@ -282,8 +282,8 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
                  or not whiten_applies(X, n_clusters)):
         return fit      # a cut of zero (k connected components) is the graph's exact answer;
         # a node linked to every node has the same graph whitened
-    if auto and X.shape[0] > REFIT_SAMPLE_ABOVE:
-        trial = sample_whitening(X, n_clusters, rng, n_neighbors=n_neighbors,
+    if auto and graph.info.n_nodes > REFIT_SAMPLE_ABOVE:
+        trial = sample_whitening(X, n_clusters, rng, graph.info.n_neighbors,
                                  weighting=weighting, start=start, n_init=n_init,
                                  max_iter=max_iter, n_threads=n_threads,
                                  neighbor_search=neighbor_search)
@@ -336,7 +336,7 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
                          n_threads=n_threads)
 
 
-#: Above this many points ``whiten='auto'`` first tries the refit on a sample of
+#: Above this many distinct points ``whiten='auto'`` first tries the refit on a sample of
 #: ``REFIT_SAMPLE`` of them (``sample_whitening``) and makes it on all of them only where it
 #: moved more than a few points there. At 10⁶ moons (.1) the refit takes 8.4 s of 19.8 and is
 #: turned down; at 250,000 points the sample (about 1 s) costs as much as it saves on average
@@ -345,23 +345,29 @@ REFIT_SAMPLE_ABOVE = 500_000
 REFIT_SAMPLE = 50_000
 
 
-def sample_whitening(X, n_clusters, rng, **params):
-    """The ``whitening`` record of the default fit (``fit_graph`` with ``whiten='auto'`` and
-    ``params``) of ``REFIT_SAMPLE`` of the points drawn uniformly without replacement by a
-    generator seeded from ``rng`` without drawing from it (``search_seed``: the fit's own
-    stream stays as it was), or None where that fit made no refit. Where the sample's refit
-    agreed with its first fit to ``AGREEMENT_MAX`` or more (it moved a few points only), the
-    refit of all the points, which the same rule would turn down, is not made. The sample's
-    fit needs less memory than the refit's graph it comes before (n > 4 × the sample). Its
-    warnings are of the sample, not of the data, and are not passed on; a sample the fit
-    refuses (``DataError``: say, fewer distinct points than clusters drawn) gives None."""
+def sample_whitening(X, n_clusters, rng, n_neighbors, **params):
+    """The ``whitening`` record of the default fit (``fit_graph`` with ``whiten='auto'``,
+    ``n_neighbors`` (the whole graph's) and ``params``) of ``REFIT_SAMPLE`` of the points
+    drawn uniformly without replacement by a generator seeded from ``rng`` without drawing
+    from it (``search_seed``: the fit's own stream stays as it was), or None where that fit
+    made no refit, where fewer than n_clusters · n_neighbors distinct points were drawn (the
+    sample's graph would not be the whole graph's kind, or its clusters trivially the same
+    twice) or where the fit refuses the sample (``DataError``, ``ValueError``). Where the
+    sample's refit agreed with its first fit to ``AGREEMENT_MAX`` or more (it moved a few
+    points only), the refit of all the points is not made. The sample's fit needs less
+    memory than the refit's graph it comes before (the whole graph has over 10 times its
+    nodes); its warnings are of the sample, not of the data, and are not passed on."""
     draw = np.random.default_rng(search_seed(rng))
     rows = np.sort(draw.choice(X.shape[0], REFIT_SAMPLE, replace=False))
+    sample = X[rows]
+    if np.unique(sample, axis=0).shape[0] < n_clusters * n_neighbors:
+        return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", KKMeansWarning)
         try:
-            trial = fit_graph(X[rows], n_clusters, random_state=draw, whiten="auto", **params)
-        except DataError:
+            trial = fit_graph(sample, n_clusters, n_neighbors=n_neighbors, random_state=draw,
+                              whiten="auto", **params)
+        except (DataError, ValueError):
             return None
     return None if trial.whitening is None else dict(trial.whitening)
 

@@ -218,12 +218,12 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         covariance W of the labels found (X·W^{-½}, W + 10⁻³·tr(W)/d·I: the metric in which
         those clusters are round; De la Torre & Kanade, "Discriminative cluster analysis",
         ICML 2006), and fit the whitened points' graph again. 'auto': on data of 2 to 64
-        features whose first fit's cut is not zero, that refit (above 500,000 points made
-        only where on a sample of 50,000 it moves more than a few), kept only where its labels
-        lower the Gaussian classification criterion Σ_c (n_c/n) ln det S_c below the first
-        fit's (Scott & Symons, Biometrics 1971; ``kernels.graph_fit``), differ from them
-        (adjusted Rand index below 0.98) and cut the whitened graph no higher than the first
-        fit's labels do, else the first fit; then the Gaussian step
+        features whose first fit's cut is not zero, that refit (above 500,000 distinct
+        points made only where on a sample of 50,000 it moves more than a few), kept only
+        where its labels lower the Gaussian classification criterion Σ_c (n_c/n) ln det S_c
+        below the first fit's (Scott & Symons, Biometrics 1971; ``kernels.graph_fit``),
+        differ from them (adjusted Rand index below 0.98) and cut the whitened graph no
+        higher than the first fit's labels do, else the first fit; then the Gaussian step
         (``kernels.graph_fit.gaussian_step``): the classification EM of Gaussian clusters
         (Celeux & Govaert 1992) from the labels, refined on the graph, kept only where it
         lowers that criterion while its normalized cut stays within 1.5 times the fit's.

@@ -275,7 +275,7 @@ def fit_graph_arrays(X, affinity, params, rngs, n_threads):
             for key, value in vars(graph.info).items()}
     if fit.transform is not None:
         info["whitened"] = True         # the graph is that of the whitened points
-    if fit.whitening is not None:       # whiten='auto' tried the refit
+    if fit.whitening is not None:       # whiten='auto' tried the refit (or on a sample)
         info["whitening"] = dict(fit.whitening)
     if fit.gaussian is not None:        # whiten='auto' tried the Gaussian step
         info["gaussian"] = dict(fit.gaussian)
