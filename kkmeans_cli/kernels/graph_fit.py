@@ -12,7 +12,9 @@ for a fixed k the objective and ncut differ by a constant).
 With ``whiten='auto'`` (the default) on points of 2 to 64 columns whose cut is not zero, the
 fit is then checked against two others, each kept only where its clusters are likelier
 Gaussians (``classification_criterion``): the fit of the points whitened by the clusters'
-pooled covariance, and the Gaussian step (``gaussian_step``).
+pooled covariance (above ``REFIT_SAMPLE_ABOVE`` distinct points made only where it moves more
+than a few points on a sample: ``sample_whitening``), and the Gaussian step
+(``gaussian_step``).
 
 Out-of-sample extension (predict)
     A new point x gets an affinity row a over the training nodes from its n_neighbors − 1
