@@ -22,8 +22,8 @@ GRAPH_KERNELS = ("knn",)
 # nearest other point; Zelnik-Manor & Perona, "Self-tuning spectral clustering", NIPS 2004).
 WEIGHTINGS = ("connectivity", "self-tuning")
 # The neighbour search of that graph above 15 dimensions (``kernels.graph.search_route``):
-# 'exact' (blocked, quadratic), 'approximate' (pynndescent's nearest-neighbour descent, the
-# optional extra kkmeans-cli[ann]) or 'auto' (approximate from 50,000 points when installed).
+# 'exact' (quadratic), 'approximate' (pynndescent's nearest-neighbour descent, the optional
+# extra kkmeans-cli[ann]) or 'auto' (approximate from 100,000 points when installed).
 NEIGHBOR_SEARCHES = ("auto", "exact", "approximate")
 GAMMA_RULES = ("median", "scale")
 INITS = ("k-means++", "spectral", "random")

@@ -110,6 +110,51 @@ def test_high_dimensional_graphs_do_not_depend_on_the_thread_count():
     np.testing.assert_array_equal(d1, d2)
 
 
+@pytest.mark.parametrize("n", [1500, 3000])
+def test_exact_search_keeps_the_same_of_equally_distant_points_on_any_threads(n):
+    """Points on an integer grid are at many equal distances (squared distances are whole
+    numbers, computed exactly): which of the equally distant points fill the last places
+    of a list must not depend on the threads. Above ``ARGKMIN_MIN_QUERIES`` queries
+    scikit-learn's search runs on whole chunks of queries per thread (one thread below
+    2,048 queries, where it would otherwise split the points); the lists are exact."""
+    from scipy.spatial.distance import cdist
+
+    rng = np.random.default_rng(n)
+    X = np.unique(rng.integers(0, 3, size=(n + 200, kgraph.TREE_MAX_DIM + 3)), axis=0)
+    X = rng.permutation(X)[:n].astype(np.float64)
+    runs = [kgraph.exact_nearest(X, X, 21, t, self_first=True) for t in (1, 2, 4)]
+    for dist, idx in runs[1:]:
+        np.testing.assert_array_equal(idx, runs[0][1])
+        np.testing.assert_array_equal(dist, runs[0][0])
+    D = cdist(X, X)
+    np.testing.assert_allclose(runs[0][0], np.sort(D, axis=1)[:, :21], rtol=1e-12, atol=0)
+    assert (runs[0][1][:, 0] == np.arange(n)).all()
+    ties = np.sort(D, axis=1)[:, 21] == np.sort(D, axis=1)[:, 20]
+    assert ties.mean() > 0.5            # the last place is a choice among equals
+
+
+def test_exact_search_puts_back_a_point_that_rounding_left_out_of_its_own_list(monkeypatch):
+    """‖x‖² + ‖x‖² − 2x·x can round above a very near point's distance: where the chunked
+    search's list of point i lacks i, the row is searched again and i comes first."""
+    from scipy.spatial.distance import cdist
+
+    X = _points(1500, kgraph.TREE_MAX_DIM + 1, 3)
+    found = kgraph.argkmin
+
+    def losing(points, queries, k, n_threads=1):
+        idx = found(points, queries, k + 1, n_threads)
+        out = idx[:, :k].copy()
+        for i in range(7):                       # the first 7 rows without the point
+            out[i] = idx[i][idx[i] != i][:k]
+        return out
+
+    monkeypatch.setattr(kgraph, "argkmin", losing)
+    dist, idx = kgraph.exact_nearest(X, X, 9, 2, self_first=True)
+    np.testing.assert_array_equal(idx[:, 0], np.arange(1500))
+    D = cdist(X, X)
+    np.testing.assert_allclose(dist, np.sort(D, axis=1)[:, :9], rtol=1e-12, atol=0)
+
+
 def test_duplicates_are_one_node_with_their_edges():
     """Copies merge into one node carrying u_i u_j A_ij; the fit gives every copy its node's
     label and predict(X_fit) returns the labels."""

@@ -581,6 +581,7 @@ def test_graph_plan_constants_are_the_engines():
 
     assert memory.GRAPH_TREE_MAX_DIM == kgraph.TREE_MAX_DIM
     assert memory.GRAPH_SEARCH_BLOCK_BYTES == kgraph.SEARCH_BLOCK_BYTES
+    assert memory.GRAPH_ARGKMIN_MIN_QUERIES == kgraph.ARGKMIN_MIN_QUERIES
     assert memory.GRAPH_DIRECT_MAX == graph_starts.SPECTRAL_DIRECT_MAX
     assert memory.GRAPH_OVERSEGMENT == max(graph_starts.OVERSEGMENT)
     assert memory.GRAPH_DENSE_MAX == graph_starts.SPECTRAL_DENSE_MAX
@@ -605,3 +606,32 @@ def test_graph_plan_of_each_neighbour_search():
     assert (approximate.items["neighbour search"] + approximate.items["graph building"]
             + approximate.items["neighbour lists"]) == \
         memory.GRAPH_APPROX_FIXED_BYTES + 80 * 50_000 * 21
+
+
+@pytest.mark.parametrize("n", [1000, 3000])
+def test_exact_search_plan_bounds_its_peak(n):
+    """The exact search of n points in 20 dimensions allocates (tracemalloc) no more than the
+    plan counts for the search before the graph is built (its lists, the building and the
+    search's blocks), by blocks here up to ``ARGKMIN_MIN_QUERIES`` points and by
+    scikit-learn's chunked search above: and both give the exact neighbours."""
+    import tracemalloc
+
+    from kkmeans_cli.kernels import graph as kgraph
+
+    X = np.random.default_rng(n).uniform(size=(n, 20))
+    kgraph.self_neighbours(X[:1100], 21, 1, "exact")     # imports and first calls
+    tracemalloc.start()
+    try:
+        _, dist, idx = kgraph.self_neighbours(X, 21, 1, "exact")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    plan = memory.graph_plan(n, 21, 20, 2).items
+    assert peak <= plan["neighbour lists"] + plan["graph building"] + \
+        plan.get("search blocks", 0), (peak, plan)
+    from scipy.spatial.distance import cdist
+
+    D = cdist(X, X)                          # brute force: every distance
+    np.testing.assert_allclose(dist, np.sort(D, axis=1)[:, :21], rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(idx[:, 0], np.arange(n))
+    np.testing.assert_allclose(D[np.arange(n)[:, None], idx], dist, rtol=1e-12, atol=1e-12)

@@ -215,7 +215,7 @@ def fit_options(f, kernel=DEFAULTS["kernel"]):
                      default=DEFAULTS["neighbor_search"], show_default=True,
                      help="knn above 15 features: exact (quadratic) or approximate "
                           "(pynndescent, pip install 'kkmeans-cli[ann]'); auto: approximate "
-                          "from 50,000 points when installed."),
+                          "from 100,000 points when installed."),
         click.option("--whiten/--no-whiten", cls=AutoFlag, default=None,
                      help="knn: fit, whiten DATA by the within-cluster covariance of the "
                           "clusters found, and fit again (overlapping ellipsoidal groups; "

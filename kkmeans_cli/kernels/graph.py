@@ -10,10 +10,10 @@ Neighbours
     ``kneighbors_graph(X, n_neighbors, include_self=True)``): so every point has a self-loop
     and a positive degree, and no point is isolated. Low dimensions (d ≤ ``TREE_MAX_DIM``) use
     SciPy's k-d tree (``cKDTree``, queries on ``n_threads`` workers, asked in the tree's leaf
-    order); higher dimensions an
-    exact blocked search, ‖x‖² + ‖y‖² − 2x·y by one BLAS product per block of rows, the chosen
-    distances then recomputed as ‖x − y‖ (benchmarks/bench_graph.py, ``knn``, compares the
-    two and an approximate search).
+    order); higher dimensions an exact search, the neighbours chosen by ‖x‖² + ‖y‖² − 2x·y
+    (scikit-learn's chunked search above ``ARGKMIN_MIN_QUERIES`` queries, else one BLAS
+    product per block of rows), their distances then recomputed as ‖x − y‖, or pynndescent's
+    approximate one (benchmarks/bench_graph.py, ``knn`` and ``ann``, compares them).
 
 Weightings of an edge i → j ∈ N(i)
     connectivity   B_ij = 1
@@ -46,12 +46,16 @@ from . import _knn_graph
 WEIGHTINGS = ("connectivity", "self-tuning")
 DEFAULT_NEIGHBORS = 20      # other points in a neighbourhood by default (``default_neighbors``)
 SCALE_NEIGHBOR = 7          # Zelnik-Manor & Perona's σ_i: the 7th nearest other point
-TREE_MAX_DIM = 15           # k-d tree up to this dimension, blocked exact search above
+TREE_MAX_DIM = 15           # k-d tree up to this dimension, exact search above
 SEARCH_BLOCK_BYTES = 64 << 20   # distance block of the exact search
+# the exact search of more queries than this goes through scikit-learn's chunked search, on
+# one thread per this many queries (``argkmin``): its chunks, and 4 of them a thread
+ARGKMIN_CHUNK = 256
+ARGKMIN_MIN_QUERIES = 4 * ARGKMIN_CHUNK
 # the neighbour search above TREE_MAX_DIM ('auto': approximate from APPROX_MIN_POINTS rows
 # when pynndescent is installed and imports; benchmarks/bench_graph.py knn)
 NEIGHBOR_SEARCHES = ("auto", "exact", "approximate")
-APPROX_MIN_POINTS = 50_000
+APPROX_MIN_POINTS = 100_000
 APPROX_MIN_NODES = 4        # the approximate search needs more than this × k distinct points
 ANN_MISSING = ("the approximate neighbour search needs pynndescent, which is not installed: "
                "pip install 'kkmeans-cli[ann]' (or choose the exact search)")
@@ -149,8 +153,52 @@ def tree_nearest(points, queries, k, n_threads=1):
 
 
 def exact_nearest(points, queries, k, n_threads=1, self_first=False):
-    """Exact k nearest neighbours by blocks of ‖x‖² + ‖y‖² − 2x·y (one BLAS product a block),
-    the k chosen distances recomputed as ‖x − y‖ and sorted (ties by index)."""
+    """Exact k nearest neighbours: (distances, indices), each (q, k), the k chosen by
+    ‖x‖² + ‖y‖² − 2x·y, their distances recomputed as ‖x − y‖ and sorted (ties by index).
+    Above ``ARGKMIN_MIN_QUERIES`` queries by scikit-learn's chunked search (``argkmin``),
+    else by blocks here (``blocked_nearest``). With ``self_first`` the queries are the
+    points themselves and query i lists i first."""
+    if queries.shape[0] <= ARGKMIN_MIN_QUERIES:
+        return blocked_nearest(points, queries, k, n_threads, self_first)
+    idx = argkmin(points, queries, k, n_threads)
+    if self_first:      # distinct points: i is its own nearest, unless rounding lost it
+        rows = np.arange(queries.shape[0])[:, None]
+        bad = np.flatnonzero((idx != rows).all(axis=1))
+        if bad.size:
+            idx[bad] = exact_rows(points, bad, k, n_threads)[1]
+    exact = _row_distances(points, idx, queries)
+    order = _order(exact, idx)
+    return np.take_along_axis(exact, order, 1), np.take_along_axis(idx, order, 1)
+
+
+def argkmin(points, queries, k, n_threads=1):
+    """Indices (q, k) of the k nearest of ``points`` to each query by scikit-learn's
+    pairwise-distance reduction (``NearestNeighbors(algorithm='brute')``: blocks of
+    ``ARGKMIN_CHUNK`` queries × ``ARGKMIN_CHUNK`` points, one small BLAS product and a
+    heap per query; measured 3× quicker than ``blocked_nearest`` at 10⁴–10⁵ points of 64
+    dimensions: no distance block written to memory and read back, no partition pass).
+    Each thread takes whole chunks of queries and visits the points in order, so the heaps,
+    and which of equally distant points they keep, do not depend on the threads; it runs on
+    at most one thread per 4 chunks of queries, where scikit-learn would otherwise split
+    the points among the threads and merge their heaps in an order that does
+    (``ARGKMIN_MIN_QUERIES``)."""
+    import sklearn
+    from sklearn.neighbors import NearestNeighbors
+    from threadpoolctl import threadpool_limits
+
+    q = queries.shape[0]
+    threads = max(1, min(int(n_threads), (q - 1) // ARGKMIN_MIN_QUERIES))
+    with sklearn.config_context(pairwise_dist_chunk_size=ARGKMIN_CHUNK,
+                                enable_cython_pairwise_dist=True, assume_finite=True), \
+            threadpool_limits(limits=threads, user_api="openmp"):
+        search = NearestNeighbors(n_neighbors=k, algorithm="brute", metric="euclidean")
+        idx = search.fit(points).kneighbors(queries, return_distance=False)
+    return np.ascontiguousarray(idx, dtype=np.int64)
+
+
+def blocked_nearest(points, queries, k, n_threads=1, self_first=False):
+    """``exact_nearest`` by blocks of rows: ‖x‖² + ‖y‖² − 2x·y by one BLAS product a
+    block of ``SEARCH_BLOCK_BYTES``, the k smallest of each row by a partition."""
     m, q = points.shape[0], queries.shape[0]
     pn = np.einsum("ij,ij->i", points, points)
     rows = max(1, SEARCH_BLOCK_BYTES // (8 * max(m, 1)))
@@ -211,14 +259,16 @@ def approximate_nearest(points, k, n_threads=1, random_state=0):
     return dist, idx
 
 
-def _row_distances(points, idx):
-    """‖x_i − x_idx[i, j]‖ in blocks of rows (the (m, k, d) differences bounded)."""
+def _row_distances(points, idx, queries=None):
+    """‖q_i − x_idx[i, j]‖ (the queries q: the points themselves by default) in blocks of
+    rows (the (m, k, d) differences bounded)."""
+    queries = points if queries is None else queries
     m, k = idx.shape
     rows = max(1, SEARCH_BLOCK_BYTES // (8 * k * points.shape[1]))
     out = np.empty(idx.shape)
     for r0 in range(0, m, rows):
         r1 = min(m, r0 + rows)
-        out[r0:r1] = np.sqrt(((points[r0:r1, None, :] - points[idx[r0:r1]]) ** 2).sum(-1))
+        out[r0:r1] = np.sqrt(((queries[r0:r1, None, :] - points[idx[r0:r1]]) ** 2).sum(-1))
     return out
 
 

@@ -206,10 +206,10 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         same way. Refused with any other kernel unless left at its default.
     neighbor_search : {'auto', 'exact', 'approximate'}, default 'auto'
         With ``kernel='knn'`` and more than 15 features: how the graph's neighbours are
-        found. 'exact': a blocked exact search (O(n²d)); 'approximate': pynndescent's
+        found. 'exact': an exact search (O(n²d)); 'approximate': pynndescent's
         nearest-neighbour descent (Dong, Charikar & Li, WWW 2011; the optional extra
         ``pip install 'kkmeans-cli[ann]'``), seeded from ``random_state``; 'auto':
-        approximate from 50,000 points when pynndescent is installed, else exact. Up to 15
+        approximate from 100,000 points when pynndescent is installed, else exact. Up to 15
         features a k-d tree answers exactly whatever this says; ``predict`` always searches
         the training points exactly. The route taken is ``fit_stats_['graph']['search']``.
         Refused with any other kernel unless left at its default.
