@@ -365,6 +365,42 @@ def test_two_components_are_joined_by_their_closest_pair():
     assert connected_components(J.affinity, directed=False)[0] == 1
 
 
+@pytest.mark.parametrize("n", [[60] * 5, [1100, 100, 100, 100, 100]])
+def test_components_in_high_dimensions_are_joined_by_their_closest_pairs(n):
+    """Above ``TREE_MAX_DIM`` the closest pairs come from the exact search (by blocks, and
+    scikit-learn's chunks from 1,025 points a component): the bridges a brute-force
+    Borůvka round finds, the same with 1 and 2 threads; merged by least ncut, each blob
+    stays whole."""
+    from scipy.sparse.csgraph import connected_components
+    from scipy.spatial.distance import cdist
+    from sklearn.datasets import make_blobs
+
+    dims = kgraph.TREE_MAX_DIM + 5
+    centres = np.random.default_rng(n[0]).uniform(-30, 30, (5, dims))
+    X, y = make_blobs(n, centers=centres, cluster_std=0.5, random_state=n[0])
+    G = kgraph.knn_graph(X, 8)
+    assert G.info.n_components == 5 and kgraph.can_join(G)
+    joined = [kgraph.join_components(G, t) for t in (1, 2)]
+    assert (joined[0].affinity != joined[1].affinity).nnz == 0
+    J = joined[0]
+    assert connected_components(J.affinity, directed=False)[0] == 1
+    added = (J.affinity - G.affinity).tocoo()
+    bridges = {(min(i, j), max(i, j)) for i, j in zip(added.row, added.col)}
+    # brute force: every component's nearest pair to another (Borůvka's first round)
+    D = cdist(G.nodes, G.nodes)
+    first = set()
+    for c in range(5):
+        inside, outside = G.components == c, G.components != c
+        sub = np.where(inside[:, None] & outside[None, :], D, np.inf)
+        i, j = np.unravel_index(np.argmin(sub), sub.shape)
+        first.add((min(i, j), max(i, j)))
+    assert first <= bridges and len(bridges) == J.info.bridges == 4
+    res = fit_graph(X, 3, random_state=0, whiten=False)
+    assert res.graph.info.bridges == 4
+    for blob in range(5):
+        assert np.unique(res.labels[y == blob]).size == 1
+
+
 def test_five_blobs_in_three_clusters_keep_every_blob_whole():
     from sklearn.datasets import make_blobs
 

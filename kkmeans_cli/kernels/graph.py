@@ -591,10 +591,13 @@ def can_join(graph):
             and info.n_nodes <= JOIN_MAX_NODES)
 
 
-def join_components(graph):
+def join_components(graph, n_threads=1):
     """The graph with its components joined into one by bridges (Borůvka's rounds): every
     component gets an edge of weight 1 (times the copies u_i u_j) between its point nearest to
-    another component and that point (the first on ties). Then merging components greedily
+    another component and that point (the first on ties), found by a k-d tree of the other
+    components' points up to ``TREE_MAX_DIM`` dimensions and by the exact search above (on
+    ``n_threads``: a k-d tree in 64 dimensions compares nearly every pair one by one, 286 s
+    for 100,000 points against 3 s). Then merging components greedily
     by the least ncut increase (``engine.graph_starts.merge_to_k``) keeps near components
     together rather than grouping them by volume alone. The components of ``graph`` stay in
     ``components``; ``GraphInfo.bridges`` counts the edges added, and
@@ -614,7 +617,11 @@ def join_components(graph):
         for c in range(count):
             inside = np.flatnonzero(group == c)
             outside = np.flatnonzero(group != c)
-            dist, j = cKDTree(nodes[outside]).query(nodes[inside], k=1)
+            if nodes.shape[1] <= TREE_MAX_DIM:
+                dist, j = cKDTree(nodes[outside]).query(nodes[inside], k=1)
+            else:
+                dist, j = (a[:, 0] for a in exact_nearest(nodes[outside], nodes[inside], 1,
+                                                          n_threads))
             a = int(np.argmin(dist))
             edge = (min(inside[a], outside[j[a]]), max(inside[a], outside[j[a]]))
             found[edge] = None

@@ -710,7 +710,7 @@ def fit_on_graph(graph, n_clusters, *, start="auto", n_init=3, max_iter=300, rng
                          f"distinct points, got {k}")
     rng = np.random.default_rng() if rng is None else rng
     if start == "auto" and graph.info.n_components > k and kgraph.can_join(graph):
-        graph, kernel = kgraph.join_components(graph), None
+        graph, kernel = kgraph.join_components(graph, n_threads), None
     kernel = GraphKernel(graph.affinity, n_threads=n_threads) if kernel is None else kernel
     with blas_threads(1):
         runs, levels = _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads)
