@@ -302,10 +302,12 @@ def graph_text(graph, ncut=None):
                   f"{plural(graph['n_nodes'], 'node')}" if used < graph["n_neighbors"] else "")
         found = "; approximate search" if graph.get("search") == "approximate" else ""
         tried = graph.get("whitening")      # whiten='auto' tried the refit, or on a sample
-        found += "; whitened" if graph.get("whitened") else \
-            "; whitened refit not made: a sample's moved few points" if tried and tried.get(
-                "sample") else "; whitened refit not kept" if tried and not tried.get(
-                "kept") else ""
+        if graph.get("whitened"):
+            found += "; whitened"
+        elif tried and tried.get("sample"):
+            found += "; whitened refit not made: a sample's moved few points"
+        elif tried and not tried.get("kept"):
+            found += "; whitened refit not kept"
         if (graph.get("gaussian") or {}).get("kept"):
             found += "; Gaussian step kept"
         parts.append(f"{plural(used, 'neighbour')} ({graph['weighting']}{capped}{found})")
