@@ -717,7 +717,9 @@ def scale_child(case, mode, threads):
     """One fit of a ``scale`` case in this process: 10⁶ moons (noise .1), 20,000 upsampled
     digits (``high_dim_data``, standardized or raw) or 20,000 anisotropic blobs of seed 0–2
     (standardized), with the default (``whiten='auto'``), the default without the refit's
-    sample rule (``no-sample``) or one fit (``whiten=False``)."""
+    sample rule (``no-sample``), the default with it but without the Gaussian step's
+    (``no-step-sample``: the step made whatever the sample's step cut) or one fit
+    (``whiten=False``)."""
     from sklearn.metrics import adjusted_rand_score
     from sklearn.preprocessing import StandardScaler
 
@@ -738,17 +740,21 @@ def scale_child(case, mode, threads):
         X, y = make_blobs(20_000, random_state=int(case[-1]))
         X, k = StandardScaler().fit_transform(X @ ANISO), 3
     t0 = time.perf_counter()
-    if mode == "no-sample":         # the default as it was before the refit's sample rule
-        from kkmeans_cli.kernels import graph_fit
+    from kkmeans_cli.kernels import graph_fit
 
+    if mode == "no-sample":         # the default as it was before the refit's sample rule
         graph_fit.REFIT_SAMPLE_ABOVE = np.inf
+    if mode == "no-step-sample":    # ... before the step's
+        graph_fit.SAMPLE_STEP_RATIO = np.inf
     fit = fit_graph(X, k, random_state=0, n_threads=threads,
-                    whiten={"default": "auto", "no-sample": "auto", "one": False}[mode])
+                    whiten=False if mode == "one" else "auto")
     seconds = time.perf_counter() - t0
     return dict(case=case, mode=mode, seconds=seconds, rss=peak_rss_bytes(),
                 ari=adjusted_rand_score(y, fit.labels),
                 refit=(fit.whitening or {}).get("kept"), step=(fit.gaussian or {}).get("kept"),
-                ratio=(fit.gaussian or {}).get("ncut_ratio"), load=os.getloadavg()[0])
+                ratio=(fit.gaussian or {}).get("ncut_ratio"),
+                sample_ratio=(fit.gaussian or {}).get("sample_ncut_ratio"),
+                load=os.getloadavg()[0])
 
 
 def scale(args):
@@ -775,6 +781,8 @@ def scale(args):
             r = runs[0]
             times = sorted(x["seconds"] for x in runs)
             ratio = "" if r["ratio"] is None else f" ({r['ratio']:.2f})"
+            if r.get("sample_ratio") is not None:
+                ratio = f", not made (the sample's {r['sample_ratio']:.2f})"
             print(f"| {case} | {mode} | {np.median(times):.1f} ("
                   f"{', '.join(f'{t:.1f}' for t in times)}) | "
                   f"{max(x['rss'] for x in runs) / 1e9:.2f} GB | {r['ari']:.4f} | {r['refit']} | "
@@ -842,7 +850,7 @@ def main(argv=None):
     sc = sub.add_parser("scale")
     sc.add_argument("--cases", nargs="+", default=list(SCALE_CASES), choices=SCALE_CASES)
     sc.add_argument("--modes", nargs="+", default=["default", "one"],
-                    choices=["default", "no-sample", "one"])
+                    choices=["default", "no-sample", "no-step-sample", "one"])
     sc.add_argument("--repeats", type=int, default=3)
     sc.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)

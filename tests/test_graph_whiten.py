@@ -551,15 +551,21 @@ def _small_sample_rule(monkeypatch, above=2_000, size=1_000):
     return graph_fit
 
 
-def test_above_the_sample_size_a_refit_that_moves_few_on_a_sample_is_not_made(monkeypatch):
+@pytest.mark.parametrize("step_ratio", ["product", "never"])
+def test_above_the_sample_size_a_refit_that_moves_few_on_a_sample_is_not_made(monkeypatch,
+                                                                               step_ratio):
     """Moons: on a sample the refit moves a few points only, so the refit of all the points
-    is not made: the result is the first fit then the Gaussian step, and the record is the
-    sample's own fit's, replayed by hand from the documented draw."""
+    is not made, and the record is the sample's own fit's, replayed by hand from the
+    documented draw. The sample's Gaussian step cut through the moons (turned down at
+    ``SAMPLE_STEP_RATIO`` times its fit's cut or more), so the result is the first fit; with
+    that rule off ('never'), the first fit then the Gaussian step."""
     from dataclasses import replace
 
     from kkmeans_cli.kernels.graph_fit import gaussian_step, search_seed
 
     graph_fit = _small_sample_rule(monkeypatch)
+    if step_ratio == "never":
+        monkeypatch.setattr(graph_fit, "SAMPLE_STEP_RATIO", np.inf)
     X, _ = make_moons(3000, noise=0.1, random_state=0)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     got = fit_graph(X, 2, random_state=5, n_threads=1)
@@ -570,13 +576,22 @@ def test_above_the_sample_size_a_refit_that_moves_few_on_a_sample_is_not_made(mo
     draw = np.random.default_rng(search_seed(np.random.default_rng(5)))
     rows = np.sort(draw.choice(3000, 1000, replace=False))
     trial = fit_graph(X[rows], 2, random_state=draw, n_threads=1)
-    assert {f"sample_{key}": value for key, value in trial.whitening.items()} == {
+    assert trial.gaussian["kept"] is False
+    assert trial.gaussian["ncut_ratio"] >= graph_fit.SAMPLE_STEP_RATIO or step_ratio == "never"
+    assert {f"sample_{key}": value for key, value in trial.whitening.items()} | {
+        "sample_step_ncut_ratio": trial.gaussian["ncut_ratio"]} == {
         key: value for key, value in record.items() if key.startswith("sample_")}
-    # all the points: the first fit (the fit's stream not drawn from), then the step
+    # all the points: the first fit (the fit's stream not drawn from), then no step or the step
     first = fit_graph(X, 2, random_state=5, n_threads=1, whiten=False)
-    want = gaussian_step(X, replace(first, whitening=record), 2)
+    if step_ratio == "never":
+        want = gaussian_step(X, replace(first, whitening=record), 2)
+        assert got.gaussian == want.gaussian and "ncut_ratio" in got.gaussian
+    else:
+        want = first
+        assert got.gaussian == {"kept": False, "sample": 1000,
+                                "sample_ncut_ratio": trial.gaussian["ncut_ratio"]}
     np.testing.assert_array_equal(got.labels, want.labels)
-    assert got.gaussian == want.gaussian
+    assert got.ncut == want.ncut
     # at or below the size, and where the refit does not apply, no sample is drawn
     graph_fit.REFIT_SAMPLE_ABOVE = 3000
     assert "sample" not in fit_graph(X, 2, random_state=5, n_threads=1).whitening

@@ -14,7 +14,8 @@ fit is then checked against two others, each kept only where its clusters are li
 Gaussians (``classification_criterion``): the fit of the points whitened by the clusters'
 pooled covariance (above ``REFIT_SAMPLE_ABOVE`` distinct points made only where it moves more
 than a few points on a sample: ``sample_whitening``), and the Gaussian step
-(``gaussian_step``).
+(``gaussian_step``; where the sample decided against the refit, not made when the sample's
+own step cut ``SAMPLE_STEP_RATIO`` times its fit's or more).
 
 Out-of-sample extension (predict)
     A new point x gets an affinity row a over the training nodes from its n_neighbors − 1
@@ -258,7 +259,9 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
         only when its labels lower ``classification_criterion`` below the first
         fit's, differ from them (``adjusted_rand`` below ``AGREEMENT_MAX``) and cut the
         whitened graph no higher than the first fit's labels do, else the first fit; then
-        ``gaussian_step`` on the fit chosen.
+        ``gaussian_step`` on the fit chosen (not made where the sample decided against the
+        refit and its own step cut ``SAMPLE_STEP_RATIO`` times its fit's or more: the record
+        ``gaussian`` then holds ``sample`` and ``sample_ncut_ratio``).
 
     Returns
     -------
@@ -292,8 +295,12 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
         if trial is not None and trial.get("agreement", 0.0) >= AGREEMENT_MAX:
             record = {"kept": False, "sample": REFIT_SAMPLE,
                       **{f"sample_{key}": value for key, value in trial.items()}}
-            return gaussian_step(X, replace(fit, whitening=record), n_clusters, max_iter,
-                                 n_threads=n_threads)
+            fit = replace(fit, whitening=record)
+            ratio = trial.get("step_ncut_ratio", 0.0)
+            if ratio >= SAMPLE_STEP_RATIO:      # the sample's step cut through its shapes
+                return replace(fit, gaussian={"kept": False, "sample": REFIT_SAMPLE,
+                                              "sample_ncut_ratio": ratio})
+            return gaussian_step(X, fit, n_clusters, max_iter, n_threads=n_threads)
     T = within_whitening(X, fit.labels, n_clusters)
     first = fit if auto else None                   # 'auto' may keep it
     nodes = graph.info.n_nodes
@@ -345,6 +352,13 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
 #: (docs/performance.md).
 REFIT_SAMPLE_ABOVE = 500_000
 REFIT_SAMPLE = 50_000
+#: Where the refit is not made because of the sample, the Gaussian step is not made either
+#: when the sample's own step was turned down at a cut this many times its fit's or more
+#: (twice ``GAUSSIAN_NCUT_RATIO``: at 250,000 points the sample's step, where the step on
+#: all the points was kept, cut at most 1.61 times; moons (.1) 4.5–6.9, the steps on all
+#: the points 2.97–3.79, all turned down; docs/performance.md). At 10⁶ moons the step takes
+#: about 2 s and is turned down.
+SAMPLE_STEP_RATIO = 3.0
 
 
 def sample_whitening(X, n_clusters, rng, n_neighbors, **params):
@@ -358,7 +372,9 @@ def sample_whitening(X, n_clusters, rng, n_neighbors, **params):
     sample's refit agreed with its first fit to ``AGREEMENT_MAX`` or more (it moved a few
     points only), the refit of all the points is not made. The sample's fit needs less
     memory than the refit's graph it comes before (the whole graph has over 10 times its
-    nodes); its warnings are of the sample, not of the data, and are not passed on."""
+    nodes); its warnings are of the sample, not of the data, and are not passed on. The
+    record has ``step_ncut_ratio`` too where the sample's Gaussian step was made and turned
+    down (its ``ncut_ratio``)."""
     draw = np.random.default_rng(search_seed(rng))
     rows = np.sort(draw.choice(X.shape[0], REFIT_SAMPLE, replace=False))
     sample = X[rows]
@@ -371,7 +387,13 @@ def sample_whitening(X, n_clusters, rng, n_neighbors, **params):
                               whiten="auto", **params)
         except (DataError, ValueError):
             return None
-    return None if trial.whitening is None else dict(trial.whitening)
+    if trial.whitening is None:
+        return None
+    record = dict(trial.whitening)
+    step = trial.gaussian or {}
+    if step.get("kept") is False and "ncut_ratio" in step:
+        record["step_ncut_ratio"] = step["ncut_ratio"]
+    return record
 
 
 def node_labels(graph, labels):
