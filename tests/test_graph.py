@@ -114,15 +114,20 @@ def test_high_dimensional_graphs_do_not_depend_on_the_thread_count():
 def test_exact_search_keeps_the_same_of_equally_distant_points_on_any_threads(n):
     """Points on an integer grid are at many equal distances (squared distances are whole
     numbers, computed exactly): which of the equally distant points fill the last places
-    of a list must not depend on the threads. Above ``ARGKMIN_MIN_QUERIES`` queries
-    scikit-learn's search runs on whole chunks of queries per thread (one thread below
-    2,048 queries, where it would otherwise split the points); the lists are exact."""
+    of a list must not depend on the threads asked for, nor on the OpenMP threads the
+    process allows. Above ``ARGKMIN_MIN_QUERIES`` queries scikit-learn's search runs on
+    whole chunks of queries per thread (one thread up to 2,048 queries, where with more it
+    would split the points among them); the lists are exact."""
     from scipy.spatial.distance import cdist
+    from threadpoolctl import threadpool_limits
 
     rng = np.random.default_rng(n)
     X = np.unique(rng.integers(0, 3, size=(n + 200, kgraph.TREE_MAX_DIM + 3)), axis=0)
     X = rng.permutation(X)[:n].astype(np.float64)
-    runs = [kgraph.exact_nearest(X, X, 21, t, self_first=True) for t in (1, 2, 4)]
+    runs = []
+    for allowed in (1, 4):
+        with threadpool_limits(limits=allowed, user_api="openmp"):
+            runs += [kgraph.exact_nearest(X, X, 21, t, self_first=True) for t in (1, 2, 4)]
     for dist, idx in runs[1:]:
         np.testing.assert_array_equal(idx, runs[0][1])
         np.testing.assert_array_equal(dist, runs[0][0])
@@ -153,6 +158,23 @@ def test_exact_search_puts_back_a_point_that_rounding_left_out_of_its_own_list(m
     np.testing.assert_array_equal(idx[:, 0], np.arange(1500))
     D = cdist(X, X)
     np.testing.assert_allclose(dist, np.sort(D, axis=1)[:, :9], rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("n", [500, 1500])
+def test_exact_search_of_points_far_from_the_origin(n):
+    """‖x‖² + ‖y‖² − 2x·y at 10⁸ ± 10⁻³ would lose every digit that tells the points apart:
+    the search runs on the coordinates less their rounded mean (by blocks here, and by
+    scikit-learn's chunks above 1,024 points), and finds the brute-force neighbours."""
+    from scipy.spatial.distance import cdist
+
+    rng = np.random.default_rng(n)
+    local = rng.normal(scale=1e-3, size=(n, kgraph.TREE_MAX_DIM + 5))
+    X = 1e8 + local
+    dist, idx = kgraph.exact_nearest(X, X, 9, 2, self_first=True)
+    D = cdist(X, X)                         # differences first: exact to rounding
+    np.testing.assert_allclose(dist, np.sort(D, axis=1)[:, :9], rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(idx[:, 0], np.arange(n))
+    np.testing.assert_allclose(D[np.arange(n)[:, None], idx], dist, rtol=1e-12, atol=0)
 
 
 def test_duplicates_are_one_node_with_their_edges():

@@ -130,7 +130,7 @@ def test_the_given_graph_plan_bounds_what_the_fit_allocates(sweep):
 # -- the neighbour search under a limit --------------------------------------------------------
 @pytest.fixture
 def ann_from_600(monkeypatch):
-    """'auto' takes the approximate search from 600 rows (instead of 50,000)."""
+    """'auto' takes the approximate search from 600 rows (instead of 100,000)."""
     monkeypatch.setattr(kgraph, "APPROX_MIN_POINTS", 600)
     X = np.round(_points(600, 20, seed=3), 4)
     return X

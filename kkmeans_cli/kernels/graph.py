@@ -154,13 +154,15 @@ def tree_nearest(points, queries, k, n_threads=1):
 
 def exact_nearest(points, queries, k, n_threads=1, self_first=False):
     """Exact k nearest neighbours: (distances, indices), each (q, k), the k chosen by
-    ‖x‖² + ‖y‖² − 2x·y, their distances recomputed as ‖x − y‖ and sorted (ties by index).
-    Above ``ARGKMIN_MIN_QUERIES`` queries by scikit-learn's chunked search (``argkmin``),
-    else by blocks here (``blocked_nearest``). With ``self_first`` the queries are the
-    points themselves and query i lists i first."""
+    ‖x‖² + ‖y‖² − 2x·y of the coordinates less their rounded mean (``shifted``), their
+    distances recomputed as ‖x − y‖ and sorted by (distance, index) (which of several
+    equally distant points fill the last places is the search's choice). Above
+    ``ARGKMIN_MIN_QUERIES`` queries by scikit-learn's chunked search (``argkmin``), else by
+    blocks here (``blocked_nearest``). With ``self_first`` the queries are the points
+    themselves and query i lists i first."""
     if queries.shape[0] <= ARGKMIN_MIN_QUERIES:
         return blocked_nearest(points, queries, k, n_threads, self_first)
-    idx = argkmin(points, queries, k, n_threads)
+    idx = argkmin(*shifted(points, queries), k, n_threads)
     if self_first:      # distinct points: i is its own nearest, unless rounding lost it
         rows = np.arange(queries.shape[0])[:, None]
         bad = np.flatnonzero((idx != rows).all(axis=1))
@@ -171,6 +173,27 @@ def exact_nearest(points, queries, k, n_threads=1, self_first=False):
     return np.take_along_axis(exact, order, 1), np.take_along_axis(idx, order, 1)
 
 
+def shifted(points, queries):
+    """(points, queries) less the points' mean rounded to whole numbers: far from the origin
+    ‖x‖² + ‖y‖² − 2x·y loses the digits that tell near points apart (points at 10⁸ ± 10⁻³),
+    and whole numbers keep integer data exact (its equal distances equal); the copies are
+    made only where the mean rounds to something other than 0."""
+    shift = np.round(points.mean(axis=0))
+    if not shift.any():
+        return points, queries
+    moved = points - shift
+    return moved, (moved if queries is points else queries - shift)
+
+
+def nearest_one(points, queries, n_threads=1):
+    """(dist, idx), each (q,): the nearest of ``points`` to each query by ``argkmin`` (on
+    one thread up to 2,048 queries: scikit-learn then visits the points in order), its
+    distance recomputed as ‖x − y‖. No block of distances is held (the components' join
+    asks a few points against nearly all the others)."""
+    idx = argkmin(*shifted(points, queries), 1, n_threads)[:, 0]
+    return np.sqrt(((queries - points[idx]) ** 2).sum(axis=1)), idx
+
+
 def argkmin(points, queries, k, n_threads=1):
     """Indices (q, k) of the k nearest of ``points`` to each query by scikit-learn's
     pairwise-distance reduction (``NearestNeighbors(algorithm='brute')``: blocks of
@@ -179,9 +202,9 @@ def argkmin(points, queries, k, n_threads=1):
     dimensions: no distance block written to memory and read back, no partition pass).
     Each thread takes whole chunks of queries and visits the points in order, so the heaps,
     and which of equally distant points they keep, do not depend on the threads; it runs on
-    at most one thread per 4 chunks of queries, where scikit-learn would otherwise split
-    the points among the threads and merge their heaps in an order that does
-    (``ARGKMIN_MIN_QUERIES``)."""
+    at most one thread per 4 chunks of queries (``ARGKMIN_MIN_QUERIES``): with more threads
+    scikit-learn would split the points among them and merge their heaps in an order that
+    does (on one thread that split is the points in order)."""
     import sklearn
     from sklearn.neighbors import NearestNeighbors
     from threadpoolctl import threadpool_limits
@@ -200,7 +223,8 @@ def blocked_nearest(points, queries, k, n_threads=1, self_first=False):
     """``exact_nearest`` by blocks of rows: ‖x‖² + ‖y‖² − 2x·y by one BLAS product a
     block of ``SEARCH_BLOCK_BYTES``, the k smallest of each row by a partition."""
     m, q = points.shape[0], queries.shape[0]
-    pn = np.einsum("ij,ij->i", points, points)
+    P, Q = shifted(points, queries)
+    pn = np.einsum("ij,ij->i", P, P)
     rows = max(1, SEARCH_BLOCK_BYTES // (8 * max(m, 1)))
     dist = np.empty((q, k))
     idx = np.empty((q, k), dtype=np.int64)
@@ -208,8 +232,8 @@ def blocked_nearest(points, queries, k, n_threads=1, self_first=False):
         for r0 in range(0, q, rows):
             r1 = min(q, r0 + rows)
             block = queries[r0:r1]
-            D2 = pn[None, :] - 2.0 * (block @ points.T)
-            D2 += np.einsum("ij,ij->i", block, block)[:, None]
+            D2 = pn[None, :] - 2.0 * (Q[r0:r1] @ P.T)
+            D2 += np.einsum("ij,ij->i", Q[r0:r1], Q[r0:r1])[:, None]
             if self_first:
                 D2[np.arange(r1 - r0), np.arange(r0, r1)] = -np.inf
             part = np.argpartition(D2, k - 1, axis=1)[:, :k] if k < m else \
@@ -579,7 +603,7 @@ def components(A):
 
 # -- components joined -----------------------------------------------------------------------
 JOIN_MAX_COMPONENTS = 32     # components joined by bridges up to this many (else grouped)
-JOIN_MAX_NODES = 200_000     # and up to this many nodes (a k-d tree of the others each)
+JOIN_MAX_NODES = 200_000     # and up to this many nodes (a search of the others each)
 
 
 def can_join(graph):
@@ -594,10 +618,12 @@ def can_join(graph):
 def join_components(graph, n_threads=1):
     """The graph with its components joined into one by bridges (Borůvka's rounds): every
     component gets an edge of weight 1 (times the copies u_i u_j) between its point nearest to
-    another component and that point (the first on ties), found by a k-d tree of the other
-    components' points up to ``TREE_MAX_DIM`` dimensions and by the exact search above (on
-    ``n_threads``: a k-d tree in 64 dimensions compares nearly every pair one by one, 286 s
-    for 100,000 points against 3 s). Then merging components greedily
+    another component and that point (the first such point of the component; which of
+    several equally near points it links to is the search's choice), found by a k-d tree of
+    the other components' points up to ``TREE_MAX_DIM`` dimensions and by scikit-learn's
+    chunked search above (``nearest_one``, on ``n_threads``: a k-d tree in 64 dimensions
+    compares nearly every pair one by one, 286 s for 100,000 points against 12 s). Then
+    merging components greedily
     by the least ncut increase (``engine.graph_starts.merge_to_k``) keeps near components
     together rather than grouping them by volume alone. The components of ``graph`` stay in
     ``components``; ``GraphInfo.bridges`` counts the edges added, and
@@ -620,8 +646,7 @@ def join_components(graph, n_threads=1):
             if nodes.shape[1] <= TREE_MAX_DIM:
                 dist, j = cKDTree(nodes[outside]).query(nodes[inside], k=1)
             else:
-                dist, j = (a[:, 0] for a in exact_nearest(nodes[outside], nodes[inside], 1,
-                                                          n_threads))
+                dist, j = nearest_one(nodes[outside], nodes[inside], n_threads)
             a = int(np.argmin(dist))
             edge = (min(inside[a], outside[j[a]]), max(inside[a], outside[j[a]]))
             found[edge] = None
