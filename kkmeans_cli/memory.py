@@ -378,9 +378,9 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
                                  points), and two blocks of 64 MB of the chosen
                                  neighbours' coordinates (measured 16 e + 129 MB at
                                  50,000 × 16 and 200,000 × 64); what they need beyond
-                                 the graph building (they come before it). The approximate
-                                 search
-                                 (``search='approximate'``, pynndescent): 420 MiB for numba's
+                                 the graph building (they come before it). The
+                                 approximate search (``search='approximate'``,
+                                 pynndescent): 420 MiB for numba's
                                  compilation and pynndescent's state in a fresh process
                                  and 80 e for its heaps, lists and their float64 copies
                                  (measured 410 MiB + 68 e at 20,000–120,000 points), or

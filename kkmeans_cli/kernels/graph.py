@@ -623,11 +623,11 @@ def join_components(graph, n_threads=1):
     the other components' points up to ``TREE_MAX_DIM`` dimensions and by scikit-learn's
     chunked search above (``nearest_one``, on ``n_threads``: a k-d tree in 64 dimensions
     compares nearly every pair one by one, 286 s for 100,000 points against 12 s). Then
-    merging components greedily
-    by the least ncut increase (``engine.graph_starts.merge_to_k``) keeps near components
-    together rather than grouping them by volume alone. The components of ``graph`` stay in
-    ``components``; ``GraphInfo.bridges`` counts the edges added, and
-    ``GraphInfo.n_components`` stays the neighbour graph's."""
+    merging components greedily by the least ncut increase
+    (``engine.graph_starts.merge_to_k``) keeps near components together rather than grouping
+    them by volume alone. The components of ``graph`` stay in ``components``;
+    ``GraphInfo.bridges`` counts the edges added, and ``GraphInfo.n_components`` stays the
+    neighbour graph's."""
     from scipy import sparse
     from scipy.sparse.csgraph import connected_components
     from scipy.spatial import cKDTree
