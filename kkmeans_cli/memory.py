@@ -337,13 +337,11 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
 #: The graph kernel's search and starts, as ``kernels/graph.py`` and ``engine/graph_starts.py``
 #: hold them (restated here, where NumPy is not imported; ``tests/test_large_data.py`` checks
 #: they agree): the dimensions of the k-d tree, the distance block of the exact search above
-#: them and the queries above which scikit-learn's chunked search answers it, the nodes up
-#: to which the default starts run on the graph itself, the most eigenvectors they take
+#: them, the nodes up to which the default starts run on the graph itself, the most eigenvectors they take
 #: (6k), and when the eigenvectors come from a dense ``eigh`` (up to 500 nodes, or up to
 #: 2,000 for r ≥ n/7 vectors).
 GRAPH_TREE_MAX_DIM = 15
 GRAPH_SEARCH_BLOCK_BYTES = 64 << 20
-GRAPH_ARGKMIN_MIN_QUERIES = 1024
 GRAPH_DIRECT_MAX = 5000
 GRAPH_OVERSEGMENT = 6
 GRAPH_DENSE_MAX = 500
@@ -370,14 +368,12 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
     graph building               8 e for the edge weights (the lists sorted in place),
                                  (8 + i) e for the transpose, (8 + i) 2e for the sum
                                  B + Bᵀ at its bound (the graph the fit holds)
-    search blocks                exact search above 15 dimensions: of up to 1,024 points,
-                                 per block of rows (64 MB of distances) four such arrays
-                                 and two of the rows' neighbours' coordinates; of more,
-                                 scikit-learn's chunked search, 41 e for its lists and
-                                 the copies of their sort (measured 40.8 e at 10⁶
-                                 points), and two blocks of 64 MB of the chosen
-                                 neighbours' coordinates (measured 16 e + 129 MB at
-                                 50,000 × 16 and 200,000 × 64); what they need beyond
+    search blocks                exact search above 15 dimensions (scikit-learn's chunked
+                                 search): 41 e for its lists and the copies of their sort
+                                 (measured 40.8 e at 10⁶ points), and two blocks of the
+                                 chosen neighbours' coordinates, 8 e d up to 64 MB each
+                                 (measured 16 e + 129 MB at 50,000 × 16 and 200,000 ×
+                                 64); what they need beyond
                                  the graph building (they come before it). The
                                  approximate search (``search='approximate'``,
                                  pynndescent): 420 MiB for numba's
@@ -435,11 +431,7 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
     if search is None:
         search = "kd-tree" if d <= GRAPH_TREE_MAX_DIM else "exact"
     if search != "kd-tree":
-        if n > GRAPH_ARGKMIN_MIN_QUERIES:
-            blocks = 41 * e + 2 * GRAPH_SEARCH_BLOCK_BYTES
-        else:
-            rows = max(1, min(n, GRAPH_SEARCH_BLOCK_BYTES // (8 * n)))
-            blocks = 16 * e + 4 * rows * n * 8 + 2 * rows * nn * d * 8 + 3 * rows * nn * 8
+        blocks = 41 * e + 2 * min(GRAPH_SEARCH_BLOCK_BYTES, 8 * e * d)
         if search == "approximate":
             blocks = max(blocks, GRAPH_APPROX_FIXED_BYTES + 80 * e)
         if blocks > build:

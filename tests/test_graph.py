@@ -138,6 +138,22 @@ def test_exact_search_keeps_the_same_of_equally_distant_points_on_any_threads(n)
     assert ties.mean() > 0.5            # the last place is a choice among equals
 
 
+def test_a_query_gets_the_same_neighbours_whatever_the_other_queries():
+    """On an integer grid (many equal distances) the exact search keeps, for each query, the
+    same of equally distant points whether it is asked alone, among 500 or among 2,500
+    queries (one thread, or two on whole chunks of queries): ``predict`` labels a row the
+    same whatever rows come with it."""
+    rng = np.random.default_rng(7)
+    P = np.unique(rng.integers(0, 3, size=(1600, kgraph.TREE_MAX_DIM + 2)), axis=0)
+    P = rng.permutation(P)[:1400].astype(np.float64)
+    Q = rng.integers(0, 3, size=(2500, kgraph.TREE_MAX_DIM + 2)).astype(np.float64)
+    whole = kgraph.exact_nearest(P, Q, 12, 2)
+    for rows in (slice(0, 500), slice(1000, 1001), slice(2000, 2500)):
+        part = kgraph.exact_nearest(P, Q[rows], 12, 2)
+        np.testing.assert_array_equal(part[1], whole[1][rows])
+        np.testing.assert_array_equal(part[0], whole[0][rows])
+
+
 def test_exact_search_puts_back_a_point_that_rounding_left_out_of_its_own_list(monkeypatch):
     """‖x‖² + ‖x‖² − 2x·x can round above a very near point's distance: where the chunked
     search's list of point i lacks i, the row is searched again and i comes first."""
@@ -163,8 +179,8 @@ def test_exact_search_puts_back_a_point_that_rounding_left_out_of_its_own_list(m
 @pytest.mark.parametrize("n", [500, 1500])
 def test_exact_search_of_points_far_from_the_origin(n):
     """‖x‖² + ‖y‖² − 2x·y at 10⁸ ± 10⁻³ would lose every digit that tells the points apart:
-    the search runs on the coordinates less their rounded mean (by blocks here, and by
-    scikit-learn's chunks above 1,024 points), and finds the brute-force neighbours."""
+    the search runs on the coordinates less their rounded mean, and finds the brute-force
+    neighbours (on one thread below 1,025 points, on two above)."""
     from scipy.spatial.distance import cdist
 
     rng = np.random.default_rng(n)

@@ -163,7 +163,7 @@ def _starts_text(info, kinds):
 
 
 #: the ``search`` of a model's graph meta, for people (models written before it was recorded have none)
-SEARCH_TEXT = {"kd-tree": "exact (k-d tree)", "exact": "exact (blocked)",
+SEARCH_TEXT = {"kd-tree": "exact (k-d tree)", "exact": "exact",
                "approximate": "approximate (pynndescent's nearest-neighbour descent)"}
 
 

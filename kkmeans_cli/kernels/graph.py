@@ -11,9 +11,9 @@ Neighbours
     and a positive degree, and no point is isolated. Low dimensions (d ≤ ``TREE_MAX_DIM``) use
     SciPy's k-d tree (``cKDTree``, queries on ``n_threads`` workers, asked in the tree's leaf
     order); higher dimensions an exact search, the neighbours chosen by ‖x‖² + ‖y‖² − 2x·y
-    (scikit-learn's chunked search above ``ARGKMIN_MIN_QUERIES`` queries, else one BLAS
-    product per block of rows), their distances then recomputed as ‖x − y‖, or pynndescent's
-    approximate one (benchmarks/bench_graph.py, ``knn`` and ``ann``, compares them).
+    (scikit-learn's chunked search), their distances then recomputed as ‖x − y‖, or
+    pynndescent's approximate one (benchmarks/bench_graph.py, ``knn`` and ``ann``, compares
+    them with the blocked search it replaced).
 
 Weightings of an edge i → j ∈ N(i)
     connectivity   B_ij = 1
@@ -48,8 +48,7 @@ DEFAULT_NEIGHBORS = 20      # other points in a neighbourhood by default (``defa
 SCALE_NEIGHBOR = 7          # Zelnik-Manor & Perona's σ_i: the 7th nearest other point
 TREE_MAX_DIM = 15           # k-d tree up to this dimension, exact search above
 SEARCH_BLOCK_BYTES = 64 << 20   # distance block of the exact search
-# the exact search of more queries than this goes through scikit-learn's chunked search, on
-# one thread per this many queries (``argkmin``): its chunks, and 4 of them a thread
+# scikit-learn's chunked search (``argkmin``): its chunks, and one thread per 4 of them
 ARGKMIN_CHUNK = 256
 ARGKMIN_MIN_QUERIES = 4 * ARGKMIN_CHUNK
 # the neighbour search above TREE_MAX_DIM ('auto': approximate from APPROX_MIN_POINTS rows
@@ -156,12 +155,10 @@ def exact_nearest(points, queries, k, n_threads=1, self_first=False):
     """Exact k nearest neighbours: (distances, indices), each (q, k), the k chosen by
     ‖x‖² + ‖y‖² − 2x·y of the coordinates less their rounded mean (``shifted``), their
     distances recomputed as ‖x − y‖ and sorted by (distance, index) (which of several
-    equally distant points fill the last places is the search's choice). Above
-    ``ARGKMIN_MIN_QUERIES`` queries by scikit-learn's chunked search (``argkmin``), else by
-    blocks here (``blocked_nearest``). With ``self_first`` the queries are the points
-    themselves and query i lists i first."""
-    if queries.shape[0] <= ARGKMIN_MIN_QUERIES:
-        return blocked_nearest(points, queries, k, n_threads, self_first)
+    equally distant points fill the last places is the search's choice, the same for a
+    query whatever the other queries: a row's label from ``predict`` does not depend on the
+    rows beside it). By scikit-learn's chunked search (``argkmin``). With ``self_first``
+    the queries are the points themselves and query i lists i first."""
     idx = argkmin(*shifted(points, queries), k, n_threads)
     if self_first:      # distinct points: i is its own nearest, unless rounding lost it
         rows = np.arange(queries.shape[0])[:, None]
@@ -201,10 +198,11 @@ def argkmin(points, queries, k, n_threads=1):
     heap per query; measured 3× quicker than ``blocked_nearest`` at 10⁴–10⁵ points of 64
     dimensions: no distance block written to memory and read back, no partition pass).
     Each thread takes whole chunks of queries and visits the points in order, so the heaps,
-    and which of equally distant points they keep, do not depend on the threads; it runs on
-    at most one thread per 4 chunks of queries (``ARGKMIN_MIN_QUERIES``): with more threads
-    scikit-learn would split the points among them and merge their heaps in an order that
-    does (on one thread that split is the points in order)."""
+    and which of equally distant points they keep, depend neither on the threads nor on the
+    other queries; it runs on at most one thread per 4 chunks of queries
+    (``ARGKMIN_MIN_QUERIES``): with more threads scikit-learn would split the points among
+    them and merge their heaps in an order that does (on one thread that split is the
+    points in order)."""
     import sklearn
     from sklearn.neighbors import NearestNeighbors
     from threadpoolctl import threadpool_limits
@@ -220,8 +218,10 @@ def argkmin(points, queries, k, n_threads=1):
 
 
 def blocked_nearest(points, queries, k, n_threads=1, self_first=False):
-    """``exact_nearest`` by blocks of rows: ‖x‖² + ‖y‖² − 2x·y by one BLAS product a
-    block of ``SEARCH_BLOCK_BYTES``, the k smallest of each row by a partition."""
+    """``exact_nearest`` by blocks of rows, as it was before scikit-learn's chunked search:
+    ‖x‖² + ‖y‖² − 2x·y by one BLAS product a block of ``SEARCH_BLOCK_BYTES``, the k
+    smallest of each row by a partition (benchmarks/bench_graph.py compares the two, and
+    makes its upsampled digits by it)."""
     m, q = points.shape[0], queries.shape[0]
     P, Q = shifted(points, queries)
     pn = np.einsum("ij,ij->i", P, P)
