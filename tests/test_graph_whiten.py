@@ -675,3 +675,34 @@ def test_a_sample_of_too_few_distinct_points_for_k_neighbourhoods_decides_nothin
     Y, _ = make_moons(1500, noise=0.1, random_state=0)
     Y = np.vstack([Y, Y])
     assert "sample" not in fit_graph(Y, 2, random_state=5, n_threads=1).whitening
+
+
+@pytest.mark.parametrize("shape", ["circles", "moons"])
+def test_a_refit_that_cuts_the_first_graph_like_random_labels_is_not_kept(shape):
+    """Rings or moons beside 14 columns of low-variance noise: the whitening blows the noise
+    up to the shapes' scale and the refit finds groups of it, lowering the Gaussian
+    criterion and cutting its own graph less; but its labels cut the first graph more than
+    ``REFIT_FIRST_CUT_MAX`` times the first fit's (computed here from the first fit by
+    hand), so the first fit stays: ARI 1, as one fit, where the refit scores 0 or 0.55."""
+    from sklearn.datasets import make_circles
+
+    from kkmeans_cli.engine.graph import cluster_sums
+    from kkmeans_cli.kernels.graph_fit import REFIT_FIRST_CUT_MAX, node_labels
+
+    X, y = (make_circles(3000, noise=0.03, factor=0.5, random_state=0) if shape == "circles"
+            else make_moons(3000, noise=0.05, random_state=0))
+    X = np.hstack([X, np.random.default_rng(0).normal(scale=0.1, size=(3000, 14))])
+    got = fit_graph(X, 2, random_state=0, n_threads=1)
+    one = fit_graph(X, 2, random_state=0, n_threads=1, whiten=False)
+    record = got.whitening
+    assert record["kept"] is False and got.transform is None
+    # the refit would pass every other test
+    assert record["refit_criterion"] < record["criterion"]
+    assert record["agreement"] < AGREEMENT_MAX
+    assert record["refit_ncut"] <= record["first_ncut_on_refit_graph"]
+    assert record["refit_ncut_on_first_graph"] > REFIT_FIRST_CUT_MAX * one.ncut
+    forced = fit_graph(X, 2, random_state=0, n_threads=1, whiten=True)
+    across = cluster_sums(one.kernel, node_labels(one.graph, forced.labels), 2).ncut()
+    assert across == pytest.approx(record["refit_ncut_on_first_graph"], rel=1e-12)
+    assert adjusted_rand_score(y, forced.labels) < 0.6
+    assert adjusted_rand_score(y, got.labels) == adjusted_rand_score(y, one.labels) == 1.0
