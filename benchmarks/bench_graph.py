@@ -343,7 +343,7 @@ def knn(args):
     first."""
     import sklearn.neighbors  # noqa: F401  (imported before the timings)
 
-    from kkmeans_cli.kernels.graph import blocked_nearest, exact_nearest
+    from kkmeans_cli.kernels.graph import exact_nearest
 
     k = 21
     rng = np.random.default_rng(0)
@@ -381,6 +381,38 @@ def knn(args):
           f"{peak_rss_bytes() / 1e9:.2f} GB")
 
 
+def blocked_nearest(points, queries, k, n_threads=1, self_first=False):
+    """kkmeans' exact search as it was before scikit-learn's chunked search
+    (``kernels.graph.exact_nearest``): ‖x‖² + ‖y‖² − 2x·y by one BLAS product a block of
+    ``SEARCH_BLOCK_BYTES``, the k smallest of each row by a partition. ``knn`` compares the
+    two; ``high_dim_data`` makes its upsampled digits by it (its choice among equally
+    distant digits made those data)."""
+    from kkmeans_cli.engine.threads import blas_threads
+    from kkmeans_cli.kernels.graph import SEARCH_BLOCK_BYTES, _order, shifted
+
+    m, q = points.shape[0], queries.shape[0]
+    P, Q = shifted(points, queries)
+    pn = np.einsum("ij,ij->i", P, P)
+    rows = max(1, SEARCH_BLOCK_BYTES // (8 * max(m, 1)))
+    dist = np.empty((q, k))
+    idx = np.empty((q, k), dtype=np.int64)
+    with blas_threads(n_threads):
+        for r0 in range(0, q, rows):
+            r1 = min(q, r0 + rows)
+            block = queries[r0:r1]
+            D2 = pn[None, :] - 2.0 * (Q[r0:r1] @ P.T)
+            D2 += np.einsum("ij,ij->i", Q[r0:r1], Q[r0:r1])[:, None]
+            if self_first:
+                D2[np.arange(r1 - r0), np.arange(r0, r1)] = -np.inf
+            part = np.argpartition(D2, k - 1, axis=1)[:, :k] if k < m else \
+                np.broadcast_to(np.arange(m), (r1 - r0, m)).copy()
+            exact = np.sqrt(((block[:, None, :] - points[part]) ** 2).sum(-1))
+            order = _order(exact, part)
+            dist[r0:r1] = np.take_along_axis(exact, order, 1)
+            idx[r0:r1] = np.take_along_axis(part, order, 1)
+    return dist, idx
+
+
 def high_dim_data(name, n, seed=0):
     """(X, y, k) of the high-dimensional fits: 'digits', scikit-learn's 1,797 handwritten
     digits (8×8 = 64 pixels, 0–16) upsampled to n rows: row i is digit a = i mod 1797 moved
@@ -393,8 +425,6 @@ def high_dim_data(name, n, seed=0):
     rng = np.random.default_rng(seed)
     if name == "digits":
         from sklearn.datasets import load_digits
-
-        from kkmeans_cli.kernels.graph import blocked_nearest
 
         digits = load_digits()
         D = digits.data.astype(np.float64)

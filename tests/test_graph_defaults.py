@@ -368,7 +368,7 @@ def test_two_components_are_joined_by_their_closest_pair():
 @pytest.mark.parametrize("n", [[60] * 5, [1100, 100, 100, 100, 100]])
 def test_components_in_high_dimensions_are_joined_by_their_closest_pairs(n):
     """Above ``TREE_MAX_DIM`` the closest pairs come from scikit-learn's chunked search
-    (``nearest_one``: components of 60 and of 1,100 points): the bridges a brute-force
+    (``exact_nearest``: components of 60 and of 1,100 points): the bridges a brute-force
     Borůvka round finds, the same with 1 and 2 threads; merged by least ncut, each blob
     stays whole."""
     from scipy.sparse.csgraph import connected_components

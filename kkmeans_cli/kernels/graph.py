@@ -39,7 +39,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..engine.threads import blas_threads
 from ..errors import DataError, KKMeansWarning, UsageError
 from . import _knn_graph
 
@@ -182,20 +181,12 @@ def shifted(points, queries):
     return moved, (moved if queries is points else queries - shift)
 
 
-def nearest_one(points, queries, n_threads=1):
-    """(dist, idx), each (q,): the nearest of ``points`` to each query by ``argkmin`` (on
-    one thread up to 2,048 queries: scikit-learn then visits the points in order), its
-    distance recomputed as ‖x − y‖. No block of distances is held (the components' join
-    asks a few points against nearly all the others)."""
-    idx = argkmin(*shifted(points, queries), 1, n_threads)[:, 0]
-    return np.sqrt(((queries - points[idx]) ** 2).sum(axis=1)), idx
-
-
 def argkmin(points, queries, k, n_threads=1):
     """Indices (q, k) of the k nearest of ``points`` to each query by scikit-learn's
     pairwise-distance reduction (``NearestNeighbors(algorithm='brute')``: blocks of
     ``ARGKMIN_CHUNK`` queries × ``ARGKMIN_CHUNK`` points, one small BLAS product and a
-    heap per query; measured 3× quicker than ``blocked_nearest`` at 10⁴–10⁵ points of 64
+    heap per query; measured 3× quicker than the blocked search it replaced
+    (benchmarks/bench_graph.py ``blocked_nearest``) at 10⁴–10⁵ points of 64
     dimensions: no distance block written to memory and read back, no partition pass).
     Each thread takes whole chunks of queries and visits the points in order, so the heaps,
     and which of equally distant points they keep, depend neither on the threads nor on the
@@ -215,34 +206,6 @@ def argkmin(points, queries, k, n_threads=1):
         search = NearestNeighbors(n_neighbors=k, algorithm="brute", metric="euclidean")
         idx = search.fit(points).kneighbors(queries, return_distance=False)
     return np.ascontiguousarray(idx, dtype=np.int64)
-
-
-def blocked_nearest(points, queries, k, n_threads=1, self_first=False):
-    """``exact_nearest`` by blocks of rows, as it was before scikit-learn's chunked search:
-    ‖x‖² + ‖y‖² − 2x·y by one BLAS product a block of ``SEARCH_BLOCK_BYTES``, the k
-    smallest of each row by a partition (benchmarks/bench_graph.py compares the two, and
-    makes its upsampled digits by it)."""
-    m, q = points.shape[0], queries.shape[0]
-    P, Q = shifted(points, queries)
-    pn = np.einsum("ij,ij->i", P, P)
-    rows = max(1, SEARCH_BLOCK_BYTES // (8 * max(m, 1)))
-    dist = np.empty((q, k))
-    idx = np.empty((q, k), dtype=np.int64)
-    with blas_threads(n_threads):
-        for r0 in range(0, q, rows):
-            r1 = min(q, r0 + rows)
-            block = queries[r0:r1]
-            D2 = pn[None, :] - 2.0 * (Q[r0:r1] @ P.T)
-            D2 += np.einsum("ij,ij->i", Q[r0:r1], Q[r0:r1])[:, None]
-            if self_first:
-                D2[np.arange(r1 - r0), np.arange(r0, r1)] = -np.inf
-            part = np.argpartition(D2, k - 1, axis=1)[:, :k] if k < m else \
-                np.broadcast_to(np.arange(m), (r1 - r0, m)).copy()
-            exact = np.sqrt(((block[:, None, :] - points[part]) ** 2).sum(-1))
-            order = _order(exact, part)
-            dist[r0:r1] = np.take_along_axis(exact, order, 1)
-            idx[r0:r1] = np.take_along_axis(part, order, 1)
-    return dist, idx
 
 
 def approximate_nearest(points, k, n_threads=1, random_state=0):
@@ -621,7 +584,7 @@ def join_components(graph, n_threads=1):
     another component and that point (the first such point of the component; which of
     several equally near points it links to is the search's choice), found by a k-d tree of
     the other components' points up to ``TREE_MAX_DIM`` dimensions and by scikit-learn's
-    chunked search above (``nearest_one``, on ``n_threads``: a k-d tree in 64 dimensions
+    chunked search above (``exact_nearest``, on ``n_threads``: a k-d tree in 64 dimensions
     compares nearly every pair one by one, 286 s for 100,000 points against 12 s). Then
     merging components greedily by the least ncut increase
     (``engine.graph_starts.merge_to_k``) keeps near components together rather than grouping
@@ -646,7 +609,8 @@ def join_components(graph, n_threads=1):
             if nodes.shape[1] <= TREE_MAX_DIM:
                 dist, j = cKDTree(nodes[outside]).query(nodes[inside], k=1)
             else:
-                dist, j = nearest_one(nodes[outside], nodes[inside], n_threads)
+                dist, j = (a[:, 0] for a in exact_nearest(nodes[outside], nodes[inside], 1,
+                                                          n_threads))
             a = int(np.argmin(dist))
             edge = (min(inside[a], outside[j[a]]), max(inside[a], outside[j[a]]))
             found[edge] = None
