@@ -388,14 +388,19 @@ def test_components_are_the_start_when_there_are_enough():
     assert len(np.unique(res.labels)) == 4
     # fewer clusters than components, on a given affinity (no coordinates to join them by):
     # the components grouped by volume, ncut 0; the two small ones join the lightest cluster
+    # (said by a warning: the graph does not say which components belong together)
     A = kgraph.knn_graph(X, 10).affinity
     for k in (3, 2):
-        res = fit_graph(affinity=A, n_clusters=k, random_state=0)
+        with pytest.warns(KKMeansWarning, match=r"^the graph has 4 connected components, "
+                          r"more than the clusters asked for: .* grouped by volume \(a given "
+                          r"graph has no points to join them by\)$"):
+            res = fit_graph(affinity=A, n_clusters=k, random_state=0)
         assert res.start == "components" and res.ncut == 0.0
         assert len(np.unique(res.labels)) == k
     # (the graph's nodes are in tree order: compare through the points' own graph)
     G = kgraph.knn_graph(X, 10)
-    res = fit_graph(affinity=G.affinity, n_clusters=3, random_state=0)
+    with pytest.warns(KKMeansWarning, match="grouped by volume"):
+        res = fit_graph(affinity=G.affinity, n_clusters=3, random_state=0)
     labels = res.labels[G.node_of]
     assert len(np.unique(labels[:100])) == 1 and len(np.unique(labels[100:180])) == 1
     # of points: the components joined by bridges, every component kept whole

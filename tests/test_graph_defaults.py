@@ -4,6 +4,8 @@
 and the weighted kernel k-means objective of the n×n kernel (Dhillon, Guan & Kulis, KDD
 2004), NumPy's dense ``eigh`` of the normalized Laplacian (von Luxburg 2007), and
 ``fit_graph`` itself."""
+import warnings
+
 import numpy as np
 import pytest
 from scipy import sparse
@@ -11,6 +13,7 @@ from scipy import sparse
 from kkmeans_cli.engine import graph_starts
 from kkmeans_cli.engine.graph import GraphKernel, cluster_sums
 from kkmeans_cli.kernels import graph as kgraph
+from kkmeans_cli.errors import KKMeansWarning
 from kkmeans_cli.kernels.graph_fit import fit_graph, predict_graph
 from kkmeans_cli.measures.graph_silhouette import graph_silhouette
 from kkmeans_cli.measures.graph_sweep import sweep_graph
@@ -338,6 +341,7 @@ def test_choose_by_cut_ratio(ks, ratios, chosen):
 def test_sweep_on_a_given_affinity_and_k_one():
     X, _ = _moons(300, 0.05, 2)
     A = kgraph.knn_graph(X, 10).affinity
+    assert kgraph.components(A)[0] == 2
     records = sweep_graph(affinity=A, ks=[1, 2, 3], random_state=0)
     assert records[0].silhouette is None and records[0].ncut == 0.0
     ref = fit_graph(affinity=A, n_clusters=3, random_state=0)
@@ -415,9 +419,68 @@ def test_five_blobs_in_three_clusters_keep_every_blob_whole():
             np.testing.assert_array_equal(predict_graph(fit.model(), X), fit.labels)
 
 
+def _three_rows_of_twelve_blobs(seed=0):
+    """36 tight blobs (well apart: 36 components of a 10-neighbour graph) in three rows of
+    12; the rows are the three clusters."""
+    rng = np.random.default_rng(seed)
+    X = np.vstack([rng.normal([ox + 3.0 * b, oy], 0.2, size=(50, 2))
+                   for ox, oy in [(0, 0), (0, 60), (60, 0)] for b in range(12)])
+    return X, np.repeat([0, 1, 2], 12 * 50)
+
+
+def test_many_components_are_joined_while_the_rounds_stay_cheap():
+    """More than 32 components are joined as long as components × nodes stays within
+    ``JOIN_MAX_WORK``: the default finds 36 blobs' three rows (grouped by volume they were
+    mixed: ARI about 0)."""
+    from sklearn.metrics import adjusted_rand_score
+
+    X, y = _three_rows_of_twelve_blobs()
+    G = kgraph.knn_graph(X, 10)
+    assert G.info.n_components == 36 and kgraph.can_join(G)
+    res = fit_graph(X, 3, n_neighbors=10, random_state=0, whiten=False)
+    assert res.graph.info.bridges == 35 and res.ncut > 0.0
+    # every component whole; which row a cut goes through the graph does not say (the
+    # bridges weigh 1 each)
+    for blob in range(36):
+        assert np.unique(res.labels[blob * 50:(blob + 1) * 50]).size == 1
+    assert np.unique(res.labels).size == 3
+    np.testing.assert_array_equal(predict_graph(res.model(), X), res.labels)
+    for seed in range(3):       # the default (its own neighbour count, the Gaussian step)
+        X, y = _three_rows_of_twelve_blobs(seed)
+        assert adjusted_rand_score(y, fit_graph(X, 3, random_state=0).labels) == 1.0
+
+
+def test_components_beyond_the_join_work_are_grouped_and_said(monkeypatch):
+    X, y = _three_rows_of_twelve_blobs()
+    monkeypatch.setattr(kgraph, "JOIN_MAX_WORK", 35 * 1800)
+    with pytest.warns(KKMeansWarning) as caught:
+        res = fit_graph(X, 3, n_neighbors=10, random_state=0, whiten=False)
+    assert [str(w.message) for w in caught] == [
+        "the graph has 36 connected components, more than the clusters asked for: any "
+        "grouping of them cuts nothing, and they are grouped by volume (too many to join by "
+        "bridges: 36 × 1,800 nodes > 63,000; more neighbours (n_neighbors) join them)"]
+    assert res.start == "components" and res.ncut == 0.0 and res.graph.info.bridges == 0
+    for blob in range(36):      # every component whole, 12 in each cluster
+        assert np.unique(res.labels[blob * 50:(blob + 1) * 50]).size == 1
+    assert sorted(np.bincount(res.labels)) == [600, 600, 600]
+    # above JOIN_MAX_NODES the bound named is the nodes'
+    monkeypatch.setattr(kgraph, "JOIN_MAX_NODES", 1000)
+    with pytest.warns(KKMeansWarning, match=r"\(bridges join the components of at most "
+                      r"1,000 nodes; more neighbours \(n_neighbors\) join them\)$"):
+        fit_graph(X, 3, n_neighbors=10, random_state=0, whiten=False)
+    # one cluster, or as many as the components: nothing to say
+    for k in (1, 36):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            fit_graph(X, k, n_neighbors=10, random_state=0, whiten=False)
+
+
 def test_self_tuning_graphs_are_not_joined():
     X = np.vstack([np.random.default_rng(s).normal(size=(40, 2)) + 20 * s for s in range(4)])
-    res = fit_graph(X, 2, n_neighbors=8, weighting="self-tuning", random_state=0)
+    with pytest.warns(KKMeansWarning, match=r"^the graph has 4 connected components, more "
+                      r"than the clusters asked for: .* \(only a connectivity graph's "
+                      r"components are joined by bridges\)$"):
+        res = fit_graph(X, 2, n_neighbors=8, weighting="self-tuning", random_state=0)
     assert res.graph.info.bridges == 0 and res.start == "components" and res.ncut == 0.0
 
 

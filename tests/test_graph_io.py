@@ -273,6 +273,32 @@ def test_kernel_settings_with_a_precomputed_kernel_are_warned_about(tmp_path, gr
                                     "kernels") and len(result.stderr.splitlines()) == 1
 
 
+def test_a_graph_of_more_components_than_clusters_is_fitted_with_a_warning(tmp_path):
+    """Four blobs' graph as DATA, k = 2: any grouping of the components cuts nothing; the
+    fit groups them by volume and says so once (the runner and a real process alike), the
+    labels are written, the exit code is 0. With k = 4 (the components) nothing is said."""
+    rng = np.random.default_rng(3)
+    X = np.vstack([rng.normal(size=(50, 2)) + 40.0 * c for c in range(4)])
+    sparse.save_npz(tmp_path / "g.npz", kgraph.knn_graph(X, 8).affinity)
+    expected = ("kkmeans: warning: the graph has 4 connected components, more than the "
+                "clusters asked for: any grouping of them cuts nothing, and they are grouped "
+                "by volume (a given graph has no points to join them by)")
+    for how in ("runner", "process"):
+        args = ["fit", tmp_path / "g.npz", "--kernel", "precomputed", "-k", "2", "--no-model",
+                "--labels", tmp_path / f"{how}.txt"]
+        result = run(args) if how == "runner" else run_process(args, cwd=tmp_path)
+        code = result.exit_code if how == "runner" else result.returncode
+        assert code == 0
+        assert [line for line in result.stderr.splitlines() if "warning" in line] == [expected]
+        labels = np.loadtxt(tmp_path / f"{how}.txt", dtype=int)
+        assert labels.shape == (200,) and np.unique(labels).size == 2
+        for c in range(4):
+            assert np.unique(labels[50 * c:50 * (c + 1)]).size == 1
+    result = run(["fit", tmp_path / "g.npz", "--kernel", "precomputed", "-k", "4", "--no-model",
+                  "--labels", tmp_path / "four.txt"])
+    assert result.exit_code == 0 and "warning" not in result.stderr
+
+
 def test_npz_and_mtx_of_one_graph_give_the_same_labels(tmp_path):
     A = two_moons_graph()
     npz, mtx = tmp_path / "moons.npz", tmp_path / "moons.mtx"

@@ -565,17 +565,20 @@ def components(A):
 
 
 # -- components joined -----------------------------------------------------------------------
-JOIN_MAX_COMPONENTS = 32     # components joined by bridges up to this many (else grouped)
+JOIN_MAX_WORK = 32 * 200_000  # components × nodes joined by bridges (else grouped by volume)
 JOIN_MAX_NODES = 200_000     # and up to this many nodes (a search of the others each)
 
 
 def can_join(graph):
     """Whether ``join_components`` applies: a connectivity graph of points with more than one
-    and at most ``JOIN_MAX_COMPONENTS`` components and ``JOIN_MAX_NODES`` nodes."""
+    component, at most ``JOIN_MAX_NODES`` nodes, and components × nodes at most
+    ``JOIN_MAX_WORK`` (every component of a round searches the others' points: a round costs
+    about that many points' worth of k-d tree or search; the rounds at least halve the count)."""
     info = graph.info
     return (graph.nodes is not None and info.weighting == "connectivity"
-            and 1 < info.n_components <= JOIN_MAX_COMPONENTS
-            and info.n_nodes <= JOIN_MAX_NODES)
+            and 1 < info.n_components
+            and info.n_nodes <= JOIN_MAX_NODES
+            and info.n_components * info.n_nodes <= JOIN_MAX_WORK)
 
 
 def join_components(graph, n_threads=1):

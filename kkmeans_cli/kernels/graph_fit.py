@@ -761,6 +761,25 @@ def fit_on_graph(graph, n_clusters, *, start="auto", n_init=3, max_iter=300, rng
         sums=best.sums, start_kinds=tuple(kind for kind, _ in runs), levels=levels)
 
 
+def _warn_grouped(graph):
+    """The warning of components grouped by volume (more of them than clusters, not joined):
+    every grouping cuts nothing, so the graph does not say which belong together."""
+    info = graph.info
+    if graph.nodes is None:
+        why = "a given graph has no points to join them by"
+    elif info.weighting != "connectivity":
+        why = "only a connectivity graph's components are joined by bridges"
+    elif info.n_nodes > kgraph.JOIN_MAX_NODES:
+        why = (f"bridges join the components of at most {kgraph.JOIN_MAX_NODES:,} nodes; "
+               f"more neighbours (n_neighbors) join them")
+    else:
+        why = (f"too many to join by bridges: {info.n_components} × {info.n_nodes:,} nodes "
+               f"> {kgraph.JOIN_MAX_WORK:,}; more neighbours (n_neighbors) join them")
+    warnings.warn(f"the graph has {info.n_components} connected components, more than the "
+                  f"clusters asked for: any grouping of them cuts nothing, and they are "
+                  f"grouped by volume ({why})", KKMeansWarning, stacklevel=4)
+
+
 def start_kinds(start, n_init, n_nodes):
     """The start of each run of 'multilevel' or 'spectral': ``n_init`` of that kind."""
     return [start] * max(1, int(n_init))
@@ -772,6 +791,8 @@ def _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads):
         labels = None if graph.info.bridges else graph_starts.component_start(
             graph.components, graph.info.n_components, kernel.degrees, k)
         if labels is not None:
+            if graph.info.n_components > k > 1:
+                _warn_grouped(graph)
             return [("components", refine(kernel, labels, k, max_iter))], 0
         starts, levels = graph_starts.best_default_start(graph.affinity, k, rng, max_iter,
                                                          n_threads)
