@@ -456,8 +456,10 @@ def test_cli_info_of_spectral_graph_starts_keeps_n_init(moons_csv):
 def test_cli_graph_row_names_the_neighbours_each_node_has(tmp_path):
     """The graph row says the neighbours a node has, not more than there are nodes: five
     copies of one point are one node, its only neighbour itself (the default rule's 2 capped
-    by the node); --n-neighbors 8 on three distinct points gives each node all 3. The model
-    keeps the setting, and info says the same as fit."""
+    by the node). An --n-neighbors of at least the distinct points (8 on three distinct
+    points of ten rows) would link every node to every other: refused as at least the rows
+    are (one line, exit 1, nothing written). The model keeps the setting, and info says the
+    same as fit."""
     write_csv(tmp_path / "five.csv", np.tile([[1.0, 2.0]], (5, 1)))
     fit = run(["fit", tmp_path / "five.csv", "-k", "1", "-o", tmp_path / "five.npz"])
     assert fit.exit_code == 0, fit.stderr
@@ -470,13 +472,22 @@ def test_cli_graph_row_names_the_neighbours_each_node_has(tmp_path):
     assert "1 neighbour (connectivity; 2 set, capped by the 1 node), 1 node" in info.stdout
     X = np.repeat([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], [4, 2, 4], axis=0)
     write_csv(tmp_path / "three.csv", X)
-    fit = run(["fit", tmp_path / "three.csv", "-k", "2", "--n-neighbors", "8", "--no-model"])
-    assert fit.exit_code == 0, fit.stderr
-    assert ("3 neighbours (connectivity; 8 set, capped by the 3 nodes), 3 nodes (7 repeated "
-            "points merged), 1 component, nnz 9") in fit.stderr
-    est = KernelKMeans(2, n_neighbors=8, random_state=0).fit(X)
-    assert est.fit_stats_["graph"]["n_neighbors"] == 8     # the setting, stored as given
-    assert est.fit_stats_["graph"]["nnz"] == 9              # every node linked to all 3
+    before = sorted(os.listdir(tmp_path))
+    for m in (3, 8):
+        for args in (["fit", tmp_path / "three.csv", "-k", "2", "--n-neighbors", str(m),
+                      "-o", tmp_path / "m.npz", "--labels", tmp_path / "l.txt"],
+                     ["sweep", tmp_path / "three.csv", "--k", "2..3", "--n-neighbors", str(m),
+                      "--table", tmp_path / "t.csv"]):
+            result = run(args)
+            assert result.exit_code == 1
+            assert result.stderr == (
+                f"kkmeans: error: {tmp_path / 'three.csv'}: --n-neighbors {m} must be less "
+                f"than the number of distinct points (3 of 10 rows): each point's neighbours "
+                f"count itself, and 3 would link every point to every other\n")
+            assert sorted(os.listdir(tmp_path)) == before
+    with pytest.raises(ValueError, match=r"^n_neighbors=8 must be less than the number of "
+                       r"distinct points \(3 of 10 rows\)"):
+        KernelKMeans(2, n_neighbors=8, random_state=0).fit(X)
     # below the nodes nothing is capped or said (one fit: the default's refit, made and
     # turned down here, would add "whitened refit not kept")
     fit = run(["fit", tmp_path / "three.csv", "-k", "2", "--n-neighbors", "2", "--no-model",

@@ -331,8 +331,10 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
     Parameters
     ----------
     X : array (n, d), finite
-    n_neighbors : int ≥ 1, neighbours of each point counting itself (at most n), or None:
-        ``default_neighbors`` of the distinct points and ``n_clusters``
+    n_neighbors : int ≥ 1, neighbours of each point counting itself, below the distinct
+        points (``ValueError``: as many link every point to every other; one distinct point
+        is its own neighbour), or None: ``default_neighbors`` of the distinct points and
+        ``n_clusters``
     weighting : 'connectivity' or 'self-tuning'
     n_threads : int, workers of the neighbour search
     n_clusters : int, the k of the default rule (needed when n_neighbors is None)
@@ -393,6 +395,11 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
             wanted = default_neighbors(points.shape[0], n_clusters)
         k = int(min(wanted, points.shape[0]))
         order, dist, idx = self_neighbours(points, k, n_threads)
+    if given is not None and 1 < points.shape[0] <= given:
+        raise ValueError(f"n_neighbors={given} must be less than the number of distinct "
+                         f"points ({points.shape[0]} of {n} rows): each point's neighbours "
+                         f"count itself, and {points.shape[0]} would link every point to "
+                         f"every other")
     n_neighbors = wanted
     node_of, nodes = base_of, points
     if order is not None:

@@ -194,8 +194,9 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         leading ones), scored on K; a cross-check of Lloyd (see ``embed.py``).
     n_neighbors : int or None
         With ``kernel='knn'``: the neighbours of each point in its graph, itself included
-        (1 ≤ n_neighbors < n_samples); None: the engine's default rule, 20 other points
-        capped at ⌊n_distinct/k⌋ − 1 and n_distinct − 1 (``kernels.graph.default_neighbors``).
+        (1 ≤ n_neighbors < the distinct samples); None: the engine's default rule, 20 other
+        points capped at ⌊n_distinct/k⌋ − 1 and n_distinct − 1
+        (``kernels.graph.default_neighbors``).
         ``n_init`` counts the starts of ``init='spectral'`` only: the default starts of a
         graph are a fixed set (``kernels/graph_fit.py``).
     weighting : {'connectivity', 'self-tuning'}, default 'connectivity'
