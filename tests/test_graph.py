@@ -2,6 +2,8 @@
 its starts, the out-of-sample extension and the sparse silhouette — each against a brute-force
 dense reference (the graph kernel K = σD⁻¹ + D⁻¹AD⁻¹ built as an n×n array), scikit-learn's
 ``kneighbors_graph``/``silhouette_score``, or the estimator's exact precomputed-kernel code."""
+import contextlib
+
 import numpy as np
 import pytest
 from scipy import sparse
@@ -191,6 +193,42 @@ def test_exact_search_of_points_far_from_the_origin(n):
     np.testing.assert_allclose(dist, np.sort(D, axis=1)[:, :9], rtol=1e-12, atol=0)
     np.testing.assert_array_equal(idx[:, 0], np.arange(n))
     np.testing.assert_allclose(D[np.arange(n)[:, None], idx], dist, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("dims", [2, kgraph.TREE_MAX_DIM + 5])
+@pytest.mark.parametrize("weighting", ["connectivity", "self-tuning"])
+def test_tiny_coordinates_give_the_graph_and_labels_of_ordinary_ones(dims, weighting):
+    """At 2⁻⁸⁰⁰ (about 10⁻²⁴¹) the squared distances of a search underflow to 0 (every point
+    equally near: ARI 0.33 in 2-D, 0 in 20); the searches run at a power of two's scale
+    (``search_scale``), which changes no comparison, so the graph, its σ_i (the same times
+    2⁻⁸⁰⁰, exactly), the labels and predict are those of the data at scale 1 — the k-d tree
+    (2-D), the chunked search (20-D) and the components' join alike."""
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(600, n_features=dims, centers=3, random_state=dims)
+    X = np.vstack([X, X[:40] + 60.0])       # a far group: components to join at k = 3
+    tiny = np.ldexp(X, -800)
+    assert np.all(np.ldexp(tiny, 800) == X)
+    G, Gt = (kgraph.knn_graph(Z, 10, weighting) for Z in (X, tiny))
+    n_comp = G.info.n_components
+    assert n_comp >= 2 and Gt.info.n_components == n_comp
+    assert (G.affinity != Gt.affinity).nnz == 0
+    if weighting == "self-tuning":
+        np.testing.assert_array_equal(np.ldexp(Gt.scales, 800), G.scales)
+    else:
+        J, Jt = kgraph.join_components(G), kgraph.join_components(Gt)
+        assert (J.affinity != Jt.affinity).nnz == 0 and J.info.bridges == n_comp - 1
+    for whiten in (False, True):
+        fits = []
+        for Z in (X, tiny):     # (self-tuning graphs' components are grouped, and said)
+            with (pytest.warns(KKMeansWarning, match="grouped by volume")
+                  if weighting == "self-tuning" and n_comp > 3 else contextlib.nullcontext()):
+                fits.append(fit_graph(Z, 3, n_neighbors=10, weighting=weighting,
+                                      whiten=whiten, random_state=0))
+        np.testing.assert_array_equal(fits[0].labels, fits[1].labels)
+        np.testing.assert_array_equal(predict_graph(fits[1].model(), tiny), fits[1].labels)
+        np.testing.assert_array_equal(predict_graph(fits[1].model(), tiny[::7]),
+                                      predict_graph(fits[0].model(), X[::7]))
 
 
 def test_duplicates_are_one_node_with_their_edges():

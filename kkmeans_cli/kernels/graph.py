@@ -58,6 +58,7 @@ APPROX_MIN_NODES = 4        # the approximate search needs more than this × k d
 ANN_MISSING = ("the approximate neighbour search needs pynndescent, which is not installed: "
                "pip install 'kkmeans-cli[ann]' (or choose the exact search)")
 QUERY_SORT_MIN = 10_000      # more queries than this are asked in spatial order
+TINY_COORDINATES = 2.0 ** -256  # searched at a power of two's scale below this (``search_scale``)
 SYMMETRY_RTOL = 1e-10       # a given affinity is symmetric within this × max |A_ij|
 # a given affinity's degrees, once its largest weight is 1, are at least this: d² is then a
 # normal float (≥ 2.2e-308), so K_ii = σ/d + A_ii/d² and the sums of the fit are finite
@@ -133,6 +134,9 @@ def tree_nearest(points, queries, k, n_threads=1):
     10⁶ points than in input order) and the answers put back in input order."""
     from scipy.spatial import cKDTree
 
+    scale = search_scale(points, queries)
+    if scale != 1.0:
+        points, queries = points * scale, queries * scale
     tree = cKDTree(points, balanced_tree=False, compact_nodes=False)
     q = queries.shape[0]
     if q >= QUERY_SORT_MIN:
@@ -141,7 +145,7 @@ def tree_nearest(points, queries, k, n_threads=1):
         order = None
     asked = queries if order is None else queries[order]
     dist, idx = tree.query(asked, k=k, workers=int(n_threads))
-    dist = np.asarray(dist, dtype=np.float64).reshape(-1, k)
+    dist = np.asarray(dist, dtype=np.float64).reshape(-1, k) / scale
     idx = np.asarray(idx, dtype=np.int64).reshape(-1, k)
     if order is None:
         return dist, idx
@@ -156,29 +160,42 @@ def exact_nearest(points, queries, k, n_threads=1, self_first=False):
     distances recomputed as ‖x − y‖ and sorted by (distance, index) (which of several
     equally distant points fill the last places is the search's choice, the same for a
     query whatever the other queries: a row's label from ``predict`` does not depend on the
-    rows beside it). By scikit-learn's chunked search (``argkmin``). With ``self_first``
-    the queries are the points themselves and query i lists i first."""
-    idx = argkmin(*shifted(points, queries), k, n_threads)
+    rows beside it). By scikit-learn's chunked search (``argkmin``), at the scale of
+    ``search_scale``. With ``self_first`` the queries are the points themselves and query i
+    lists i first."""
+    scale = search_scale(points, queries)
+    idx = argkmin(*shifted(points, queries, scale), k, n_threads)
     if self_first:      # distinct points: i is its own nearest, unless rounding lost it
         rows = np.arange(queries.shape[0])[:, None]
         bad = np.flatnonzero((idx != rows).all(axis=1))
         if bad.size:
             idx[bad] = exact_rows(points, bad, k, n_threads)[1]
-    exact = _row_distances(points, idx, queries)
+    exact = _row_distances(points, idx, queries, scale)
     order = _order(exact, idx)
     return np.take_along_axis(exact, order, 1), np.take_along_axis(idx, order, 1)
 
 
-def shifted(points, queries):
-    """(points, queries) less the points' mean rounded to whole numbers: far from the origin
-    ‖x‖² + ‖y‖² − 2x·y loses the digits that tell near points apart (points at 10⁸ ± 10⁻³),
-    and whole numbers keep integer data exact (its equal distances equal); the copies are
-    made only where the mean rounds to something other than 0."""
+def search_scale(points, queries):
+    """1, or the power of two that brings coordinates all below ``TINY_COORDINATES`` in
+    absolute value to [1, 2): at 10⁻²⁰⁰ the squares of a search's distances underflow to 0
+    (every point equally near); a power of two changes no comparison and no tie."""
+    top = max(float(np.abs(a).max()) if a.size else 0.0 for a in (points, queries))
+    if top == 0.0 or top >= TINY_COORDINATES:
+        return 1.0
+    return float(np.ldexp(1.0, min(1000, 1 - int(np.frexp(top)[1]))))
+
+
+def shifted(points, queries, scale=1.0):
+    """(points, queries) less the points' mean rounded to whole numbers, times ``scale``
+    (``search_scale``): far from the origin ‖x‖² + ‖y‖² − 2x·y loses the digits that tell
+    near points apart (points at 10⁸ ± 10⁻³), and whole numbers keep integer data exact (its
+    equal distances equal); the copies are made only where the mean rounds to something
+    other than 0 or the scale is not 1."""
     shift = np.round(points.mean(axis=0))
-    if not shift.any():
+    if not shift.any() and scale == 1.0:
         return points, queries
-    moved = points - shift
-    return moved, (moved if queries is points else queries - shift)
+    moved = (points - shift) * scale
+    return moved, (moved if queries is points else (queries - shift) * scale)
 
 
 def argkmin(points, queries, k, n_threads=1):
@@ -246,16 +263,23 @@ def approximate_nearest(points, k, n_threads=1, random_state=0):
     return dist, idx
 
 
-def _row_distances(points, idx, queries=None):
+def _row_distances(points, idx, queries=None, scale=None):
     """‖q_i − x_idx[i, j]‖ (the queries q: the points themselves by default) in blocks of
-    rows (the (m, k, d) differences bounded)."""
+    rows (the (m, k, d) differences bounded), the differences squared at ``scale``
+    (``search_scale`` when None) and the distances divided by it again."""
     queries = points if queries is None else queries
+    scale = search_scale(points, queries) if scale is None else scale
     m, k = idx.shape
     rows = max(1, SEARCH_BLOCK_BYTES // (8 * k * points.shape[1]))
     out = np.empty(idx.shape)
     for r0 in range(0, m, rows):
         r1 = min(m, r0 + rows)
-        out[r0:r1] = np.sqrt(((queries[r0:r1, None, :] - points[idx[r0:r1]]) ** 2).sum(-1))
+        diff = queries[r0:r1, None, :] - points[idx[r0:r1]]
+        if scale != 1.0:
+            diff *= scale
+        out[r0:r1] = np.sqrt((diff ** 2).sum(-1))
+    if scale != 1.0:
+        out /= scale
     return out
 
 
@@ -290,10 +314,11 @@ def local_scales(dist):
 
 
 def edge_weights(dist, idx, weighting, scales_row, scales_col):
-    """B_ij for the listed edges: 1 (connectivity) or exp(−d²/(σ_i σ_j)) (self-tuning)."""
+    """B_ij for the listed edges: 1 (connectivity) or exp(−d²/(σ_i σ_j)) (self-tuning), as
+    (d/σ_i)(d/σ_j): no underflow of d² and σ_i σ_j at tiny scales."""
     if weighting == "connectivity":
         return np.ones(dist.shape)
-    return np.exp(-(dist * dist) / (scales_row[:, None] * scales_col[idx]))
+    return np.exp(-(dist / scales_row[:, None]) * (dist / scales_col[idx]))
 
 
 # -- the graph -------------------------------------------------------------------------------
@@ -495,11 +520,14 @@ def self_neighbours(points, k, n_threads=1, route=None, random_state=0):
         return None, dist, idx
     from scipy.spatial import cKDTree
 
+    scale = search_scale(points, points)
+    if scale != 1.0:
+        points = points * scale
     tree = cKDTree(points, balanced_tree=False, compact_nodes=False)
     order = np.asarray(tree.indices, dtype=np.int64)
     dist, idx = tree.query(points[order], k=k, workers=int(n_threads))
     rank = inverse_permutation(order)
-    return (order, np.asarray(dist, dtype=np.float64).reshape(-1, k),
+    return (order, np.asarray(dist, dtype=np.float64).reshape(-1, k) / scale,
             rank[np.asarray(idx, dtype=np.int64).reshape(-1, k)])
 
 
@@ -605,7 +633,9 @@ def join_components(graph, n_threads=1):
     from scipy.sparse.csgraph import connected_components
     from scipy.spatial import cKDTree
 
-    nodes, m = graph.nodes, graph.info.n_nodes
+    m = graph.info.n_nodes
+    scale = search_scale(graph.nodes, graph.nodes)      # (the distances only compared)
+    nodes = graph.nodes if scale == 1.0 else graph.nodes * scale
     group = np.asarray(graph.components, dtype=np.int64)
     rows, cols = [], []
     while True:
@@ -642,7 +672,8 @@ def join_components(graph, n_threads=1):
     E.sum_duplicates()
     E.sort_indices()
     info = replace(graph.info, nnz=int(E.nnz), bridges=int(keep.sum()))
-    return Graph(E, graph.node_of, nodes, graph.counts, graph.scales, graph.components, info)
+    return Graph(E, graph.node_of, graph.nodes, graph.counts, graph.scales, graph.components,
+                 info)
 
 
 # -- a given affinity ------------------------------------------------------------------------
