@@ -207,8 +207,38 @@ def test_eigengaps_equal_a_dense_eigh_reference(tmp_path, rings_csv):
     for k, row in rows.items():
         assert row["eigengap"] == pytest.approx(lam[k] - lam[k - 1], abs=1e-8)
     assert max(rows, key=lambda k: rows[k]["eigengap"]) == 3
+    assert rows[2]["eigengap"] == 0.0
+    assert ("kkmeans: warning: the graph has 3 connected components, more than the clusters "
+            "asked for") in result.stderr
     assert "sparse affinity graph of 1240 nodes" in result.stderr
     assert "affinity given as DATA" in result.stderr
+
+
+def test_the_repeated_eigenvalue_zero_of_many_components_has_no_gap(monkeypatch):
+    """36 components (tight blobs of 50 points): λ_1 … λ_36 are all 0, and their differences
+    rounding (about 1e-16); gaps below the eigensolver's tolerance are
+    reported as 0."""
+    import warnings
+
+    from kkmeans_cli.engine import graph_starts
+    from kkmeans_cli.kernels.graph import knn_graph
+    from kkmeans_cli.measures.graph_sweep import sweep_graph
+
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal([3.0 * b, 60.0 * g], 0.2, size=(50, 2))
+                   for g in range(3) for b in range(12)])
+    A = knn_graph(X, 10).affinity
+
+    def gaps():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", KKMeansWarning)     # (components grouped)
+            return [r.eigengap for r in sweep_graph(affinity=A, ks=range(2, 8),
+                                                    random_state=0)]
+
+    assert gaps() == [0.0] * 6
+    monkeypatch.setattr(graph_starts, "EIGEN_TOL", 0.0)
+    raw = gaps()
+    assert max(raw) > 0.0 and max(raw) < 1e-12       # what the tolerance removes
 
 
 def test_sweep_of_a_graph_file_equals_fit_of_it(tmp_path):

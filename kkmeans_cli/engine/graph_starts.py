@@ -494,6 +494,9 @@ def laplacian_eigenvalues(kernel, r, rng):
 def eigengaps(eigenvalues, ks):
     """gap_k = λ_{k+1} − λ_k of ascending Laplacian eigenvalues λ_1 ≤ λ_2 ≤ … (von Luxburg,
     "A tutorial on spectral clustering", 2007: k clusters show as k eigenvalues near 0 and a
-    gap after them), for each k of ``ks``; None where λ_{k+1} is not among them."""
+    gap after them), for each k of ``ks``; None where λ_{k+1} is not among them, 0 where
+    the gap is below the eigensolver's tolerance ``EIGEN_TOL`` (within one graph component
+    the eigenvalue 0 repeats: its differences are rounding, 10⁻¹⁶, not a gap)."""
     lam = np.asarray(eigenvalues)
-    return [float(lam[k] - lam[k - 1]) if 1 <= k < lam.size else None for k in ks]
+    gaps = [float(lam[k] - lam[k - 1]) if 1 <= k < lam.size else None for k in ks]
+    return [g if g is None or g >= EIGEN_TOL else 0.0 for g in gaps]
