@@ -195,6 +195,62 @@ def test_exact_search_of_points_far_from_the_origin(n):
     np.testing.assert_allclose(D[np.arange(n)[:, None], idx], dist, rtol=1e-12, atol=0)
 
 
+def _far_tight_groups(d=kgraph.TREE_MAX_DIM + 5):
+    """Four sub-blobs (5e-3 apart, spread 1e-3) in two groups at ±1e8: the mean is about 0,
+    so no shift helps, and ‖x‖² + ‖y‖² − 2x·y at 1e16 keeps no digit of the 1e-6 that tell
+    neighbours apart."""
+    rng = np.random.default_rng(0)
+    sub = rng.normal(size=(4, d)) * 5e-3
+    X = np.vstack([off + sub[2 * g + s] + rng.normal(scale=1e-3, size=(300, d))
+                   for g, off in enumerate((1e8, -1e8)) for s in range(2)])
+    return X, np.repeat(np.arange(4), 300)
+
+
+def test_far_tight_groups_are_searched_again_by_differences():
+    """Every row of the far, tight groups is named by ``imprecise_rows`` and searched again
+    by the coordinates' differences: the brute-force neighbours (cdist), the same on 1 and
+    2 threads; a fit's predict(X_fit) is its labels (before: 555 of 2,200 rows differed)."""
+    from scipy.spatial.distance import cdist
+
+    X, y = _far_tight_groups()
+    D = cdist(X, X)
+    ref = np.sort(D, axis=1)[:, :9]
+    runs = [kgraph.exact_nearest(X, X, 9, t, self_first=True) for t in (1, 2)]
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+    dist, idx = runs[0]
+    np.testing.assert_allclose(dist, ref, rtol=1e-9, atol=0)
+    np.testing.assert_array_equal(idx[:, 0], np.arange(X.shape[0]))
+    np.testing.assert_allclose(D[np.arange(X.shape[0])[:, None], idx], dist, rtol=1e-9)
+    fit = fit_graph(X, 4, random_state=0)
+    np.testing.assert_array_equal(predict_graph(fit.model(), X), fit.labels)
+    np.testing.assert_array_equal(predict_graph(fit.model(), X[::5]), fit.labels[::5])
+
+
+def test_ordinary_data_is_not_searched_again(monkeypatch):
+    """Standardized, integer (digits' 0–16) and offset (10⁸ + N(0, 1), shifted by its mean)
+    data keep the chunked search's lists: no row is named."""
+    def refuse(*args):
+        raise AssertionError("searched again")
+
+    monkeypatch.setattr(kgraph, "nearest_by_differences", refuse)
+    rng = np.random.default_rng(1)
+    for X in (rng.normal(size=(1500, 20)), rng.integers(0, 17, (1500, 64)).astype(float),
+              1e8 + rng.normal(size=(1500, 20))):
+        kgraph.exact_nearest(X, X, 10, 2, self_first=True)
+        kgraph.exact_nearest(X, X[:100] + 0.5, 9, 1)
+
+
+def test_too_many_rows_to_search_again_are_warned_about(monkeypatch):
+    X, _ = _far_tight_groups()
+    monkeypatch.setattr(kgraph, "DIFFERENCES_MAX", 1e6)
+    with pytest.warns(KKMeansWarning) as caught:
+        kgraph.exact_nearest(X, X, 9, 1, self_first=True)
+    assert [str(w.message) for w in caught] == [
+        "the neighbour search may have missed near neighbours of 1,200 points: their "
+        "coordinates are large against the distances between them (groups far apart, each "
+        "tight; centring each group, or fewer rows, keeps the search exact)"]
+
+
 @pytest.mark.parametrize("dims", [2, kgraph.TREE_MAX_DIM + 5])
 @pytest.mark.parametrize("weighting", ["connectivity", "self-tuning"])
 def test_tiny_coordinates_give_the_graph_and_labels_of_ordinary_ones(dims, weighting):

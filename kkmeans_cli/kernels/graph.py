@@ -59,6 +59,9 @@ ANN_MISSING = ("the approximate neighbour search needs pynndescent, which is not
                "pip install 'kkmeans-cli[ann]' (or choose the exact search)")
 QUERY_SORT_MIN = 10_000      # more queries than this are asked in spatial order
 TINY_COORDINATES = 2.0 ** -256  # searched at a power of two's scale below this (``search_scale``)
+EXPANSION_RTOL = 1e-3       # a row is searched again by differences where ‖x‖² + ‖y‖² − 2x·y
+#                             may be off by this share of its k-th squared distance
+DIFFERENCES_MAX = 2e9       # and so at most this many coordinate differences (else a warning)
 SYMMETRY_RTOL = 1e-10       # a given affinity is symmetric within this × max |A_ij|
 # a given affinity's degrees, once its largest weight is 1, are at least this: d² is then a
 # normal float (≥ 2.2e-308), so K_ii = σ/d + A_ii/d² and the sums of the fit are finite
@@ -154,25 +157,71 @@ def tree_nearest(points, queries, k, n_threads=1):
     return out_d, out_i
 
 
-def exact_nearest(points, queries, k, n_threads=1, self_first=False):
+def exact_nearest(points, queries, k, n_threads=1, self_first=False, check=True):
     """Exact k nearest neighbours: (distances, indices), each (q, k), the k chosen by
     ‖x‖² + ‖y‖² − 2x·y of the coordinates less their rounded mean (``shifted``), their
     distances recomputed as ‖x − y‖ and sorted by (distance, index) (which of several
     equally distant points fill the last places is the search's choice, the same for a
     query whatever the other queries: a row's label from ``predict`` does not depend on the
     rows beside it). By scikit-learn's chunked search (``argkmin``), at the scale of
-    ``search_scale``. With ``self_first`` the queries are the points themselves and query i
-    lists i first."""
+    ``search_scale``; with ``check``, the rows ``imprecise_rows`` names are searched again
+    by differences (``nearest_by_differences``; above ``DIFFERENCES_MAX`` a
+    ``KKMeansWarning`` instead). With ``self_first`` the queries are the points themselves
+    and query i lists i first."""
     scale = search_scale(points, queries)
-    idx = argkmin(*shifted(points, queries, scale), k, n_threads)
+    P, Q = shifted(points, queries, scale)
+    idx = argkmin(P, Q, k, n_threads)
+    exact = _row_distances(points, idx, queries, scale)
+    order = _order(exact, idx)
+    dist, idx = np.take_along_axis(exact, order, 1), np.take_along_axis(idx, order, 1)
+    again = imprecise_rows(P, Q, dist[:, -1] * scale) if check else np.empty(0, np.int64)
+    warned = again.size * points.shape[0] * points.shape[1] > DIFFERENCES_MAX
+    if warned:
+        warnings.warn(f"the neighbour search may have missed near neighbours of "
+                      f"{again.size:,} points: their coordinates are large against the "
+                      f"distances between them (groups far apart, each tight; centring "
+                      f"each group, or fewer rows, keeps the search exact)", KKMeansWarning,
+                      stacklevel=3)
+    elif again.size:
+        dist[again], idx[again] = nearest_by_differences(points, queries[again], k, scale)
     if self_first:      # distinct points: i is its own nearest, unless rounding lost it
         rows = np.arange(queries.shape[0])[:, None]
         bad = np.flatnonzero((idx != rows).all(axis=1))
         if bad.size:
-            idx[bad] = exact_rows(points, bad, k, n_threads)[1]
-    exact = _row_distances(points, idx, queries, scale)
-    order = _order(exact, idx)
-    return np.take_along_axis(exact, order, 1), np.take_along_axis(idx, order, 1)
+            dist[bad], idx[bad] = exact_rows(points, bad, k, n_threads, check=not warned)
+    return dist, idx
+
+
+def imprecise_rows(P, Q, kth):
+    """The queries (rows of Q) whose k nearest among P, chosen by ‖x‖² + ‖y‖² − 2x·y, may be
+    wrong: where that sum's rounding, about 8ε(‖q‖² + max ‖x‖²), exceeds ``EXPANSION_RTOL``
+    times the k-th squared distance ``kth``² (the coordinates as searched: shifted and
+    scaled). Shifted by the mean, this happens only where groups far apart are each tight
+    (±10⁸ with neighbours 10⁻³ apart); a k-th distance of 0 (copies) is exact anyway."""
+    eps = np.finfo(np.float64).eps
+    top = float(np.einsum("ij,ij->i", P, P).max()) if P.size else 0.0
+    bound = 8.0 * eps * (np.einsum("ij,ij->i", Q, Q) + top)
+    return np.flatnonzero((kth > 0.0) & (bound > EXPANSION_RTOL * kth * kth))
+
+
+def nearest_by_differences(points, queries, k, scale=1.0):
+    """The k nearest of ``points`` to each query by ‖x − q‖ of the differences (no sum of
+    squares that cancels), sorted by (distance, index), in blocks of queries: O(q·m·d)
+    without BLAS, for the few rows ``imprecise_rows`` names."""
+    from scipy.spatial.distance import cdist
+
+    P = points * scale if scale != 1.0 else points
+    q, m = queries.shape[0], points.shape[0]
+    rows = max(1, SEARCH_BLOCK_BYTES // (8 * m))
+    dist, idx = np.empty((q, k)), np.empty((q, k), dtype=np.int64)
+    for r0 in range(0, q, rows):
+        r1 = min(q, r0 + rows)
+        Qb = queries[r0:r1] * scale if scale != 1.0 else queries[r0:r1]
+        D = cdist(Qb, P)
+        order = np.argsort(D, axis=1, kind="stable")[:, :k]
+        dist[r0:r1] = np.take_along_axis(D, order, 1) / scale
+        idx[r0:r1] = order
+    return dist, idx
 
 
 def search_scale(points, queries):
@@ -283,11 +332,11 @@ def _row_distances(points, idx, queries=None, scale=None):
     return out
 
 
-def exact_rows(points, rows, k, n_threads=1):
+def exact_rows(points, rows, k, n_threads=1, check=True):
     """The exact k nearest of the points ``rows`` among ``points``, each row itself first
     (``exact_nearest`` of those queries)."""
     m = points.shape[0]
-    dist, idx = exact_nearest(points, points[rows], min(k + 1, m), n_threads)
+    dist, idx = exact_nearest(points, points[rows], min(k + 1, m), n_threads, check=check)
     out_d, out_i = np.empty((rows.size, k)), np.empty((rows.size, k), dtype=np.int64)
     for r, i in enumerate(rows):
         keep = idx[r] != i
