@@ -228,7 +228,8 @@ def search_scale(points, queries):
     """1, or the power of two that brings coordinates all below ``TINY_COORDINATES`` in
     absolute value to [1, 2): at 10⁻²⁰⁰ the squares of a search's distances underflow to 0
     (every point equally near); a power of two changes no comparison and no tie."""
-    top = max(float(np.abs(a).max()) if a.size else 0.0 for a in (points, queries))
+    top = max(max(float(a.max()), -float(a.min())) if a.size else 0.0
+              for a in (points, queries))
     if top == 0.0 or top >= TINY_COORDINATES:
         return 1.0
     return float(np.ldexp(1.0, min(1000, 1 - int(np.frexp(top)[1]))))
@@ -262,16 +263,29 @@ def argkmin(points, queries, k, n_threads=1):
     points in order)."""
     import sklearn
     from sklearn.neighbors import NearestNeighbors
-    from threadpoolctl import threadpool_limits
 
     q = queries.shape[0]
     threads = max(1, min(int(n_threads), (q - 1) // ARGKMIN_MIN_QUERIES))
     with sklearn.config_context(pairwise_dist_chunk_size=ARGKMIN_CHUNK,
                                 enable_cython_pairwise_dist=True, assume_finite=True), \
-            threadpool_limits(limits=threads, user_api="openmp"):
+            _openmp_limit(threads):
         search = NearestNeighbors(n_neighbors=k, algorithm="brute", metric="euclidean")
         idx = search.fit(points).kneighbors(queries, return_distance=False)
     return np.ascontiguousarray(idx, dtype=np.int64)
+
+
+_CONTROLLER = []
+
+
+def _openmp_limit(threads):
+    """threadpoolctl's limit of the OpenMP threads, from one ``ThreadpoolController`` made
+    after scikit-learn's search is imported (``threadpool_limits`` scans the loaded
+    libraries at every call: 9 of 14 s in a join of 320 components, one search each)."""
+    from threadpoolctl import ThreadpoolController
+
+    if not _CONTROLLER:
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0].limit(limits=threads, user_api="openmp")
 
 
 def approximate_nearest(points, k, n_threads=1, random_state=0):
@@ -654,13 +668,14 @@ JOIN_MAX_NODES = 200_000     # and up to this many nodes (a search of the others
 
 
 def can_join(graph):
-    """Whether ``join_components`` applies: a connectivity graph of points with more than one
-    component, at most ``JOIN_MAX_NODES`` nodes, and components × nodes at most
-    ``JOIN_MAX_WORK`` (every component of a round searches the others' points: a round costs
-    about that many points' worth of k-d tree or search; the rounds at least halve the count)."""
+    """Whether ``join_components`` applies: a connectivity graph of points, not joined yet,
+    with more than one component, at most ``JOIN_MAX_NODES`` nodes, and components × nodes
+    at most ``JOIN_MAX_WORK`` (every component of a round searches the others' points: a
+    round costs about that many points' worth of k-d tree or search; the rounds at least
+    halve the count)."""
     info = graph.info
     return (graph.nodes is not None and info.weighting == "connectivity"
-            and 1 < info.n_components
+            and not info.bridges and 1 < info.n_components
             and info.n_nodes <= JOIN_MAX_NODES
             and info.n_components * info.n_nodes <= JOIN_MAX_WORK)
 

@@ -284,7 +284,7 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
                        rng=rng, n_threads=n_threads)
     if not whiten or affinity is not None:
         return fit
-    if auto and (fit.ncut <= 0.0 or graph.info.n_neighbors >= graph.info.n_nodes
+    if auto and (cuts_nothing(fit) or graph.info.n_neighbors >= graph.info.n_nodes
                  or not whiten_applies(X, n_clusters)):
         return fit      # a cut of zero (k connected components) is the graph's exact answer;
         # a node linked to every node has the same graph whitened
@@ -321,9 +321,12 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
                             f"whiten=True")
         warnings.warn(f"{merged}; the fit without whiten=True keeps them apart",
                       KKMeansWarning, stacklevel=2)
-    fit = fit_on_graph(graph, n_clusters, start=start, n_init=n_init, max_iter=max_iter,
-                       rng=rng, n_threads=n_threads)
+    with warnings.catch_warnings(record=True) as said:     # said only of a refit kept
+        warnings.simplefilter("always", KKMeansWarning)
+        fit = fit_on_graph(graph, n_clusters, start=start, n_init=n_init, max_iter=max_iter,
+                           rng=rng, n_threads=n_threads)
     if not auto:
+        _say_again(said)
         return replace(fit, transform=T)
     del graph
     before = classification_criterion(X, first.labels, n_clusters)
@@ -347,12 +350,19 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
         fit.ncut <= held * (1.0 + CRITERION_RTOL) and \
         across <= REFIT_FIRST_CUT_MAX * first.ncut
     if kept:
+        _say_again(said)
         fit = replace(fit, transform=T, whitening=dict(tried, kept=True))
     else:
         fit = replace(first, whitening=dict(tried, kept=False))
     del first
     return gaussian_step(X, fit, n_clusters, max_iter, criterion=after if kept else before,
                          n_threads=n_threads)
+
+
+def _say_again(caught):
+    """Warn again the warnings caught (``warnings.catch_warnings(record=True)``)."""
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 #: Above this many distinct points ``whiten='auto'`` first tries the refit on a sample of
@@ -423,6 +433,33 @@ def lower(after, before):
     return after < before - CRITERION_RTOL * (1.0 + abs(before))
 
 
+NCUT_ROUNDING = 1e-9        # an ncut below this is checked for a cut of exactly nothing
+
+
+def cuts_nothing(fit):
+    """Whether no edge of the fit's graph joins two of its clusters (k connected
+    components, or groups of more): its ncut, k − Σ links/vol with links and volumes summed
+    in other orders, is then 0 only to rounding (4.4e-16 where the same graph at another
+    scale gave 0), and a self-tuning graph's true cut can be as small; so an ncut below
+    ``NCUT_ROUNDING`` is checked edge by edge (O(nnz), in blocks of rows)."""
+    if fit.ncut <= 0.0:
+        return True
+    if fit.ncut > NCUT_ROUNDING:
+        return False
+    kernel, labels = fit.kernel, np.asarray(fit.node_labels)
+    indptr, step = kernel.indptr, 1 << 20
+    start = 0
+    while start < kernel.n:
+        stop = int(min(kernel.n, np.searchsorted(indptr, indptr[start] + step) + 1))
+        stop = max(stop, start + 1)
+        lo, hi = indptr[start], indptr[stop]
+        rows = np.repeat(labels[start:stop], np.diff(indptr[start:stop + 1]))
+        if np.any((rows != labels[kernel.indices[lo:hi]]) & (kernel.data[lo:hi] != 0.0)):
+            return False
+        start = stop
+    return True
+
+
 def gaussian_step(X, fit, k, max_iter=300, criterion=None, n_threads=1):
     """``fit``, or the graph's own fit started from the labels of
     ``gaussian_classification`` started from ``fit``'s: kept when its labels lower
@@ -435,7 +472,7 @@ def gaussian_step(X, fit, k, max_iter=300, criterion=None, n_threads=1):
     its start 'gaussian' is appended to the starts and is the one ``chosen``. Not tried on a
     cut of zero (k connected components: the graph's exact answer). ``criterion``: that of
     ``fit``'s labels when the caller has it."""
-    if fit.ncut <= 0.0:
+    if cuts_nothing(fit):
         return fit
     with blas_threads(1):           # the same labels whatever the threads
         labels = gaussian_classification(X, fit.labels, k, n_threads=n_threads)

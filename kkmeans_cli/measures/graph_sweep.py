@@ -52,6 +52,7 @@ from ..engine.graph import GraphKernel, normalized_cut
 from ..engine.graph_starts import EigenvectorsFailed, eigengaps, laplacian_eigenvalues
 from ..engine.threads import blas_threads, effective_n_threads
 from ..errors import KKMeansWarning
+from ..kernels.graph import can_join, join_components
 from ..kernels.graph_fit import build_graph, fit_on_graph, search_seed
 from .graph_silhouette import graph_silhouette
 
@@ -144,10 +145,18 @@ def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
     known = [g for g in gaps if g is not None]
     choice = gaps.index(max(known)) if known else None
 
+    joined = []     # the graph joined by bridges, once for every k below its components
+
     def fit_k(k):
-        return fit_on_graph(graph, k, start=start, n_init=n_init, max_iter=max_iter,
+        on, on_kernel = graph, kernel
+        if start == "auto" and graph.info.n_components > k and can_join(graph):
+            if not joined:
+                J = join_components(graph, n_threads)
+                joined.append((J, GraphKernel(J.affinity, n_threads=n_threads)))
+            on, on_kernel = joined[0]
+        return fit_on_graph(on, k, start=start, n_init=n_init, max_iter=max_iter,
                             rng=np.random.default_rng(random_state), n_threads=n_threads,
-                            kernel=kernel)
+                            kernel=on_kernel)
 
     swept = set(ks)
     extra = [k + 1 for k in ks if k + 1 not in swept and k + 1 <= kernel.n]
