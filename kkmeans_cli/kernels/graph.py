@@ -680,10 +680,30 @@ def can_join(graph):
             and info.n_components * info.n_nodes <= JOIN_MAX_WORK)
 
 
+def bridge_weights(graph, r, c):
+    """ρ_i ρ_j / ‖x_i − x_j‖² of each bridge (i, j), ρ_i the longest edge of node i in the
+    neighbour graph (its neighbourhood's radius): about 1 for a bridge as long as the
+    edges beside it, falling with its square beyond (a bridge is at least as long as the
+    radius at each end, else the nodes would be neighbours), never 0."""
+    A, nodes = graph.affinity, graph.nodes
+    scale = search_scale(nodes, nodes)
+    ends = np.unique(np.r_[r, c])
+    radius = np.zeros(nodes.shape[0])
+    for i in ends:
+        nbrs = A.indices[A.indptr[i]:A.indptr[i + 1]]
+        diff = (nodes[nbrs] - nodes[i]) * scale
+        radius[i] = np.sqrt((diff * diff).sum(axis=1).max())
+    diff = (nodes[r] - nodes[c]) * scale
+    length2 = (diff * diff).sum(axis=1)
+    return np.minimum(1.0, radius[r] * radius[c] / np.where(length2 > 0, length2, 1.0))
+
+
 def join_components(graph, n_threads=1):
     """The graph with its components joined into one by bridges (Borůvka's rounds): every
-    component (above ``TREE_MAX_DIM`` dimensions all but the largest) gets an edge of weight 1
-    (times the copies u_i u_j) between its point nearest to another component and that point
+    component (above ``TREE_MAX_DIM`` dimensions all but the largest) gets an edge between its
+    point nearest to another component and that point, of weight ``bridge_weights`` (times
+    the copies u_i u_j: about 1 for a bridge as long as the edges at its ends, less for a
+    longer one, so that the cuts of long bridges are the cheap ones)
     (the first such point of the component; which of several equally near points it links to
     is the search's choice), found by a k-d tree of the other components' points up to
     ``TREE_MAX_DIM`` dimensions and by scikit-learn's chunked search above (``exact_nearest``,
@@ -737,7 +757,7 @@ def join_components(graph, n_threads=1):
                                            directed=False)
         group = group_of[group]
     r, c = np.array(rows), np.array(cols)
-    w = graph.counts[r] * graph.counts[c]
+    w = graph.counts[r] * graph.counts[c] * bridge_weights(graph, r, c)
     keep = np.asarray(graph.affinity[r, c]).reshape(-1) == 0
     bridges = sparse.csr_matrix((np.r_[w[keep], w[keep]], (np.r_[r[keep], c[keep]],
                                                            np.r_[c[keep], r[keep]])),
