@@ -377,7 +377,7 @@ def test_two_components_are_joined_by_their_closest_pair():
 def test_far_groups_of_components_stay_together():
     """Three groups 1000 apart, each of 8 sub-blobs 60 from its centre (24 components):
     bridges of weight 1 made cutting a group's inner bridge as dear as the bridge between
-    groups (ARI 0.70–0.88 on 4 of 8 such sets); weighted by ρ_i ρ_j/L² the long bridges are
+    groups (ARI 0.70–0.88 on 8 of 16 such sets); weighted by ρ_i ρ_j/L² the long bridges are
     the cheap cuts, and each group is one cluster, in 2 and in 64 dimensions."""
     from sklearn.metrics import adjusted_rand_score
 
