@@ -3,6 +3,7 @@ its starts, the out-of-sample extension and the sparse silhouette — each again
 dense reference (the graph kernel K = σD⁻¹ + D⁻¹AD⁻¹ built as an n×n array), scikit-learn's
 ``kneighbors_graph``/``silhouette_score``, or the estimator's exact precomputed-kernel code."""
 import contextlib
+import warnings
 
 import numpy as np
 import pytest
@@ -226,29 +227,52 @@ def test_far_tight_groups_are_searched_again_by_differences():
     np.testing.assert_array_equal(predict_graph(fit.model(), X[::5]), fit.labels[::5])
 
 
+def test_a_rows_neighbours_do_not_depend_on_the_rows_beside_it():
+    """Whether a row is searched again, and at which scale, is decided by the row and the
+    points alone: far tight rows and tiny rows get the same neighbours alone as among
+    others (a row at 1.0 beside tiny ones, far rows among 300). (Where the points are too
+    many to search again, the warning's case, the rounding of the products may differ with
+    the rows searched together.)"""
+    X, _ = _far_tight_groups()
+    batch = kgraph.exact_nearest(X, X[::4] + 1e-4, 9, 1)
+    for r in (0, 7, 150):
+        alone = kgraph.exact_nearest(X, X[4 * r:4 * r + 1] + 1e-4, 9, 1)
+        np.testing.assert_array_equal(alone[1][0], batch[1][r])
+    T = np.ldexp(_points(400, 20), -900)
+    for search in (kgraph.exact_nearest, kgraph.tree_nearest):
+        P = T if search is kgraph.exact_nearest else T[:, :2].copy()
+        Q = P[:5] * 0.75
+        mixed = np.vstack([Q, np.ones((1, P.shape[1]))])
+        np.testing.assert_array_equal(search(P, mixed, 7, 1)[1][:5], search(P, Q, 7, 1)[1])
+        d, i = search(P, mixed[5:], 7, 1)      # the row at 1.0: all points about 1 away
+        assert np.all(np.isfinite(d)) and i.shape == (1, 7)
+
+
 def test_ordinary_data_is_not_searched_again(monkeypatch):
     """Standardized, integer (digits' 0–16) and offset (10⁸ + N(0, 1), shifted by its mean)
-    data keep the chunked search's lists: no row is named."""
+    data keep the chunked search's lists: no row is named; nor beside one point at 10⁶ (the
+    bound is each row's own: a global one named all 1,500 rows)."""
     def refuse(*args):
         raise AssertionError("searched again")
 
     monkeypatch.setattr(kgraph, "nearest_by_differences", refuse)
     rng = np.random.default_rng(1)
+    outlier = np.vstack([rng.normal(size=(1500, 20)), np.full((1, 20), 1e6)])
     for X in (rng.normal(size=(1500, 20)), rng.integers(0, 17, (1500, 64)).astype(float),
-              1e8 + rng.normal(size=(1500, 20))):
+              1e8 + rng.normal(size=(1500, 20)), outlier):
         kgraph.exact_nearest(X, X, 10, 2, self_first=True)
         kgraph.exact_nearest(X, X[:100] + 0.5, 9, 1)
 
 
 def test_too_many_rows_to_search_again_are_warned_about(monkeypatch):
     X, _ = _far_tight_groups()
-    monkeypatch.setattr(kgraph, "DIFFERENCES_MAX", 1e6)
+    monkeypatch.setattr(kgraph, "DIFFERENCES_MAX", X.size - 1)
     with pytest.warns(KKMeansWarning) as caught:
         kgraph.exact_nearest(X, X, 9, 1, self_first=True)
     assert [str(w.message) for w in caught] == [
         "the neighbour search may have missed near neighbours of 1,200 points: their "
         "coordinates are large against the distances between them (groups far apart, each "
-        "tight; centring each group, or fewer rows, keeps the search exact)"]
+        "tight; centring each group keeps the search exact)"]
 
 
 @pytest.mark.parametrize("dims", [2, kgraph.TREE_MAX_DIM + 5])

@@ -5,6 +5,7 @@ and the weighted kernel k-means objective of the n×n kernel (Dhillon, Guan & Ku
 2004), NumPy's dense ``eigh`` of the normalized Laplacian (von Luxburg 2007), and
 ``fit_graph`` itself."""
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -374,6 +375,24 @@ def test_two_components_are_joined_by_their_closest_pair():
     assert connected_components(J.affinity, directed=False)[0] == 1
 
 
+def test_bridges_of_nodes_without_other_neighbours_weigh_one():
+    """With n_neighbors=1 a node's only neighbour is itself (no radius): its bridges take
+    their own length for it, weight 1 (they weighed 0 and joined nothing: three blobs came
+    out as 178, 1 and 1 points with ncut 0)."""
+    from scipy.sparse.csgraph import connected_components
+
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(20.0 * c, 1.0, (60, 2)) for c in range(3)])
+    G = kgraph.knn_graph(X, 1)
+    J = kgraph.join_components(G)
+    added = (J.affinity - G.affinity).tocoo()
+    assert J.info.bridges == G.info.n_components - 1 == 179
+    assert added.nnz == 2 * 179 and np.all(added.data > 0.0) and np.all(added.data <= 1.0)
+    assert connected_components(J.affinity, directed=False)[0] == 1
+    fit = fit_graph(X, 3, n_neighbors=1, random_state=0, whiten=False)
+    assert fit.ncut > 0.0 and min(np.bincount(fit.labels)) > 1
+
+
 def test_far_groups_of_components_stay_together():
     """Three groups 1000 apart, each of 8 sub-blobs 60 from its centre (24 components):
     bridges of weight 1 made cutting a group's inner bridge as dear as the bridge between
@@ -521,11 +540,14 @@ def test_a_cut_of_rounding_is_a_cut_of_nothing():
         with pytest.warns(KKMeansWarning, match="grouped by volume"):
             fits.append(fit_graph(X * s, 2, n_neighbors=8, weighting="self-tuning",
                                   random_state=0))
-    assert fits[1].ncut > 0.0           # (4.4e-16 here)
     for fit in fits:
         assert fit.ncut <= NCUT_ROUNDING and cuts_nothing(fit)
         assert fit.whitening is None and fit.gaussian is None
         np.testing.assert_array_equal(fit.labels, fits[0].labels)
+    # (× 1e-5 gave 4.4e-16 here; the rounding itself may differ elsewhere:) a cut of
+    # nothing with an ncut of rounding is nothing
+    assert cuts_nothing(replace(fits[0], ncut=4.4e-16))
+    assert not cuts_nothing(replace(fits[0], ncut=2 * NCUT_ROUNDING))
     # one edge across two components, of weight 1e-12 of the degrees: ncut about 1e-12,
     # below NCUT_ROUNDING, and not nothing
     G = kgraph.knn_graph(X, 8)
@@ -537,30 +559,31 @@ def test_a_cut_of_rounding_is_a_cut_of_nothing():
 
 
 def test_a_refit_turned_down_says_nothing_of_its_graph(monkeypatch):
-    """Warnings of the whitened refit's own fit (its graph's components grouped, say) are
-    said only where the refit is kept (or asked for: whiten=True): a refit turned down
-    does not warn of a graph that made no labels."""
+    """The warning of components grouped by volume is said of the first fit and of the
+    whitened refit only where that refit is kept (or asked for: whiten=True): a refit
+    turned down does not warn of a graph that made no labels. (Every fit pretends here
+    to have grouped its components.)"""
     from kkmeans_cli.kernels import graph_fit
 
+    monkeypatch.setattr(graph_fit, "grouped", lambda fit, k: True)
+
+    def said(X, k, **kwargs):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fit = fit_graph(X, k, random_state=0, **kwargs)
+        assert all("grouped by volume" in str(w.message) for w in caught)
+        return fit, len(caught)
+
     X, _ = _moons(600, 0.1, 0)
-    real_fit = graph_fit.fit_on_graph
-    calls = []
+    fit, count = said(X, 2)
+    assert fit.whitening["kept"] is False and count == 1        # the first fit's only
+    assert said(X, 2, whiten=True)[1] == 2
+    assert said(X, 2, whiten=False)[1] == 1
+    from sklearn.datasets import make_blobs
 
-    def warning_on_the_second(graph, n_clusters, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:
-            warnings.warn("of the refit's graph", KKMeansWarning)
-        return real_fit(graph, n_clusters, **kwargs)
-
-    monkeypatch.setattr(graph_fit, "fit_on_graph", warning_on_the_second)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        auto = fit_graph(X, 2, random_state=0)
-    assert auto.whitening["kept"] is False and len(calls) == 2
-    assert [str(w.message) for w in caught] == []
-    calls.clear()
-    with pytest.warns(KKMeansWarning, match="^of the refit's graph$"):
-        fit_graph(X, 2, random_state=0, whiten=True)
+    X, _ = make_blobs(600, centers=3, cluster_std=2.0, random_state=2)
+    fit, count = said(X, 3)
+    assert fit.whitening["kept"] is True and count == 2         # and the refit kept
 
 
 def test_components_beyond_the_join_work_are_grouped_and_said(monkeypatch):

@@ -225,7 +225,12 @@ def _graph_sweep(opts, k_ranges):
     _commit_outputs(opts, result, metric, text, model)
     reporter.sweep_table(result.rows, metric, result.best_k, result.eigengap_k)
     given = opts["kernel"] not in GRAPH_KERNELS
-    if result.eigengap_k is None:
+    computed = any(row["eigengap"] is not None and row["eigengap"] == row["eigengap"]
+                   for row in result.rows)
+    if result.eigengap_k is None and computed:
+        gap = ("0 at every k swept (the eigenvalue 0 repeats: the graph has more components "
+               "than any of them)")
+    elif result.eigengap_k is None:
         gap = "not computed" + (" (more than 20,000 nodes; give --metric eigengap)"
                                 if info["n_nodes"] > 20_000 else "")
     else:

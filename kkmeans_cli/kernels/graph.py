@@ -61,7 +61,8 @@ QUERY_SORT_MIN = 10_000      # more queries than this are asked in spatial order
 TINY_COORDINATES = 2.0 ** -256  # searched at a power of two's scale below this (``search_scale``)
 EXPANSION_RTOL = 1e-3       # a row is searched again by differences where ‖x‖² + ‖y‖² − 2x·y
 #                             may be off by this share of its k-th squared distance
-DIFFERENCES_MAX = 2e9       # and so at most this many coordinate differences (else a warning)
+DIFFERENCES_MAX = 1_000_000  # and so where the points have at most this many coordinates
+#                              (each row O(m·d) without BLAS; else a warning)
 SYMMETRY_RTOL = 1e-10       # a given affinity is symmetric within this × max |A_ij|
 # a given affinity's degrees, once its largest weight is 1, are at least this: d² is then a
 # normal float (≥ 2.2e-308), so K_ii = σ/d + A_ii/d² and the sums of the fit are finite
@@ -131,13 +132,18 @@ def nearest(points, queries, k, n_threads=1, self_first=False):
     return exact_nearest(points, queries, k, n_threads, self_first)
 
 
-def tree_nearest(points, queries, k, n_threads=1):
+def tree_nearest(points, queries, k, n_threads=1, scale=None):
     """k nearest by SciPy's k-d tree (sliding-midpoint splits: a quicker build). Queries are
     asked in the tree's leaf order (neighbouring queries visit the same nodes: 4-5× faster at
-    10⁶ points than in input order) and the answers put back in input order."""
+    10⁶ points than in input order) and the answers put back in input order; at the
+    points' ``search_scale`` (queries too large for it at scale 1: ``split_huge``)."""
     from scipy.spatial import cKDTree
 
-    scale = search_scale(points, queries)
+    scale = search_scale(points) if scale is None else scale
+    huge = split_huge(queries, scale)
+    if huge is not None:
+        return _combine(huge, queries, k, lambda Q, s: tree_nearest(points, Q, k, n_threads, s),
+                        scale)
     if scale != 1.0:
         points, queries = points * scale, queries * scale
     tree = cKDTree(points, balanced_tree=False, compact_nodes=False)
@@ -157,31 +163,56 @@ def tree_nearest(points, queries, k, n_threads=1):
     return out_d, out_i
 
 
-def exact_nearest(points, queries, k, n_threads=1, self_first=False, check=True):
+def split_huge(queries, scale):
+    """Rows of ``queries`` too large to be searched at ``scale`` (their coordinates times it
+    above 2⁵⁰⁰: queries far from tiny training points), or None when there are none: each
+    is searched at scale 1 instead (a row's answer depends on the row alone)."""
+    if scale == 1.0 or not queries.size:
+        return None
+    top = np.maximum(queries.max(axis=1), -queries.min(axis=1)) * scale
+    huge = top > 2.0 ** 500
+    return huge if huge.any() else None
+
+
+def _combine(huge, queries, k, search, scale):
+    """The rows of ``search(queries, scale)``, the ``huge`` ones from ``search(.., 1.0)``."""
+    dist, idx = np.empty((queries.shape[0], k)), np.empty((queries.shape[0], k), np.int64)
+    for rows, s in ((~huge, scale), (huge, 1.0)):
+        if rows.any():
+            dist[rows], idx[rows] = search(queries[rows], s)
+    return dist, idx
+
+
+def exact_nearest(points, queries, k, n_threads=1, self_first=False, check=True,
+                  scale=None):
     """Exact k nearest neighbours: (distances, indices), each (q, k), the k chosen by
     ‖x‖² + ‖y‖² − 2x·y of the coordinates less their rounded mean (``shifted``), their
     distances recomputed as ‖x − y‖ and sorted by (distance, index) (which of several
     equally distant points fill the last places is the search's choice, the same for a
     query whatever the other queries: a row's label from ``predict`` does not depend on the
-    rows beside it). By scikit-learn's chunked search (``argkmin``), at the scale of
+    rows beside it). By scikit-learn's chunked search (``argkmin``), at the points'
     ``search_scale``; with ``check``, the rows ``imprecise_rows`` names are searched again
-    by differences (``nearest_by_differences``; above ``DIFFERENCES_MAX`` a
-    ``KKMeansWarning`` instead). With ``self_first`` the queries are the points themselves
-    and query i lists i first."""
-    scale = search_scale(points, queries)
+    by differences (``nearest_by_differences``) where the points have at most
+    ``DIFFERENCES_MAX`` coordinates, else a ``KKMeansWarning`` names them (both decided
+    row by row). With ``self_first`` the queries are the points themselves and query i
+    lists i first."""
+    scale = search_scale(points) if scale is None else scale
+    huge = None if self_first else split_huge(queries, scale)
+    if huge is not None:
+        return _combine(huge, queries, k, lambda Q, s: exact_nearest(
+            points, Q, k, n_threads, check=check, scale=s), scale)
     P, Q = shifted(points, queries, scale)
     idx = argkmin(P, Q, k, n_threads)
     exact = _row_distances(points, idx, queries, scale)
     order = _order(exact, idx)
     dist, idx = np.take_along_axis(exact, order, 1), np.take_along_axis(idx, order, 1)
-    again = imprecise_rows(P, Q, dist[:, -1] * scale) if check else np.empty(0, np.int64)
-    warned = again.size * points.shape[0] * points.shape[1] > DIFFERENCES_MAX
+    again = imprecise_rows(Q, dist[:, -1] * scale) if check else np.empty(0, np.int64)
+    warned = again.size > 0 and points.size > DIFFERENCES_MAX
     if warned:
         warnings.warn(f"the neighbour search may have missed near neighbours of "
                       f"{again.size:,} points: their coordinates are large against the "
                       f"distances between them (groups far apart, each tight; centring "
-                      f"each group, or fewer rows, keeps the search exact)", KKMeansWarning,
-                      stacklevel=3)
+                      f"each group keeps the search exact)", KKMeansWarning, stacklevel=3)
     elif again.size:
         dist[again], idx[again] = nearest_by_differences(points, queries[again], k, scale)
     if self_first:      # distinct points: i is its own nearest, unless rounding lost it
@@ -192,22 +223,24 @@ def exact_nearest(points, queries, k, n_threads=1, self_first=False, check=True)
     return dist, idx
 
 
-def imprecise_rows(P, Q, kth):
-    """The queries (rows of Q) whose k nearest among P, chosen by ‖x‖² + ‖y‖² − 2x·y, may be
-    wrong: where that sum's rounding, about 8ε(‖q‖² + max ‖x‖²), exceeds ``EXPANSION_RTOL``
-    times the k-th squared distance ``kth``² (the coordinates as searched: shifted and
-    scaled). Shifted by the mean, this happens only where groups far apart are each tight
-    (±10⁸ with neighbours 10⁻³ apart); a k-th distance of 0 (copies) is exact anyway."""
+def imprecise_rows(Q, kth):
+    """The queries (rows of Q) whose k nearest, chosen by ‖x‖² + ‖y‖² − 2x·y, may be wrong:
+    where that sum's rounding for the points that matter, within about ‖q‖ + kth of the
+    origin, 8ε(‖q‖² + (‖q‖ + kth)²), exceeds ``EXPANSION_RTOL`` times the k-th squared
+    distance ``kth``² (the coordinates as searched: shifted and scaled; a point farther out
+    is far from q by about its own norm, its rounding relative). Shifted by the mean, this
+    happens only where groups far apart are each tight (±10⁸ with neighbours 10⁻³ apart);
+    a k-th distance of 0 (copies) is exact anyway."""
     eps = np.finfo(np.float64).eps
-    top = float(np.einsum("ij,ij->i", P, P).max()) if P.size else 0.0
-    bound = 8.0 * eps * (np.einsum("ij,ij->i", Q, Q) + top)
+    norm = np.sqrt(np.einsum("ij,ij->i", Q, Q))
+    bound = 8.0 * eps * (norm * norm + (norm + kth) ** 2)
     return np.flatnonzero((kth > 0.0) & (bound > EXPANSION_RTOL * kth * kth))
 
 
 def nearest_by_differences(points, queries, k, scale=1.0):
     """The k nearest of ``points`` to each query by ‖x − q‖ of the differences (no sum of
     squares that cancels), sorted by (distance, index), in blocks of queries: O(q·m·d)
-    without BLAS, for the few rows ``imprecise_rows`` names."""
+    without BLAS, for the rows ``imprecise_rows`` names."""
     from scipy.spatial.distance import cdist
 
     P = points * scale if scale != 1.0 else points
@@ -224,12 +257,13 @@ def nearest_by_differences(points, queries, k, scale=1.0):
     return dist, idx
 
 
-def search_scale(points, queries):
-    """1, or the power of two that brings coordinates all below ``TINY_COORDINATES`` in
-    absolute value to [1, 2): at 10⁻²⁰⁰ the squares of a search's distances underflow to 0
-    (every point equally near); a power of two changes no comparison and no tie."""
-    top = max(max(float(a.max()), -float(a.min())) if a.size else 0.0
-              for a in (points, queries))
+def search_scale(points):
+    """1, or the power of two that brings points whose coordinates are all below
+    ``TINY_COORDINATES`` in absolute value to [1, 2): at 10⁻²⁰⁰ the squares of a search's
+    distances underflow to 0 (every point equally near); a power of two changes no
+    comparison and no tie. From the points alone, so that a query's answer does not depend
+    on the queries beside it."""
+    top = max(float(points.max()), -float(points.min())) if points.size else 0.0
     if top == 0.0 or top >= TINY_COORDINATES:
         return 1.0
     return float(np.ldexp(1.0, min(1000, 1 - int(np.frexp(top)[1]))))
@@ -331,7 +365,7 @@ def _row_distances(points, idx, queries=None, scale=None):
     rows (the (m, k, d) differences bounded), the differences squared at ``scale``
     (``search_scale`` when None) and the distances divided by it again."""
     queries = points if queries is None else queries
-    scale = search_scale(points, queries) if scale is None else scale
+    scale = search_scale(points) if scale is None else scale
     m, k = idx.shape
     rows = max(1, SEARCH_BLOCK_BYTES // (8 * k * points.shape[1]))
     out = np.empty(idx.shape)
@@ -583,7 +617,7 @@ def self_neighbours(points, k, n_threads=1, route=None, random_state=0):
         return None, dist, idx
     from scipy.spatial import cKDTree
 
-    scale = search_scale(points, points)
+    scale = search_scale(points)
     if scale != 1.0:
         points = points * scale
     tree = cKDTree(points, balanced_tree=False, compact_nodes=False)
@@ -682,11 +716,12 @@ def can_join(graph):
 
 def bridge_weights(graph, r, c):
     """ρ_i ρ_j / ‖x_i − x_j‖² of each bridge (i, j), ρ_i the longest edge of node i in the
-    neighbour graph (its neighbourhood's radius): about 1 for a bridge as long as the
-    edges beside it, falling with its square beyond (a bridge is at least as long as the
-    radius at each end, else the nodes would be neighbours), never 0."""
+    neighbour graph (its neighbourhood's radius; the bridge's length where i has no other
+    neighbour): about 1 for a bridge as long as the edges beside it, falling with its
+    square beyond (a bridge is at least as long as the radius at each end, else the nodes
+    would be neighbours), never 0."""
     A, nodes = graph.affinity, graph.nodes
-    scale = search_scale(nodes, nodes)
+    scale = search_scale(nodes)
     ends = np.unique(np.r_[r, c])
     radius = np.zeros(nodes.shape[0])
     for i in ends:
@@ -694,8 +729,13 @@ def bridge_weights(graph, r, c):
         diff = (nodes[nbrs] - nodes[i]) * scale
         radius[i] = np.sqrt((diff * diff).sum(axis=1).max())
     diff = (nodes[r] - nodes[c]) * scale
-    length2 = (diff * diff).sum(axis=1)
-    return np.minimum(1.0, radius[r] * radius[c] / np.where(length2 > 0, length2, 1.0))
+    length = np.sqrt((diff * diff).sum(axis=1))
+    # a node whose only neighbour is itself (n_neighbors=1) has no radius: the bridge's
+    # length stands in for it (weight 1 at such an end, never 0)
+    rho_r = np.where(radius[r] > 0, radius[r], length)
+    rho_c = np.where(radius[c] > 0, radius[c], length)
+    return np.minimum(1.0, np.divide(rho_r * rho_c, length * length,
+                                     out=np.ones_like(length), where=length > 0))
 
 
 def join_components(graph, n_threads=1):
@@ -724,7 +764,7 @@ def join_components(graph, n_threads=1):
     from scipy.spatial import cKDTree
 
     m = graph.info.n_nodes
-    scale = search_scale(graph.nodes, graph.nodes)      # (the distances only compared)
+    scale = search_scale(graph.nodes)       # (the distances only compared)
     nodes = graph.nodes if scale == 1.0 else graph.nodes * scale
     group = np.asarray(graph.components, dtype=np.int64)
     rows, cols = [], []

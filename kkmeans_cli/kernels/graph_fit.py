@@ -321,12 +321,9 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
                             f"whiten=True")
         warnings.warn(f"{merged}; the fit without whiten=True keeps them apart",
                       KKMeansWarning, stacklevel=2)
-    with warnings.catch_warnings(record=True) as said:     # said only of a refit kept
-        warnings.simplefilter("always", KKMeansWarning)
-        fit = fit_on_graph(graph, n_clusters, start=start, n_init=n_init, max_iter=max_iter,
-                           rng=rng, n_threads=n_threads)
+    fit = fit_on_graph(graph, n_clusters, start=start, n_init=n_init, max_iter=max_iter,
+                       rng=rng, n_threads=n_threads, say=not auto)   # said if kept (below)
     if not auto:
-        _say_again(said)
         return replace(fit, transform=T)
     del graph
     before = classification_criterion(X, first.labels, n_clusters)
@@ -350,19 +347,14 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
         fit.ncut <= held * (1.0 + CRITERION_RTOL) and \
         across <= REFIT_FIRST_CUT_MAX * first.ncut
     if kept:
-        _say_again(said)
+        if grouped(fit, n_clusters):
+            _warn_grouped(fit.graph, stacklevel=3)
         fit = replace(fit, transform=T, whitening=dict(tried, kept=True))
     else:
         fit = replace(first, whitening=dict(tried, kept=False))
     del first
     return gaussian_step(X, fit, n_clusters, max_iter, criterion=after if kept else before,
                          n_threads=n_threads)
-
-
-def _say_again(caught):
-    """Warn again the warnings caught (``warnings.catch_warnings(record=True)``)."""
-    for w in caught:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 #: Above this many distinct points ``whiten='auto'`` first tries the refit on a sample of
@@ -775,9 +767,10 @@ def search_seed(rng):
 
 
 def fit_on_graph(graph, n_clusters, *, start="auto", n_init=3, max_iter=300, rng=None,
-                 n_threads=1, kernel=None):
+                 n_threads=1, kernel=None, say=True):
     """The normalized-cut fit of ``fit_graph`` on a built graph (``sweep_graph`` builds one
-    graph for every k)."""
+    graph for every k). ``say``: warn where the components are grouped by volume
+    (``grouped``; the whitened refit's fit says it only when kept)."""
     k = int(n_clusters)
     if not 1 <= k <= graph.info.n_nodes:
         raise ValueError(f"n_clusters must be between 1 and the {graph.info.n_nodes} "
@@ -790,15 +783,25 @@ def fit_on_graph(graph, n_clusters, *, start="auto", n_init=3, max_iter=300, rng
         runs, levels = _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads)
     objectives = [run.sums.objective(kernel) for _, run in runs]
     best_kind, best = runs[int(np.argmin(objectives))]
-    return GraphFitResult(
+    fit = GraphFitResult(
         labels=graph.point_labels(best.labels), node_labels=best.labels,
         ncut=best.sums.ncut(), objective=min(objectives), n_iter=best.n_iter,
         converged=best.converged, hartigan_moves=best.hartigan_moves, start=best_kind,
         start_ncuts=tuple(run.sums.ncut() for _, run in runs), graph=graph, kernel=kernel,
         sums=best.sums, start_kinds=tuple(kind for kind, _ in runs), levels=levels)
+    if say and grouped(fit, k):
+        _warn_grouped(graph)
+    return fit
 
 
-def _warn_grouped(graph):
+def grouped(fit, k):
+    """Whether ``fit`` grouped its graph's components by volume (more of them than k > 1
+    clusters, not joined by bridges: the components start alone)."""
+    return (fit.start_kinds == ("components",) and not fit.graph.info.bridges
+            and fit.graph.info.n_components > k > 1)
+
+
+def _warn_grouped(graph, stacklevel=3):
     """The warning of components grouped by volume (more of them than clusters, not joined):
     every grouping cuts nothing, so the graph does not say which belong together."""
     info = graph.info
@@ -814,7 +817,7 @@ def _warn_grouped(graph):
                f"> {kgraph.JOIN_MAX_WORK:,}; more neighbours (n_neighbors) join them")
     warnings.warn(f"the graph has {info.n_components} connected components, more than the "
                   f"clusters asked for: any grouping of them cuts nothing, and they are "
-                  f"grouped by volume ({why})", KKMeansWarning, stacklevel=4)
+                  f"grouped by volume ({why})", KKMeansWarning, stacklevel=stacklevel)
 
 
 def start_kinds(start, n_init, n_nodes):
@@ -828,8 +831,6 @@ def _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads):
         labels = None if graph.info.bridges else graph_starts.component_start(
             graph.components, graph.info.n_components, kernel.degrees, k)
         if labels is not None:
-            if graph.info.n_components > k > 1:
-                _warn_grouped(graph)
             return [("components", refine(kernel, labels, k, max_iter))], 0
         starts, levels = graph_starts.best_default_start(graph.affinity, k, rng, max_iter,
                                                          n_threads)

@@ -143,7 +143,9 @@ def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
             warnings.warn(f"{exc}; the eigengap is not computed", KKMeansWarning,
                           stacklevel=2)
     known = [g for g in gaps if g is not None]
-    choice = gaps.index(max(known)) if known else None
+    # no gap at all (every k below the graph's components: the eigenvalue 0 repeats) names
+    # no k
+    choice = gaps.index(max(known)) if known and max(known) > 0.0 else None
 
     joined = []     # the graph joined by bridges, once for every k below its components
 
