@@ -783,8 +783,8 @@ def join_components(graph, n_threads=1):
             if nodes.shape[1] <= TREE_MAX_DIM:
                 dist, j = cKDTree(nodes[outside]).query(nodes[inside], k=1)
             else:
-                dist, j = (a[:, 0] for a in exact_nearest(nodes[outside], nodes[inside], 1,
-                                                          n_threads))
+                dist, j = (a[:, 0] for a in exact_nearest(  # (nodes scaled above)
+                    nodes[outside], nodes[inside], 1, n_threads, scale=1.0))
             a = int(np.argmin(dist))
             edge = (min(inside[a], outside[j[a]]), max(inside[a], outside[j[a]]))
             found[edge] = None

@@ -776,7 +776,7 @@ def fit_on_graph(graph, n_clusters, *, start="auto", n_init=3, max_iter=300, rng
         raise ValueError(f"n_clusters must be between 1 and the {graph.info.n_nodes} "
                          f"distinct points, got {k}")
     rng = np.random.default_rng() if rng is None else rng
-    if start == "auto" and graph.info.n_components > k and kgraph.can_join(graph):
+    if joins(graph, k, start):
         graph, kernel = kgraph.join_components(graph, n_threads), None
     kernel = GraphKernel(graph.affinity, n_threads=n_threads) if kernel is None else kernel
     with blas_threads(1):
@@ -792,6 +792,12 @@ def fit_on_graph(graph, n_clusters, *, start="auto", n_init=3, max_iter=300, rng
     if say and grouped(fit, k):
         _warn_grouped(graph)
     return fit
+
+
+def joins(graph, k, start="auto"):
+    """Whether a fit of k clusters with ``start`` joins ``graph``'s components by bridges
+    (the default starts, more components than k, ``kgraph.can_join``)."""
+    return start == "auto" and graph.info.n_components > k and kgraph.can_join(graph)
 
 
 def grouped(fit, k):

@@ -52,8 +52,8 @@ from ..engine.graph import GraphKernel, normalized_cut
 from ..engine.graph_starts import EigenvectorsFailed, eigengaps, laplacian_eigenvalues
 from ..engine.threads import blas_threads, effective_n_threads
 from ..errors import KKMeansWarning
-from ..kernels.graph import can_join, join_components
-from ..kernels.graph_fit import build_graph, fit_on_graph, search_seed
+from ..kernels.graph import join_components
+from ..kernels.graph_fit import build_graph, fit_on_graph, joins, search_seed
 from .graph_silhouette import graph_silhouette
 
 EIGENGAP_MAX_NODES = 20_000
@@ -151,7 +151,7 @@ def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
 
     def fit_k(k):
         on, on_kernel = graph, kernel
-        if start == "auto" and graph.info.n_components > k and can_join(graph):
+        if joins(graph, k, start):
             if not joined:
                 J = join_components(graph, n_threads)
                 joined.append((J, GraphKernel(J.affinity, n_threads=n_threads)))
