@@ -706,3 +706,54 @@ def test_a_refit_that_cuts_the_first_graph_like_random_labels_is_not_kept(shape)
     assert across == pytest.approx(record["refit_ncut_on_first_graph"], rel=1e-12)
     assert adjusted_rand_score(y, forced.labels) < 0.6
     assert adjusted_rand_score(y, got.labels) == adjusted_rand_score(y, one.labels) == 1.0
+
+
+@pytest.mark.parametrize("shape, columns", [("circles", 30), ("moons", 46)])
+def test_a_refit_whose_own_graph_is_cut_like_noise_is_not_kept(shape, columns):
+    """Rings or moons beside dozens of columns of low-variance noise: the whitened points
+    are mostly noise, the refit's labels cut the first graph less than
+    ``REFIT_FIRST_CUT_MAX`` times the first fit's (the noise reaches into the first graph
+    too) and pass every other test, but they cut the refit's own graph at more than
+    ``REFIT_NCUT_SHARE_MAX`` of what random labels cut (k − 1): the first fit stays, ARI 1
+    as one fit, where the refit scores 0 (circles) or about 0.56 (moons)."""
+    from sklearn.datasets import make_circles
+
+    from kkmeans_cli.kernels.graph_fit import REFIT_FIRST_CUT_MAX, REFIT_NCUT_SHARE_MAX
+
+    X, y = (make_circles(3000, noise=0.05, factor=0.5, random_state=0) if shape == "circles"
+            else make_moons(3000, noise=0.05, random_state=0))
+    X = np.hstack([X, np.random.default_rng(0).normal(scale=0.1, size=(3000, columns))])
+    got = fit_graph(X, 2, random_state=0, n_threads=1)
+    one = fit_graph(X, 2, random_state=0, n_threads=1, whiten=False)
+    record = got.whitening
+    assert record["kept"] is False and got.transform is None
+    # every other test passes
+    assert record["refit_criterion"] < record["criterion"]
+    assert record["agreement"] < AGREEMENT_MAX
+    assert record["refit_ncut"] <= record["first_ncut_on_refit_graph"]
+    assert record["refit_ncut_on_first_graph"] <= REFIT_FIRST_CUT_MAX * one.ncut
+    # this one does not: the refit's cut of its own graph, replayed from the forced refit
+    forced = fit_graph(X, 2, random_state=0, n_threads=1, whiten=True)
+    assert forced.ncut == pytest.approx(record["refit_ncut"], rel=1e-12)
+    assert forced.ncut > max(REFIT_NCUT_SHARE_MAX * (2 - 1), one.ncut)
+    assert adjusted_rand_score(y, forced.labels) < 0.6
+    assert adjusted_rand_score(y, got.labels) == adjusted_rand_score(y, one.labels) == 1.0
+
+
+def test_a_refit_that_cuts_more_than_the_first_fit_but_within_the_share_is_kept():
+    """Wine, raw: the refit cuts its own graph three times as much as the first fit cuts
+    the first graph, at 0.165 of k − 1, the highest share of a refit kept on the blob
+    families and the real sets: within ``REFIT_NCUT_SHARE_MAX``, so it is kept (ARI 0.36 →
+    0.63)."""
+    from sklearn.datasets import load_wine
+
+    from kkmeans_cli.kernels.graph_fit import REFIT_NCUT_SHARE_MAX
+
+    X, y = load_wine(return_X_y=True)
+    got = fit_graph(X, 3, random_state=0, n_threads=1)
+    one = fit_graph(X, 3, random_state=0, n_threads=1, whiten=False)
+    record = got.whitening
+    assert record["kept"] is True
+    assert record["refit_ncut"] <= REFIT_NCUT_SHARE_MAX * (3 - 1)
+    assert record["refit_ncut"] > one.ncut          # cuts more than the first, yet kept
+    assert adjusted_rand_score(y, got.labels) > adjusted_rand_score(y, one.labels) + 0.2
