@@ -260,8 +260,8 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
         fit's, differ from them (``adjusted_rand`` below ``AGREEMENT_MAX``), cut the
         whitened graph no higher than the first fit's labels do and the first graph at most
         ``REFIT_FIRST_CUT_MAX`` times as much as they do, and cut the whitened graph at most
-        ``REFIT_NCUT_SHARE_MAX`` · (k − 1) or no more than the first fit cuts the first
-        graph, else the first fit; then
+        ``REFIT_NCUT_SHARE_MAX`` · (k − 1) or ``REFIT_NCUT_RATIO_MAX`` times the first
+        fit's cut of the first graph, else the first fit; then
         ``gaussian_step`` on the fit chosen (not made where the sample decided against the
         refit and its own step cut ``SAMPLE_STEP_RATIO`` times its fit's or more: the record
         ``gaussian`` then holds ``sample`` and ``sample_ncut_ratio``).
@@ -348,7 +348,8 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
     kept = lower(after, before) and agree < AGREEMENT_MAX and \
         fit.ncut <= held * (1.0 + CRITERION_RTOL) and \
         across <= REFIT_FIRST_CUT_MAX * first.ncut and \
-        fit.ncut <= max(REFIT_NCUT_SHARE_MAX * (n_clusters - 1), first.ncut)
+        fit.ncut <= max(REFIT_NCUT_SHARE_MAX * (n_clusters - 1),
+                        REFIT_NCUT_RATIO_MAX * first.ncut)
     if kept:
         if grouped(fit, n_clusters):
             _warn_grouped(fit.graph, stacklevel=3)
@@ -503,12 +504,16 @@ CRITERION_RTOL = 1e-9
 #: low-variance noise, which the whitening blows up).
 REFIT_FIRST_CUT_MAX = 100.0
 #: A refit is kept only where its labels cut its own graph at most this share of k − 1 (what
-#: random labels cut: each cluster keeps about 1/k of its links), or no more than the first
-#: fit's labels cut the first graph: with dozens of low-variance noise columns the whitened
-#: points are mostly noise, whose best cut is a large share of random labels' (rings or
-#: moons beside 30–62 such columns: 0.26–0.65), where the refits kept on the blob families,
-#: the real sets and upsampled digits cut at most 0.165 (wine raw; docs/performance.md).
+#: random labels cut: each cluster keeps about 1/k of its links) or at most
+#: ``REFIT_NCUT_RATIO_MAX`` times the first fit's cut of the first graph: with dozens of
+#: low-variance noise columns the whitened points are mostly noise, whose best cut is a
+#: large share of random labels' (rings or moons beside 30–62 such columns: 0.26–0.65, at
+#: 8.4 to over 1,000 times the first fit's cut), where the refits kept on the blob families,
+#: the real sets and upsampled digits cut at most 0.165 (wine raw), and those that help on
+#: overlapping elongated clusters or wine's column subsets cut up to 0.54 of k − 1 at most
+#: 3.5 times the first fit's cut (docs/performance.md).
 REFIT_NCUT_SHARE_MAX = 0.2
+REFIT_NCUT_RATIO_MAX = 5.0
 #: Added to each cluster's covariance in the criterion's coordinates (total covariance I).
 CRITERION_RIDGE = 1e-3
 #: A refit whose labels agree with the first fit's to this adjusted Rand index or more moves a

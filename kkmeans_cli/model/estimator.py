@@ -225,8 +225,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         below the first fit's (Scott & Symons, Biometrics 1971; ``kernels.graph_fit``),
         differ from them (adjusted Rand index below 0.98), cut the whitened graph no
         higher than the first fit's labels do, the first graph at most 100 times as
-        much as they do and the whitened graph at most 0.2 · (k − 1) (or no more than the
-        first fit cut the first graph), else the first fit; then the Gaussian step
+        much as they do and the whitened graph at most 0.2 · (k − 1) (or 5 times the first
+        fit's cut of the first graph), else the first fit; then the Gaussian step
         (``kernels.graph_fit.gaussian_step``): the classification EM of Gaussian clusters
         (Celeux & Govaert 1992) from the labels, refined on the graph, kept only where it
         lowers that criterion while its normalized cut stays within 1.5 times the fit's.
