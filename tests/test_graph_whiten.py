@@ -250,6 +250,60 @@ def test_classification_criterion_is_the_reference_and_affine_invariant():
     assert np.isfinite(classification_criterion(X, one, 4))
 
 
+def test_two_valued_columns_is_a_count_of_distinct_values(monkeypatch):
+    """Against np.unique column by column, with the first rows' test and the blocks made
+    small enough that a second value after the first rows and a third after the first
+    block are seen."""
+    from kkmeans_cli.kernels import graph_fit
+    from kkmeans_cli.kernels.graph_fit import two_valued_columns
+
+    monkeypatch.setattr(graph_fit, "TWO_VALUED_PREFIX", 16)
+    monkeypatch.setattr(graph_fit, "SCATTER_BLOCK_ROWS", 64)
+    rng = np.random.default_rng(0)
+    n = 500
+    late_second = np.r_[np.zeros(300), np.ones(200)]
+    late_third = np.r_[rng.integers(0, 2, n - 1) * 0.1, [0.7]]
+    X = np.c_[rng.normal(size=n), rng.integers(0, 2, n) * 0.1, np.full(n, 3.0),
+              rng.integers(0, 3, n), late_second, late_third, np.r_[-np.ones(n - 1), [2.0]],
+              rng.integers(0, 2, n) * 1e300]
+    want = [np.unique(X[:, j]).size == 2 for j in range(X.shape[1])]
+    assert two_valued_columns(X).tolist() == want == [False, True, False, False, True, False,
+                                                      True, True]
+    assert two_valued_columns(X[:1]).tolist() == [False] * X.shape[1]
+
+
+def test_the_criterion_leaves_out_a_two_valued_column():
+    """A 0/1 column beside the data changes nothing for any labels, even those that split the
+    points by it (within such a cluster the column is constant, and the Gaussian likelihood is
+    bounded by the ridge alone); unless every column has two values."""
+    X, y = _aniso()
+    b = np.random.default_rng(1).integers(0, 2, len(X)).astype(np.float64)
+    for labels, k in ((y, 3), (b.astype(np.int64) + 2 * (y == 2), 4)):
+        np.testing.assert_allclose(classification_criterion(np.c_[X, 0.1 * b], labels, k),
+                                   classification_criterion(X, labels, k), rtol=1e-9)
+    B = np.c_[b, 1.0 - b * (np.arange(len(b)) % 2)]
+    assert classification_criterion(B, b.astype(np.int64), 2) < \
+        classification_criterion(B, y % 2, 2)
+
+
+def test_blobs_beside_an_indicator_column_keep_the_first_fit():
+    """Four blobs beside one column of {0, 0.1}: the whitening scales the indicator up to
+    the blobs' spread and the refit splits the blobs by it; with the indicator in the
+    criterion that refit had the far lower criterion and was kept (ARI 0.21), without it the
+    first fit stays (ARI 0.83, as one fit)."""
+    X, y = make_blobs(3000, centers=4, cluster_std=1.0, random_state=0)
+    X = np.c_[X, 0.1 * np.random.default_rng(0).integers(0, 2, (3000, 1))]
+    got = fit_graph(X, 4, random_state=0, n_threads=1)
+    one = fit_graph(X, 4, random_state=0, n_threads=1, whiten=False)
+    forced = fit_graph(X, 4, random_state=0, n_threads=1, whiten=True)
+    assert got.whitening["kept"] is False
+    assert got.whitening["refit_criterion"] > got.whitening["criterion"]
+    assert adjusted_rand_score(y, forced.labels) < 0.3
+    assert adjusted_rand_score(y, got.labels) == pytest.approx(
+        adjusted_rand_score(y, one.labels), abs=0.01)
+    assert adjusted_rand_score(y, got.labels) > 0.8
+
+
 def test_cluster_scatter_in_blocks_is_the_loop_over_clusters(monkeypatch):
     from kkmeans_cli.kernels import graph_fit
 
