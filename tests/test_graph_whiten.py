@@ -275,7 +275,7 @@ def test_two_valued_columns_is_a_count_of_distinct_values(monkeypatch):
 def test_the_criterion_leaves_out_a_two_valued_column():
     """A 0/1 column beside the data changes nothing for any labels, even those that split the
     points by it (within such a cluster the column is constant, and the Gaussian likelihood is
-    bounded by the ridge alone); unless every column has two values."""
+    bounded by the ridge alone); unless no other column varies."""
     X, y = _aniso()
     b = np.random.default_rng(1).integers(0, 2, len(X)).astype(np.float64)
     for labels, k in ((y, 3), (b.astype(np.int64) + 2 * (y == 2), 4)):
@@ -284,6 +284,10 @@ def test_the_criterion_leaves_out_a_two_valued_column():
     B = np.c_[b, 1.0 - b * (np.arange(len(b)) % 2)]
     assert classification_criterion(B, b.astype(np.int64), 2) < \
         classification_criterion(B, y % 2, 2)
+    # nor where the only other column is constant, or constant but for rounding
+    for other in (np.ones(len(b)), 5.0 + 1e-15 * np.random.default_rng(2).normal(size=len(b))):
+        np.testing.assert_allclose(classification_criterion(np.c_[B, other], b.astype(int), 2),
+                                   classification_criterion(B, b.astype(int), 2), rtol=1e-9)
 
 
 def test_blobs_beside_an_indicator_column_keep_the_first_fit():
@@ -299,8 +303,7 @@ def test_blobs_beside_an_indicator_column_keep_the_first_fit():
     assert got.whitening["kept"] is False
     assert got.whitening["refit_criterion"] > got.whitening["criterion"]
     assert adjusted_rand_score(y, forced.labels) < 0.3
-    assert adjusted_rand_score(y, got.labels) == pytest.approx(
-        adjusted_rand_score(y, one.labels), abs=0.01)
+    assert adjusted_rand_score(y, got.labels) >= adjusted_rand_score(y, one.labels) - 0.025
     assert adjusted_rand_score(y, got.labels) > 0.8
 
 
@@ -796,22 +799,22 @@ def test_a_refit_whose_own_graph_is_cut_like_noise_is_not_kept(shape, columns):
     assert adjusted_rand_score(y, got.labels) == adjusted_rand_score(y, one.labels) == 1.0
 
 
-def test_a_refit_that_cuts_more_than_the_first_fit_but_within_the_share_is_kept():
-    """Wine, raw: the refit cuts its own graph three times as much as the first fit cuts
-    the first graph, at 0.165 of k − 1, the highest share of a refit kept on the blob
-    families and the real sets: within ``REFIT_NCUT_SHARE_MAX``, so it is kept (ARI 0.36 →
-    0.63)."""
-    from sklearn.datasets import load_wine
+def test_a_refit_that_cuts_far_more_than_the_first_fit_but_within_the_share_is_kept():
+    """Breast cancer, raw: the refit cuts its own graph 10 times as much as the first fit
+    cuts the first graph (above ``REFIT_NCUT_RATIO_MAX``) but at 0.125 of k − 1, within
+    ``REFIT_NCUT_SHARE_MAX``: its graph still separates its clusters clearly, and it is kept
+    (ARI 0.42 → 0.77)."""
+    from sklearn.datasets import load_breast_cancer
 
-    from kkmeans_cli.kernels.graph_fit import REFIT_NCUT_SHARE_MAX
+    from kkmeans_cli.kernels.graph_fit import REFIT_NCUT_RATIO_MAX, REFIT_NCUT_SHARE_MAX
 
-    X, y = load_wine(return_X_y=True)
-    got = fit_graph(X, 3, random_state=0, n_threads=1)
-    one = fit_graph(X, 3, random_state=0, n_threads=1, whiten=False)
+    X, y = load_breast_cancer(return_X_y=True)
+    got = fit_graph(X, 2, random_state=0, n_threads=1)
+    one = fit_graph(X, 2, random_state=0, n_threads=1, whiten=False)
     record = got.whitening
     assert record["kept"] is True
-    assert record["refit_ncut"] <= REFIT_NCUT_SHARE_MAX * (3 - 1)
-    assert record["refit_ncut"] > one.ncut          # cuts more than the first, yet kept
+    assert REFIT_NCUT_RATIO_MAX * one.ncut < record["refit_ncut"] <= \
+        REFIT_NCUT_SHARE_MAX * (2 - 1)
     assert adjusted_rand_score(y, got.labels) > adjusted_rand_score(y, one.labels) + 0.2
 
 

@@ -556,16 +556,20 @@ def classification_criterion(X, labels, k, ridge=CRITERION_RIDGE):
     ``ridge``·I. Affine invariant; clusters of one point are skipped. From
     ``cluster_scatter`` of X / ``column_scale`` (no n × d copy; no overflow). Columns of
     two values (``two_valued_columns``: indicators, a binary code) are left out unless
-    every column is one: clusters can be constant in such a column, where only the ridge
-    bounds the Gaussian likelihood, and labels that split the points by it would win
+    no other column varies: clusters can be constant in such a column, where only the
+    ridge bounds the Gaussian likelihood, and labels that split the points by it would win
     whatever they do elsewhere (blobs beside a 0/1 column: the whitened refit split them by
     it, and the criterion fell from −1.05 to −2.75)."""
     counts, means, scatters = cluster_scatter(X, labels, k, column_scale(X))
     two = two_valued_columns(X)
+    P = None
     if two.any() and not two.all():
         keep = ~two
-        means, scatters = means[:, keep], scatters[:, keep][:, :, keep]
-    P = criterion_coordinates(counts, means, scatters)
+        P = criterion_coordinates(counts, means[:, keep], scatters[:, keep][:, :, keep])
+        if P is not None:
+            means, scatters = means[:, keep], scatters[:, keep][:, :, keep]
+    if P is None:
+        P = criterion_coordinates(counts, means, scatters)
     if P is None:
         return 0.0
     n, dd = counts.sum(), P.shape[1]
@@ -625,12 +629,14 @@ def criterion_coordinates(counts, means, scatters):
     d' directions of their correlation matrix (the covariance of the columns scaled to unit
     variance: the same directions whatever the columns' units; a column whose spread is
     ``CONSTANT_SPREAD`` or less is constant) whose variance is above 10⁻⁹ of the largest;
-    None when the points do not vary."""
+    None when the points do not vary (every column constant)."""
     n = counts.sum()
     mean = counts @ means / n
     between = (means - mean) * np.sqrt(counts / n)[:, None]
     total = scatters.sum(axis=0) / n + between.T @ between
     sd = np.sqrt(np.diag(total))
+    if not np.any(sd > CONSTANT_SPREAD):
+        return None             # every column constant but for rounding
     # a column constant but for rounding (its spread a few units in the last place of its
     # largest |value|, 1 here) is left unscaled: its variance, ~ε², is then dropped below
     sd[~(sd > CONSTANT_SPREAD)] = 1.0
@@ -663,7 +669,9 @@ def gaussian_classification(X, labels, k, max_iter=GAUSSIAN_MAX_ITER, ridge=CRIT
     each (Celeux & Govaert, "A classification EM algorithm for clustering and two stochastic
     versions", Computational Statistics & Data Analysis 1992) started from ``labels``: each
     pass takes every cluster's mean μ_c, covariance S_c (in the coordinates of
-    ``classification_criterion``, plus ``ridge``·I) and share p_c from the labels, then moves
+    ``classification_criterion``, but of every column: the two-valued ones the criterion
+    leaves out are kept, so its labels may follow them and the criterion then judges them
+    without; plus ``ridge``·I) and share p_c from the labels, then moves
     every point to the cluster of least (x − μ_c)ᵀ S_c⁻¹ (x − μ_c) + ln det S_c − 2 ln p_c
     (ties: the lowest cluster), until at most ``GAUSSIAN_MOVED_TOL`` · n points move (their
     moves taken; none below 10⁴ points) or ``max_iter`` passes. The moves are found in pieces
