@@ -734,6 +734,32 @@ def test_a_sample_of_too_few_distinct_points_for_k_neighbourhoods_decides_nothin
     assert "sample" not in fit_graph(Y, 2, random_state=5, n_threads=1).whitening
 
 
+def shape_beside_noise_columns(shape, noise, columns):
+    """3,000 points of make_circles (factor .5) or make_moons at ``noise``, beside
+    ``columns`` columns of N(0, 0.1²)."""
+    from sklearn.datasets import make_circles
+
+    X, y = (make_circles(3000, noise=noise, factor=0.5, random_state=0) if shape == "circles"
+            else make_moons(3000, noise=noise, random_state=0))
+    return np.hstack([X, np.random.default_rng(0).normal(scale=0.1, size=(3000, columns))]), y
+
+
+def default_one_and_forced(X, k):
+    """The fits with whiten 'auto', False and True (random_state 0, one thread)."""
+    return tuple(fit_graph(X, k, random_state=0, n_threads=1, whiten=whiten)
+                 for whiten in ("auto", False, True))
+
+
+def assert_only_a_cut_test_turned_the_refit_down(fit):
+    """The default turned its refit down though the refit lowered the criterion, moved more
+    than a few points and cut its own graph no higher than the first labels do."""
+    record = fit.whitening
+    assert record["kept"] is False and fit.transform is None
+    assert record["refit_criterion"] < record["criterion"]
+    assert record["agreement"] < AGREEMENT_MAX
+    assert record["refit_ncut"] <= record["first_ncut_on_refit_graph"]
+
+
 @pytest.mark.parametrize("shape", ["circles", "moons"])
 def test_a_refit_that_cuts_the_first_graph_like_random_labels_is_not_kept(shape):
     """Rings or moons beside 14 columns of low-variance noise: the whitening blows the noise
@@ -741,24 +767,14 @@ def test_a_refit_that_cuts_the_first_graph_like_random_labels_is_not_kept(shape)
     criterion and cutting its own graph less; but its labels cut the first graph more than
     ``REFIT_FIRST_CUT_MAX`` times the first fit's (computed here from the first fit by
     hand), so the first fit stays: ARI 1, as one fit, where the refit scores 0 or 0.55."""
-    from sklearn.datasets import make_circles
-
     from kkmeans_cli.engine.graph import cluster_sums
     from kkmeans_cli.kernels.graph_fit import REFIT_FIRST_CUT_MAX, node_labels
 
-    X, y = (make_circles(3000, noise=0.03, factor=0.5, random_state=0) if shape == "circles"
-            else make_moons(3000, noise=0.05, random_state=0))
-    X = np.hstack([X, np.random.default_rng(0).normal(scale=0.1, size=(3000, 14))])
-    got = fit_graph(X, 2, random_state=0, n_threads=1)
-    one = fit_graph(X, 2, random_state=0, n_threads=1, whiten=False)
+    X, y = shape_beside_noise_columns(shape, 0.03 if shape == "circles" else 0.05, 14)
+    got, one, forced = default_one_and_forced(X, 2)
     record = got.whitening
-    assert record["kept"] is False and got.transform is None
-    # the refit would pass every other test
-    assert record["refit_criterion"] < record["criterion"]
-    assert record["agreement"] < AGREEMENT_MAX
-    assert record["refit_ncut"] <= record["first_ncut_on_refit_graph"]
+    assert_only_a_cut_test_turned_the_refit_down(got)
     assert record["refit_ncut_on_first_graph"] > REFIT_FIRST_CUT_MAX * one.ncut
-    forced = fit_graph(X, 2, random_state=0, n_threads=1, whiten=True)
     across = cluster_sums(one.kernel, node_labels(one.graph, forced.labels), 2).ncut()
     assert across == pytest.approx(record["refit_ncut_on_first_graph"], rel=1e-12)
     assert adjusted_rand_score(y, forced.labels) < 0.6
@@ -774,25 +790,15 @@ def test_a_refit_whose_own_graph_is_cut_like_noise_is_not_kept(shape, columns):
     ``REFIT_NCUT_SHARE_MAX`` of what random labels cut (k − 1) and more than
     ``REFIT_NCUT_RATIO_MAX`` times the first fit's cut: the first fit stays, ARI 1 as one
     fit, where the refit scores 0 (circles) or about 0.56 (moons)."""
-    from sklearn.datasets import make_circles
-
     from kkmeans_cli.kernels.graph_fit import (REFIT_FIRST_CUT_MAX, REFIT_NCUT_RATIO_MAX,
                                                REFIT_NCUT_SHARE_MAX)
 
-    X, y = (make_circles(3000, noise=0.05, factor=0.5, random_state=0) if shape == "circles"
-            else make_moons(3000, noise=0.05, random_state=0))
-    X = np.hstack([X, np.random.default_rng(0).normal(scale=0.1, size=(3000, columns))])
-    got = fit_graph(X, 2, random_state=0, n_threads=1)
-    one = fit_graph(X, 2, random_state=0, n_threads=1, whiten=False)
+    X, y = shape_beside_noise_columns(shape, 0.05, columns)
+    got, one, forced = default_one_and_forced(X, 2)
     record = got.whitening
-    assert record["kept"] is False and got.transform is None
-    # every other test passes
-    assert record["refit_criterion"] < record["criterion"]
-    assert record["agreement"] < AGREEMENT_MAX
-    assert record["refit_ncut"] <= record["first_ncut_on_refit_graph"]
+    assert_only_a_cut_test_turned_the_refit_down(got)
     assert record["refit_ncut_on_first_graph"] <= REFIT_FIRST_CUT_MAX * one.ncut
-    # this one does not: the refit's cut of its own graph, replayed from the forced refit
-    forced = fit_graph(X, 2, random_state=0, n_threads=1, whiten=True)
+    # the share test does: the refit's cut of its own graph, replayed from the forced refit
     assert forced.ncut == pytest.approx(record["refit_ncut"], rel=1e-12)
     assert forced.ncut > max(REFIT_NCUT_SHARE_MAX * (2 - 1), REFIT_NCUT_RATIO_MAX * one.ncut)
     assert adjusted_rand_score(y, forced.labels) < 0.6
