@@ -41,6 +41,13 @@ MISSING = ("error", "drop")
 #: whiten='auto' tries the whitened refit of a graph fit on data of 2 up to this many columns
 #: (the widest measured, the 8×8 digits; docs/performance.md): W is d×d, the whitened copy n×d.
 WHITEN_AUTO_MAX_DIM = 64
+#: The tests of whiten='auto''s refit in the order ``kernels.graph_fit.fit_graph`` makes them,
+#: as the fit's report words the first one a refit failed (its record's ``turned_down_by``
+#: is the index here; docs/engine.md).
+REFIT_TESTS = ("its clusters were not the likelier Gaussians", "it moved few points",
+               "it cut its own graph above the first labels",
+               "it cut the first graph far more than the first fit",
+               "its own graph held no clear clusters")
 #: Rows taken at a time by the graph fit's per-cluster scatters and Gaussian classification
 #: (``kernels.graph_fit``), and counted by its memory plan.
 SCATTER_BLOCK_ROWS = 1 << 16

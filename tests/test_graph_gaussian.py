@@ -367,15 +367,26 @@ def test_a_model_whose_records_are_damaged_is_refused(tmp_path):
     meta = json.loads(str(arrays["meta"]))
     assert {"whitening", "gaussian"} <= set(meta["graph"])
     for key in ("whitening", "gaussian"):
-        for bad in ("oops", {"criterion": -1.0}, {"kept": "yes"}, {"kept": True, "x": "y"}):
+        for bad in ("oops", {"criterion": -1.0}, {"kept": "yes"}, {"kept": True, "x": "y"},
+                    *([{"kept": False, "turned_down_by": bad} for bad in (5, -1, 2.0, True)]
+                      if key == "whitening" else [])):
             path = tmp_path / "bad.npz"
             np.savez(path, **{**arrays, "meta": np.array(json.dumps(
                 {**meta, "graph": {**meta["graph"], key: bad}}))})
             before = listing(tmp_path)
             for args in (["info", path], ["predict", path, tmp_path / "varied.csv"]):
                 result = run(args)
-                assert_one_error_line(result, str(path), f"meta 'graph.{key}'", code=1)
+                assert_one_error_line(result, str(path), f"meta 'graph.{key}", code=1)
             assert listing(tmp_path) == before
+    # a record written before the refit's tests were recorded is shown without the reason
+    record = {key: value for key, value in meta["graph"]["whitening"].items()
+              if key not in ("turned_down_by", "first_ncut")}
+    path = tmp_path / "old.npz"
+    np.savez(path, **{**arrays, "meta": np.array(json.dumps(
+        {**meta, "graph": {**meta["graph"], "whitening": dict(record, kept=False)}}))})
+    shown = run(["info", path])
+    assert shown.exit_code == 0, shown.stderr
+    assert "; whitened refit not kept" in shown.stdout and "not kept:" not in shown.stdout
 
 
 def test_a_column_constant_but_for_rounding_is_dropped_and_small_clusters_give_no_labels():

@@ -17,6 +17,7 @@ from sklearn.metrics import adjusted_rand_score
 from helpers import assert_one_error_line, labels_of, listing, run, run_process, write_csv
 from reference import gaussian_cluster_terms, total_whitened
 from kkmeans_cli import KernelKMeans
+from kkmeans_cli._options import REFIT_TESTS
 from kkmeans_cli.kernels.graph_fit import (AGREEMENT_MAX, WHITEN_RIDGE, adjusted_rand,
                                            classification_criterion, fit_graph, predict_graph,
                                            whiten_applies, whiten_points, within_whitening)
@@ -358,7 +359,8 @@ def test_a_refit_that_moves_a_few_points_is_not_kept():
     np.testing.assert_array_equal(est.labels_, plain)
     report = run(["fit", Path(__file__).parents[1] / "examples" / "moons.csv", "-k", "2",
                   "--no-model"]).stderr
-    assert "(connectivity; whitened refit not kept)" in report, report
+    assert tried["turned_down_by"] == REFIT_TESTS.index("it moved few points")
+    assert "(connectivity; whitened refit not kept: it moved few points)" in report, report
 
 
 def _cut_on(graph, labels):
@@ -775,6 +777,9 @@ def test_a_refit_that_cuts_the_first_graph_like_random_labels_is_not_kept(shape)
     record = got.whitening
     assert_only_a_cut_test_turned_the_refit_down(got)
     assert record["refit_ncut_on_first_graph"] > REFIT_FIRST_CUT_MAX * one.ncut
+    assert record["first_ncut"] == one.ncut
+    assert REFIT_TESTS[record["turned_down_by"]] == \
+        "it cut the first graph far more than the first fit"
     across = cluster_sums(one.kernel, node_labels(one.graph, forced.labels), 2).ncut()
     assert across == pytest.approx(record["refit_ncut_on_first_graph"], rel=1e-12)
     assert adjusted_rand_score(y, forced.labels) < 0.6
@@ -798,6 +803,7 @@ def test_a_refit_whose_own_graph_is_cut_like_noise_is_not_kept(shape, columns):
     record = got.whitening
     assert_only_a_cut_test_turned_the_refit_down(got)
     assert record["refit_ncut_on_first_graph"] <= REFIT_FIRST_CUT_MAX * one.ncut
+    assert REFIT_TESTS[record["turned_down_by"]] == "its own graph held no clear clusters"
     # the share test does: the refit's cut of its own graph, replayed from the forced refit
     assert forced.ncut == pytest.approx(record["refit_ncut"], rel=1e-12)
     assert forced.ncut > max(REFIT_NCUT_SHARE_MAX * (2 - 1), REFIT_NCUT_RATIO_MAX * one.ncut)

@@ -13,6 +13,7 @@ import warnings
 
 import click
 
+from .._options import REFIT_TESTS
 from .._text import plural
 
 
@@ -292,7 +293,8 @@ def graph_text(graph, ncut=None):
     (``3 neighbours (connectivity; 8 set, capped by the 3 nodes)``); neighbours found by the
     approximate search say so (``21 neighbours (connectivity; approximate search)``), and
     the whitened refit, kept (``whitened``) or made and turned down (``whitened refit not
-    kept``, or ``not made: a sample's moved few points``; the default,
+    kept: it moved few points``, the first of ``_options.REFIT_TESTS`` it failed, or ``not
+    made: a sample's moved few points``; the default,
     ``kernels.graph_fit.fit_graph``), and the Gaussian step where it was
     kept (``Gaussian step kept``, ``kernels.graph_fit.gaussian_step``)."""
     parts = []
@@ -308,6 +310,9 @@ def graph_text(graph, ncut=None):
             found += "; whitened refit not made: a sample's moved few points"
         elif tried and not tried.get("kept"):
             found += "; whitened refit not kept"
+            test = tried.get("turned_down_by")      # absent from models written before it
+            if test is not None:
+                found += f": {REFIT_TESTS[test]}"
         if (graph.get("gaussian") or {}).get("kept"):
             found += "; Gaussian step kept"
         parts.append(f"{plural(used, 'neighbour')} ({graph['weighting']}{capped}{found})")

@@ -343,19 +343,21 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
     across = cluster_sums(first.kernel, node_labels(first.graph, fit.labels),
                           n_clusters).ncut()
     tried = {"criterion": before, "refit_criterion": after, "agreement": agree,
-             "refit_ncut": fit.ncut, "first_ncut_on_refit_graph": held,
-             "refit_ncut_on_first_graph": across}
-    kept = lower(after, before) and agree < AGREEMENT_MAX and \
-        fit.ncut <= held * (1.0 + CRITERION_RTOL) and \
-        across <= REFIT_FIRST_CUT_MAX * first.ncut and \
-        fit.ncut <= max(REFIT_NCUT_SHARE_MAX * (n_clusters - 1),
-                        REFIT_NCUT_RATIO_MAX * first.ncut)
+             "first_ncut": first.ncut, "refit_ncut": fit.ncut,
+             "first_ncut_on_refit_graph": held, "refit_ncut_on_first_graph": across}
+    passed = (lower(after, before), agree < AGREEMENT_MAX,       # _options.REFIT_TESTS
+              fit.ncut <= held * (1.0 + CRITERION_RTOL),
+              across <= REFIT_FIRST_CUT_MAX * first.ncut,
+              fit.ncut <= max(REFIT_NCUT_SHARE_MAX * (n_clusters - 1),
+                              REFIT_NCUT_RATIO_MAX * first.ncut))
+    kept = all(passed)
     if kept:
         if grouped(fit, n_clusters):
             _warn_grouped(fit.graph, stacklevel=3)
         fit = replace(fit, transform=T, whitening=dict(tried, kept=True))
     else:
-        fit = replace(first, whitening=dict(tried, kept=False))
+        fit = replace(first, whitening=dict(tried, kept=False,
+                                            turned_down_by=passed.index(False)))
     del first
     return gaussian_step(X, fit, n_clusters, max_iter, criterion=after if kept else before,
                          n_threads=n_threads)

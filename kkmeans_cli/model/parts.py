@@ -259,6 +259,11 @@ class GraphPart:
                     and all(isinstance(value, (bool, int, float)) for value in record.values())):
                 fail(f"meta 'graph.{key}' must be an object of numbers with a true or false "
                      f"'kept'")
+        test = (graph.get("whitening") or {}).get("turned_down_by")
+        if test is not None and (not isinstance(test, int) or isinstance(test, bool)
+                                 or not 0 <= test < len(_options.REFIT_TESTS)):
+            fail(f"meta 'graph.whitening.turned_down_by' must be an integer from 0 to "
+                 f"{len(_options.REFIT_TESTS) - 1}")
         whitened = graph.get("whitened", False)
         if not isinstance(whitened, bool) or whitened != ("graph_transform" in arrays):
             fail("meta 'graph.whitened' (true or false) and the array 'graph_transform' "
