@@ -566,10 +566,10 @@ def classification_criterion(X, labels, k, ridge=CRITERION_RIDGE):
     two = two_valued_columns(X)
     P = None
     if two.any() and not two.all():
-        keep = ~two
-        P = criterion_coordinates(counts, means[:, keep], scatters[:, keep][:, :, keep])
+        kept = means[:, ~two], scatters[:, ~two][:, :, ~two]
+        P = criterion_coordinates(counts, *kept)
         if P is not None:
-            means, scatters = means[:, keep], scatters[:, keep][:, :, keep]
+            means, scatters = kept
     if P is None:
         P = criterion_coordinates(counts, means, scatters)
     if P is None:
