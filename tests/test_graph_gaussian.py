@@ -2,9 +2,10 @@
 Gaussian clusters (Celeux & Govaert, "A classification EM algorithm for clustering and two
 stochastic versions", 1992) started from the fit's labels, its labels refined on the graph,
 kept only where they lower the Gaussian classification criterion while their normalized cut
-stays within 1.5 times the fit's. Checked against NumPy references: the classification, its
-criterion, the choice replayed by hand on a set where it is kept and on moons where it is
-not, predict of the training points, one and two threads, the report and the memory plan."""
+stays within 1.5 times the fit's; then the Gaussian mixture (``tests/test_graph_mixture.py``).
+Checked against NumPy references: the classification, its criterion, the choice replayed by
+hand on a set where it is kept and on moons where it is not, predict of the training points,
+one and two threads, the report and the memory plan."""
 from dataclasses import replace
 
 import numpy as np
@@ -16,7 +17,8 @@ from reference import gaussian_cluster_terms, total_whitened
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine.graph import normalized_cut, refine
 from kkmeans_cli.kernels import graph_fit
-from kkmeans_cli.kernels.graph_fit import (GAUSSIAN_NCUT_RATIO, fit_graph,
+from kkmeans_cli.kernels.graph_fit import (GAUSSIAN_NCUT_RATIO, MIXTURE_NCUT_RATIO,
+                                           MIXTURE_RIDGE, MIXTURE_TOL, fit_graph,
                                            gaussian_classification, gaussian_step)
 
 
@@ -158,6 +160,54 @@ def _replayed_step(X, fit, k):
     return (moved if keep else fit.labels), keep, ratio
 
 
+def reference_mixture(X, labels, k, X_new=None):
+    """The mixture step's EM by another route: scikit-learn's ``GaussianMixture`` (full
+    covariances, ``reg_covar`` the ridge) on X whitened by its total covariance's Cholesky
+    factor, started from the labels' shares, means and covariances + ridge·I; its labels of
+    X (or of ``X_new`` in the same coordinates), its passes and mean log-likelihood without
+    the constant −d/2 ln 2π."""
+    from sklearn.mixture import GaussianMixture
+
+    X = np.asarray(X, float)
+    n, d = X.shape
+    L = np.linalg.cholesky(np.cov(X.T, bias=True))
+    Z = np.linalg.solve(L, (X - X.mean(axis=0)).T).T
+    eye = MIXTURE_RIDGE * np.eye(d)
+    gm = GaussianMixture(
+        k, covariance_type="full", reg_covar=MIXTURE_RIDGE, tol=MIXTURE_TOL, max_iter=200,
+        weights_init=np.bincount(labels, minlength=k) / n,
+        means_init=np.array([Z[labels == c].mean(axis=0) for c in range(k)]),
+        precisions_init=np.array([np.linalg.inv(np.cov(Z[labels == c].T, bias=True) + eye)
+                                  for c in range(k)]), random_state=0).fit(Z)
+    new = Z if X_new is None else np.linalg.solve(L, (X_new - X.mean(axis=0)).T).T
+    return gm.predict(new), gm.n_iter_, gm.lower_bound_ + d / 2 * np.log(2 * np.pi)
+
+
+def replayed_mixture(X, graph, labels, ncut, k):
+    """The mixture step by hand on a fit's graph, labels and cut: the reference mixture's
+    labels, kept where no cluster falls to d points or fewer and their normalized cut of
+    the graph is at most MIXTURE_NCUT_RATIO times ``ncut``; (labels, kept, ratio)."""
+    mixed, _, _ = reference_mixture(X, labels, k)
+    if np.bincount(mixed, minlength=k).min() <= X.shape[1]:
+        return labels, False, None
+    nodes = np.zeros(graph.info.n_nodes, dtype=np.int32)
+    nodes[graph.node_of if graph.node_of is not None else slice(None)] = mixed
+    ratio = normalized_cut(graph.affinity, nodes) / ncut
+    keep = bool(ratio <= MIXTURE_NCUT_RATIO)
+    return (mixed if keep else labels), keep, ratio
+
+
+def replayed_steps(X, fit, k):
+    """The default's last two steps by hand: the Gaussian step, then the mixture step on
+    its labels; (labels, step kept, mixture kept)."""
+    labels, keep, _ = _replayed_step(X, fit, k)
+    nodes = np.zeros(fit.graph.info.n_nodes, dtype=np.int32)
+    nodes[fit.graph.node_of if fit.graph.node_of is not None else slice(None)] = labels
+    final, mixed, _ = replayed_mixture(X, fit.graph, labels,
+                                       normalized_cut(fit.graph.affinity, nodes), k)
+    return final, keep, mixed
+
+
 @pytest.mark.parametrize("name", ["varied", "moons"])
 def test_the_step_is_kept_exactly_where_the_rule_says(name):
     if name == "varied":
@@ -184,13 +234,13 @@ def test_the_step_is_kept_exactly_where_the_rule_says(name):
             got.node_labels, weights=fit.kernel.degrees, minlength=k))
 
 
-def test_the_default_fit_ends_with_the_step_and_predicts_its_own_labels():
+def test_the_default_fit_ends_with_the_steps_and_predicts_its_own_labels():
     X, _ = _varied()
     plain = fit_graph(X, 3, random_state=4, n_threads=1, whiten=False)
     default = fit_graph(X, 3, random_state=4, n_threads=1)
     assert default.whitening["kept"] is False       # the refit is turned down on this set
-    want, keep, _ = _replayed_step(X, plain, 3)
-    assert keep
+    want, keep, mixed = replayed_steps(X, plain, 3)
+    assert keep and mixed                           # both steps kept here
     np.testing.assert_array_equal(default.labels, want)
     # the estimator: the same labels from one and two threads, predict of the training
     # points is the labels, and the record says what was kept
@@ -201,10 +251,10 @@ def test_the_default_fit_ends_with_the_step_and_predicts_its_own_labels():
     np.testing.assert_array_equal(one.predict(X[3::7]), one.labels_[3::7])
     record = one.fit_stats_["graph"]["gaussian"]
     assert record["kept"] is True and record["gaussian_criterion"] < record["criterion"]
-    assert "gaussian" not in KernelKMeans(3, random_state=4, whiten=False).fit(
-        X).fit_stats_["graph"]
-    assert "gaussian" not in KernelKMeans(3, random_state=4, whiten=True).fit(
-        X).fit_stats_["graph"]
+    assert one.fit_stats_["graph"]["mixture"]["kept"] is True
+    for whiten in (False, True):
+        graph = KernelKMeans(3, random_state=4, whiten=whiten).fit(X).fit_stats_["graph"]
+        assert "gaussian" not in graph and "mixture" not in graph
 
 
 def test_the_report_names_a_kept_step_and_the_files_keep_its_labels(tmp_path):
@@ -214,7 +264,7 @@ def test_the_report_names_a_kept_step_and_the_files_keep_its_labels(tmp_path):
     assert want.fit_stats_["graph"]["gaussian"]["kept"] is True
     done = run(["fit", tmp_path / "varied.csv", "-k", "3", "-o", tmp_path / "m.npz"])
     assert done.exit_code == 0, done.stderr
-    assert "; Gaussian step kept)" in done.stderr, done.stderr
+    assert "; Gaussian step kept; Gaussian mixture kept)" in done.stderr, done.stderr
     np.testing.assert_array_equal(labels_of(done.stdout), want.labels_)
     # predict of the training points through a subprocess: the fit's labels
     again = run_process(["predict", "m.npz", "varied.csv"], cwd=tmp_path)
@@ -227,20 +277,26 @@ def test_the_report_names_a_kept_step_and_the_files_keep_its_labels(tmp_path):
 def test_the_memory_plan_counts_the_step():
     from kkmeans_cli.memory import graph_plan
 
-    n, k, d = 100_000, 3, 2
-    auto = graph_plan(n, 21, d, k, whiten="auto")
-    assert auto.items["Gaussian step"] == (
-        40 * n + 8 * min(n, graph_fit.SCATTER_BLOCK_ROWS) * (k + 3 * d + 2) + 24 * k * d * d)
+    rows = graph_fit.SCATTER_BLOCK_ROWS
+    for n, k, d in ((100_000, 3, 2), (100_000, 20, 2), (6_000, 10, 64)):
+        auto = graph_plan(n, 21, d, k, whiten="auto")
+        classification = 40 * n + 8 * min(n, rows) * (k + 3 * d + 2) + 24 * k * d * d
+        mixture = 16 * n + 8 * min(n, rows) * (3 * k + 5 * d + 4) + 48 * k * d * d
+        assert auto.items["Gaussian step"] == max(classification, mixture)
+    n, k = 100_000, 3
     for whiten in (False, True):
         assert "Gaussian step" not in graph_plan(n, 21, d, k, whiten=whiten).items
     assert "Gaussian step" not in graph_plan(n, 21, 65, k, whiten="auto").items
 
 
-def test_a_kept_step_is_the_chosen_run_of_the_fit():
+def test_a_kept_step_is_the_chosen_run_of_the_fit(monkeypatch):
     """The reported objective is the chosen run's: the Gaussian step is appended to the
-    starts as 'gaussian' and is the best restart, whatever the other starts' cuts."""
+    starts as 'gaussian' and is the best restart, whatever the other starts' cuts (the
+    mixture, which would move its labels here, turned down by a limit of 0)."""
     X, _ = _varied()
+    monkeypatch.setattr(graph_fit, "MIXTURE_NCUT_RATIO", 0.0)
     est = KernelKMeans(3, random_state=4, n_threads=1).fit(X)
+    assert est.fit_stats_["graph"]["mixture"]["kept"] is False
     stats = est.fit_stats_
     assert stats["graph"]["gaussian"]["kept"] is True
     assert stats["start_kinds"][-1] == "gaussian" and stats["best_start"] == "gaussian"
@@ -301,30 +357,35 @@ def test_columns_of_any_scale_give_the_same_criterion_and_labels_and_no_overflow
                                                                         "skipped": True}
 
 
-def test_the_memory_plan_bounds_the_classification_measured(monkeypatch):
-    """The classification's own arrays (the graph's passes it then starts are the fit's,
-    planned as such), in one block and in several, on one thread and on four (a block's
-    pieces at once)."""
+def test_the_memory_plan_bounds_the_classification_and_the_mixture_measured(monkeypatch):
+    """The classification's and the mixture's own arrays (the graph's passes the
+    classification then starts are the fit's, planned as such), in one block and in
+    several, on one thread and on four (a block's pieces at once): each at most the plan,
+    which is at most twice the larger (the plan holds for four threads)."""
     import tracemalloc
 
     from kkmeans_cli import memory
+    from kkmeans_cli.kernels.graph_fit import gaussian_mixture
     from kkmeans_cli.memory import graph_plan
 
     rng = np.random.default_rng(0)
     for n, d, k, block in ((20_000, 8, 5, 1 << 16), (6_000, 64, 10, 1 << 16),
-                           (20_000, 8, 5, 3_000)):
+                           (20_000, 8, 5, 3_000), (200_000, 2, 2, 1 << 16),
+                           (100_000, 2, 20, 1 << 16)):
         monkeypatch.setattr(graph_fit, "SCATTER_BLOCK_ROWS", block)
         monkeypatch.setattr(memory, "SCATTER_BLOCK_ROWS", block)
         X = rng.normal(size=(n, d)) + np.repeat(np.eye(k, d) * 6, n // k, axis=0)
         labels = np.repeat(np.arange(k), n // k)
         labels[::7] = (labels[::7] + 1) % k
         planned = graph_plan(n, 21, d, k, whiten="auto").items["Gaussian step"]
-        for threads in (1, 4):
-            tracemalloc.start()
-            gaussian_classification(X, labels, k, n_threads=threads)
-            peak = tracemalloc.get_traced_memory()[1]
-            tracemalloc.stop()
-            assert peak <= planned <= 2 * peak, (n, d, k, block, threads, peak, planned)
+        peaks = []
+        for step in (gaussian_classification, gaussian_mixture):
+            for threads in (1, 4):
+                tracemalloc.start()
+                step(X, labels, k, n_threads=threads)
+                peaks.append(tracemalloc.get_traced_memory()[1])
+                tracemalloc.stop()
+        assert max(peaks) <= planned <= 2 * max(peaks), (n, d, k, block, peaks, planned)
 
 
 def test_the_records_reach_the_model_the_json_summary_and_info(tmp_path):
@@ -336,20 +397,35 @@ def test_the_records_reach_the_model_the_json_summary_and_info(tmp_path):
     import json
 
     summary = json.loads(done.stdout)
-    for key in ("whitening", "gaussian"):
+    for key in ("whitening", "gaussian", "mixture"):
         assert summary["graph"][key] == pytest.approx(want[key]), key
     assert summary["graph"]["gaussian"]["kept"] is True
+    assert summary["graph"]["mixture"]["kept"] is True
     shown = run(["info", tmp_path / "m.npz"])
     assert shown.exit_code == 0, shown.stderr
-    assert "; Gaussian step kept)" in shown.stdout, shown.stdout
+    assert "; Gaussian step kept; Gaussian mixture kept)" in shown.stdout, shown.stdout
     with np.load(tmp_path / "m.npz", allow_pickle=False) as saved:
         meta = json.loads(str(saved["meta"]))
-    assert meta["graph"]["gaussian"] == summary["graph"]["gaussian"]
+    for key in ("gaussian", "mixture"):
+        assert meta["graph"][key] == summary["graph"][key]
     # predict reads none of it: the same labels as the fit
     again = run_process(["predict", "m.npz", "varied.csv"], cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     np.testing.assert_array_equal(labels_of(again.stdout),
                                   KernelKMeans(3, random_state=0).fit(X).labels_)
+
+
+def fitted_model_arrays(tmp_path):
+    """(arrays, meta) of the model ``kkmeans fit`` writes for the varied blobs (seed 4) with
+    only ``-k 3``, in ``tmp_path`` beside its CSV ``varied.csv``."""
+    import json
+
+    write_csv(tmp_path / "varied.csv", _varied()[0], fmt="%.6f")
+    assert run(["fit", tmp_path / "varied.csv", "-k", "3", "-o", tmp_path / "m.npz"]
+               ).exit_code == 0
+    with np.load(tmp_path / "m.npz") as z:
+        arrays = {name: z[name] for name in z.files}
+    return arrays, json.loads(str(arrays["meta"]))
 
 
 def test_a_model_whose_records_are_damaged_is_refused(tmp_path):
@@ -359,14 +435,9 @@ def test_a_model_whose_records_are_damaged_is_refused(tmp_path):
 
     from helpers import assert_one_error_line, listing
 
-    write_csv(tmp_path / "varied.csv", _varied()[0], fmt="%.6f")
-    assert run(["fit", tmp_path / "varied.csv", "-k", "3", "-o", tmp_path / "m.npz"]
-               ).exit_code == 0
-    with np.load(tmp_path / "m.npz") as z:
-        arrays = {name: z[name] for name in z.files}
-    meta = json.loads(str(arrays["meta"]))
-    assert {"whitening", "gaussian"} <= set(meta["graph"])
-    for key in ("whitening", "gaussian"):
+    arrays, meta = fitted_model_arrays(tmp_path)
+    assert {"whitening", "gaussian", "mixture"} <= set(meta["graph"])
+    for key in ("whitening", "gaussian", "mixture"):
         for bad in ("oops", {"criterion": -1.0}, {"kept": "yes"}, {"kept": True, "x": "y"},
                     *([{"kept": False, "turned_down_by": bad} for bad in (5, -1, 2.0, True)]
                       if key == "whitening" else [])):

@@ -421,9 +421,9 @@ def test_a_refit_that_cuts_its_own_graph_worse_than_the_first_labels_is_not_kept
 
 def _replayed_auto(X, k, seed):
     """whiten='auto' replayed: the plain fit and the whitened one from the same generator,
-    the rule that chooses between them, then the Gaussian step on the chosen fit (replayed
-    by ``test_graph_gaussian``)."""
-    from test_graph_gaussian import _replayed_step
+    the rule that chooses between them, then the Gaussian step and the mixture on the chosen
+    fit (replayed by ``test_graph_gaussian``)."""
+    from test_graph_gaussian import replayed_steps
 
     fresh = seed if callable(seed) else (lambda: seed)     # a generator is used up by a fit
     plain = fit_graph(X, k, random_state=fresh(), n_threads=1, whiten=False)
@@ -433,7 +433,7 @@ def _replayed_auto(X, k, seed):
     keep = bool(after < before and adjusted_rand_score(plain.labels, refit.labels) < 0.98
                 and refit.ncut <= _cut_on(refit.graph, plain.labels))
     chosen = refit if keep else plain
-    labels, _, _ = _replayed_step(X, chosen, k)
+    labels, _, _ = replayed_steps(X, chosen, k)
     return labels, keep, before, after
 
 

@@ -221,9 +221,9 @@ def fit_options(f, kernel=DEFAULTS["kernel"]):
                           "clusters found, and fit again (overlapping ellipsoidal groups; "
                           "twice the time); --no-whiten: one fit. Neither: fit keeps the "
                           "refit where it lowers the clusters' Gaussian criterion and moves "
-                          "more than a few points, then a Gaussian step where it lowers "
-                          "that criterion at nearly the same cut (2 to 64 features); sweep "
-                          "fits each k once."),
+                          "more than a few points, then a Gaussian step and a Gaussian "
+                          "mixture where they keep nearly the same cut (2 to 64 features); "
+                          "sweep fits each k once."),
         click.option("--gamma", type=GammaType(), default=DEFAULTS["gamma"], show_default=True,
                      help="Kernel width. median: 1/(2·median squared pair distance); "
                           "scale: 1/(n_features·Var(X))."),

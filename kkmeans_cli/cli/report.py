@@ -295,8 +295,9 @@ def graph_text(graph, ncut=None):
     the whitened refit, kept (``whitened``) or made and turned down (``whitened refit not
     kept: it moved few points``, the first of ``_options.REFIT_TESTS`` it failed, or ``not
     made: a sample's moved few points``; the default,
-    ``kernels.graph_fit.fit_graph``), and the Gaussian step where it was
-    kept (``Gaussian step kept``, ``kernels.graph_fit.gaussian_step``)."""
+    ``kernels.graph_fit.fit_graph``), and the Gaussian step and mixture where they were
+    kept (``Gaussian step kept``, ``kernels.graph_fit.gaussian_step``; ``Gaussian mixture
+    kept``, ``kernels.graph_fit.mixture_step``)."""
     parts = []
     if graph.get("weighting") != "precomputed":
         used = min(graph["n_neighbors"], graph["n_nodes"])
@@ -315,6 +316,8 @@ def graph_text(graph, ncut=None):
                 found += f": {REFIT_TESTS[test]}"
         if (graph.get("gaussian") or {}).get("kept"):
             found += "; Gaussian step kept"
+        if (graph.get("mixture") or {}).get("kept"):
+            found += "; Gaussian mixture kept"
         parts.append(f"{plural(used, 'neighbour')} ({graph['weighting']}{capped}{found})")
     else:
         parts.append("affinity given as DATA")

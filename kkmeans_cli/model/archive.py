@@ -49,7 +49,10 @@ MEMBER_KINDS = {"meta": "U", "labels": "i", "weights": "f", "cluster_sizes": "i"
                  "nystroem_transform": "f", "centers": "f", "kernel_offset": "f",
                  "graph_nodes": "f", "graph_counts": "f", "graph_node_labels": "i",
                  "graph_degrees": "f", "graph_vol": "f", "graph_links": "f",
-                 "graph_scales": "f", "graph_transform": "f"}
+                 "graph_scales": "f", "graph_transform": "f", "graph_mixture_scale": "f",
+                 "graph_mixture_columns": "i", "graph_mixture_projection": "f",
+                 "graph_mixture_means": "f", "graph_mixture_maps": "f",
+                 "graph_mixture_consts": "f"}
 
 
 _META_MAX_BYTES = 64 * 2 ** 20
@@ -73,7 +76,12 @@ def _expected_shapes(meta):
             # a graph kernel's m ≤ n nodes (model/parts.py, GraphPart)
             "graph_nodes": (None, d), "graph_counts": (None,), "graph_node_labels": (None,),
             "graph_degrees": (None,), "graph_vol": (k,), "graph_links": (k,),
-            "graph_scales": (None,), "graph_transform": (d, d)}
+            "graph_scales": (None,), "graph_transform": (d, d),
+            # the Gaussian mixture kept by the default: d'' ≤ d columns and d' ≤ d'' of its
+            # coordinates (kernels/graph_fit.py, Mixture.from_file)
+            "graph_mixture_scale": (None,), "graph_mixture_columns": (None,),
+            "graph_mixture_projection": (None, None), "graph_mixture_means": (k, None),
+            "graph_mixture_maps": (k, None, None), "graph_mixture_consts": (k,)}
 
 
 def read_archive(path):

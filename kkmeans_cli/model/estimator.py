@@ -229,14 +229,19 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         fit's cut of the first graph), else the first fit; then the Gaussian step
         (``kernels.graph_fit.gaussian_step``): the classification EM of Gaussian clusters
         (Celeux & Govaert 1992) from the labels, refined on the graph, kept only where it
-        lowers that criterion while its normalized cut stays within 1.5 times the fit's.
+        lowers that criterion while its normalized cut stays within 1.5 times the fit's;
+        then the Gaussian mixture (``kernels.graph_fit.mixture_step``): EM of a mixture with
+        a covariance and a weight per component (Dempster, Laird & Rubin 1977) from those
+        labels, each point given its likeliest component, kept only where that normalized
+        cut stays within 2 times the fit's (``predict`` then labels new points by the
+        mixture, and ``transform`` gives its components' costs).
         Where the groups are overlapping ellipsoids (anisotropic blobs, iris, wine) or
         overlapping blobs, they are found far more often (docs/performance.md), at two to
         three times one fit's time where these run; ``predict`` applies the same W^{-½},
-        kept in the model. ``fit_stats_['graph']['whitening']`` and ``['gaussian']`` hold
-        what each compared and chose. False: one fit. True: the refit always kept, no
-        Gaussian step; refused with any other kernel and with a given affinity, where
-        'auto' fits once.
+        kept in the model. ``fit_stats_['graph']['whitening']``, ``['gaussian']`` and
+        ``['mixture']`` hold what each compared and chose. False: one fit. True: the refit
+        always kept, no Gaussian step or mixture; refused with any other kernel and with a
+        given affinity, where 'auto' fits once.
     cluster : distributed.Client, str or None
         Run the Nyström fit on a Dask cluster (``distributed/``): a ``Client``, ``'local:N'``
         (N worker processes on 127.0.0.1 for the call) or a scheduler address or file. X may
@@ -550,7 +555,10 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         return labels
 
     def transform(self, X, *, kernel_diag=None):
-        """Squared feature-space distances d(x, c), shape (n_samples, k)."""
+        """Squared feature-space distances d(x, c), shape (n_samples, k); for a graph fit
+        that kept its Gaussian mixture (``whiten='auto'``), the mixture's cost of each
+        component instead (−2 ln of its weight times its density, but for a constant), whose
+        least is the label."""
         _, dist = self._nearest(X, kernel_diag, want_distances=True)
         return dist
 

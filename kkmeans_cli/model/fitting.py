@@ -279,6 +279,8 @@ def fit_graph_arrays(X, affinity, params, rngs, n_threads):
         info["whitening"] = dict(fit.whitening)
     if fit.gaussian is not None:        # whiten='auto' tried the Gaussian step
         info["gaussian"] = dict(fit.gaussian)
+    if fit.mixture is not None:         # and the Gaussian mixture
+        info["mixture"] = dict(fit.mixture)
     stats = {"kernel_seconds": 0.0, "iteration_seconds": t1 - t0,
              "restart_inertias": [fit.objective - fit.ncut + c for c in ncuts],
              "best_restart": fit.chosen_start, "n_threads": int(n_threads),

@@ -204,9 +204,11 @@ class GraphPart:
 
     #: entries of ``GraphInfo`` (``kernels/graph.py``) kept in meta ``graph`` (``search`` is
     #: absent from models written before it was recorded), and the records of the default's
-    #: whitened refit and Gaussian step (``kernels/graph_fit.py``; informational)
+    #: whitened refit, Gaussian step and Gaussian mixture (``kernels/graph_fit.py``;
+    #: informational: the mixture kept is the arrays ``graph_mixture_*``)
     INFO_KEYS = ("n_points", "n_nodes", "n_neighbors", "weighting", "nnz", "n_components",
-                 "n_duplicates", "bridges", "search", "whitened", "whitening", "gaussian")
+                 "n_duplicates", "bridges", "search", "whitened", "whitening", "gaussian",
+                 "mixture")
     #: the values of the graph meta's ``search``: the neighbour search that built the graph
     SEARCHES = ("kd-tree", "exact", "approximate", "none")
 
@@ -252,7 +254,7 @@ class GraphPart:
                      f"{'n²' if key == 'nnz' else 'n'}")
         if "search" in graph and graph["search"] not in cls.SEARCHES:
             fail(f"meta 'graph.search' must be one of {', '.join(cls.SEARCHES)}")
-        for key in ("whitening", "gaussian"):       # informational, but shown by info
+        for key in ("whitening", "gaussian", "mixture"):   # informational, shown by info
             record = graph.get(key)
             if record is not None and not (
                     isinstance(record, dict) and isinstance(record.get("kept"), bool)
@@ -264,6 +266,10 @@ class GraphPart:
                                  or not 0 <= test < len(_options.REFIT_TESTS)):
             fail(f"meta 'graph.whitening.turned_down_by' must be an integer from 0 to "
                  f"{len(_options.REFIT_TESTS) - 1}")
+        kept = (graph.get("mixture") or {}).get("kept", False)
+        if kept != (GraphModel.MIXTURE_ARRAYS[0] in arrays):
+            fail("meta 'graph.mixture.kept' and the arrays 'graph_mixture_*' (the Gaussian "
+                 "mixture kept) must come together")
         whitened = graph.get("whitened", False)
         if not isinstance(whitened, bool) or whitened != ("graph_transform" in arrays):
             fail("meta 'graph.whitened' (true or false) and the array 'graph_transform' "

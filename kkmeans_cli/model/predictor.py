@@ -10,7 +10,7 @@ never builds the estimator (so it imports no scikit-learn).
 import numpy as np
 
 from ..kernels.functions import resolve_dtype
-from ..kernels.graph_fit import GraphModel, new_point_distances, new_point_rows, predict_graph
+from ..kernels.graph_fit import GraphModel, labels_and_distances
 from ..kernels.nystroem import NystroemModel
 from ..kernels.nystroem import nearest as nystroem_nearest
 from ..kernels.predict import ExactModel
@@ -58,15 +58,14 @@ def no_graph_coordinates():
 def nearest(model, X, kernel_diag=None, want_distances=False, n_threads=1):
     """Labels (intp) of the nearest centre of each row of X and, when ``want_distances``,
     the squared feature-space distances to every centre (else None). A graph model places a
-    new point by its affinity row to the training nodes (``kernels/graph_fit.py``)."""
+    new point by its affinity row to the training nodes, or by the Gaussian mixture whose
+    labels its fit kept, its "distances" then the mixture's costs (``kernels/graph_fit.py``,
+    ``labels_and_distances``)."""
     if model is None:
         raise ValueError(no_graph_coordinates())
     if isinstance(model, GraphModel):
-        labels = predict_graph(model, X, n_threads).astype(np.intp)
-        if not want_distances:
-            return labels, None
-        rows, match = new_point_rows(model, X, n_threads)
-        return labels, new_point_distances(model, rows, match)
+        labels, dist = labels_and_distances(model, X, n_threads, want_distances)
+        return labels.astype(np.intp), dist
     if isinstance(model, NystroemModel):
         return nystroem_nearest(model, X, want_distances, n_threads)
     return exact_nearest(model, X, kernel_diag, want_distances, n_threads)
