@@ -261,7 +261,7 @@ def test_newer_format_version(work):
     check_fails(work, ["predict", work / "new.npz", work / "data.csv"], 1,
                 "format_version 99 is newer than this kkmeans")
     result = run(["info", work / "new.npz"])
-    assert result.exit_code == 1 and "(format_version 2)" in result.stderr
+    assert result.exit_code == 1 and "(format_version 3)" in result.stderr
 
 
 class _Marker:

@@ -226,12 +226,12 @@ def test_info_text_and_json(tmp_path, data):
          tmp_path / "m.npz", *FAST])
     text = run(["info", tmp_path / "m.npz"])
     assert text.exit_code == 0
-    for expected in ("kkmeans-model version 2", "rbf(gamma=0.25)", "k:             3",
+    for expected in ("kkmeans-model version 3", "rbf(gamma=0.25)", "k:             3",
                      "samples:       60", "features:      2 (x0, x1)", "scaling:       standard",
                      "cluster sizes: 20, 20, 20"):
         assert expected in text.stdout
     info = json.loads(run(["info", tmp_path / "m.npz", "--json"]).stdout)
-    assert info["format"] == "kkmeans-model" and info["format_version"] == 2
+    assert info["format"] == "kkmeans-model" and info["format_version"] == 3
     assert info["kernel"] == "rbf" and info["gamma"] == 0.25
     assert (info["n_clusters"], info["n_samples"], info["n_features"]) == (3, 60, 2)
     assert sorted(info["cluster_sizes"]) == [20, 20, 20]

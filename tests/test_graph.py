@@ -849,5 +849,6 @@ def test_lanczos_failing_above_the_dense_limit_is_one_clear_error(monkeypatch):
     # the default starts need the eigenvectors of a graph above the dense limit: they give
     # way to the multilevel start, whose coarsest graph (≤ 200 nodes) is solved densely
     est = KernelKMeans(2, n_neighbors=10, random_state=0).fit(X)
-    assert est.fit_stats_["start_kinds"] == ["multilevel"]
+    kinds = est.fit_stats_["start_kinds"]       # then the default's steps, where kept
+    assert kinds[0] == "multilevel" and set(kinds[1:]) <= {"gaussian", "mixture"}
     assert np.unique(est.labels_).size == 2

@@ -164,8 +164,8 @@ def reference_mixture(X, labels, k, X_new=None):
     """The mixture step's EM by another route: scikit-learn's ``GaussianMixture`` (full
     covariances, ``reg_covar`` the ridge) on X whitened by its total covariance's Cholesky
     factor, started from the labels' shares, means and covariances + ridge·I; its labels of
-    X (or of ``X_new`` in the same coordinates), its passes and mean log-likelihood without
-    the constant −d/2 ln 2π."""
+    X (or of ``X_new`` in the same coordinates), its passes and mean log-likelihood (in
+    those coordinates: the total covariance's log-determinant apart)."""
     from sklearn.mixture import GaussianMixture
 
     X = np.asarray(X, float)
@@ -180,20 +180,26 @@ def reference_mixture(X, labels, k, X_new=None):
         precisions_init=np.array([np.linalg.inv(np.cov(Z[labels == c].T, bias=True) + eye)
                                   for c in range(k)]), random_state=0).fit(Z)
     new = Z if X_new is None else np.linalg.solve(L, (X_new - X.mean(axis=0)).T).T
-    return gm.predict(new), gm.n_iter_, gm.lower_bound_ + d / 2 * np.log(2 * np.pi)
+    reference_mixture.min_variance = float(np.linalg.eigvalsh(gm.covariances_).min())
+    return gm.predict(new), gm.n_iter_, gm.lower_bound_
 
 
 def replayed_mixture(X, graph, labels, ncut, k):
-    """The mixture step by hand on a fit's graph, labels and cut: the reference mixture's
-    labels, kept where no cluster falls to d points or fewer and their normalized cut of
-    the graph is at most MIXTURE_NCUT_RATIO times ``ncut``; (labels, kept, ratio)."""
+    """The mixture step by hand on a fit's graph, labels and cut (points of continuous
+    columns): the reference mixture's labels, kept where no cluster falls to d points or
+    fewer, they differ from ``labels``, every cluster holds 30 points or more, no
+    component's variance is 10⁻⁵ or less and their normalized cut of the graph is at most
+    MIXTURE_NCUT_RATIO times ``ncut``; (labels, kept, ratio)."""
     mixed, _, _ = reference_mixture(X, labels, k)
-    if np.bincount(mixed, minlength=k).min() <= X.shape[1]:
+    sizes = np.bincount(mixed, minlength=k)
+    if sizes.min() <= X.shape[1]:
         return labels, False, None
     nodes = np.zeros(graph.info.n_nodes, dtype=np.int32)
     nodes[graph.node_of if graph.node_of is not None else slice(None)] = mixed
     ratio = normalized_cut(graph.affinity, nodes) / ncut
-    keep = bool(ratio <= MIXTURE_NCUT_RATIO)
+    keep = bool(ratio <= MIXTURE_NCUT_RATIO and sizes.min() >= 30
+                and reference_mixture.min_variance > 1e-5
+                and not np.array_equal(mixed, labels))
     return (mixed if keep else labels), keep, ratio
 
 

@@ -16,7 +16,9 @@ from test_graph_gaussian import fitted_model_arrays, reference_mixture, replayed
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine.graph import normalized_cut
 from kkmeans_cli.kernels import graph_fit
-from kkmeans_cli.kernels.graph_fit import (MIXTURE_NCUT_RATIO, fit_graph, gaussian_mixture,
+from kkmeans_cli.kernels.graph_fit import (MIXTURE_DISCRETE_MAX, MIXTURE_MIN_POINTS,
+                                           MIXTURE_MIN_VARIANCE, MIXTURE_NCUT_RATIO,
+                                           distinct_values, fit_graph, gaussian_mixture,
                                            gaussian_step, mixture_step)
 
 
@@ -38,47 +40,51 @@ def test_the_em_is_scikit_learns_gaussian_mixture(seed, monkeypatch):
     and on 1, 2 and 4 threads the same mixture to the bit."""
     X, _ = _varied(seed)
     start = fit_graph(X, 3, random_state=seed, n_threads=1, whiten=False).labels
-    mixture, passes, log_likelihood = gaussian_mixture(X, start, 3)
+    mixture, info = gaussian_mixture(X, start, 3)
     labels, _ = mixture.labels(X)
     want, want_passes, want_log_likelihood = reference_mixture(X, start, 3)
-    assert passes == want_passes > 1
+    assert info["n_iter"] == want_passes > 1 and info["converged"] is True
     np.testing.assert_array_equal(labels, want)
-    assert log_likelihood == pytest.approx(want_log_likelihood, rel=1e-9, abs=1e-12)
+    assert info["log_likelihood"] == pytest.approx(want_log_likelihood, rel=1e-9, abs=1e-12)
     assert not np.array_equal(labels, start)            # it moved points
+    # the least variance is that of the covariances the maps hold
+    assert info["min_variance"] == pytest.approx(min(
+        1 / np.linalg.eigvalsh(m @ m.T).max() for m in mixture.maps), rel=1e-9)
     monkeypatch.setattr(graph_fit, "SCATTER_BLOCK_ROWS", 7)
-    small = gaussian_mixture(X, start, 3)
-    assert small[1] == passes and small[2] == pytest.approx(log_likelihood, rel=1e-12)
-    np.testing.assert_array_equal(small[0].labels(X)[0], labels)
+    small, small_info = gaussian_mixture(X, start, 3)
+    assert small_info["n_iter"] == info["n_iter"]
+    assert small_info["log_likelihood"] == pytest.approx(info["log_likelihood"], rel=1e-12)
+    np.testing.assert_array_equal(small.labels(X)[0], labels)
     for threads in (2, 4):
-        again = gaussian_mixture(X, start, 3, n_threads=threads)
-        assert again[1:] == small[1:]
-        for name, value in small[0].arrays().items():
-            np.testing.assert_array_equal(again[0].arrays()[name], value)
+        again, again_info = gaussian_mixture(X, start, 3, n_threads=threads)
+        assert again_info == small_info
+        for name, value in small.arrays().items():
+            np.testing.assert_array_equal(again.arrays()[name], value)
 
 
 def test_the_mixture_is_affine_invariant_and_its_costs_are_scipys_densities():
-    """X·A + b gives the same labels; a component's cost is −2 ln(w_c N(z; μ_c, S_c)) but
-    for the constant d ln 2π (SciPy's density in the mixture's coordinates)."""
+    """X·A + b gives the same labels; a component's cost is −2 ln(w_c N(z; μ_c, S_c)),
+    SciPy's density in the mixture's coordinates."""
     from scipy.stats import multivariate_normal
 
     X, y = _varied(5)
     start = fit_graph(X, 3, random_state=5, n_threads=1, whiten=False).labels
-    mixture, _, _ = gaussian_mixture(X, start, 3)
+    mixture, _ = gaussian_mixture(X, start, 3)
     labels, costs = mixture.labels(X, want_costs=True)
     A = np.array([[3.0, 1.0], [-2.0, 0.5]])
-    moved, _, _ = gaussian_mixture(X @ A + [7.0, -4.0], start, 3)
+    moved, _ = gaussian_mixture(X @ A + [7.0, -4.0], start, 3)
     np.testing.assert_array_equal(moved.labels(X @ A + [7.0, -4.0])[0], labels)
     Z = mixture.coordinates(X)
     for c in range(3):
         precision = mixture.maps[c] @ mixture.maps[c].T
         S = np.linalg.inv(precision)
-        log_weight = (np.linalg.slogdet(S)[1] - mixture.consts[c]) / 2
+        log_weight = (np.linalg.slogdet(S)[1] + 2 * np.log(2 * np.pi) - mixture.consts[c]) / 2
         density = multivariate_normal(mixture.means[c], S).logpdf(Z)
-        np.testing.assert_allclose(costs[:, c], -2 * (log_weight + density)
-                                   - 2 * np.log(2 * np.pi), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(costs[:, c], -2 * (log_weight + density), rtol=1e-9,
+                                   atol=1e-9)
     np.testing.assert_array_equal(labels, np.argmin(costs, axis=1))
-    weights = np.exp([(np.linalg.slogdet(np.linalg.inv(m @ m.T))[1] - k) / 2
-                      for m, k in zip(mixture.maps, mixture.consts)])
+    weights = np.exp([(np.linalg.slogdet(np.linalg.inv(m @ m.T))[1] + 2 * np.log(2 * np.pi)
+                       - k) / 2 for m, k in zip(mixture.maps, mixture.consts)])
     assert weights.sum() == pytest.approx(1.0, rel=1e-9)
 
 
@@ -201,7 +207,11 @@ def test_a_model_whose_mixture_is_damaged_is_refused(tmp_path):
              ({"graph_mixture_maps": nan_maps}, "'graph_mixture_maps' must hold finite"),
              ({"graph_mixture_projection": np.ones((2, 3))}, "shapes"),
              ({"graph_mixture_scale": -arrays["graph_mixture_scale"]}, "positive"),
-             ({name: None for name in names}, "meta 'graph.mixture.kept'")]
+             ({"graph_mixture_scale": np.full_like(arrays["graph_mixture_scale"], 1e-320)},
+              "not subnormal"),
+             ({name: None for name in names}, "meta 'graph.mixture.kept'"),
+             ({"meta": np.array(json.dumps({**meta, "format_version": 2}))},
+              "need format_version 3")]
     for change, needle in cases:
         damaged = {name: value for name, value in {**arrays, **change}.items()
                    if value is not None}
@@ -217,3 +227,130 @@ def test_a_model_whose_mixture_is_damaged_is_refused(tmp_path):
     np.savez(path, **{**arrays, "meta": np.array(json.dumps(
         {**meta, "graph": {**meta["graph"], "mixture": {"kept": False}}}))})
     assert_one_error_line(run(["info", path]), "meta 'graph.mixture.kept'", code=1)
+    # finite arrays whose costs overflow: the model loads, predict refuses the rows
+    np.savez(path, **{**arrays, "graph_mixture_maps": arrays["graph_mixture_maps"] * 1e300})
+    assert run(["info", path]).exit_code == 0
+    before = listing(tmp_path)
+    result = run(["predict", path, tmp_path / "varied.csv", "--labels", tmp_path / "l.txt"])
+    assert_one_error_line(result, "Gaussian mixture gives it no finite cost", code=1)
+    assert listing(tmp_path) == before
+
+
+def test_the_mixture_is_the_chosen_run_of_the_fit():
+    """A kept mixture is appended to the starts as 'mixture' and chosen: the objective
+    reported is its run's, its passes the fit's iterations, its cut its labels' own."""
+    X, _ = _varied()
+    est = KernelKMeans(3, random_state=4, n_threads=1).fit(X)
+    stats, record = est.fit_stats_, est.fit_stats_["graph"]["mixture"]
+    assert record["kept"] is True
+    assert stats["start_kinds"][-2:] == ["gaussian", "mixture"]
+    assert stats["best_start"] == "mixture"
+    assert stats["best_restart"] == len(stats["start_kinds"]) - 1
+    assert est.inertia_ == pytest.approx(stats["restart_inertias"][stats["best_restart"]],
+                                         rel=1e-12)
+    assert est.ncut_ == pytest.approx(stats["start_ncuts"][-1], rel=1e-12)
+    assert est.n_iter_ == record["n_iter"] and stats["refine_moves"] == 0
+    from kkmeans_cli.model.params import fit_rngs
+
+    same = fit_graph(X, 3, random_state=fit_rngs(4)[1], n_threads=1)
+    np.testing.assert_array_equal(same.labels, est.labels_)
+    assert est.ncut_ == pytest.approx(normalized_cut(same.graph.affinity, same.node_labels),
+                                      rel=1e-9)
+
+
+def _ratings(seed=1000, n=900, d=6, k=3, noise=1.2):
+    """Ratings 1–5: rounded, clipped Gaussian clusters."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, k, n)
+    centres = rng.uniform(1.5, 4.5, size=(k, d))
+    return np.clip(np.round(centres[y] + rng.normal(0, noise, (n, d))), 1, 5), y
+
+
+def test_no_mixture_on_columns_of_few_values_small_clusters_or_a_collapsed_component(
+        monkeypatch):
+    """Ratings 1–5 (every column 5 values): no mixture made, the record counts the columns;
+    60 points in three blobs: clusters of fewer than 30 points turn it down; a component
+    whose points share one value of a column: its variance there is the ridge, turned
+    down; each rule the reason (it is kept, or would be, with the rule lifted)."""
+    R, _ = _ratings()
+    got = fit_graph(R, 3, random_state=0, n_threads=1)
+    assert got.mixture == {"kept": False, "discrete_columns": 6}
+    monkeypatch.setattr(graph_fit, "MIXTURE_NCUT_RATIO", -1.0)
+    np.testing.assert_array_equal(fit_graph(R, 3, random_state=0, n_threads=1).labels,
+                                  got.labels)
+    monkeypatch.setattr(graph_fit, "MIXTURE_NCUT_RATIO", 2.0)
+    monkeypatch.setattr(graph_fit, "MIXTURE_DISCRETE_MAX", 4)     # 5 values: continuous now
+    assert fit_graph(R, 3, random_state=0, n_threads=1).mixture["kept"] is True
+    monkeypatch.setattr(graph_fit, "MIXTURE_DISCRETE_MAX", MIXTURE_DISCRETE_MAX)
+    # 60 points
+    B, _ = make_blobs(60, centers=3, cluster_std=1.5, random_state=102)
+    record = fit_graph(B, 3, random_state=0, n_threads=1).mixture
+    assert record["kept"] is False and record["min_points"] < MIXTURE_MIN_POINTS
+    assert record["ncut_ratio"] <= MIXTURE_NCUT_RATIO and record["agreement"] < 1.0
+    monkeypatch.setattr(graph_fit, "MIXTURE_MIN_POINTS", 0)
+    assert fit_graph(B, 3, random_state=0, n_threads=1).mixture["kept"] is True
+    monkeypatch.setattr(graph_fit, "MIXTURE_MIN_POINTS", MIXTURE_MIN_POINTS)
+    # one blob's points all 0 in a third column of noise
+    X, y = _varied()
+    rng = np.random.default_rng(0)
+    Z = np.c_[X, np.where(y == 2, 0.0, rng.normal(size=len(y)))]
+    record = fit_graph(Z, 3, random_state=4, n_threads=1).mixture
+    assert record["kept"] is False
+    assert record["min_variance"] <= MIXTURE_MIN_VARIANCE
+    assert record["min_variance"] == pytest.approx(graph_fit.MIXTURE_RIDGE, rel=1e-3)
+    assert record["ncut_ratio"] <= MIXTURE_NCUT_RATIO
+    assert record["min_points"] >= MIXTURE_MIN_POINTS
+
+
+def test_distinct_values_counts_as_np_unique_in_any_blocks(monkeypatch):
+    rng = np.random.default_rng(0)
+    n = 3000
+    late = np.r_[np.zeros(2000), np.arange(1000) % 30]         # 30 values, all but one late
+    X = np.c_[rng.normal(size=n), rng.integers(0, 5, n), late, np.ones(n),
+              rng.integers(0, 2, n), np.r_[np.zeros(n - 1), 7.0]]
+    want = [min(np.unique(X[:, j]).size, 21) for j in range(X.shape[1])]
+    assert want == [21, 5, 21, 1, 2, 2]
+    for block in (graph_fit.SCATTER_BLOCK_ROWS, 7):
+        monkeypatch.setattr(graph_fit, "SCATTER_BLOCK_ROWS", block)
+        assert distinct_values(X, 20).tolist() == want
+    assert distinct_values(X[:1], 20).tolist() == [1] * X.shape[1]
+
+
+def test_a_mixture_on_a_column_subset_round_trips_through_the_model_file(tmp_path):
+    """A 0/1 column (times 0.05) is left out of the mixture's coordinates: the mixture kept
+    reads columns 0 and 2, the file keeps them, and predict of new points through a
+    process is the estimator's."""
+    X, _ = _varied()
+    rng = np.random.default_rng(0)
+    Z = np.c_[X[:, :1], 0.05 * rng.integers(0, 2, len(X)), X[:, 1:]]
+    write_csv(tmp_path / "z.csv", Z, fmt="%.6f")
+    Z = np.loadtxt(tmp_path / "z.csv", delimiter=",", skiprows=1)
+    new, _ = _varied(9, n=600)
+    new = np.c_[new[:, :1], 0.05 * rng.integers(0, 2, len(new)), new[:, 1:]]
+    write_csv(tmp_path / "new.csv", new, fmt="%.6f")
+    new = np.loadtxt(tmp_path / "new.csv", delimiter=",", skiprows=1)
+    est = KernelKMeans(3, random_state=4).fit(Z)
+    assert est.fit_stats_["graph"]["mixture"]["kept"] is True
+    assert est.graph_model_.mixture.columns.tolist() == [0, 2]
+    done = run(["fit", tmp_path / "z.csv", "-k", "3", "--seed", "4", "-o", tmp_path / "m.npz"])
+    assert done.exit_code == 0, done.stderr
+    np.testing.assert_array_equal(labels_of(done.stdout), est.labels_)
+    with np.load(tmp_path / "m.npz", allow_pickle=False) as saved:
+        assert saved["graph_mixture_columns"].tolist() == [0, 2]
+    again = run_process(["predict", "m.npz", "new.csv"], cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    np.testing.assert_array_equal(labels_of(again.stdout), est.predict(new))
+
+
+def test_predict_refuses_points_beyond_float64_in_one_line_whatever_the_route():
+    """A point whose squared norm overflows is refused as fit refuses it (the graph's
+    search, and the mixture's costs, would compare infinities), with or without a
+    mixture."""
+    from kkmeans_cli.errors import ValueRangeError
+
+    X, _ = _varied()
+    for whiten in ("auto", False):
+        est = KernelKMeans(3, random_state=4, whiten=whiten).fit(X)
+        assert (est.graph_model_.mixture is not None) is (whiten == "auto")
+        with pytest.raises(ValueRangeError, match="too large for floating point"):
+            est.predict(np.array([[1e200, 0.0]]))

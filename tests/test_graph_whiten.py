@@ -642,13 +642,16 @@ def test_above_the_sample_size_a_refit_that_moves_few_on_a_sample_is_not_made(mo
         key: value for key, value in record.items() if key.startswith("sample_")}
     # all the points: the first fit (the fit's stream not drawn from), then no step or the step
     first = fit_graph(X, 2, random_state=5, n_threads=1, whiten=False)
-    if step_ratio == "never":
+    if step_ratio == "never":       # the step, then the mixture (turned down on moons)
         want = gaussian_step(X, replace(first, whitening=record), 2)
         assert got.gaussian == want.gaussian and "ncut_ratio" in got.gaussian
-    else:
+        assert got.mixture["kept"] is False
+        assert got.mixture["ncut_ratio"] > 2 * graph_fit.MIXTURE_NCUT_RATIO
+    else:                           # neither the step nor the mixture is made
         want = first
         assert got.gaussian == {"kept": False, "sample": 1000,
                                 "sample_ncut_ratio": trial.gaussian["ncut_ratio"]}
+        assert got.mixture is None
     np.testing.assert_array_equal(got.labels, want.labels)
     assert got.ncut == want.ncut
     # at or below the size, and where the refit does not apply, no sample is drawn

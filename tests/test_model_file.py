@@ -105,7 +105,7 @@ def _variant(tmp_path, src, drop=(), meta=None, meta_text=None, **arrays):
     (dict(inner_sums=np.array([1.0, np.nan, 2.0])), "'inner_sums' holds NaN or infinite"),
     (dict(X_fit=np.ones((45, 2))), "'X_fit' has shape (45, 2), expected (45, 3)"),
     (dict(weights=-np.ones(45)), "'weights' has negative values"),
-    (dict(meta={"format_version": 3}), "format_version 3 is newer than this kkmeans"),
+    (dict(meta={"format_version": 4}), "format_version 4 is newer than this kkmeans"),
     (dict(meta={"format": "other"}), "not a kkmeans model file (format is 'other'"),
     (dict(meta={"n_clusters": "3"}), "meta 'n_clusters' is missing or not an integer"),
     (dict(meta={"kernel": "magic"}), "unknown kernel 'magic'"),
@@ -134,7 +134,7 @@ def test_newer_version_names_both_versions(tmp_path):
     X, Xs, est, scaler = _fit()
     path = _variant(tmp_path, _save(tmp_path / "m.npz", est, scaler),
                     meta={"format_version": 7})
-    with pytest.raises(ModelFileError, match=r"format_version 7 is newer .*format_version 2\)"):
+    with pytest.raises(ModelFileError, match=r"format_version 7 is newer .*format_version 3\)"):
         load_model(path)
 
 

@@ -29,7 +29,9 @@ Examples:
 @click.option("--labels", default="-", show_default=True, metavar="PATH",
               help="Where the labels go (- is stdout).")
 @click.option("--distances", default=None, metavar="PATH",
-              help="Write the n×k squared feature-space distances (.npy, else CSV).")
+              help="Write the n×k squared feature-space distances (.npy, else CSV); for "
+                   "a knn model that kept its Gaussian mixture, each component's cost "
+                   "-2 ln(w N(x)) instead.")
 @click.option("--with-data", is_flag=True,
               help="Write each row of DATA followed by its label, as CSV (the columns used; "
                    "a header line, when DATA has one, ends in 'label').")

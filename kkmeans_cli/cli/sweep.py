@@ -34,7 +34,7 @@ simplified silhouette or Calinski-Harabasz, the smallest Davies-Bouldin, or the 
 inertia curve. Ties go to the smaller k.
 No model is saved unless -o PATH is given. Labels are not printed; fit the chosen k with
 'kkmeans fit' for those (same options, same labels; with knn add --no-whiten, as a sweep
-makes no whitened refit or Gaussian step, and with the default neighbours the
+makes no whitened refit, Gaussian step or mixture, and with the default neighbours the
 --n-neighbors the report names).
 \b
 Examples:

@@ -50,6 +50,7 @@ from ..engine.graph import GraphKernel, GraphSums, cluster_sums, refine
 from ..engine.threads import blas_threads, effective_n_threads
 from ..errors import DataError, KKMeansWarning
 from . import graph as kgraph
+from .functions import check_range
 
 STARTS = ("auto", "multilevel", "spectral")
 VOL_RTOL = 1e-9        # a model file's cluster volumes against the sums of their degrees
@@ -76,7 +77,7 @@ class GraphModel:
     n_neighbors: int
     weighting: str
     transform: np.ndarray = None
-    mixture: object = None
+    mixture: "Mixture" = None
 
     #: the arrays of a ``Mixture`` in the model file
     MIXTURE_ARRAYS = ("graph_mixture_scale", "graph_mixture_columns",
@@ -186,8 +187,9 @@ class GraphFitResult:
     else None; chosen: the index in ``start_kinds`` of the run returned where a kept
     Gaussian step chose it, else None (the lowest cut); mixture: with whiten='auto' when
     ``mixture_step`` ran, the ratio of its labels' normalized cut to the fit's, its passes,
-    mean log-likelihood and agreement with the fit's labels, and whether it was kept (or
-    ``skipped``), else None; mixture_model: the ``Mixture`` whose labels these are, or None
+    mean log-likelihood, agreement with the fit's labels, smallest cluster (``min_points``)
+    and least variance, and whether it was kept (or ``skipped``, or ``discrete_columns``:
+    not made), else None; mixture_model: the ``Mixture`` whose labels these are, or None
     (the labels then are the graph fit's).
     """
 
@@ -210,7 +212,7 @@ class GraphFitResult:
     gaussian: dict = None
     chosen: int = None
     mixture: dict = None
-    mixture_model: object = None
+    mixture_model: "Mixture" = None
 
     @property
     def chosen_start(self):
@@ -534,32 +536,52 @@ def mixture_step(X, fit, k, n_threads=1):
     Govaert 1992); where the graph holds shapes apart (rings, moons) the mixture's
     ellipsoids cut through them at several times the cut, and ``fit`` stays. The labels
     kept are no fixed point of the graph's passes: the fit's ``mixture_model`` labels new
-    points (``predict_graph``). The record ``mixture`` says what was tried (``skipped``: a
-    cluster fell to d' points or fewer). Not tried on a cut of zero (k connected components:
-    the graph's exact answer)."""
+    points (``predict_graph``), and the mixture is appended to the fit's starts as
+    'mixture', the one ``chosen`` (its passes the fit's ``n_iter``, ``converged`` whether
+    EM stopped at its tolerance). Kept only where, besides, its labels differ from
+    ``fit``'s, every cluster of them holds
+    ``MIXTURE_MIN_POINTS`` points or more (a covariance from fewer is mostly noise) and no
+    component's variance in any direction is ``MIXTURE_MIN_VARIANCE`` or less (a component
+    collapsed onto one value of a column: its density unbounded but for the ridge). Not made
+    where a column the mixture would read takes 3 to ``MIXTURE_DISCRETE_MAX`` distinct values
+    (counts, ratings, codes: no mixture of Gaussians models them; the record then holds
+    ``discrete_columns``, how many). The record ``mixture`` says what was tried
+    (``skipped``: a cluster fell to d' points or fewer). Not tried on a cut of zero (k
+    connected components: the graph's exact answer)."""
     if cuts_nothing(fit):
         return fit
+    counts = distinct_values(X, MIXTURE_DISCRETE_MAX)
+    discrete = int(np.count_nonzero((counts >= 3) & (counts <= MIXTURE_DISCRETE_MAX)))
+    if discrete:
+        return replace(fit, mixture={"kept": False, "discrete_columns": discrete})
     with blas_threads(1):           # the same labels whatever the threads
         got = gaussian_mixture(X, fit.labels, k, n_threads=n_threads)
     if got is None:
         return replace(fit, mixture={"kept": False, "skipped": True})
-    model, n_iter, log_likelihood = got
+    model, em = got
     with blas_threads(1):
         labels, _ = model.labels(X)
     nodes = node_labels(fit.graph, labels)
     labels = fit.graph.point_labels(nodes)      # a repeated point: its node's label
-    if np.bincount(labels, minlength=k).min() <= model.means.shape[1]:
+    smallest = int(np.bincount(labels, minlength=k).min())
+    if smallest <= model.means.shape[1]:
         return replace(fit, mixture={"kept": False, "skipped": True})
     sums = cluster_sums(fit.kernel, nodes, k)
     ncut = sums.ncut()
-    tried = {"ncut_ratio": ncut / fit.ncut, "n_iter": n_iter,
-             "log_likelihood": log_likelihood,
-             "agreement": adjusted_rand(fit.labels, labels, k)}
-    if not ncut <= MIXTURE_NCUT_RATIO * fit.ncut:
+    tried = {"ncut_ratio": ncut / fit.ncut, "n_iter": em["n_iter"],
+             "log_likelihood": em["log_likelihood"],
+             "agreement": adjusted_rand(fit.labels, labels, k), "min_points": smallest,
+             "min_variance": em["min_variance"]}
+    if not (ncut <= MIXTURE_NCUT_RATIO * fit.ncut and smallest >= MIXTURE_MIN_POINTS
+            and em["min_variance"] > MIXTURE_MIN_VARIANCE
+            and np.any(nodes != fit.node_labels)):
         return replace(fit, mixture=dict(tried, kept=False))
     return replace(fit, labels=labels, node_labels=nodes, ncut=ncut,
-                   objective=sums.objective(fit.kernel), sums=sums, mixture_model=model,
-                   mixture=dict(tried, kept=True))
+                   objective=sums.objective(fit.kernel), n_iter=em["n_iter"],
+                   converged=em["converged"], hartigan_moves=0, sums=sums, start="mixture",
+                   start_kinds=fit.start_kinds + ("mixture",),
+                   start_ncuts=fit.start_ncuts + (ncut,), chosen=len(fit.start_ncuts),
+                   mixture_model=model, mixture=dict(tried, kept=True))
 
 
 #: ``mixture_step`` keeps the mixture's labels only where their normalized cut is at most
@@ -575,6 +597,21 @@ MIXTURE_RIDGE = 1e-6
 #: after ``MIXTURE_MAX_ITER`` passes (median 7 passes over the blob families).
 MIXTURE_TOL = 1e-5
 MIXTURE_MAX_ITER = 200
+#: The mixture's labels are kept only where each cluster holds this many points or more
+#: (2-D blobs of 20–100 points: the mixture of clusters of 5–30 points lost 0.02–0.05 ARI on
+#: average, up to 0.42; k = 20–30 clusters of 16–30 points in 2-D lost 0.01–0.04; wine's
+#: clusters of 48 points in 13 columns gained 0.19; docs/performance.md).
+MIXTURE_MIN_POINTS = 30
+#: ... and only where no component's covariance has a variance this small in any direction
+#: (in the criterion's coordinates, where the points' total covariance is I): ten times the
+#: ridge, which alone bounds the density of a component collapsed onto one value of a
+#: column (rounded ratings: 1e-6, where the blob families' least was 2.4e-3).
+MIXTURE_MIN_VARIANCE = 10 * MIXTURE_RIDGE
+#: The mixture is not made where a column it would read takes 3 to this many distinct
+#: values: rounded ratings 1–5 lost 0.05 ARI on average to it (up to 0.23; a component
+#: takes the points of one value, or the clipped ends skew the components), 8-bit-like
+#: codes such as digits' 17 pixel values gain nothing (0.005) and collapse.
+MIXTURE_DISCRETE_MAX = 20
 
 
 @dataclass(frozen=True)
@@ -582,8 +619,8 @@ class Mixture:
     """A Gaussian mixture with a covariance and a weight per component, in the coordinates
     of ``classification_criterion``: a point x has z = (x[columns] / scale) · projection,
     and the cost of component c, ‖(z − means_c) · maps_c‖² + consts_c, is −2 ln of its
-    weight times its density but for a constant (maps_c = L_c^{−T}, S_c = L_c L_cᵀ its
-    covariance; consts_c = ln det S_c − 2 ln w_c). A point's label is its component of least
+    weight times its density at z (maps_c = L_c^{−T}, S_c = L_c L_cᵀ its covariance;
+    consts_c = ln det S_c − 2 ln w_c + d' ln 2π). A point's label is its component of least
     cost (ties: the lowest). Arrays: scale (d''), columns (d'', int, increasing), projection
     (d''×d'), means (k×d'), maps (k×d'×d'), consts (k)."""
 
@@ -603,21 +640,25 @@ class Mixture:
 
     def costs(self, Z):
         """(b×k): each component's cost of the rows of Z."""
-        cost = np.empty((Z.shape[0], self.consts.size))
-        for c in range(self.consts.size):
-            U = (Z - self.means[c]) @ self.maps[c]
-            cost[:, c] = np.einsum("ij,ij->i", U, U) + self.consts[c]
-        return cost
+        return gaussian_costs(Z, self.means, self.maps, self.consts)
 
     def labels(self, X, want_costs=False):
         """int64 labels of the rows of X and, when ``want_costs``, their costs (n×k; else
-        None), in blocks of ``SCATTER_BLOCK_ROWS`` rows."""
+        None), in blocks of ``SCATTER_BLOCK_ROWS`` rows. ``DataError`` where a cost is not
+        finite: a row some 10¹⁵⁰ times farther from the training points than their spread,
+        or a damaged model file's mixture."""
         X = np.asarray(X, dtype=np.float64)
         out = np.empty(X.shape[0], dtype=np.int64)
         costs = np.empty((X.shape[0], self.consts.size)) if want_costs else None
         for lo in range(0, X.shape[0], SCATTER_BLOCK_ROWS):
             block = X[lo:lo + SCATTER_BLOCK_ROWS]
-            cost = self.costs(self.coordinates(block))
+            with np.errstate(all="ignore"):
+                cost = self.costs(self.coordinates(block))
+            if not np.all(np.isfinite(cost)):
+                bad = lo + int(np.flatnonzero(~np.all(np.isfinite(cost), axis=1))[0])
+                raise DataError(f"row {bad}: the model's Gaussian mixture gives it no "
+                                f"finite cost (a point too far from the training points "
+                                f"for float64, or a damaged model)")
             out[lo:lo + block.shape[0]] = np.argmin(cost, axis=1)
             if want_costs:
                 costs[lo:lo + block.shape[0]] = cost
@@ -653,8 +694,8 @@ class Mixture:
                 columns[0] < 0 or columns[-1] >= d:
             fail(f"'graph_mixture_columns' must be increasing column numbers from 0 to "
                  f"{d - 1}")
-        if np.any(scale <= 0):
-            fail("'graph_mixture_scale' must be positive")
+        if np.any(scale < np.finfo(np.float64).tiny):
+            fail("'graph_mixture_scale' must be positive (and not subnormal)")
         f64 = (lambda a: np.ascontiguousarray(a, dtype=np.float64))
         return cls(f64(scale), np.ascontiguousarray(columns, dtype=np.int64), f64(projection),
                    f64(means), f64(maps), f64(consts))
@@ -679,7 +720,7 @@ def criterion_frame(X, labels, k):
 
 def gaussian_mixture(X, labels, k, max_iter=MIXTURE_MAX_ITER, tol=MIXTURE_TOL,
                      ridge=MIXTURE_RIDGE, n_threads=1):
-    """(Mixture, passes, mean log-likelihood) of the EM of a Gaussian mixture with a
+    """(Mixture, info) of the EM of a Gaussian mixture with a
     covariance and a weight per component (Dempster, Laird & Rubin, "Maximum likelihood from
     incomplete data via the EM algorithm", JRSS B 1977; the model of scikit-learn's
     ``GaussianMixture(covariance_type='full')``), started from the clusters of ``labels``
@@ -691,7 +732,11 @@ def gaussian_mixture(X, labels, k, max_iter=MIXTURE_MAX_ITER, tol=MIXTURE_TOL,
     ``SCATTER_BLOCK_ROWS`` / ``GAUSSIAN_PIECES`` rows on up to ``GAUSSIAN_PIECES`` of
     ``n_threads`` threads, the pieces' sums added in their order (the same parameters
     whatever the threads); it stops when the mean log-likelihood rises by less than ``tol``
-    or after ``max_iter`` passes. The mixture returned is the last pass's."""
+    (``converged``; a fall, which the fixed ridge allows, stops it too) or after ``max_iter``
+    passes. The mixture returned is the last M-step's; ``info`` holds ``n_iter`` (passes),
+    ``converged``, ``log_likelihood`` (of the last E-step, under the parameters before that
+    M-step, as scikit-learn's ``lower_bound_``) and ``min_variance``, the
+    least eigenvalue of its components' covariances (ridge included)."""
     X = np.asarray(X, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.int64).reshape(-1)
     n = labels.size
@@ -706,7 +751,7 @@ def gaussian_mixture(X, labels, k, max_iter=MIXTURE_MAX_ITER, tol=MIXTURE_TOL,
     piece = max(1, SCATTER_BLOCK_ROWS // GAUSSIAN_PIECES)
     starts = range(0, n, piece)
     workers = min(max(1, int(n_threads)), GAUSSIAN_PIECES, len(starts))
-    previous, passes, model = -np.inf, 0, None
+    previous, passes, model, converged = -np.inf, 0, None, False
     with ThreadPoolExecutor(workers) if workers > 1 else nullcontext() as pool:
         for passes in range(1, max_iter + 1):
             model = _mixture(scale, columns, P, mu, S, weights)
@@ -725,23 +770,30 @@ def gaussian_mixture(X, labels, k, max_iter=MIXTURE_MAX_ITER, tol=MIXTURE_TOL,
                 + ridge * np.eye(dd)
             weights = mass / n
             if log_likelihood - previous < tol:
+                converged = True
                 break
             previous = log_likelihood
-    return _mixture(scale, columns, P, mu, S, weights), passes, float(log_likelihood)
+    info = {"n_iter": passes, "converged": converged, "log_likelihood": float(log_likelihood),
+            "min_variance": float(min(np.linalg.eigvalsh(S[c])[0] for c in range(k)))}
+    return _mixture(scale, columns, P, mu, S, weights), info
 
 
 def _mixture(scale, columns, P, mu, S, weights):
     """The ``Mixture`` of these parameters."""
+    from scipy.linalg import solve_triangular
+
     L = np.linalg.cholesky(S)
-    maps = np.stack([np.linalg.inv(L[c]).T for c in range(len(weights))])
-    consts = 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1) - 2.0 * np.log(weights)
+    dd = mu.shape[1]
+    maps = np.stack([solve_triangular(L[c], np.eye(dd), lower=True).T
+                     for c in range(len(weights))])
+    consts = (2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)
+              - 2.0 * np.log(weights) + dd * np.log(2.0 * np.pi))
     return Mixture(scale, columns, P, mu, maps, consts)
 
 
 def _mixture_sums(model, X):
     """(Σ r, Σ r (z − μ), Σ r (z − μ)(z − μ)ᵀ per component, Σ ln p(z)) of the rows of X,
-    r their posteriors under ``model`` (μ its means), p the mixture's density but for the
-    constant (2π)^{−d'/2}."""
+    r their posteriors under ``model`` (μ its means), p the mixture's density."""
     Z = model.coordinates(X)
     logp = -0.5 * model.costs(Z)
     top = logp.max(axis=1, keepdims=True)
@@ -867,6 +919,29 @@ def two_valued_columns(X):
     return two
 
 
+def distinct_values(X, most):
+    """Per column of X, how many distinct values it takes, or ``most`` + 1 where it takes
+    more: its first ``TWO_VALUED_PREFIX`` rows settle most columns of measurements; the
+    others are read on in blocks of ``SCATTER_BLOCK_ROWS`` rows while they have ``most`` or
+    fewer."""
+    X = np.asarray(X, dtype=np.float64)
+    head = np.sort(X[:TWO_VALUED_PREFIX], axis=0)
+    counts = np.minimum(1 + np.count_nonzero(np.diff(head, axis=0), axis=0), most + 1)
+    seen = {j: np.unique(head[:, j]) for j in np.flatnonzero(counts <= most)}
+    for start in range(TWO_VALUED_PREFIX, X.shape[0], SCATTER_BLOCK_ROWS):
+        if not seen:
+            break
+        B = X[start:start + SCATTER_BLOCK_ROWS]
+        for j in list(seen):
+            seen[j] = np.union1d(seen[j], B[:, j])
+            if seen[j].size > most:
+                del seen[j]
+                counts[j] = most + 1
+    for j, values in seen.items():
+        counts[j] = values.size
+    return counts
+
+
 def criterion_covariance(P, scatter, count, ridge):
     """Pᵀ (scatter/count) P + ridge·I: a cluster's covariance in the criterion's coordinates
     (``criterion_coordinates``), as the criterion and the classification take it."""
@@ -968,13 +1043,8 @@ def _classify(X, labels, k, max_iter, ridge, scale, piece, starts, pool):
         moved = np.empty_like(labels)
 
         def assign(lo, means=means, maps=maps, consts=consts, moved=moved):
-            B = X[lo:lo + piece] / scale
-            cost = np.empty((B.shape[0], k))
-            for c in range(k):
-                U = (B - means[c]) @ maps[c]
-                cost[:, c] = np.einsum("ij,ij->i", U, U) + consts[c]
-                del U                       # one piece's product held at a time
-            moved[lo:lo + piece] = np.argmin(cost, axis=1)
+            moved[lo:lo + piece] = np.argmin(
+                gaussian_costs(X[lo:lo + piece] / scale, means, maps, consts), axis=1)
 
         if pool is None:
             for lo in starts:
@@ -986,6 +1056,17 @@ def _classify(X, labels, k, max_iter, ridge, scale, piece, starts, pool):
         if changed <= GAUSSIAN_MOVED_TOL * n:
             break
     return labels if np.bincount(labels, minlength=k).min() > P.shape[1] else None
+
+
+def gaussian_costs(Z, means, maps, consts):
+    """(b×k): ‖(z − means_c) · maps_c‖² + consts_c of each row z of Z and each cluster c,
+    one product of the rows held at a time."""
+    cost = np.empty((Z.shape[0], len(consts)))
+    for c in range(len(consts)):
+        U = (Z - means[c]) @ maps[c]
+        cost[:, c] = np.einsum("ij,ij->i", U, U) + consts[c]
+        del U
+    return cost
 
 
 SCATTER_BLOCK_ROWS = _options.SCATTER_BLOCK_ROWS    # rows copied at a time
@@ -1180,6 +1261,27 @@ def _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads):
 
 
 # -- prediction ------------------------------------------------------------------------------
+def new_points(model, X):
+    """(X, Xn): new points checked (finite, the model's columns, in the fit's range) as
+    float64, and as the graph's nodes are (whitened where the fit kept its whitening)."""
+    X = np.ascontiguousarray(X, dtype=np.float64) + 0.0
+    kgraph.check_points(X)
+    if X.shape[1] != model.nodes.shape[1]:
+        raise DataError(f"X has {X.shape[1]} columns, the model was fitted on "
+                        f"{model.nodes.shape[1]}")
+    # the rule the fit applied to its points: distances to the nodes must not overflow
+    check_range("knn", X, float(model.counts.sum()))
+    if model.transform is None:
+        return X, X
+    return X, whiten_points(X, model.transform)     # the nodes are the whitened points
+
+
+def node_matches(model, Xn, nearest):
+    """Per new point (as the nodes are, ``new_points``), the training node it equals (its
+    nearest node ``nearest``, when equal), or −1."""
+    return np.where(np.all(model.nodes[nearest] == Xn, axis=1), nearest, -1)
+
+
 def new_point_rows(model, X, n_threads=1):
     """(rows, match): the affinity rows a of new points over the training nodes (CSR, q×m)
     and, per point, the node it equals (−1 for none). A point equal to node J lists J first
@@ -1187,17 +1289,11 @@ def new_point_rows(model, X, n_threads=1):
     n_neighbors − 1 nodes, its self-loop a_xx = 1 being added by ``new_point_distances``."""
     from scipy import sparse
 
-    X = np.ascontiguousarray(X, dtype=np.float64) + 0.0
-    kgraph.check_points(X)
-    if X.shape[1] != model.nodes.shape[1]:
-        raise DataError(f"X has {X.shape[1]} columns, the model was fitted on "
-                        f"{model.nodes.shape[1]}")
-    if model.transform is not None:     # the nodes are the whitened training points
-        X = whiten_points(X, model.transform)
+    X = new_points(model, X)[1]
     m = model.nodes.shape[0]
     kq = int(max(1, min(model.n_neighbors - 1, m)))
     dist, idx = kgraph.nearest(model.nodes, X, kq, n_threads)
-    match = np.where(np.all(model.nodes[idx[:, 0]] == X, axis=1), idx[:, 0], -1)
+    match = node_matches(model, X, idx[:, 0])
     if model.weighting == "connectivity":
         B = np.ones(dist.shape)
     else:
@@ -1249,11 +1345,13 @@ def labels_and_distances(model, X, n_threads=1, want_distances=False):
     ``want_distances`` (else None), the distances of ``new_point_distances`` or, for a
     mixture kept, its costs (``Mixture.costs``): either's least is the label of a point
     off the graph."""
-    rows, match = new_point_rows(model, X, n_threads)
-    if model.mixture is not None:
+    if model.mixture is not None:     # the nodes only for the points equal to one
+        X, Xn = new_points(model, X)
+        match = node_matches(model, Xn, kgraph.nearest(model.nodes, Xn, 1, n_threads)[1][:, 0])
         with blas_threads(1):
             labels, D = model.mixture.labels(X, want_costs=want_distances)
     else:
+        rows, match = new_point_rows(model, X, n_threads)
         D = new_point_distances(model, rows, match)
         labels = np.argmin(D, axis=1)
         D = D if want_distances else None

@@ -25,7 +25,7 @@ from ..kernels.functions import GAMMA_KERNELS, KERNELS
 FORMAT = "kkmeans-model"
 
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 _META_REQUIRED = {"format": str, "format_version": int, "kernel": str, "n_clusters": int,

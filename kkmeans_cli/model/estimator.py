@@ -539,7 +539,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
 
     # -- prediction --------------------------------------------------------------------------
     def predict(self, X, *, kernel_diag=None):
-        """Label of the nearest centre for each row of X.
+        """Label of the nearest centre for each row of X (for a graph fit that kept its
+        Gaussian mixture, its likeliest component; a training point its own label).
 
         Uses K(X, X_fit) in row blocks and the stored inner sums and cluster weights only,
         never the training kernel matrix. For ``kernel='precomputed'`` X holds the kernel rows

@@ -267,9 +267,11 @@ class GraphPart:
             fail(f"meta 'graph.whitening.turned_down_by' must be an integer from 0 to "
                  f"{len(_options.REFIT_TESTS) - 1}")
         kept = (graph.get("mixture") or {}).get("kept", False)
-        if kept != (GraphModel.MIXTURE_ARRAYS[0] in arrays):
+        if kept != any(name in arrays for name in GraphModel.MIXTURE_ARRAYS):
             fail("meta 'graph.mixture.kept' and the arrays 'graph_mixture_*' (the Gaussian "
                  "mixture kept) must come together")
+        if kept and meta["format_version"] < 3:
+            fail("the arrays 'graph_mixture_*' need format_version 3")
         whitened = graph.get("whitened", False)
         if not isinstance(whitened, bool) or whitened != ("graph_transform" in arrays):
             fail("meta 'graph.whitened' (true or false) and the array 'graph_transform' "
