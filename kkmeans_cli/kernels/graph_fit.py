@@ -539,15 +539,15 @@ def mixture_step(X, fit, k, n_threads=1):
     points (``predict_graph``), and the mixture is appended to the fit's starts as
     'mixture', the one ``chosen`` (its passes the fit's ``n_iter``, ``converged`` whether
     EM stopped at its tolerance). Kept only where, besides, its labels differ from
-    ``fit``'s, every cluster of them holds
-    ``MIXTURE_MIN_POINTS`` points or more (a covariance from fewer is mostly noise) and no
-    component's variance in any direction is ``MIXTURE_MIN_VARIANCE`` or less (a component
-    collapsed onto one value of a column: its density unbounded but for the ridge). Not made
-    where a column the mixture would read takes 3 to ``MIXTURE_DISCRETE_MAX`` distinct values
-    (counts, ratings, codes: no mixture of Gaussians models them; the record then holds
-    ``discrete_columns``, how many). The record ``mixture`` says what was tried
-    (``skipped``: a cluster fell to d' points or fewer). Not tried on a cut of zero (k
-    connected components: the graph's exact answer)."""
+    ``fit``'s, every cluster of them holds ``MIXTURE_MIN_POINTS`` points or more (a
+    covariance from fewer is mostly noise) and no component's variance in any direction is
+    ``MIXTURE_MIN_VARIANCE`` or less (a component collapsed onto one value of a column: its
+    density unbounded but for the ridge). Not made where a column the mixture would read
+    takes 3 to ``MIXTURE_DISCRETE_MAX`` distinct values (counts, ratings, codes: no mixture
+    of Gaussians models them; the record then holds ``discrete_columns``, how many). The
+    record ``mixture`` says what was tried (``skipped``: a cluster fell to d' points or
+    fewer). Not tried on a cut of zero (k connected components: the graph's exact
+    answer)."""
     if cuts_nothing(fit):
         return fit
     counts = distinct_values(X, MIXTURE_DISCRETE_MAX)
