@@ -36,6 +36,8 @@ Out-of-sample extension (predict)
     J's label (the fit ends at a Lloyd fixed point of exact sums, where a point keeps its
     cluster on ties): ``predict(X_fit) == labels``. Predict returns that label for such points
     without rebuilding A_J (which needs the reverse neighbour lists of the training graph).
+    A fit that kept its Gaussian mixture (``mixture_step``) gives a new point the mixture's
+    likeliest component instead, and a point equal to a node, as ever, the node's label.
 """
 import warnings
 from concurrent.futures import ThreadPoolExecutor
