@@ -242,7 +242,8 @@ def fit_options(f, kernel=DEFAULTS["kernel"]):
                           "k-means++ and several restarts, restart 1 is spectral."),
         click.option("--n-init", type=AtMost(MAX_N_INIT, min=1),
                      default=DEFAULT_N_INIT, show_default=True,
-                     help="Restarts (at most 1,000,000); the lowest inertia wins."),
+                     help="Restarts (at most 1,000,000); the lowest inertia wins (knn: "
+                          "its default Gaussian step or mixture, where kept, instead)."),
         click.option("--max-iter", type=Integer(min=1), default=DEFAULTS["max_iter"],
                      show_default=True,
                      help="Iterations per restart at most."),

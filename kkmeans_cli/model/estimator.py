@@ -128,8 +128,10 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         With 'k-means++' and several restarts (or ``objective='ncut'``) restart 0 is a
         spectral start and the others k-means++ (``fit_stats_['start_kinds']``).
     n_init : int, default 20
-        Restarts (one when ``init`` is an array); the lowest inertia wins. The kernel matrix is
-        computed once for all of them.
+        Restarts (one when ``init`` is an array); the lowest inertia wins (with
+        ``kernel='knn'`` and ``whiten='auto'``, the Gaussian step or mixture where kept
+        instead: ``fit_stats_['best_start']``). The kernel matrix is computed once for all of
+        them.
     max_iter : int, default 300
     tol : float, default 1e-4
         Stop when the relative change of the objective is at most tol (0: when labels stop
