@@ -895,37 +895,17 @@ TWO_VALUED_PREFIX = 1024
 
 
 def two_valued_columns(X):
-    """A boolean per column of X: whether it takes exactly two values. A column with three
-    values among its first ``TWO_VALUED_PREFIX`` rows is not (continuous columns stop there);
-    the others are read in blocks of ``SCATTER_BLOCK_ROWS`` rows, for their least and largest
-    values and then for any other."""
-    X = np.asarray(X, dtype=np.float64)
-    head = np.sort(X[:TWO_VALUED_PREFIX], axis=0)
-    two = np.count_nonzero(np.diff(head, axis=0), axis=0) <= 1
-    cols = np.flatnonzero(two)
-    if cols.size == 0:
-        return two
-    starts = range(0, X.shape[0], SCATTER_BLOCK_ROWS)
-    lo, hi = np.full(X.shape[1], np.inf), np.full(X.shape[1], -np.inf)
-    for start in starts:
-        B = X[start:start + SCATTER_BLOCK_ROWS, cols]
-        lo[cols] = np.minimum(lo[cols], B.min(axis=0))
-        hi[cols] = np.maximum(hi[cols], B.max(axis=0))
-    two[cols] = lo[cols] < hi[cols]
-    for start in starts:
-        cols = np.flatnonzero(two)
-        if cols.size == 0:
-            break
-        B = X[start:start + SCATTER_BLOCK_ROWS, cols]
-        two[cols] = np.all((B == lo[cols]) | (B == hi[cols]), axis=0)
-    return two
+    """A boolean per column of X: whether it takes exactly two values (``distinct_values``:
+    a column with three among its first ``TWO_VALUED_PREFIX`` rows is not, and continuous
+    columns stop there)."""
+    return distinct_values(X, 2) == 2
 
 
 def distinct_values(X, most):
     """Per column of X, how many distinct values it takes, or ``most`` + 1 where it takes
     more: its first ``TWO_VALUED_PREFIX`` rows settle most columns of measurements; the
     others are read on in blocks of ``SCATTER_BLOCK_ROWS`` rows while they have ``most`` or
-    fewer."""
+    fewer, each block's values compared with the few seen (a new one is rare)."""
     X = np.asarray(X, dtype=np.float64)
     head = np.sort(X[:TWO_VALUED_PREFIX], axis=0)
     counts = np.minimum(1 + np.count_nonzero(np.diff(head, axis=0), axis=0), most + 1)
@@ -935,7 +915,11 @@ def distinct_values(X, most):
             break
         B = X[start:start + SCATTER_BLOCK_ROWS]
         for j in list(seen):
-            seen[j] = np.union1d(seen[j], B[:, j])
+            values = B[:, j]
+            unseen = values[~np.isin(values, seen[j])]
+            if unseen.size == 0:
+                continue
+            seen[j] = np.union1d(seen[j], unseen)
             if seen[j].size > most:
                 del seen[j]
                 counts[j] = most + 1
