@@ -388,17 +388,19 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
                                  and components
     first fit kept               ``whiten='auto'`` on 2 to ``WHITEN_AUTO_MAX_DIM`` columns:
                                  the first fit's graph, (8 + i) 2e, and its per-point
-                                 arrays, 40 n, held while the refit is built
+                                 arrays, 40 n, held while the refit is built and through
+                                 the Gaussian steps (the split test may return it)
     Gaussian step                the same data: the larger of its two steps, one after the
                                  other. The classification: its labels and the order of
                                  the rows (40 n), the ``SCATTER_BLOCK_ROWS`` rows it takes
                                  at a time (a block, or the pieces of one on its threads:
                                  their costs, scaled and centred copies, one product and
                                  two sums, 8 (k + 3d + 2) a row) and the clusters' scatters
-                                 and maps (24 k d²). The mixture: its labels (16 n), a
-                                 block's coordinates, costs, posteriors and weighted
-                                 copies (8 (3k + 5d + 4) a row) and the components'
-                                 moments, covariances and maps (48 k d²)
+                                 and maps (24 k d²). The mixture and the split test's
+                                 mixture of 2k: their labels (24 n), a block's
+                                 coordinates, costs, posteriors and weighted copies of
+                                 2k components (8 (6k + 5d + 4) a row) and both
+                                 mixtures' moments, covariances and maps (144 k d²)
     fit                          what the fit needs beyond the building, the graph held:
                                  four sparse matrices of up to 2e − n entries when the
                                  eigenvectors of the whole graph are needed (the normalized
@@ -448,8 +450,8 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
         items["first fit kept"] = (8 + i) * 2 * e + 40 * n
         rows = min(n, SCATTER_BLOCK_ROWS)
         items["Gaussian step"] = max(40 * n + 8 * rows * (k + 3 * d + 2) + 24 * k * d * d,
-                                     16 * n + 8 * rows * (3 * k + 5 * d + 4)
-                                     + 48 * k * d * d)
+                                     24 * n + 8 * rows * (6 * k + 5 * d + 4)
+                                     + 144 * k * d * d)
     work, held = _graph_fit_work(n, nnz, i, k, start=start, eigengap=eigengap,
                                  sweep_ks=sweep_ks, row_entries=2 * nn)
     held += (8 + i) * 2 * e

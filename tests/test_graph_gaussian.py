@@ -287,7 +287,8 @@ def test_the_memory_plan_counts_the_step():
     for n, k, d in ((100_000, 3, 2), (100_000, 20, 2), (6_000, 10, 64)):
         auto = graph_plan(n, 21, d, k, whiten="auto")
         classification = 40 * n + 8 * min(n, rows) * (k + 3 * d + 2) + 24 * k * d * d
-        mixture = 16 * n + 8 * min(n, rows) * (3 * k + 5 * d + 4) + 48 * k * d * d
+        # the mixture, and the split test's mixture of 2k components beside it
+        mixture = 24 * n + 8 * min(n, rows) * (6 * k + 5 * d + 4) + 144 * k * d * d
         assert auto.items["Gaussian step"] == max(classification, mixture)
     n, k = 100_000, 3
     for whiten in (False, True):

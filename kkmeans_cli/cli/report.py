@@ -297,7 +297,9 @@ def graph_text(graph, ncut=None):
     made: a sample's moved few points``; the default,
     ``kernels.graph_fit.fit_graph``), and the Gaussian step and mixture where they were
     kept (``Gaussian step kept``, ``kernels.graph_fit.gaussian_step``; ``Gaussian mixture
-    kept``, ``kernels.graph_fit.mixture_step``)."""
+    kept``, ``kernels.graph_fit.mixture_step``), or all three undone by the split test
+    (``Gaussian steps undone: the clusters are not Gaussian``,
+    ``kernels.graph_fit.split_test``)."""
     parts = []
     if graph.get("weighting") != "precomputed":
         used = min(graph["n_neighbors"], graph["n_nodes"])
@@ -309,7 +311,7 @@ def graph_text(graph, ncut=None):
             found += "; whitened"
         elif tried and tried.get("sample"):
             found += "; whitened refit not made: a sample's moved few points"
-        elif tried and not tried.get("kept"):
+        elif tried and not tried.get("kept") and not tried.get("undone"):
             found += "; whitened refit not kept"
             test = tried.get("turned_down_by")      # absent from models written before it
             if test is not None:
@@ -318,6 +320,8 @@ def graph_text(graph, ncut=None):
             found += "; Gaussian step kept"
         if (graph.get("mixture") or {}).get("kept"):
             found += "; Gaussian mixture kept"
+        if (graph.get("split_test") or {}).get("kept") is False:
+            found += "; Gaussian steps undone: the clusters are not Gaussian"
         parts.append(f"{plural(used, 'neighbour')} ({graph['weighting']}{capped}{found})")
     else:
         parts.append("affinity given as DATA")

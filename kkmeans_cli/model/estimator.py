@@ -236,12 +236,16 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         a covariance and a weight per component (Dempster, Laird & Rubin 1977) from those
         labels, each point given its likeliest component, kept only where that normalized
         cut stays within 2 times the fit's (``predict`` then labels new points by the
-        mixture, and ``transform`` gives its components' costs).
+        mixture, and ``transform`` gives its components' costs); last, where these changed
+        the first fit's labels, the split test (``kernels.graph_fit.split_test``): where a
+        mixture of 2k Gaussians, each cluster cut in two, raises the log-likelihood by more
+        than Schwarz's BIC charges for it, the clusters are not Gaussian (touching moons)
+        and the first fit is returned instead.
         Where the groups are overlapping ellipsoids (anisotropic blobs, iris, wine) or
         overlapping blobs, they are found far more often (docs/performance.md), at two to
         three times one fit's time where these run; ``predict`` applies the same W^{-½},
-        kept in the model. ``fit_stats_['graph']['whitening']``, ``['gaussian']`` and
-        ``['mixture']`` hold what each compared and chose. False: one fit. True: the refit
+        kept in the model. ``fit_stats_['graph']['whitening']``, ``['gaussian']``,
+        ``['mixture']`` and ``['split_test']`` hold what each compared and chose. False: one fit. True: the refit
         always kept, no Gaussian step or mixture; refused with any other kernel and with a
         given affinity, where 'auto' fits once.
     cluster : distributed.Client, str or None

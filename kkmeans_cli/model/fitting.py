@@ -281,6 +281,8 @@ def fit_graph_arrays(X, affinity, params, rngs, n_threads):
         info["gaussian"] = dict(fit.gaussian)
     if fit.mixture is not None:         # and the Gaussian mixture
         info["mixture"] = dict(fit.mixture)
+    if fit.split_test is not None:      # and tested the three against 2k Gaussians
+        info["split_test"] = dict(fit.split_test)
     stats = {"kernel_seconds": 0.0, "iteration_seconds": t1 - t0,
              "restart_inertias": [fit.objective - fit.ncut + c for c in ncuts],
              "best_restart": fit.chosen_start, "n_threads": int(n_threads),

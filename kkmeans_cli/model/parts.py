@@ -204,11 +204,12 @@ class GraphPart:
 
     #: entries of ``GraphInfo`` (``kernels/graph.py``) kept in meta ``graph`` (``search`` is
     #: absent from models written before it was recorded), and the records of the default's
-    #: whitened refit, Gaussian step and Gaussian mixture (``kernels/graph_fit.py``;
-    #: informational: the mixture kept is the arrays ``graph_mixture_*``)
+    #: whitened refit, Gaussian step, Gaussian mixture and split test
+    #: (``kernels/graph_fit.py``; informational: the mixture kept is the arrays
+    #: ``graph_mixture_*``)
     INFO_KEYS = ("n_points", "n_nodes", "n_neighbors", "weighting", "nnz", "n_components",
                  "n_duplicates", "bridges", "search", "whitened", "whitening", "gaussian",
-                 "mixture")
+                 "mixture", "split_test")
     #: the values of the graph meta's ``search``: the neighbour search that built the graph
     SEARCHES = ("kd-tree", "exact", "approximate", "none")
 
@@ -254,7 +255,7 @@ class GraphPart:
                      f"{'n²' if key == 'nnz' else 'n'}")
         if "search" in graph and graph["search"] not in cls.SEARCHES:
             fail(f"meta 'graph.search' must be one of {', '.join(cls.SEARCHES)}")
-        for key in ("whitening", "gaussian", "mixture"):   # informational, shown by info
+        for key in ("whitening", "gaussian", "mixture", "split_test"):  # shown by info
             record = graph.get(key)
             if record is not None and not (
                     isinstance(record, dict) and isinstance(record.get("kept"), bool)
