@@ -14,6 +14,7 @@ their defaults, against scikit-learn's SpectralClustering and kkmeans' rbf kerne
     python benchmarks/bench_graph.py scale [--repeats 3]           # the default vs one fit at scale
     python benchmarks/bench_graph.py bars [--seeds 0 … 131]        # the blob bar vs the references
     python benchmarks/bench_graph.py refit-sample [--n 250000]     # the refit decided on a sample
+    python benchmarks/bench_graph.py harder [--seeds 0 … 11]       # shapes past the targets
 
 gallery: the data sets of scikit-learn's ``plot_cluster_comparison`` (n = 1500,
 StandardScaler): circles (factor .5) and moons at noise .03, .05, .08, .1, three concentric
@@ -639,6 +640,48 @@ def whiten(args):
     print("real mean of 8: " + " ".join(f"{m} {np.mean(means[m]):.3f}" for m in modes))
 
 
+#: (name, noise, n) of ``harder``: shapes past the gallery's targets (noisier, or fewer points)
+HARDER_CELLS = (("moons", 0.12, 1500), ("moons", 0.15, 1500), ("moons", 0.2, 1500),
+                ("moons", 0.1, 300), ("moons", 0.15, 300), ("circles", 0.1, 500),
+                ("circles", 0.12, 1500), ("rings", 0.07, 1500))
+
+
+def harder(args):
+    """Shapes past the gallery's targets, seed by seed: the default against one fit of the
+    points as given (``whiten=False``: no refit, Gaussian step, mixture or split test),
+    SpectralClustering and rbf; mean ARI (min), and how often the split test undid the
+    steps after the first fit."""
+    import warnings
+
+    from sklearn.metrics import adjusted_rand_score as ari
+
+    from kkmeans_cli.kernels.graph_fit import fit_graph
+
+    print(f"load average {os.getloadavg()[0]:.2f}; seeds {args.seeds}, one thread; "
+          f"mean ARI (min)")
+    print("| data | noise | n | default | one fit | SpectralClustering(nn) | rbf | "
+          "steps undone |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, noise, n in HARDER_CELLS:
+        got = {m: [] for m in ("default", "one fit", "spectral", "rbf")}
+        undone = 0
+        for seed in args.seeds:
+            X, y = gallery_data(name, seed, noise, n=n)
+            k = K_OF[name]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fit = fit_graph(X, k, random_state=seed, n_threads=1)
+                got["default"].append(ari(y, fit.labels))
+                got["one fit"].append(ari(y, fit_graph(X, k, random_state=seed, n_threads=1,
+                                                      whiten=False).labels))
+                for m in ("spectral", "rbf"):
+                    got[m].append(ari(y, method_labels(m, X, k, seed)))
+            undone += (fit.split_test or {}).get("kept") is False
+        cells = " | ".join(f"{np.mean(v):.3f} ({np.min(v):.3f})" for v in got.values())
+        print(f"| {name} | {noise} | {n} | {cells} | {undone} of {len(args.seeds)} |",
+              flush=True)
+
+
 RESEED = 1000      # bars: the references run again with random_state seed + RESEED
 
 
@@ -873,6 +916,8 @@ def main(argv=None):
     wh.add_argument("--real-seeds", type=int, nargs="+", default=[0, 1, 2])
     ba = sub.add_parser("bars")
     ba.add_argument("--seeds", type=int, nargs="+", default=list(range(132)))
+    hd = sub.add_parser("harder")
+    hd.add_argument("--seeds", type=int, nargs="+", default=list(range(12)))
     rs = sub.add_parser("refit-sample")
     rs.add_argument("--n", type=int, default=250_000)
     rs.add_argument("--seeds", type=int, nargs="+", default=list(range(7)))
@@ -884,7 +929,7 @@ def main(argv=None):
     sc.add_argument("--repeats", type=int, default=3)
     sc.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
-    {"refit-sample": refit_sample, "bars": bars, "scale": scale, "whiten": whiten, "ann-states": ann_states, "gallery": gallery, "real": real, "big": big, "files": files, "predict": predict,
+    {"harder": harder, "refit-sample": refit_sample, "bars": bars, "scale": scale, "whiten": whiten, "ann-states": ann_states, "gallery": gallery, "real": real, "big": big, "files": files, "predict": predict,
      "starts": starts, "knn": knn, "ann": ann}[args.cmd](args)
 
 
