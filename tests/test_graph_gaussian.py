@@ -365,15 +365,20 @@ def test_columns_of_any_scale_give_the_same_criterion_and_labels_and_no_overflow
 
 
 def test_the_memory_plan_bounds_the_classification_and_the_mixture_measured(monkeypatch):
-    """The classification's and the mixture's own arrays (the graph's passes the
-    classification then starts are the fit's, planned as such), in one block and in
-    several, on one thread and on four (a block's pieces at once): each at most the plan,
-    which is at most twice the larger (the plan holds for four threads)."""
+    """The classification's, the mixture's and the split test's own arrays (the graph's
+    passes the classification then starts are the fit's, planned as such; the split test's
+    labels and its EM of 2k components), in one block and in several, on one thread and on
+    four (a block's pieces at once): each at most the plan, which is at most twice the
+    largest (the plan holds for four threads)."""
     import tracemalloc
 
     from kkmeans_cli import memory
-    from kkmeans_cli.kernels.graph_fit import gaussian_mixture
+    from kkmeans_cli.kernels.graph_fit import SPLIT_MAX_ITER, gaussian_mixture, split_labels
     from kkmeans_cli.memory import graph_plan
+
+    def split(X, labels, k, n_threads):
+        return gaussian_mixture(X, split_labels(X, labels, k), 2 * k, max_iter=SPLIT_MAX_ITER,
+                                n_threads=n_threads)
 
     rng = np.random.default_rng(0)
     for n, d, k, block in ((20_000, 8, 5, 1 << 16), (6_000, 64, 10, 1 << 16),
@@ -386,7 +391,7 @@ def test_the_memory_plan_bounds_the_classification_and_the_mixture_measured(monk
         labels[::7] = (labels[::7] + 1) % k
         planned = graph_plan(n, 21, d, k, whiten="auto").items["Gaussian step"]
         peaks = []
-        for step in (gaussian_classification, gaussian_mixture):
+        for step in (gaussian_classification, gaussian_mixture, split):
             for threads in (1, 4):
                 tracemalloc.start()
                 step(X, labels, k, n_threads=threads)
@@ -404,7 +409,7 @@ def test_the_records_reach_the_model_the_json_summary_and_info(tmp_path):
     import json
 
     summary = json.loads(done.stdout)
-    for key in ("whitening", "gaussian", "mixture"):
+    for key in ("whitening", "gaussian", "mixture", "split_test"):
         assert summary["graph"][key] == pytest.approx(want[key]), key
     assert summary["graph"]["gaussian"]["kept"] is True
     assert summary["graph"]["mixture"]["kept"] is True
