@@ -164,8 +164,28 @@ def test_no_split_test_where_the_steps_changed_nothing_or_no_mixture_was_made():
         got = split_test(Xv, mixed, stepped.labels, first, 3)
     assert got.split_test == {"kept": True, "skipped": True}
     np.testing.assert_array_equal(got.labels, mixed.labels)
+    # a component of 2k collapsed as the mixture's guard has it: its density would inflate
+    # L_2k, and the test is skipped
+    with mock.patch.object(graph_fit, "MIXTURE_MIN_VARIANCE", 1e9):
+        assert split_test(Xv, mixed, stepped.labels, first, 3).split_test == \
+            {"kept": True, "skipped": True}
     assert gaussian_mixture(Xv, np.where(np.arange(yv.size) < 2, 2 * yv + 1, 2 * yv), 6) \
         is None
+
+
+def test_the_sample_path_tests_the_steps_made_on_all_the_points(monkeypatch):
+    """Above REFIT_SAMPLE_ABOVE distinct points the refit is decided on a sample; where it
+    is not made there, the steps made on all the points are tested against the first fit
+    (lowered here to reach it at 3,000 points)."""
+    X, y = _moons(0, n=3000)
+    monkeypatch.setattr(graph_fit, "REFIT_SAMPLE_ABOVE", 2000)
+    monkeypatch.setattr(graph_fit, "REFIT_SAMPLE", 1500)
+    fit = fit_graph(X, 2, random_state=0, n_threads=1)
+    first = fit_graph(X, 2, random_state=0, n_threads=1, whiten=False)
+    assert fit.whitening["sample"] == 1500 and fit.whitening["kept"] is False
+    assert fit.split_test["kept"] is False and fit.mixture["undone"] is True
+    np.testing.assert_array_equal(fit.labels, first.labels)
+    assert adjusted_rand_score(y, fit.labels) > 0.9
 
 
 def test_one_and_two_threads_undo_the_same_steps():
@@ -206,6 +226,18 @@ def test_the_command_line_says_the_steps_were_undone_and_the_model_predicts(tmp_
     assert proc.returncode == 0, proc.stderr
     assert "; Gaussian steps undone: the clusters are not Gaussian)" in proc.stderr
     np.testing.assert_array_equal(labels_of(proc.stdout), labels)
+    # a refit kept, then undone with the steps after it: the row says neither 'whitened'
+    # nor that the refit was turned down
+    write_csv(tmp_path / "moons3.csv", _moons(3)[0], fmt="%.6f")
+    done = run(["fit", tmp_path / "moons3.csv", "-k", "2", "-o", tmp_path / "m3.npz"])
+    assert done.exit_code == 0, done.stderr
+    assert "(connectivity; Gaussian steps undone: the clusters are not Gaussian)" in \
+        done.stderr, done.stderr
+    with np.load(tmp_path / "m3.npz") as z:
+        meta = json.loads(str(z["meta"]))
+        assert "graph_transform" not in z.files
+    assert meta["graph"]["whitening"]["undone"] is True
+    assert meta["graph"]["whitening"]["kept"] is False and "whitened" not in meta["graph"]
 
 
 def test_a_model_whose_split_record_is_damaged_is_refused(tmp_path):

@@ -223,8 +223,8 @@ def fit_options(f, kernel=DEFAULTS["kernel"]):
                           "refit where it lowers the clusters' Gaussian criterion and moves "
                           "more than a few points, then a Gaussian step and a Gaussian "
                           "mixture where they keep nearly the same cut (2 to 64 features), "
-                          "all undone where 2k Gaussians fit far better (BIC); sweep fits "
-                          "each k once."),
+                          "all undone where BIC prefers 2k Gaussians to k (the clusters "
+                          "are not Gaussian); sweep fits each k once."),
         click.option("--gamma", type=GammaType(), default=DEFAULTS["gamma"], show_default=True,
                      help="Kernel width. median: 1/(2·median squared pair distance); "
                           "scale: 1/(n_features·Var(X))."),

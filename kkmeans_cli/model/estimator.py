@@ -245,9 +245,9 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         overlapping blobs, they are found far more often (docs/performance.md), at two to
         three times one fit's time where these run; ``predict`` applies the same W^{-½},
         kept in the model. ``fit_stats_['graph']['whitening']``, ``['gaussian']``,
-        ``['mixture']`` and ``['split_test']`` hold what each compared and chose. False: one fit. True: the refit
-        always kept, no Gaussian step or mixture; refused with any other kernel and with a
-        given affinity, where 'auto' fits once.
+        ``['mixture']`` and ``['split_test']`` hold what each compared and chose. False:
+        one fit. True: the refit always kept, no Gaussian step or mixture; refused with any
+        other kernel and with a given affinity, where 'auto' fits once.
     cluster : distributed.Client, str or None
         Run the Nyström fit on a Dask cluster (``distributed/``): a ``Client``, ``'local:N'``
         (N worker processes on 127.0.0.1 for the call) or a scheduler address or file. X may
