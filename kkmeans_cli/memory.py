@@ -396,11 +396,11 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
                                  at a time (a block, or the pieces of one on its threads:
                                  their costs, scaled and centred copies, one product and
                                  two sums, 8 (k + 3d + 2) a row) and the clusters' scatters
-                                 and maps (24 k d²). The mixture and the split test's
-                                 mixture of 2k: their labels (24 n), a block's
-                                 coordinates, costs, posteriors and weighted copies of
-                                 2k components (8 (6k + 5d + 4) a row) and both
-                                 mixtures' moments, covariances and maps (144 k d²)
+                                 and maps (24 k d²). The mixture: its labels (16 n), a
+                                 block's coordinates, costs, posteriors and weighted
+                                 copies (8 (3k + 5d + 4) a row) and the components'
+                                 moments, covariances and maps (48 k d²); the split
+                                 test after it reads at most 1,500 rows
     fit                          what the fit needs beyond the building, the graph held:
                                  four sparse matrices of up to 2e − n entries when the
                                  eigenvectors of the whole graph are needed (the normalized
@@ -450,8 +450,8 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
         items["first fit kept"] = (8 + i) * 2 * e + 40 * n
         rows = min(n, SCATTER_BLOCK_ROWS)
         items["Gaussian step"] = max(40 * n + 8 * rows * (k + 3 * d + 2) + 24 * k * d * d,
-                                     24 * n + 8 * rows * (6 * k + 5 * d + 4)
-                                     + 144 * k * d * d)
+                                     16 * n + 8 * rows * (3 * k + 5 * d + 4)
+                                     + 48 * k * d * d)
     work, held = _graph_fit_work(n, nnz, i, k, start=start, eigengap=eigengap,
                                  sweep_ks=sweep_ks, row_entries=2 * nn)
     held += (8 + i) * 2 * e

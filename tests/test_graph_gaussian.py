@@ -287,8 +287,7 @@ def test_the_memory_plan_counts_the_step():
     for n, k, d in ((100_000, 3, 2), (100_000, 20, 2), (6_000, 10, 64)):
         auto = graph_plan(n, 21, d, k, whiten="auto")
         classification = 40 * n + 8 * min(n, rows) * (k + 3 * d + 2) + 24 * k * d * d
-        # the mixture, and the split test's mixture of 2k components beside it
-        mixture = 24 * n + 8 * min(n, rows) * (6 * k + 5 * d + 4) + 144 * k * d * d
+        mixture = 16 * n + 8 * min(n, rows) * (3 * k + 5 * d + 4) + 48 * k * d * d
         assert auto.items["Gaussian step"] == max(classification, mixture)
     n, k = 100_000, 3
     for whiten in (False, True):
@@ -365,20 +364,16 @@ def test_columns_of_any_scale_give_the_same_criterion_and_labels_and_no_overflow
 
 
 def test_the_memory_plan_bounds_the_classification_and_the_mixture_measured(monkeypatch):
-    """The classification's, the mixture's and the split test's own arrays (the graph's
-    passes the classification then starts are the fit's, planned as such; the split test's
-    labels and its EM of 2k components), in one block and in several, on one thread and on
+    """The classification's and the mixture's own arrays (the graph's passes the
+    classification then starts are the fit's, planned as such; the split test after them
+    reads at most SPLIT_SAMPLE rows), in one block and in several, on one thread and on
     four (a block's pieces at once): each at most the plan, which is at most twice the
-    largest (the plan holds for four threads)."""
+    larger (the plan holds for four threads)."""
     import tracemalloc
 
     from kkmeans_cli import memory
-    from kkmeans_cli.kernels.graph_fit import SPLIT_MAX_ITER, gaussian_mixture, split_labels
+    from kkmeans_cli.kernels.graph_fit import gaussian_mixture
     from kkmeans_cli.memory import graph_plan
-
-    def split(X, labels, k, n_threads):
-        return gaussian_mixture(X, split_labels(X, labels, k), 2 * k, max_iter=SPLIT_MAX_ITER,
-                                n_threads=n_threads)
 
     rng = np.random.default_rng(0)
     for n, d, k, block in ((20_000, 8, 5, 1 << 16), (6_000, 64, 10, 1 << 16),
@@ -391,7 +386,7 @@ def test_the_memory_plan_bounds_the_classification_and_the_mixture_measured(monk
         labels[::7] = (labels[::7] + 1) % k
         planned = graph_plan(n, 21, d, k, whiten="auto").items["Gaussian step"]
         peaks = []
-        for step in (gaussian_classification, gaussian_mixture, split):
+        for step in (gaussian_classification, gaussian_mixture):
             for threads in (1, 4):
                 tracemalloc.start()
                 step(X, labels, k, n_threads=threads)

@@ -281,12 +281,9 @@ def test_no_mixture_on_columns_of_few_values_small_clusters_or_a_collapsed_compo
     monkeypatch.setattr(graph_fit, "MIXTURE_NCUT_RATIO", 2.0)
     monkeypatch.setattr(graph_fit, "MIXTURE_DISCRETE_MAX", 4)     # 5 values: continuous now
     lifted = fit_graph(R, 3, random_state=0, n_threads=1)
-    # kept by the mixture step, then undone by the split test (2k Gaussians fit rounded
-    # values far better than k)
-    assert lifted.mixture["undone"] is True and lifted.split_test["kept"] is False
-    monkeypatch.setattr(graph_fit, "SPLIT_RATIO_MAX", np.inf)
-    assert fit_graph(R, 3, random_state=0, n_threads=1).mixture["kept"] is True
-    monkeypatch.setattr(graph_fit, "SPLIT_RATIO_MAX", 1.0)
+    assert lifted.mixture["kept"] is True
+    # and the split test skipped: a component of 2k collapses onto one rating
+    assert lifted.split_test == {"kept": True, "skipped": True}
     monkeypatch.setattr(graph_fit, "MIXTURE_DISCRETE_MAX", MIXTURE_DISCRETE_MAX)
     # 60 points
     B, _ = make_blobs(60, centers=3, cluster_std=1.5, random_state=102)

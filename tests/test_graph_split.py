@@ -19,10 +19,10 @@ from test_graph_mixture import _standard, _varied
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine.graph_starts import canonical_labels
 from kkmeans_cli.kernels import graph_fit
-from kkmeans_cli.kernels.graph_fit import (MIXTURE_RIDGE, MIXTURE_TOL, SPLIT_MAX_ITER,
-                                           SPLIT_RATIO_MAX, fit_graph, gaussian_mixture,
-                                           gaussian_step, mixture_step, split_labels,
-                                           split_test)
+from kkmeans_cli.kernels.graph_fit import (MIXTURE_MAX_ITER, MIXTURE_RIDGE, MIXTURE_TOL,
+                                           SPLIT_RATIO_MAX, SPLIT_SAMPLE, fit_graph,
+                                           gaussian_mixture, gaussian_step, mixture_step,
+                                           split_labels, split_test)
 
 
 def _moons(seed=3, n=1500, noise=0.15):
@@ -70,7 +70,7 @@ def test_split_labels_cut_each_cluster_across_its_widest_direction(data, monkeyp
 
 def _replayed_ratio(X, start, k):
     """The test's statistic by another route: scikit-learn's EM of k components from
-    ``start`` and of 2k from the NumPy split (at most SPLIT_MAX_ITER passes), their gain
+    ``start`` and of 2k from the NumPy split (each to the mixture's tolerance), their gain
     n (L_2k − L_k) over ½ k p ln n; (ratio, passes of the 2k EM)."""
     from sklearn.exceptions import ConvergenceWarning
 
@@ -83,10 +83,10 @@ def _replayed_ratio(X, start, k):
 
     eye = MIXTURE_RIDGE * np.eye(d)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)     # 30 passes may not converge
+        warnings.simplefilter("ignore", ConvergenceWarning)     # as the library: 200 at most
         gm = GaussianMixture(
             2 * k, covariance_type="full", reg_covar=MIXTURE_RIDGE, tol=MIXTURE_TOL,
-            max_iter=SPLIT_MAX_ITER, weights_init=np.bincount(split, minlength=2 * k) / n,
+            max_iter=MIXTURE_MAX_ITER, weights_init=np.bincount(split, minlength=2 * k) / n,
             means_init=np.array([Z[split == c].mean(axis=0) for c in range(2 * k)]),
             precisions_init=np.array([np.linalg.inv(np.cov(Z[split == c].T, bias=True) + eye)
                                       for c in range(2 * k)]), random_state=0).fit(Z)
@@ -134,7 +134,7 @@ def test_the_steps_are_undone_exactly_where_bic_prefers_2k_gaussians(data, seed)
         assert record["n_iter"] == passes
         assert record["log_likelihood"] == mixed.mixture["log_likelihood"]
         again = split_test(X, mixed, stepped.labels, base, k)
-        assert again.split_test == record
+        assert again.split_test == record and record["sample"] == X.shape[0]
         np.testing.assert_array_equal(again.labels, fit.labels)
     if data == "moons":     # without the test the steps lose the moons
         import unittest.mock as mock
@@ -142,6 +142,23 @@ def test_the_steps_are_undone_exactly_where_bic_prefers_2k_gaussians(data, seed)
         with mock.patch.object(graph_fit, "SPLIT_RATIO_MAX", np.inf):
             kept = fit_graph(X, k, random_state=seed, n_threads=1)
         assert adjusted_rand_score(y, kept.labels) < 0.6 < adjusted_rand_score(y, fit.labels)
+
+
+def test_above_the_sample_size_the_test_reads_a_sample_drawn_from_its_seed():
+    """Above SPLIT_SAMPLE points the statistic is the replay's on the rows a generator of
+    the seed draws (sorted, without replacement), and another seed draws other rows."""
+    X, y = _moons(0, n=3000)
+    first = fit_graph(X, 2, random_state=0, n_threads=1, whiten=False)
+    stepped = gaussian_step(X, first, 2)
+    mixed = mixture_step(X, stepped, 2)
+    got = split_test(X, mixed, stepped.labels, first, 2, seed=7)
+    rows = np.sort(np.random.default_rng(7).choice(3000, SPLIT_SAMPLE, replace=False))
+    ratio, passes = _replayed_ratio(X[rows], stepped.labels[rows], 2)
+    assert got.split_test["sample"] == SPLIT_SAMPLE
+    assert got.split_test["ratio"] == pytest.approx(ratio, rel=1e-6, abs=1e-6)
+    assert got.split_test["n_iter"] == passes
+    assert split_test(X, mixed, stepped.labels, first, 2, seed=8).split_test["ratio"] != \
+        got.split_test["ratio"]
 
 
 def test_no_split_test_where_the_steps_changed_nothing_or_no_mixture_was_made():
@@ -184,6 +201,7 @@ def test_the_sample_path_tests_the_steps_made_on_all_the_points(monkeypatch):
     first = fit_graph(X, 2, random_state=0, n_threads=1, whiten=False)
     assert fit.whitening["sample"] == 1500 and fit.whitening["kept"] is False
     assert fit.split_test["kept"] is False and fit.mixture["undone"] is True
+    assert fit.split_test["sample"] == SPLIT_SAMPLE
     np.testing.assert_array_equal(fit.labels, first.labels)
     assert adjusted_rand_score(y, fit.labels) > 0.9
 
