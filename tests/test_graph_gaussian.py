@@ -368,7 +368,10 @@ def test_the_memory_plan_bounds_the_classification_and_the_mixture_measured(monk
     classification then starts are the fit's, planned as such; the split test after them
     reads at most SPLIT_SAMPLE rows), in one block and in several, on one thread and on
     four (a block's pieces at once): each at most the plan, which is at most twice the
-    larger (the plan holds for four threads)."""
+    larger (the plan holds for four threads). How many of the four threads' pieces are
+    alive at once is the scheduler's choice (the same step's peak measured 4.8–5.9 MB at
+    20,000 × 8), so a four-thread run below half the plan is measured again, up to three
+    times in all."""
     import tracemalloc
 
     from kkmeans_cli import memory
@@ -388,10 +391,13 @@ def test_the_memory_plan_bounds_the_classification_and_the_mixture_measured(monk
         peaks = []
         for step in (gaussian_classification, gaussian_mixture):
             for threads in (1, 4):
-                tracemalloc.start()
-                step(X, labels, k, n_threads=threads)
-                peaks.append(tracemalloc.get_traced_memory()[1])
-                tracemalloc.stop()
+                for _ in range(3 if threads > 1 else 1):
+                    tracemalloc.start()
+                    step(X, labels, k, n_threads=threads)
+                    peaks.append(tracemalloc.get_traced_memory()[1])
+                    tracemalloc.stop()
+                    if 2 * peaks[-1] >= planned:
+                        break
         assert max(peaks) <= planned <= 2 * max(peaks), (n, d, k, block, peaks, planned)
 
 
