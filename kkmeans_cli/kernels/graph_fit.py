@@ -564,7 +564,7 @@ def split_test(X, fit, start, first, k, n_threads=1, seed=0):
     fewer, or a component of 2k collapsed as ``mixture_step`` turns one down, its variance
     ``MIXTURE_MIN_VARIANCE`` or less: its density, unbounded but for the ridge, would
     inflate L_2k); where they were not, the records of the steps kept say ``undone``."""
-    if fit is first or fit.mixture is None or "log_likelihood" not in fit.mixture or \
+    if fit.mixture is None or "log_likelihood" not in fit.mixture or \
             np.array_equal(graph_starts.canonical_labels(fit.labels),
                            graph_starts.canonical_labels(first.labels)):
         return fit
