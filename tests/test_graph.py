@@ -16,7 +16,7 @@ from kkmeans_cli.engine.graph import (GraphKernel, cluster_sums, distances, hart
                                       normalized_cut, refine, update_sums)
 from kkmeans_cli.kernels.graph_fit import (fit_graph, new_point_distances, new_point_rows,
                                           predict_graph)
-from kkmeans_cli.errors import DataError, KKMeansWarning
+from kkmeans_cli.errors import DataError, KKMeansWarning, ValueRangeError
 from kkmeans_cli.kernels import graph as kgraph
 from kkmeans_cli.measures.graph_silhouette import graph_silhouette
 
@@ -772,6 +772,17 @@ def test_points_must_be_finite():
     X[3, 1] = np.nan
     with pytest.raises(DataError, match="X row 3, column 1: nan is not a finite number"):
         kgraph.knn_graph(X, 5)
+
+
+def test_points_whose_distances_overflow_are_refused_by_the_graph_itself():
+    """One finite point at 10¹⁶⁰ squares past float64: the k-d tree found no neighbour for
+    it (an IndexError); the graph refuses it as the estimator does, naming the row."""
+    X = np.r_[_points(60, 29), [[1e160, 1e160]]]
+    for call in (lambda: kgraph.knn_graph(X, 5), lambda: fit_graph(X, 3, random_state=0)):
+        with pytest.raises(ValueRangeError, match=r"X row 60, column 0: the value 1e\+160 is "
+                                                  r"too large for floating point: 4·‖x‖² must"):
+            call()
+    fit_graph(np.r_[_points(60, 29), [[1e150, 1e150]]], 3, random_state=0)   # within range
 
 
 def test_new_points_are_checked():

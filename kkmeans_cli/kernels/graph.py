@@ -41,6 +41,7 @@ import numpy as np
 
 from ..errors import DataError, KKMeansWarning, UsageError
 from . import _knn_graph
+from .functions import check_range
 
 WEIGHTINGS = ("connectivity", "self-tuning")
 DEFAULT_NEIGHBORS = 20      # other points in a neighbourhood by default (``default_neighbors``)
@@ -475,6 +476,8 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
         raise ValueError("n_neighbors=None (the default rule) needs n_clusters")
     X = np.ascontiguousarray(X, dtype=np.float64) + 0.0     # −0.0 → 0.0: copies compare equal
     check_points(X)
+    # finite points whose squared distances overflow: the search would find no neighbour
+    check_range("knn", X, X.shape[0])
     n = X.shape[0]
     wanted = given if given is not None else default_neighbors(n, n_clusters)
     k = int(min(wanted, n))
