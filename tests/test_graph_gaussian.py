@@ -331,7 +331,7 @@ def test_no_step_on_a_cut_of_zero():
     assert gaussian_step(X, fit, 2) is fit and fit.gaussian is None
 
 
-def test_columns_of_any_scale_give_the_same_criterion_and_labels_and_no_overflow():
+def test_columns_of_any_scale_give_the_same_criterion_and_labels_and_no_overflow(monkeypatch):
     """The criterion and the classification work on each column divided by its largest
     |value| and in the directions of the correlation matrix: a column scaled by 10⁻⁸ and
     another by 10⁸, or values near 10¹⁵³ whose squares overflow, change nothing."""
@@ -359,8 +359,47 @@ def test_columns_of_any_scale_give_the_same_criterion_and_labels_and_no_overflow
     Z[:, 0] = np.where(lab == 2, -1e153, 1e153)
     record = KernelKMeans(3, random_state=0).fit(Z).fit_stats_["graph"]
     assert record["whitening"]["criterion"] != 0.0
+    # there W^{-½} stretches the N(0, 1) columns by 10¹⁵³: T is scaled by a power of two
+    # that keeps the whitened points (and their squared distances) within range
+    from kkmeans_cli.kernels.graph_fit import predict_graph, whiten_points
+
+    first = fit_graph(Z, 3, random_state=0, n_threads=1, whiten=False).labels
+    T = within_whitening(Z, first, 3)
+    assert np.abs(whiten_points(Z, T)).max() <= 2.0 ** 500
+    monkeypatch.setattr(graph_fit, "WHITENED_MAX", np.inf)
+    unscaled = within_whitening(Z, first, 3)        # squares of X·W^{-½} overflow
+    assert np.abs(whiten_points(Z, unscaled)).max() > np.sqrt(np.finfo(float).max)
+    np.testing.assert_allclose(T / np.abs(T).max(), unscaled / np.abs(unscaled).max(),
+                               rtol=1e-12)
+    monkeypatch.undo()
+    refit = fit_graph(Z, 3, random_state=0, n_threads=1, whiten=True)
+    np.testing.assert_array_equal(predict_graph(refit.model(), Z), refit.labels)
     assert "criterion" in record["gaussian"] or record["gaussian"] == {"kept": False,
                                                                         "skipped": True}
+
+
+def test_data_near_the_smallest_floats_whiten_to_the_same_graph_without_overflow():
+    """Points near 10⁻³¹⁰ (subnormal) have a W^{-½} near 10³¹⁰: T is then W^{-½} times a
+    power of two, which changes no neighbour, so the whitened fit's labels, and predict of
+    its own points, are those of the same points at scale 1 (the points hold 30 bits,
+    which 2⁻¹⁰³⁰ keeps exactly; warnings are errors)."""
+    from kkmeans_cli.kernels.graph_fit import predict_graph, within_whitening
+
+    X, y = _varied()
+    X = np.round(X * 2.0 ** 20) / 2.0 ** 20
+    tiny = np.ldexp(X, -1030)
+    assert np.array_equal(np.ldexp(tiny, 1030), X) and np.abs(tiny).max() < 2.0 ** -1022
+    T = within_whitening(tiny, y, 3)
+    top = np.abs(T).max()
+    assert np.isfinite(T).all() and 2.0 ** 1021 <= top < 2.0 ** 1022
+    ref = within_whitening(X, y, 3)
+    np.testing.assert_allclose(T / top, ref / np.abs(ref).max(), rtol=1e-10)
+    want = fit_graph(X, 3, random_state=0, n_threads=1, whiten=True)
+    got = fit_graph(tiny, 3, random_state=0, n_threads=1, whiten=True)
+    np.testing.assert_array_equal(got.labels, want.labels)
+    np.testing.assert_array_equal(predict_graph(got.model(), tiny), got.labels)
+    est = KernelKMeans(3, random_state=0).fit(tiny)
+    np.testing.assert_array_equal(est.labels_, KernelKMeans(3, random_state=0).fit(X).labels_)
 
 
 def test_the_memory_plan_bounds_the_classification_and_the_mixture_measured(monkeypatch):

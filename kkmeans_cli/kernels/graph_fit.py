@@ -1210,6 +1210,7 @@ def cluster_scatter(X, labels, k, scale=None):
 
 
 WHITEN_RIDGE = 1e-3     # of tr(W)/d, added to W's diagonal: W^{-½} exists for any labels
+WHITENED_MAX = 2.0 ** 500   # whitened points stay below: their squared distances cannot overflow
 
 
 def within_whitening(X, labels, k, ridge=WHITEN_RIDGE):
@@ -1220,7 +1221,12 @@ def within_whitening(X, labels, k, ridge=WHITEN_RIDGE):
     Ding & Li, "Adaptive dimension reduction using discriminant analysis and K-means
     clustering", ICML 2007). A W of zero (every cluster one point) gives the identity. W is
     summed for X / c, c the largest |x_ij|, and T is (W/c²)^{-½} / c: the same T, without
-    squares that overflow."""
+    squares that overflow. Where that T itself overflows (data near 10⁻³⁰⁸, whose W^{-½}
+    is near 10³⁰⁸), or the whitened points could pass 2⁵⁰⁰ (X·T is at most d·max|T_ij|·c:
+    columns of scales 10¹⁵³ apart, whose squared distances overflow), T is W^{-½} times a
+    power of two that brings them to at most 2⁵⁰⁰ and keeps T below 2¹⁰²²: a positive
+    factor changes no neighbour, no tie and no self-tuned weight of the whitened graph,
+    and ``predict`` whitens new points by the same T."""
     c = float(column_scale(X).max())
     counts, _, scatters = cluster_scatter(X, labels, k, c)
     d = scatters.shape[1]
@@ -1230,7 +1236,18 @@ def within_whitening(X, labels, k, ridge=WHITEN_RIDGE):
         return np.eye(d)
     W += ridge * scale * np.eye(d)
     lam, V = np.linalg.eigh(W)
-    return (V / np.sqrt(lam)) @ V.T / c
+    M = (V / np.sqrt(lam)) @ V.T                    # (W/c²)^{-½}: X·T = (X/c)·M
+    top = float(np.abs(M).max())
+    with np.errstate(over="ignore"):
+        T = M / c
+    if np.isfinite(T).all() and d * top <= WHITENED_MAX:
+        return T
+
+    def exponent(v):
+        return int(np.frexp(v)[1])      # v in [2^(e−1), 2^e)
+
+    return np.ldexp(M, min(exponent(WHITENED_MAX) - exponent(d * top) - exponent(c),
+                           1022 - exponent(top)))
 
 
 def whiten_points(X, T):
