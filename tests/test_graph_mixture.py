@@ -1,7 +1,7 @@
 """The mixture step of the default graph fit (``whiten='auto'``): the EM of a Gaussian
 mixture with a covariance and a weight per component (Dempster, Laird & Rubin 1977),
 started from the labels the Gaussian step left, its labels kept only where their normalized
-cut of the fit's graph stays within 2 times the fit's; predict then labels new points by the
+cut of the fit's graph stays within 5 times the fit's; predict then labels new points by the
 mixture. Checked against scikit-learn's ``GaussianMixture`` from the same start, SciPy's
 densities, the rule replayed by hand where it is kept, turned down and skipped, one and two
 threads, the model file and its damaged arrays."""
@@ -89,9 +89,10 @@ def test_the_mixture_is_affine_invariant_and_its_costs_are_scipys_densities():
 
 
 def test_the_step_is_kept_exactly_where_the_cut_allows():
-    """Replayed by hand: kept on overlapping blobs (its cut within 2 times the fit's, its
+    """Replayed by hand: kept on overlapping blobs (its cut within 5 times the fit's, its
     sums, cut and objective those of its labels on the graph), turned down on two moons
-    (the ellipsoids cut through both), skipped on two rings (one component swallows the
+    (the ellipsoids cut through both, here at 7 times the fit's cut; where they cut less,
+    the split test undoes them: ``test_graph_split``), skipped on two rings (one component swallows the
     other: a cluster of d points or fewer), not tried on a cut of zero."""
     X, _ = _varied()
     fit = gaussian_step(X, fit_graph(X, 3, random_state=4, n_threads=1, whiten=False), 3)
@@ -111,7 +112,7 @@ def test_the_step_is_kept_exactly_where_the_cut_allows():
     fit = fit_graph(M, 2, random_state=4, n_threads=1, whiten=False)
     want, keep, ratio = replayed_mixture(M, fit.graph, fit.labels, fit.ncut, 2)
     got = mixture_step(M, fit, 2)
-    assert not keep and ratio > 2 * MIXTURE_NCUT_RATIO
+    assert not keep and ratio > 1.2 * MIXTURE_NCUT_RATIO
     assert got.mixture["kept"] is False and got.mixture_model is None
     assert got.mixture["ncut_ratio"] == pytest.approx(ratio, rel=1e-9)
     np.testing.assert_array_equal(got.labels, fit.labels)

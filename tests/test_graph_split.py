@@ -144,6 +144,21 @@ def test_the_steps_are_undone_exactly_where_bic_prefers_2k_gaussians(data, seed)
         assert adjusted_rand_score(y, kept.labels) < 0.6 < adjusted_rand_score(y, fit.labels)
 
 
+def test_a_mixture_within_its_cut_limit_on_moons_is_undone_by_the_split_test():
+    """The mixture's cut limit (MIXTURE_NCUT_RATIO) lets mixtures that cut up to 5 times
+    the fit's graph through (overlapping blobs gain there); on moons (.1, seed 9) the
+    mixture cuts 3.75 times and passes it, and the split test is what keeps the moons: 2k
+    Gaussians gain far more than BIC allows, and the first fit is returned."""
+    X, y = _moons(9, noise=0.1)
+    fit = fit_graph(X, 2, random_state=9, n_threads=1)
+    first = fit_graph(X, 2, random_state=9, n_threads=1, whiten=False)
+    assert 1.0 < fit.mixture["ncut_ratio"] <= graph_fit.MIXTURE_NCUT_RATIO
+    assert fit.mixture["undone"] is True and fit.mixture["kept"] is False
+    assert fit.split_test["ratio"] > 5 * SPLIT_RATIO_MAX and fit.split_test["kept"] is False
+    np.testing.assert_array_equal(fit.labels, first.labels)
+    assert fit.mixture_model is None and adjusted_rand_score(y, fit.labels) > 0.95
+
+
 def test_above_the_sample_size_the_test_reads_a_sample_drawn_from_its_seed():
     """Above SPLIT_SAMPLE points the statistic is the replay's on the rows a generator of
     the seed draws (sorted, without replacement), and another seed draws other rows."""
