@@ -1249,7 +1249,8 @@ def within_whitening(X, labels, k, ridge=WHITEN_RIDGE):
     def exponent(v):
         return int(np.frexp(v)[1])      # v in [2^(e−1), 2^e)
 
-    return np.ldexp(M, min(exponent(WHITENED_MAX) - exponent(d * top) - exponent(c),
+    # |X·T| ≤ d·top·c·2^e < 2^(E(d·top) + E(c) + e) ≤ WHITENED_MAX; max|T| < 2^1022
+    return np.ldexp(M, min(exponent(WHITENED_MAX) - 1 - exponent(d * top) - exponent(c),
                            1022 - exponent(top)))
 
 
