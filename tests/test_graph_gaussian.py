@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_blobs, make_moons
 
-from helpers import labels_of, run, run_process, write_csv
+from helpers import assert_one_error_line, labels_of, run, run_process, write_csv
 from reference import gaussian_cluster_terms, total_whitened
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine.graph import normalized_cut, refine
@@ -400,6 +400,45 @@ def test_data_near_the_smallest_floats_whiten_to_the_same_graph_without_overflow
     np.testing.assert_array_equal(predict_graph(got.model(), tiny), got.labels)
     est = KernelKMeans(3, random_state=0).fit(tiny)
     np.testing.assert_array_equal(est.labels_, KernelKMeans(3, random_state=0).fit(X).labels_)
+
+
+def test_a_model_of_data_near_the_smallest_floats_loads_and_refuses_what_overflows(tmp_path):
+    """The default's model of subnormal data keeps its mixture with a scale of at least
+    2⁻¹⁰²² (a subnormal scale, which the loader refuses, made the file unreadable), loads
+    and predicts its own labels; a --whiten model of data near 10⁻³⁰⁰ stretches new points
+    by about 10³⁰⁰, and an ordinary point (1, 0) overflows there: refused in one line
+    naming its row (the k-d tree found no neighbour for it: an IndexError)."""
+    from kkmeans_cli.errors import ValueRangeError
+
+    X, _ = _varied()
+    tiny = np.ldexp(np.round(X * 2.0 ** 20) / 2.0 ** 20, -1030)
+    np.save(tmp_path / "tiny.npy", tiny)
+    done = run(["fit", tmp_path / "tiny.npy", "-k", "3", "--seed", "0",
+                "-o", tmp_path / "m.npz"])
+    assert done.exit_code == 0, done.stderr
+    with np.load(tmp_path / "m.npz", allow_pickle=False) as saved:
+        assert saved["graph_mixture_scale"].min() >= np.finfo(np.float64).tiny
+    again = run(["predict", tmp_path / "m.npz", tmp_path / "tiny.npy"])
+    assert again.exit_code == 0, again.stderr
+    np.testing.assert_array_equal(labels_of(again.stdout), labels_of(done.stdout))
+    assert run(["info", tmp_path / "m.npz"]).exit_code == 0
+    # whitened by 10³⁰⁰: (1, 0) is too far for float64
+    small = X * 1e-300
+    write_csv(tmp_path / "small.csv", small, fmt="%.17g")
+    write_csv(tmp_path / "new.csv", np.array([[0.0, 0.0], [1.0, 0.0]]))
+    done = run(["fit", tmp_path / "small.csv", "-k", "3", "--whiten", "--seed", "0",
+                "-o", tmp_path / "w.npz"])
+    assert done.exit_code == 0, done.stderr
+    result = run(["predict", tmp_path / "w.npz", tmp_path / "new.csv",
+                  "--labels", tmp_path / "l.txt"])
+    assert_one_error_line(result, f"{tmp_path / 'new.csv'}: row 2, column x0: the value 1 "
+                                  f"is too far from the training points for floating point "
+                                  f"once whitened", code=1)
+    assert not (tmp_path / "l.txt").exists()
+    est = KernelKMeans(3, whiten=True, random_state=0).fit(small)
+    np.testing.assert_array_equal(est.predict(small), est.labels_)
+    with pytest.raises(ValueRangeError, match="X row 1, column 0: the value 1 is too far"):
+        est.predict(np.array([[0.0, 0.0], [1.0, 0.0]]))
 
 
 def test_the_memory_plan_bounds_the_classification_and_the_mixture_measured(monkeypatch):

@@ -233,7 +233,11 @@ def test_a_model_whose_mixture_is_damaged_is_refused(tmp_path):
     assert run(["info", path]).exit_code == 0
     before = listing(tmp_path)
     result = run(["predict", path, tmp_path / "varied.csv", "--labels", tmp_path / "l.txt"])
-    assert_one_error_line(result, "Gaussian mixture gives it no finite cost", code=1)
+    line = assert_one_error_line(result, f"{tmp_path / 'varied.csv'}: row 1, column ",
+                                 "Gaussian mixture gives the point no finite cost", code=1)
+    # the row of the file (1-based, as every range error of DATA) and its largest value's column
+    X = np.loadtxt(tmp_path / "varied.csv", delimiter=",", skiprows=1)
+    assert f"row 1, column x{int(np.argmax(np.abs(X[0])))}:" in line
     assert listing(tmp_path) == before
 
 

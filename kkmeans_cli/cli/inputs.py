@@ -178,17 +178,10 @@ def check_values(data, X, kernel, total_weight, scale="none", resolved=None,
     from ..errors import ValueRangeError
     from ..kernels.functions import check_range, data_offset
 
-    rows = np.flatnonzero(data.kept)
-
-    def where(r, c):
-        name = data.columns[c] if data.columns else str(c + 1)
-        source, row = data.locate(int(rows[r]))
-        return f"{source}: row {row + 1}, column {name}"
-
     finite = np.isfinite(X)
     if not finite.all():
         r, c = np.argwhere(~finite)[0]
-        raise DataError(f"{where(r, c)}: the value {data.X[r, c]:g} is {X[r, c]} after "
+        raise DataError(f"{where(data, r, c)}: the value {data.X[r, c]:g} is {X[r, c]} after "
                         f"--scale {scale} (the scaling overflows floating point)")
     try:
         offset = (resolved.offset if resolved is not None else
@@ -196,7 +189,17 @@ def check_values(data, X, kernel, total_weight, scale="none", resolved=None,
                   data_offset(kernel, X, objective, quiet=True))
         check_range(kernel, X, total_weight, kernel=resolved, offset=offset)
     except ValueRangeError as exc:
-        raise DataError(f"{where(exc.row, exc.column)}: {exc.detail}") from None
+        raise DataError(f"{where(data, exc.row, exc.column)}: {exc.detail}") from None
+
+
+def where(data, r, c):
+    """'SOURCE: row R, column C' of row r (0-based, of the rows DATA kept) and column c of
+    DATA: the row as in its file (1-based, header not counted), the column by its name."""
+    import numpy as np
+
+    name = data.columns[c] if data.columns else str(c + 1)
+    source, row = data.locate(int(np.flatnonzero(data.kept)[r]))
+    return f"{source}: row {row + 1}, column {name}"
 
 
 def _per_row(path, option, what, data, integer=False):

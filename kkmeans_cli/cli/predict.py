@@ -7,9 +7,9 @@ import sys
 import click
 
 from .._text import plural
-from ..errors import DataError, UsageError
+from ..errors import DataError, UsageError, ValueRangeError
 from .inputs import (check_values, columns_row, input_paths, labels_text, read_input,
-                     read_model_columns, stdin_open)
+                     read_model_columns, stdin_open, where)
 from .options import (Integer, cluster_options, data_options, effective_options, on_cluster,
                       run_options, warn_unused_options)
 
@@ -101,6 +101,8 @@ def predict(ctx, **_):
         try:
             labels, dist = nearest(loaded.predictor, X, want_distances=bool(opts["distances"]),
                                    n_threads=effective_n_threads(opts["threads"]))
+        except ValueRangeError as exc:       # a row the model cannot place in float64
+            raise DataError(f"{where(data, exc.row, exc.column)}: {exc.detail}") from None
         except ValueError as exc:
             raise DataError(f"{data.source}: {exc}") from exc
     with AtomicOutputs(opts["force"]) as out:

@@ -52,9 +52,9 @@ from .. import _options
 from ..engine import graph_starts
 from ..engine.graph import GraphKernel, GraphSums, cluster_sums, refine
 from ..engine.threads import blas_threads, effective_n_threads
-from ..errors import DataError, KKMeansWarning
+from ..errors import DataError, KKMeansWarning, ValueRangeError
 from . import graph as kgraph
-from .functions import check_range
+from .functions import FLOAT_MAX, check_range
 
 STARTS = ("auto", "multilevel", "spectral")
 VOL_RTOL = 1e-9        # a model file's cluster volumes against the sums of their degrees
@@ -762,9 +762,9 @@ class Mixture:
 
     def labels(self, X, want_costs=False):
         """int64 labels of the rows of X and, when ``want_costs``, their costs (n×k; else
-        None), in blocks of ``SCATTER_BLOCK_ROWS`` rows. ``DataError`` where a cost is not
-        finite: a row some 10¹⁵⁰ times farther from the training points than their spread,
-        or a damaged model file's mixture."""
+        None), in blocks of ``SCATTER_BLOCK_ROWS`` rows. ``ValueRangeError`` (the row, its
+        largest column) where a cost is not finite: a row some 10¹⁵⁰ times farther from the
+        training points than their spread, or a damaged model file's mixture."""
         X = np.asarray(X, dtype=np.float64)
         out = np.empty(X.shape[0], dtype=np.int64)
         costs = np.empty((X.shape[0], self.consts.size)) if want_costs else None
@@ -774,9 +774,11 @@ class Mixture:
                 cost = self.costs(self.coordinates(block))
             if not np.all(np.isfinite(cost)):
                 bad = lo + int(np.flatnonzero(~np.all(np.isfinite(cost), axis=1))[0])
-                raise DataError(f"row {bad}: the model's Gaussian mixture gives it no "
-                                f"finite cost (a point too far from the training points "
-                                f"for float64, or a damaged model)")
+                raise ValueRangeError(bad, int(self.columns[np.argmax(np.abs(
+                                          X[bad, self.columns]))]),
+                                      "the model's Gaussian mixture gives the point no "
+                                      "finite cost (a point too far from the training points "
+                                      "for float64, or a damaged model)")
             out[lo:lo + block.shape[0]] = np.argmin(cost, axis=1)
             if want_costs:
                 costs[lo:lo + block.shape[0]] = cost
@@ -1175,15 +1177,16 @@ SCATTER_BLOCK_ROWS = _options.SCATTER_BLOCK_ROWS    # rows copied at a time
 
 
 def column_scale(X):
-    """The largest absolute value of each column of X (1 for a column of zeros), in blocks of
-    ``SCATTER_BLOCK_ROWS`` rows: X divided by it lies in [−1, 1], whose squares and their sums
-    cannot overflow."""
+    """The largest absolute value of each column of X (1 for a column of zeros; at least
+    2⁻¹⁰²², the least normal float, for a column of subnormal values, which a model file's
+    mixture could not store as its ``scale``), in blocks of ``SCATTER_BLOCK_ROWS`` rows: X
+    divided by it lies in [−1, 1], whose squares and their sums cannot overflow."""
     X = np.asarray(X, dtype=np.float64)
     scale = np.zeros(X.shape[1])
     for lo in range(0, X.shape[0], SCATTER_BLOCK_ROWS):
         np.maximum(scale, np.abs(X[lo:lo + SCATTER_BLOCK_ROWS]).max(axis=0), out=scale)
     scale[~(scale > 0)] = 1.0
-    return scale
+    return np.maximum(scale, np.finfo(np.float64).tiny)
 
 
 def cluster_scatter(X, labels, k, scale=None):
@@ -1393,7 +1396,24 @@ def new_points(model, X):
     check_range("knn", X, float(model.counts.sum()))
     if model.transform is None:
         return X, X
-    return X, whiten_points(X, model.transform)     # the nodes are the whitened points
+    with np.errstate(over="ignore", invalid="ignore"):
+        Xn = whiten_points(X, model.transform)      # the nodes are the whitened points
+    # ... and to the whitened nodes: a point far out in a direction W^{-½} stretches (by up
+    # to 10³⁰⁰ for data near 10⁻³⁰⁰) can overflow there (the search then found no neighbour)
+    bad = ~np.isfinite(Xn).all(axis=1)
+    try:
+        if not bad.any():
+            check_range("knn", Xn, float(model.counts.sum()))
+    except ValueRangeError as exc:
+        bad[exc.row] = True
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        col = int(np.argmax(np.abs(X[row])))
+        raise ValueRangeError(row, col, f"the value {X[row, col]:.6g} is too far from the "
+                                        f"training points for floating point once whitened "
+                                        f"by the model's W^{{-½}} (the fit's whitened refit): "
+                                        f"4·‖x·W^{{-½}}‖² must stay below {FLOAT_MAX:.3g}")
+    return X, Xn
 
 
 def node_matches(model, Xn, nearest):
