@@ -783,6 +783,9 @@ def test_points_whose_distances_overflow_are_refused_by_the_graph_itself():
                                                   r"too large for floating point: 4·‖x‖² must"):
             call()
     fit_graph(np.r_[_points(60, 29), [[1e150, 1e150]]], 3, random_state=0)   # within range
+    # the value as given, with its sign
+    with pytest.raises(ValueRangeError, match=r"X row 60, column 1: the value -3e\+155 is"):
+        kgraph.knn_graph(np.r_[_points(60, 29), [[0.0, -3e155]]], 5)
 
 
 def test_new_points_are_checked():

@@ -526,7 +526,7 @@ def _check_rows(name, X, m, kernel, what, offset, gamma_from=None):
         bad = ~np.isfinite(X).all(axis=1)
         _refuse_rows(bad, np.abs(raw), f"the data's mean ({_format_offset(offset)}) or the "
                      f"distance to it overflows floating point (1.8e308)", what,
-                     ValueRangeError, score=np.abs(raw).max(axis=1))
+                     ValueRangeError, score=np.abs(raw).max(axis=1), raw=raw)
     log_max = math.log(FLOAT_MAX)
     log_sums = math.log(4.0) + 2.0 * math.log(m)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -539,7 +539,7 @@ def _check_rows(name, X, m, kernel, what, offset, gamma_from=None):
                     f"weight: kernel k-means sums up to m² kernel values)" if power == 1 else
                     f"16·m²·D_ij² must stay below {FLOAT_MAX:.3g} (m = {m:.6g}: the kernel "
                     f"−½ J D∘² J and its sums)")
-            _refuse_rows(big > limit, absx, rule, what, ValueRangeError)
+            _refuse_rows(big > limit, absx, rule, what, ValueRangeError, raw=X)
             return
         if name in ("laplacian", "chi2"):
             l1 = absx.sum(axis=1)
@@ -550,7 +550,7 @@ def _check_rows(name, X, m, kernel, what, offset, gamma_from=None):
                 bad |= ~(4.0 * np.square(absx.max(axis=1)) <= FLOAT_MAX)
                 rule = (f"4·x² and 2·Σ x_j of a row must stay below {FLOAT_MAX:.3g} (the "
                         f"chi-squared distances Σ (a − b)²/(a + b))")
-            _refuse_rows(bad, absx, rule, what, ValueRangeError)
+            _refuse_rows(bad, absx, rule, what, ValueRangeError, raw=X)
             return
         # Squared norms without overflow in the sum itself: scale by the row's largest |x|.
         top = absx.max(axis=1)
@@ -590,7 +590,7 @@ def _check_rows(name, X, m, kernel, what, offset, gamma_from=None):
                 "the squared distances ‖x‖² + ‖y‖² − 2x·y of the rbf kernel" if name == "rbf"
                 else f"the squared norms and products x·y of the {name} kernel") + ")")
         _refuse_rows(bad, absx, rule, what, ValueRangeError, score=log_q,
-                     raw=None if offset is None else np.abs(raw))
+                     raw=X if offset is None else raw)
 
 
 def _format_offset(offset):
@@ -602,7 +602,7 @@ def _format_offset(offset):
 def _refuse_rows(bad, absx, rule, what, error, score=None, raw=None):
     """Raise for the first bad row (with ``score``: the bad row of largest score, e.g. the
     row farthest from the data's mean), at its largest |value| (of X − offset); the value
-    shown is the row's own (``raw``, the data as given)."""
+    shown is the row's own, with its sign (``raw``, the data as given; else ``absx``'s)."""
     if np.any(bad):
         rows = np.flatnonzero(bad)
         row = int(rows[0] if score is None else rows[np.argmax(score[rows])])
