@@ -439,6 +439,12 @@ def test_a_model_of_data_near_the_smallest_floats_loads_and_refuses_what_overflo
     np.testing.assert_array_equal(est.predict(small), est.labels_)
     with pytest.raises(ValueRangeError, match="X row 1, column 0: the value 1 is too far"):
         est.predict(np.array([[0.0, 0.0], [1.0, 0.0]]))
+    # the first such row, whether its whitened values overflow to infinity or only their
+    # squares do, at the column stretched most
+    with pytest.raises(ValueRangeError, match=r"X row 1, column 1: the value 1e-10 is too"):
+        est.predict(np.array([[0.0, 0.0], [0.0, 1e-10], [1e10, 0.0]]))
+    with pytest.raises(ValueRangeError, match=r"X row 1, column 0: the value 1e\+10 is too"):
+        est.predict(np.array([[0.0, 0.0], [1e10, 0.0], [0.0, 1e-10]]))
 
 
 def test_the_memory_plan_bounds_the_classification_and_the_mixture_measured(monkeypatch):

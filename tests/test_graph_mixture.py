@@ -283,7 +283,7 @@ def test_no_mixture_on_columns_of_few_values_small_clusters_or_a_collapsed_compo
     monkeypatch.setattr(graph_fit, "MIXTURE_NCUT_RATIO", -1.0)
     np.testing.assert_array_equal(fit_graph(R, 3, random_state=0, n_threads=1).labels,
                                   got.labels)
-    monkeypatch.setattr(graph_fit, "MIXTURE_NCUT_RATIO", 2.0)
+    monkeypatch.setattr(graph_fit, "MIXTURE_NCUT_RATIO", MIXTURE_NCUT_RATIO)
     monkeypatch.setattr(graph_fit, "MIXTURE_DISCRETE_MAX", 4)     # 5 values: continuous now
     lifted = fit_graph(R, 3, random_state=0, n_threads=1)
     assert lifted.mixture["kept"] is True

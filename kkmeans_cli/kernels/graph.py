@@ -465,6 +465,9 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
         ``GraphInfo.search``)
     random_state : int, the approximate search's (the same int, the same graph)
 
+    Points whose squared distances overflow are refused as ``functions.check_range`` refuses
+    them for the knn kernel (``ValueRangeError``: the search would find no neighbour).
+
     Returns
     -------
     Graph

@@ -1396,24 +1396,34 @@ def new_points(model, X):
     check_range("knn", X, float(model.counts.sum()))
     if model.transform is None:
         return X, X
+    T = model.transform
     with np.errstate(over="ignore", invalid="ignore"):
-        Xn = whiten_points(X, model.transform)      # the nodes are the whitened points
-    # ... and to the whitened nodes: a point far out in a direction W^{-½} stretches (by up
-    # to 10³⁰⁰ for data near 10⁻³⁰⁰) can overflow there (the search then found no neighbour)
-    bad = ~np.isfinite(Xn).all(axis=1)
-    try:
-        if not bad.any():
-            check_range("knn", Xn, float(model.counts.sum()))
-    except ValueRangeError as exc:
-        bad[exc.row] = True
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        col = int(np.argmax(np.abs(X[row])))
+        Xn = whiten_points(X, T)                    # the nodes are the whitened points
+    # ... and to the whitened nodes: a point far out in a direction T stretches (by up to
+    # 10³⁰⁰ for data near 10⁻³⁰⁰) can overflow there (the search then found no neighbour)
+    far = whitened_overflow(Xn)
+    if far.any():
+        row = int(np.flatnonzero(far)[0])
+        with np.errstate(over="ignore"):
+            col = int(np.argmax(np.abs(X[row]) * np.abs(T).max(axis=1)))  # stretched most
         raise ValueRangeError(row, col, f"the value {X[row, col]:.6g} is too far from the "
                                         f"training points for floating point once whitened "
-                                        f"by the model's W^{{-½}} (the fit's whitened refit): "
-                                        f"4·‖x·W^{{-½}}‖² must stay below {FLOAT_MAX:.3g}")
+                                        f"by the model's T ('graph_transform', the fit's "
+                                        f"whitened refit): 4·‖x·T‖² must stay below "
+                                        f"{FLOAT_MAX:.3g}")
     return X, Xn
+
+
+def whitened_overflow(Xn):
+    """Rows of whitened points that are not finite or whose 4·‖x‖² overflows (the rule
+    ``check_range`` applies to the fit's points), each row's squares summed after dividing
+    by its largest |value|."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        top = np.abs(Xn).max(axis=1)
+        safe = np.where(np.isfinite(top) & (top > 0), top, 1.0)
+        log_q = 2.0 * np.log(safe) + np.log(np.maximum(
+            np.einsum("ij,ij->i", Xn / safe[:, None], Xn / safe[:, None]), 1e-300))
+    return ~np.isfinite(top) | (log_q + np.log(4.0) > np.log(FLOAT_MAX))
 
 
 def node_matches(model, Xn, nearest):
