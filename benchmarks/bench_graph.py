@@ -15,6 +15,7 @@ their defaults, against scikit-learn's SpectralClustering and kkmeans' rbf kerne
     python benchmarks/bench_graph.py bars [--seeds 0 … 131]        # the blob bar vs the references
     python benchmarks/bench_graph.py refit-sample [--n 250000]     # the refit decided on a sample
     python benchmarks/bench_graph.py harder [--seeds 0 … 11]       # shapes past the targets
+    python benchmarks/bench_graph.py limits [--limits 2 5]         # the mixture's cut limit
 
 gallery: the data sets of scikit-learn's ``plot_cluster_comparison`` (n = 1500,
 StandardScaler): circles (factor .5) and moons at noise .03, .05, .08, .1, three concentric
@@ -682,6 +683,136 @@ def harder(args):
               flush=True)
 
 
+def noisy_blobs(n, k, d, kind, sep, aniso, unequal, seed):
+    """k blobs of n points in d columns with noise of unit variance of ``kind`` ('gauss',
+    't5', 't10' (Student's t), 'laplace', 'lognorm' (centred, standardized), 'unif',
+    'outl' (2 % uniform outliers on [−8, 8])), centres uniform on ±sep·k^(1/d) (d < 3) or
+    normal of scale sep/√2, optionally stretched (``aniso``) and of Dirichlet(2) sizes
+    (``unequal``; at least 5 points each)."""
+    rng = np.random.default_rng(seed)
+    if d < 3:
+        C = rng.uniform(-sep * k ** (1 / d), sep * k ** (1 / d), (k, d))
+    else:
+        C = rng.standard_normal((k, d)) * sep / np.sqrt(2)
+    sizes = np.maximum(rng.multinomial(n, rng.dirichlet(np.ones(k) * 2) if unequal
+                                       else np.ones(k) / k), 5)
+    Xs, ys = [], []
+    for c in range(k):
+        m = sizes[c]
+        if kind == "gauss":
+            Z = rng.standard_normal((m, d))
+        elif kind.startswith("t"):
+            dof = float(kind[1:])
+            Z = (rng.standard_normal((m, d)) / np.sqrt(rng.chisquare(dof, (m, 1)) / dof)
+                 * np.sqrt((dof - 2) / dof))
+        elif kind == "unif":
+            Z = rng.uniform(-np.sqrt(3), np.sqrt(3), (m, d))
+        elif kind == "lognorm":
+            Z = np.exp(0.5 * rng.standard_normal((m, d)))
+            Z = (Z - Z.mean(0)) / Z.std(0)
+        elif kind == "outl":
+            Z = rng.standard_normal((m, d))
+            out = rng.random(m) < 0.02
+            Z[out] = rng.uniform(-8, 8, (out.sum(), d))
+        else:                                                   # laplace
+            Z = rng.laplace(size=(m, d)) / np.sqrt(2)
+        if aniso:
+            Z = Z @ (rng.standard_normal((d, d)) / np.sqrt(d) + 0.3 * np.eye(d))
+        Xs.append(Z + C[c])
+        ys.append(np.full(m, c))
+    X, y = np.vstack(Xs), np.concatenate(ys)
+    order = rng.permutation(y.size)
+    return X[order], y[order]
+
+
+def limit_groups():
+    """{group: [(name, X, y, k, random_state)]} of ``limits``: the 396 blob sets, the
+    gallery's shapes (36 seeds), the harder shapes (12), the real sets (6 seeds each), and
+    grids of heavy-tailed and of Gaussian blobs and small shapes."""
+    from sklearn.datasets import make_circles, make_moons
+    from sklearn.preprocessing import StandardScaler
+
+    groups = {"blob sets": [(f"{name} {seed}", X, y, k, seed)
+                            for name, seed, X, y, k in blob_sets(range(132))]}
+    groups["shapes (36 seeds)"] = [
+        (f"{name} {noise} {seed}", *gallery_data(name, seed, noise), K_OF[name], seed)
+        for name, noises in (("circles", NOISES), ("moons", NOISES), ("rings", RING_NOISES))
+        for noise in noises for seed in range(36)]
+    groups["harder (12 seeds)"] = [
+        (f"{name} {noise} {n} {seed}", *gallery_data(name, seed, noise, n=n), K_OF[name],
+         seed) for name, noise, n in HARDER_CELLS for seed in range(12)]
+    groups["real (6 seeds)"] = [(f"{name} {seed}", X, y, k, seed)
+                                for name, X, y, k in real_data() for seed in range(6)]
+    for group, kinds, seed0 in (("heavy tails, 5,000 points", ("t10", "laplace", "t5",
+                                                                "lognorm", "unif", "outl"), 7),
+                                ("Gaussian blobs", ("gauss",), 8)):
+        rng, cases = np.random.default_rng(seed0), []
+        for i in range(24):
+            k, d = int(rng.integers(3, 9)), int(rng.integers(2, 6 if seed0 == 7 else 8))
+            n = 5000 if seed0 == 7 else int(rng.choice([300, 1500, 5000]))
+            kind = kinds[i % len(kinds)]
+            X, y = noisy_blobs(n, k, d, kind, float(rng.uniform(1.5, 4)), bool(i % 2),
+                               bool(i % 3 == 0), int(rng.integers(1e6)))
+            cases.append((f"{kind} k{k} d{d} n{n} {i}", X, y, k, 0))
+        groups[group] = cases
+    small = []
+    for seed in range(6):
+        X, y = rings(400, 0.05, seed)
+        small.append((f"rings 400 .05 {seed}", StandardScaler().fit_transform(X), y, 3, 0))
+        small.append((f"circles 500 .08 {seed}",
+                      *make_circles(500, factor=0.5, noise=0.08, random_state=seed), 2, 0))
+        small.append((f"moons 300 .1 {seed}", *make_moons(300, noise=0.1, random_state=seed),
+                      2, 0))
+        X, y = make_moons(1500, noise=0.1, random_state=seed)
+        X = np.c_[X, 0.3 * np.random.default_rng(seed).standard_normal((1500, 8))]
+        small.append((f"moons + 8 noise columns {seed}", X, y, 2, 0))
+    groups["small shapes"] = small
+    return groups
+
+
+def limits(args):
+    """The default with the mixture's cut limit (``MIXTURE_NCUT_RATIO``) at each of
+    ``--limits``, set by set (one thread, ``random_state`` the set's): per group the mean
+    ARI, the sets that change against the first limit (up, down, by how much in all), and
+    on the blob sets those below their bar, max(SpectralClustering, rbf) − .02."""
+    import warnings
+
+    from sklearn.metrics import adjusted_rand_score as ari
+
+    from kkmeans_cli.kernels import graph_fit
+
+    print(f"load average {os.getloadavg()[0]:.2f}; limits {args.limits}, one thread")
+    for group, cases in limit_groups().items():
+        got = {limit: [] for limit in args.limits}
+        bars_met = {limit: [] for limit in args.limits}
+        for name, X, y, k, seed in cases:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                need = blob_bar(X, y, k, seed) if group == "blob sets" else None
+                for limit in args.limits:
+                    graph_fit.MIXTURE_NCUT_RATIO = limit
+                    got[limit].append(ari(y, fit_graph_labels(X, k, seed)))
+                    if need is not None and got[limit][-1] < need:
+                        bars_met[limit].append(name)
+        base = np.array(got[args.limits[0]])
+        cells = []
+        for limit in args.limits:
+            a = np.array(got[limit])
+            d = a - base
+            cells.append(f"{limit}: mean {a.mean():.3f}, {np.sum(d > 1e-12)} up "
+                         f"({d[d > 0].sum():.3f}), {np.sum(d < -1e-12)} down "
+                         f"({d[d < 0].sum():.3f})"
+                         + (f", below the bar {len(bars_met[limit])} "
+                            f"({', '.join(bars_met[limit])})" if group == "blob sets" else ""))
+        print(f"{group} ({len(cases)} sets): " + "; ".join(cells), flush=True)
+
+
+def fit_graph_labels(X, k, seed):
+    from kkmeans_cli.kernels.graph_fit import fit_graph
+
+    return fit_graph(X, k, random_state=seed, n_threads=1).labels
+
+
 RESEED = 1000      # bars: the references run again with random_state seed + RESEED
 
 
@@ -918,6 +1049,8 @@ def main(argv=None):
     ba.add_argument("--seeds", type=int, nargs="+", default=list(range(132)))
     hd = sub.add_parser("harder")
     hd.add_argument("--seeds", type=int, nargs="+", default=list(range(12)))
+    lm = sub.add_parser("limits")
+    lm.add_argument("--limits", type=float, nargs="+", default=[2.0, 5.0])
     rs = sub.add_parser("refit-sample")
     rs.add_argument("--n", type=int, default=250_000)
     rs.add_argument("--seeds", type=int, nargs="+", default=list(range(7)))
@@ -929,7 +1062,7 @@ def main(argv=None):
     sc.add_argument("--repeats", type=int, default=3)
     sc.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
-    {"harder": harder, "refit-sample": refit_sample, "bars": bars, "scale": scale, "whiten": whiten, "ann-states": ann_states, "gallery": gallery, "real": real, "big": big, "files": files, "predict": predict,
+    {"limits": limits, "harder": harder, "refit-sample": refit_sample, "bars": bars, "scale": scale, "whiten": whiten, "ann-states": ann_states, "gallery": gallery, "real": real, "big": big, "files": files, "predict": predict,
      "starts": starts, "knn": knn, "ann": ann}[args.cmd](args)
 
 
