@@ -552,12 +552,7 @@ def _check_rows(name, X, m, kernel, what, offset, gamma_from=None):
                         f"chi-squared distances Σ (a − b)²/(a + b))")
             _refuse_rows(bad, absx, rule, what, ValueRangeError, raw=X)
             return
-        # Squared norms without overflow in the sum itself: scale by the row's largest |x|.
-        top = absx.max(axis=1)
-        safe = np.where(top > 0, top, 1.0)
-        log_q = np.where(top > 0, 2.0 * np.log(safe)
-                         + np.log(np.maximum(np.einsum("ij,ij->i", X / safe[:, None],
-                                                       X / safe[:, None]), 1e-300)), -np.inf)
+        log_q = log_squared_norms(X, absx)
         if name == "linear":
             bad = log_q + log_sums > log_max
             rule = (f"4·‖x‖²·m² must stay below {FLOAT_MAX:.3g} (m = {m:.6g}, the total "
@@ -591,6 +586,17 @@ def _check_rows(name, X, m, kernel, what, offset, gamma_from=None):
                 else f"the squared norms and products x·y of the {name} kernel") + ")")
         _refuse_rows(bad, absx, rule, what, ValueRangeError, score=log_q,
                      raw=X if offset is None else raw)
+
+
+def log_squared_norms(X, absx=None):
+    """ln ‖x‖² of each row of X (−inf for a row of zeros; not finite for a row that is not),
+    without overflow in the sum itself: each row is divided by its largest |x| first."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        top = (np.abs(X) if absx is None else absx).max(axis=1)
+        safe = np.where(top > 0, top, 1.0)
+        return np.where(top > 0, 2.0 * np.log(safe)
+                        + np.log(np.maximum(np.einsum("ij,ij->i", X / safe[:, None],
+                                                      X / safe[:, None]), 1e-300)), -np.inf)
 
 
 def _format_offset(offset):

@@ -54,7 +54,7 @@ from ..engine.graph import GraphKernel, GraphSums, cluster_sums, refine
 from ..engine.threads import blas_threads, effective_n_threads
 from ..errors import DataError, KKMeansWarning, ValueRangeError
 from . import graph as kgraph
-from .functions import FLOAT_MAX, check_range
+from .functions import FLOAT_MAX, check_range, log_squared_norms
 
 STARTS = ("auto", "multilevel", "spectral")
 VOL_RTOL = 1e-9        # a model file's cluster volumes against the sums of their degrees
@@ -1416,14 +1416,9 @@ def new_points(model, X):
 
 def whitened_overflow(Xn):
     """Rows of whitened points that are not finite or whose 4·‖x‖² overflows (the rule
-    ``check_range`` applies to the fit's points), each row's squares summed after dividing
-    by its largest |value|."""
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        top = np.abs(Xn).max(axis=1)
-        safe = np.where(np.isfinite(top) & (top > 0), top, 1.0)
-        log_q = 2.0 * np.log(safe) + np.log(np.maximum(
-            np.einsum("ij,ij->i", Xn / safe[:, None], Xn / safe[:, None]), 1e-300))
-    return ~np.isfinite(top) | (log_q + np.log(4.0) > np.log(FLOAT_MAX))
+    ``check_range`` applies to the fit's points)."""
+    return ~np.isfinite(Xn).all(axis=1) | (log_squared_norms(Xn) + np.log(4.0)
+                                           > np.log(FLOAT_MAX))
 
 
 def node_matches(model, Xn, nearest):
