@@ -16,6 +16,7 @@ their defaults, against scikit-learn's SpectralClustering and kkmeans' rbf kerne
     python benchmarks/bench_graph.py refit-sample [--n 250000]     # the refit decided on a sample
     python benchmarks/bench_graph.py harder [--seeds 0 … 11]       # shapes past the targets
     python benchmarks/bench_graph.py limits [--limits 2 5]         # the mixture's cut limit
+    python benchmarks/bench_graph.py neighbors [--values 20 24]    # the default neighbour count
 
 gallery: the data sets of scikit-learn's ``plot_cluster_comparison`` (n = 1500,
 StandardScaler): circles (factor .5) and moons at noise .03, .05, .08, .1, three concentric
@@ -772,38 +773,70 @@ def limit_groups():
 
 def limits(args):
     """The default with the mixture's cut limit (``MIXTURE_NCUT_RATIO``) at each of
-    ``--limits``, set by set (one thread, ``random_state`` the set's): per group the mean
-    ARI, the sets that change against the first limit (up, down, by how much in all), and
-    on the blob sets those below their bar, max(SpectralClustering, rbf) − .02."""
+    ``--limits``, set by set (``compare_settings``)."""
+    from kkmeans_cli.kernels import graph_fit
+
+    def apply(limit):
+        graph_fit.MIXTURE_NCUT_RATIO = limit
+
+    print(f"load average {os.getloadavg()[0]:.2f}; limits {args.limits}, one thread")
+    compare_settings(limit_groups(), args.limits, apply)
+
+
+def neighbors(args):
+    """The default with ``DEFAULT_NEIGHBORS`` (other points in a neighbourhood) at each of
+    ``--values``, set by set (``compare_settings``) on ``limit_groups`` and on noisy circles
+    (.1) and three rings (.05) of 500, 1000 and 2000 points, 36 random states each."""
+    from kkmeans_cli.kernels import graph as kgraph
+
+    def apply(value):
+        kgraph.DEFAULT_NEIGHBORS = int(value)
+
+    groups = limit_groups()
+    for name, noise, k in (("circles", 0.1, 2), ("rings", 0.05, 3)):
+        for n in (500, 1000, 2000):
+            groups[f"{name} ({noise}), {n} points (36 seeds)"] = [
+                (f"{name} {noise} {n} {seed}", *gallery_data(name, seed, noise, n=n), k, seed)
+                for seed in range(36)]
+    print(f"load average {os.getloadavg()[0]:.2f}; other neighbours {args.values}, one thread")
+    compare_settings(groups, args.values, apply)
+
+
+def compare_settings(groups, values, apply):
+    """The default (one thread, ``random_state`` the set's) after ``apply(value)`` for each
+    of ``values``, set by set: per group the mean ARI, the sets that change against the first
+    value (up, down, by how much in all), the shapes below ARI 0.95, and on the blob sets
+    those below their bar, max(SpectralClustering, rbf) − .02."""
     import warnings
 
     from sklearn.metrics import adjusted_rand_score as ari
 
-    from kkmeans_cli.kernels import graph_fit
-
-    print(f"load average {os.getloadavg()[0]:.2f}; limits {args.limits}, one thread")
-    for group, cases in limit_groups().items():
-        got = {limit: [] for limit in args.limits}
-        bars_met = {limit: [] for limit in args.limits}
+    for group, cases in groups.items():
+        got = {value: [] for value in values}
+        missed = {value: [] for value in values}
+        shapes = group.startswith(("shapes", "circles", "rings"))
         for name, X, y, k, seed in cases:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                need = blob_bar(X, y, k, seed) if group == "blob sets" else None
-                for limit in args.limits:
-                    graph_fit.MIXTURE_NCUT_RATIO = limit
-                    got[limit].append(ari(y, fit_graph_labels(X, k, seed)))
-                    if need is not None and got[limit][-1] < need:
-                        bars_met[limit].append(name)
-        base = np.array(got[args.limits[0]])
+                need = blob_bar(X, y, k, seed) if group == "blob sets" else \
+                    0.95 if shapes else None
+                for value in values:
+                    apply(value)
+                    got[value].append(ari(y, fit_graph_labels(X, k, seed)))
+                    if need is not None and got[value][-1] < need:
+                        missed[value].append(f"{name} {got[value][-1]:.3f}")
+        base = np.array(got[values[0]])
         cells = []
-        for limit in args.limits:
-            a = np.array(got[limit])
+        for value in values:
+            a = np.array(got[value])
             d = a - base
-            cells.append(f"{limit}: mean {a.mean():.3f}, {np.sum(d > 1e-12)} up "
+            below = "below the bar" if group == "blob sets" else "below 0.95"
+            cells.append(f"{value}: mean {a.mean():.3f}, {np.sum(d > 1e-12)} up "
                          f"({d[d > 0].sum():.3f}), {np.sum(d < -1e-12)} down "
                          f"({d[d < 0].sum():.3f})"
-                         + (f", below the bar {len(bars_met[limit])} "
-                            f"({', '.join(bars_met[limit])})" if group == "blob sets" else ""))
+                         + (f", {below} {len(missed[value])} "
+                            f"({', '.join(missed[value])})" if group == "blob sets" or shapes
+                            else ""))
         print(f"{group} ({len(cases)} sets): " + "; ".join(cells), flush=True)
 
 
@@ -1051,6 +1084,8 @@ def main(argv=None):
     hd.add_argument("--seeds", type=int, nargs="+", default=list(range(12)))
     lm = sub.add_parser("limits")
     lm.add_argument("--limits", type=float, nargs="+", default=[2.0, 5.0])
+    nb = sub.add_parser("neighbors")
+    nb.add_argument("--values", type=int, nargs="+", default=[20, 24])
     rs = sub.add_parser("refit-sample")
     rs.add_argument("--n", type=int, default=250_000)
     rs.add_argument("--seeds", type=int, nargs="+", default=list(range(7)))
@@ -1062,7 +1097,7 @@ def main(argv=None):
     sc.add_argument("--repeats", type=int, default=3)
     sc.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
-    {"limits": limits, "harder": harder, "refit-sample": refit_sample, "bars": bars, "scale": scale, "whiten": whiten, "ann-states": ann_states, "gallery": gallery, "real": real, "big": big, "files": files, "predict": predict,
+    {"limits": limits, "neighbors": neighbors, "harder": harder, "refit-sample": refit_sample, "bars": bars, "scale": scale, "whiten": whiten, "ann-states": ann_states, "gallery": gallery, "real": real, "big": big, "files": files, "predict": predict,
      "starts": starts, "knn": knn, "ann": ann}[args.cmd](args)
 
 
