@@ -146,6 +146,15 @@ def corrupt_files(tmp_path, graph):
                     "100000000000 100000000000 1\n1 1 1.0\n")
     out.append((huge, r"huge\.mtx: declares 100,000,000,000 rows but holds 1 entry, so some "
                       r"row has no positive weight"))
+    claims = tmp_path / "claims.mtx"  # 16 TB of coordinates if they were read
+    claims.write_text("%%MatrixMarket matrix coordinate real general\n3 3 1000000000000\n"
+                      "1 1 1.0\n")
+    out.append((claims, r"claims\.mtx: truncated Matrix Market coordinate file \(its header "
+                        r"declares 1,000,000,000,000 entries; its 72 bytes hold at most 18\)"))
+    dense = tmp_path / "dense.mtx"
+    dense.write_text("%%MatrixMarket matrix array real general\n1000000 1000000\n1.0\n")
+    out.append((dense, r"dense\.mtx: truncated Matrix Market array file \(its header declares "
+                       r"1,000,000,000,000 entries; its 61 bytes hold at most 30\)"))
     out.append((tmp_path / "absent.mtx", r"absent\.mtx: no such file"))
     folder = tmp_path / "folder.npz"
     folder.mkdir()
@@ -160,6 +169,38 @@ def test_each_bad_file_gives_its_one_line_message(tmp_path, graph):
             read_graph(path)
         assert "\n" not in str(err.value), path
         assert str(path) in str(err.value)
+
+
+def test_a_header_beyond_memory_in_a_compressed_file_names_the_file(tmp_path, monkeypatch):
+    """A compressed file's size does not bound its entries: where reading the declared arrays
+    runs out of memory, the one line names the file and what its header declares."""
+    path = tmp_path / "claims.mtx.gz"
+    with gzip.open(path, "wt") as f:
+        f.write("%%MatrixMarket matrix coordinate real general\n3 3 1000000000000\n1 1 1.0\n")
+
+    def out_of_memory(_path):
+        raise MemoryError
+
+    monkeypatch.setattr(scipy.io, "mmread", out_of_memory)
+    with pytest.raises(DataError, match=r"claims\.mtx\.gz: its header declares 3 × 3 with "
+                                        r"1,000,000,000,000 entries, more than memory holds"):
+        read_graph(path)
+
+
+def test_a_header_beyond_the_file_is_one_line_and_writes_nothing(tmp_path):
+    """In process and as a subprocess: exit 1, the line naming the file, nothing written."""
+    path = tmp_path / "claims.mtx"
+    path.write_text("%%MatrixMarket matrix coordinate real general\n3 3 1000000000000\n"
+                    "1 1 1.0\n")
+    line = (f"kkmeans: error: {path}: truncated Matrix Market coordinate file (its header "
+            f"declares 1,000,000,000,000 entries; its 72 bytes hold at most 18)\n")
+    command = ["fit", path, "-k", "2", "--kernel", "precomputed", "-o", tmp_path / "m.npz",
+               "--labels", tmp_path / "l.txt"]
+    result = run(command)
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", line)
+    process = run_process(command, cwd=tmp_path)
+    assert (process.returncode, process.stdout, process.stderr) == (1, "", line)
+    assert sorted(os.listdir(tmp_path)) == ["claims.mtx"]
 
 
 def test_a_corrupt_member_of_a_graph_archive(tmp_path, graph):

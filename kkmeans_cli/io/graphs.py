@@ -282,12 +282,41 @@ def _read_mtx(path):
         # every row of an affinity needs an entry (one symmetric entry serves two rows):
         # said before the sparse matrix of the declared size is made (8 bytes a row)
         raise DataError(_too_few_entries(path, _rows, _entries))
+    _check_mtx_size(path, layout, _rows, _cols, _entries, symmetry)
     try:
         return mmread(path)
     except (OSError, ValueError, EOFError, IndexError) as exc:
         word = "truncated" if "truncated" in str(exc).lower() else "corrupt"
         raise DataError(f"{path}: {word} Matrix Market {layout} file "
                         f"({_reason(exc)})") from None
+    except MemoryError:     # a compressed file's header, beyond the size check
+        raise DataError(f"{path}: its header declares {_rows:,} × {_cols:,} with "
+                        f"{plural(_entries, 'entry', 'entries', thousands=True)}, more than "
+                        f"memory holds") from None
+
+
+#: The fewest bytes an entry takes in a Matrix Market file: ``i j\n`` in a coordinate file
+#: (pattern; ``i j v\n`` otherwise), ``v\n`` in an array file.
+MTX_ENTRY_MIN_BYTES = {"coordinate": 4, "array": 2}
+
+
+def _check_mtx_size(path, layout, rows, cols, entries, symmetry):
+    """A plain (uncompressed) file whose header declares more entries than its bytes can
+    hold is truncated: said before ``mmread`` allocates the declared arrays (a 60-byte file
+    declaring 10¹² entries would ask for terabytes)."""
+    if str(path).lower().endswith((".gz", ".bz2")):
+        return
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return                              # mmread says what is wrong
+    if layout != "coordinate":
+        entries = rows * (rows + 1) // 2 if symmetry == "symmetric" else rows * cols
+    most = size // MTX_ENTRY_MIN_BYTES.get(layout, 2)
+    if entries > most:
+        raise DataError(f"{path}: truncated Matrix Market {layout} file (its header declares "
+                        f"{plural(entries, 'entry', 'entries', thousands=True)}; its "
+                        f"{size:,} bytes hold at most {most:,})")
 
 
 def _too_few_entries(path, rows, entries):
