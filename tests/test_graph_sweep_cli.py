@@ -342,6 +342,42 @@ def test_knn_sweep_data_refusals(tmp_path):
              "silhouette", tmp_path)
 
 
+def test_a_graph_sweep_takes_k_up_to_its_nodes_when_every_row_is_distinct(tmp_path):
+    """Every row distinct: a k of every point is swept as with duplicates (the one k swept,
+    cut ratio NaN), on points and on a given graph, in process and as a subprocess; k above
+    them, and a dense sweep's k = rows, are one line, exit 1, nothing written."""
+    from kkmeans_cli.model.sweep import graph_sweep
+
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    np.savetxt(tmp_path / "six.csv", X, delimiter=",")
+    A = sparse.csr_matrix(np.ones((5, 5)) + np.eye(5))
+    sparse.save_npz(tmp_path / "g.npz", A)
+    for args, k in ((["six.csv"], 6), (["g.npz", "--kernel", "precomputed"], 5)):
+        said = (f"chosen k:   {k} by cut-ratio, the one k swept (a graph of {k} nodes cannot "
+                f"be cut into {k + 1} clusters to compare)")
+        one = run(["sweep", tmp_path / args[0], *args[1:], "--k", str(k), "--table",
+                   tmp_path / "t.csv"])
+        assert one.exit_code == 0, one.stderr
+        assert said in one.stderr
+        assert np.isnan(table((tmp_path / "t.csv").read_text())[k]["cut_ratio"])
+        os.remove(tmp_path / "t.csv")
+        process = run_process(["sweep", *args, "--k", f"2..{k}"], cwd=tmp_path)
+        assert process.returncode == 0, process.stderr
+        assert sorted(table(process.stdout)) == list(range(2, k + 1))
+    assert graph_sweep(X, [6], random_state=0).best_k == 6
+    with pytest.raises(ValueError, match="every k must be between 2 and the graph's 6 nodes"):
+        graph_sweep(X, [2, 7], random_state=0)
+    _refused(["sweep", tmp_path / "six.csv", "--k", "2..7", "-o", tmp_path / "m.npz"], 1,
+             "six.csv: k = 7 is too large for 6 rows (a sweep on a graph needs k ≤ rows = 6)",
+             tmp_path)
+    _refused(["sweep", tmp_path / "g.npz", "--kernel", "precomputed", "--k", "6", "-o",
+              tmp_path / "m.npz"], 1, "g.npz: k = 6 is too large for a graph of 5 nodes (a "
+             "sweep on a graph needs k ≤ 5)", tmp_path)
+    _refused(["sweep", tmp_path / "six.csv", "--k", "6", "--kernel", "rbf", "-o",
+              tmp_path / "m.npz"], 1, "six.csv: k = 6 is too large for 6 rows (a sweep needs "
+             "k ≤ rows − 1 = 5)", tmp_path)
+
+
 def test_fit_report_and_model_say_when_components_were_joined(tmp_path):
     """Four far blobs and k = 2: the fit joins the four components by three bridges
     (kernels.graph.join_components), and the report and the model's meta say so, since the

@@ -188,7 +188,7 @@ def _graph_sweep(opts, k_ranges):
 
     check_option_combination(opts, min(lo for lo, _ in k_ranges))
     metric = opts["metric"].replace("-", "_")
-    reporter, data, scaler, X, weights, ks = _read_for_sweep(opts, k_ranges)
+    reporter, data, scaler, X, weights, ks = _read_for_sweep(opts, k_ranges, graph=True)
     n = X.shape[0]
     if opts["kernel"] in GRAPH_KERNELS:  # one graph for the largest k: every k must fit it
         check_distinct(data, X, ks[-1], weights, opts["kernel"], "--k")
@@ -294,9 +294,11 @@ def to_csv_text(result):
     return to_csv(result.rows, columns=result.columns)
 
 
-def _read_for_sweep(opts, k_ranges):
+def _read_for_sweep(opts, k_ranges, graph=False):
     """What both sweeps do before fitting: check the outputs (and matplotlib for --plot),
-    warn about unused options, read DATA and expand --k against its rows."""
+    warn about unused options, read DATA and expand --k against its rows (k ≤ rows − 1: a
+    silhouette needs a cluster of two points; on a graph k ≤ rows, a k of every node being
+    the one k that has no cut ratio)."""
     from ..io.outputs import check_outputs
     from ..model.sweep import parse_ks
     from .report import Reporter
@@ -309,11 +311,14 @@ def _read_for_sweep(opts, k_ranges):
     warn_unused_options(opts, reporter)
     data, scaler, X, weights, _ = prepare_fit_data(opts)
     n = X.shape[0]
-    top = max(hi for _, hi in k_ranges)
-    if top > n - 1:
-        raise DataError(f"{data.source}: k = {top} is too large for {plural(n, 'row')} (a sweep "
-                        f"needs k ≤ rows − 1 = {n - 1}); use a smaller --k")
-    ks = parse_ks(opts["k"], max_k=n - 1)
+    top, largest = max(hi for _, hi in k_ranges), n if graph else n - 1
+    if top > largest:
+        of, need = (f"a graph of {plural(n, 'node')}", f"k ≤ {n}") if graph and \
+            is_graph_data(opts) else (plural(n, "row"), f"k ≤ rows = {n}" if graph else
+                                      f"k ≤ rows − 1 = {n - 1}")
+        raise DataError(f"{data.source}: k = {top} is too large for {of} (a sweep "
+                        f"{'on a graph ' if graph else ''}needs {need}); use a smaller --k")
+    ks = parse_ks(opts["k"], max_k=largest)
     return reporter, data, scaler, X, weights, ks
 
 

@@ -296,7 +296,8 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
     Parameters
     ----------
     X : array-like (n, d), or a sparse (n, n) affinity with ``kernel='precomputed'``
-    ks : iterable of int or str, each 2 ≤ k ≤ n − 1
+    ks : iterable of int or str, each 2 ≤ k ≤ n (a k of every node has no cut ratio: it is
+        chosen only when it is the one k swept)
     metric : {'cut_ratio', 'silhouette', 'eigengap'}
         'cut_ratio': the largest k whose next cluster at least triples the normalized cut
         (``measures.graph_sweep.choose_by_cut_ratio``; k + 1 is fitted for the largest k
@@ -339,8 +340,8 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
     if given:
         check_graph_settings(KernelKMeans(2, **params).get_params(),
                              "kernel='precomputed' with a sparse X", "that affinity graph")
-    planned = _sorted_ks(ks, X.shape[0]) if given and X.ndim == 2 else []
-    if planned and 2 <= planned[0] and planned[-1] < X.shape[0]:
+    planned = _sorted_ks(ks, X.shape[0], X.shape[0]) if given and X.ndim == 2 else []
+    if planned and 2 <= planned[0] and planned[-1] <= X.shape[0]:
         # planned before the checks of the affinity, which copy it
         check_graph_memory(X.shape[0], 0, planned, nnz=X.nnz,
                            memory_limit=params.get("memory_limit"),
@@ -348,10 +349,10 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
                            eigengap=True if metric == "eigengap" else eigengap)
     X, affinity = check_graph_data(X, given)
     n = (affinity if given else X).shape[0]
-    ks = _sorted_ks(ks, n)
-    bad = [k for k in ks if not 2 <= k <= n - 1]
+    ks = _sorted_ks(ks, n, n)
+    bad = [k for k in ks if not 2 <= k <= n]
     if bad:
-        raise ValueError(f"every k must be between 2 and n_samples - 1 = {n - 1}; got {bad}")
+        raise ValueError(f"every k must be between 2 and the graph's {n} nodes; got {bad}")
     weights = check_weights(sample_weight, n, ks[0])
     check_graph_weights(weights, params["kernel"])
     if not given:
@@ -404,13 +405,16 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
                        labels=[r.labels for r in records])
 
 
-def _sorted_ks(ks, n_rows):
+def _sorted_ks(ks, n_rows, largest=None):
     """The ks of a sweep of ``n_rows`` rows as a sorted list of distinct ints: a string parsed
-    (:func:`parse_ks`), a range checked before it is expanded."""
+    (:func:`parse_ks`), a range checked before it is expanded, against ``largest`` (n_rows − 1
+    by default: a silhouette needs a cluster of two points; a graph sweep takes n_rows)."""
+    largest, bound = (n_rows - 1, f"n_samples - 1 = {n_rows - 1}") if largest is None else \
+        (largest, f"the graph's {largest} nodes")
     if isinstance(ks, str):
-        ks = parse_ks(ks, max_k=n_rows - 1)
-    elif isinstance(ks, range) and len(ks) and max(ks[0], ks[-1]) > n_rows - 1:
-        raise ValueError(f"every k must be between 2 and n_samples - 1 = {n_rows - 1}; "
+        ks = parse_ks(ks, max_k=largest)
+    elif isinstance(ks, range) and len(ks) and max(ks[0], ks[-1]) > largest:
+        raise ValueError(f"every k must be between 2 and {bound}; "
                          f"got up to {max(ks[0], ks[-1])}")
     else:
         ks = sorted({int(k) for k in ks})
