@@ -67,6 +67,16 @@ def is_graph_file(path):
         return False
 
 
+def starts_as_zip(path):
+    """Whether the file ``path`` begins as a zip archive (an ``.npz``) does; True where it
+    cannot be read (the reader that opens it says why)."""
+    try:
+        with open(path, "rb") as stream:
+            return stream.read(4) in ZIP_MAGIC
+    except OSError:
+        return True
+
+
 def read_graph(path):
     """The sparse matrix in ``path`` (``.npz`` of ``save_npz`` or Matrix Market ``.mtx``).
 

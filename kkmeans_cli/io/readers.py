@@ -16,7 +16,7 @@ import numpy as np
 from .._text import plural
 from ..errors import DataError, KKMeansError, UsageError
 from .arrow import TABLE_NAMES, read_table, table_kind
-from .graphs import graph_kind, is_graph_file
+from .graphs import graph_kind, is_graph_file, starts_as_zip
 from .text import column_indexes, column_name, read_text
 
 NPY_SUFFIXES = (".npy",)
@@ -171,6 +171,10 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
         written = "Matrix Market" if graph_kind(path) == "mtx" else "scipy.sparse.save_npz"
         raise DataError(f"{path} is a sparse graph ({written}): fit and sweep cluster it with "
                         f"--kernel precomputed")
+    if suffix == ".npz" and not starts_as_zip(path):
+        raise DataError(f"{path}: not an .npz archive (it does not start as a zip file); DATA "
+                        f"is text, .npy, HDF5, Parquet or Feather, a sparse graph an .npz of "
+                        f"scipy.sparse.save_npz or a Matrix Market .mtx")
     if suffix == ".npz":
         raise DataError(f"{path}: is an .npz archive, not DATA (a model is read by 'kkmeans "
                         f"predict MODEL DATA'; a sparse graph is an archive of save_npz); DATA is "
