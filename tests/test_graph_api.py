@@ -5,6 +5,7 @@ Kulis, "Kernel k-means, spectral clustering and normalized cuts"), its model fil
 test_graph.py; here: the estimator's results equal the engine's (``fit_graph``), predict of
 the training points is the labels, the model file round trip is exact, and every refusal is
 one error line with nothing written."""
+import io
 import json
 import os
 
@@ -374,6 +375,39 @@ def test_knn_model_file_checks(tmp_path):
     np.savez(tmp_path / "many.npz", **dict(arrays, meta=np.array(json.dumps(meta))))
     with pytest.raises(ModelFileError, match=r"'n_neighbors' \(5000\) must not exceed the 40 "):
         load_model(tmp_path / "many.npz")
+
+
+def test_a_cut_of_nothing_is_saved_as_zero_and_read_back(tmp_path):
+    """Two blobs 50 apart, self-tuning weights: their cut of nothing rounded to −4·10⁻¹⁶ and
+    the model file it was saved in was refused by predict ('ncut' must be from 0 to k). The
+    cut is now at least 0; a file written before, holding the rounded value, is read as 0,
+    while a clearly negative cut is still refused."""
+    from kkmeans_cli.errors import ModelFileError
+
+    for seed in (3, 11):     # −8.9·10⁻¹⁶ and −4.4·10⁻¹⁶ before
+        rng = np.random.default_rng(seed)
+        X = np.r_[rng.normal(0, 1, (100, 2)), rng.normal(50, 1, (100, 2))]
+        assert KernelKMeans(2, weighting="self-tuning").fit(X).ncut_ == 0.0
+    write_csv(tmp_path / "x.csv", X)
+    result = run(["fit", tmp_path / "x.csv", "-k", "2", "--weighting", "self-tuning", "-o",
+                  tmp_path / "m.npz", "--quiet"])
+    assert result.exit_code == 0, result.stderr
+    with np.load(tmp_path / "m.npz", allow_pickle=False) as archive:
+        arrays = dict(archive)
+    meta = json.loads(str(arrays["meta"]))
+    assert 0.0 <= meta["ncut"] < 1e-12
+    labels = np.loadtxt(io.StringIO(result.stdout), dtype=int)
+    predicted = run(["predict", tmp_path / "m.npz", tmp_path / "x.csv", "--quiet"])
+    assert predicted.exit_code == 0, predicted.stderr
+    np.testing.assert_array_equal(np.loadtxt(io.StringIO(predicted.stdout), dtype=int), labels)
+    for value, readable in ((-4.440892098500626e-16, True), (-1e-3, False)):
+        meta["ncut"] = value
+        np.savez(tmp_path / "old.npz", **dict(arrays, meta=np.array(json.dumps(meta))))
+        if readable:
+            assert load_model(tmp_path / "old.npz").result.graph.ncut == 0.0
+        else:
+            with pytest.raises(ModelFileError, match="meta 'ncut' must be a number from 0 to k"):
+                load_model(tmp_path / "old.npz")
 
 
 def test_sparse_precomputed_model_file(tmp_path):

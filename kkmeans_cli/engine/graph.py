@@ -113,9 +113,10 @@ def cluster_sums(kernel, labels, k):
 
 
 def ncut_of(links, vol):
-    """k − Σ_c links(c, c)/vol(c) over the non-empty clusters."""
+    """k − Σ_c links(c, c)/vol(c) over the non-empty clusters, at least 0 (each ratio is at
+    most 1; a cut of nothing can round to −4·10⁻¹⁶, which a model file would refuse)."""
     ok = vol > 0
-    return float(np.count_nonzero(ok) - np.sum(links[ok] / vol[ok]))
+    return max(0.0, float(np.count_nonzero(ok) - np.sum(links[ok] / vol[ok])))
 
 
 def objective_of(kernel, links, vol):

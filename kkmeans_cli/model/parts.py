@@ -21,7 +21,7 @@ from .. import _options
 from ..engine.records import GraphState, NcutState, NystroemState
 from ..errors import ValueRangeError
 from ..kernels.functions import check_range
-from ..kernels.graph_fit import GraphModel
+from ..kernels.graph_fit import NCUT_ROUNDING, GraphModel
 from ..kernels.psd import loaded_state
 
 OBJECTIVES = _options.OBJECTIVES
@@ -278,9 +278,12 @@ class GraphPart:
             fail("meta 'graph.whitened' (true or false) and the array 'graph_transform' "
                  "must come together")
         ncut = meta.get("ncut")
-        if not isinstance(ncut, (int, float)) or isinstance(ncut, bool) or not 0 <= ncut \
-                <= meta["n_clusters"]:
+        # files written before ncut was kept at least 0 may hold a cut of nothing rounded
+        # to −4·10⁻¹⁶: read as 0
+        if not isinstance(ncut, (int, float)) or isinstance(ncut, bool) or not \
+                -NCUT_ROUNDING <= ncut <= meta["n_clusters"]:
             fail("meta 'ncut' must be a number from 0 to k")
+        ncut = max(0.0, float(ncut))
         if kernel == "precomputed":
             return {}, {"graph": GraphState(None, dict(graph), float(ncut))}
         model = GraphModel.from_file(graph, arrays, fail)
