@@ -147,12 +147,12 @@ def corrupt_files(tmp_path, graph):
     out.append((huge, r"huge\.mtx: declares 100,000,000,000 rows but holds 1 entry, so some "
                       r"row has no positive weight"))
     claims = tmp_path / "claims.mtx"  # 16 TB of coordinates if they were read
-    claims.write_text("%%MatrixMarket matrix coordinate real general\n3 3 1000000000000\n"
-                      "1 1 1.0\n")
+    claims.write_bytes(b"%%MatrixMarket matrix coordinate real general\n3 3 1000000000000\n"
+                       b"1 1 1.0\n")
     out.append((claims, r"claims\.mtx: truncated Matrix Market coordinate file \(its header "
                         r"declares 1,000,000,000,000 entries; its 72 bytes hold at most 18\)"))
     dense = tmp_path / "dense.mtx"
-    dense.write_text("%%MatrixMarket matrix array real general\n1000000 1000000\n1.0\n")
+    dense.write_bytes(b"%%MatrixMarket matrix array real general\n1000000 1000000\n1.0\n")
     out.append((dense, r"dense\.mtx: truncated Matrix Market array file \(its header declares "
                        r"1,000,000,000,000 entries; its 61 bytes hold at most 30\)"))
     out.append((tmp_path / "absent.mtx", r"absent\.mtx: no such file"))
@@ -190,8 +190,8 @@ def test_a_header_beyond_memory_in_a_compressed_file_names_the_file(tmp_path, mo
 def test_a_header_beyond_the_file_is_one_line_and_writes_nothing(tmp_path):
     """In process and as a subprocess: exit 1, the line naming the file, nothing written."""
     path = tmp_path / "claims.mtx"
-    path.write_text("%%MatrixMarket matrix coordinate real general\n3 3 1000000000000\n"
-                    "1 1 1.0\n")
+    path.write_bytes(b"%%MatrixMarket matrix coordinate real general\n3 3 1000000000000\n"
+                     b"1 1 1.0\n")
     line = (f"kkmeans: error: {path}: truncated Matrix Market coordinate file (its header "
             f"declares 1,000,000,000,000 entries; its 72 bytes hold at most 18)\n")
     command = ["fit", path, "-k", "2", "--kernel", "precomputed", "-o", tmp_path / "m.npz",

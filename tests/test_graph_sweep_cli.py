@@ -365,7 +365,7 @@ def test_a_graph_sweep_takes_k_up_to_its_nodes_when_every_row_is_distinct(tmp_pa
         assert process.returncode == 0, process.stderr
         assert sorted(table(process.stdout)) == list(range(2, k + 1))
     assert graph_sweep(X, [6], random_state=0).best_k == 6
-    with pytest.raises(ValueError, match="every k must be between 2 and the graph's 6 nodes"):
+    with pytest.raises(ValueError, match="every k must be between 2 and n_samples = 6"):
         graph_sweep(X, [2, 7], random_state=0)
     _refused(["sweep", tmp_path / "six.csv", "--k", "2..7", "-o", tmp_path / "m.npz"], 1,
              "six.csv: k = 7 is too large for 6 rows (a sweep on a graph needs k ≤ rows = 6)",

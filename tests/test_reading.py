@@ -329,8 +329,8 @@ def test_an_npz_that_is_no_zip_archive_says_so(work):
     whichever kernel is asked for, and for predict's DATA too."""
     (work / "text.npz").write_text("1,2\n3,4\n")
     line = (f"{work / 'text.npz'}: not an .npz archive (it does not start as a zip file); DATA "
-            f"is text, .npy, HDF5, Parquet or Feather, a sparse graph an .npz of "
-            f"scipy.sparse.save_npz or a Matrix Market .mtx")
+            f"is text, .npy, HDF5, Parquet or Feather (with --kernel precomputed, also a sparse "
+            f"graph: an .npz of scipy.sparse.save_npz or a Matrix Market .mtx)")
     fails(work, ["fit", work / "text.npz", "-k", "2"], 1, line)
     fails(work, ["fit", "--kernel", "precomputed", work / "text.npz", "-k", "2"], 1, line)
     fails(work, ["predict", work / "model.npz", work / "text.npz"], 1, line)

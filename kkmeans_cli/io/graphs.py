@@ -68,13 +68,13 @@ def is_graph_file(path):
 
 
 def starts_as_zip(path):
-    """Whether the file ``path`` begins as a zip archive (an ``.npz``) does; True where it
-    cannot be read (the reader that opens it says why)."""
+    """Whether the file ``path`` begins as a zip archive (an ``.npz``) does; a file that
+    cannot be opened is a ``DataError`` saying why."""
     try:
         with open(path, "rb") as stream:
             return stream.read(4) in ZIP_MAGIC
-    except OSError:
-        return True
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def read_graph(path):
@@ -312,7 +312,7 @@ MTX_ENTRY_MIN_BYTES = {"coordinate": 4, "array": 2}
 
 def _check_mtx_size(path, layout, rows, cols, entries, symmetry):
     """A plain (uncompressed) file whose header declares more entries than its bytes can
-    hold is truncated: said before ``mmread`` allocates the declared arrays (a 60-byte file
+    hold is truncated: said before ``mmread`` allocates the declared arrays (a 72-byte file
     declaring 10¹² entries would ask for terabytes)."""
     if str(path).lower().endswith((".gz", ".bz2")):
         return

@@ -173,8 +173,9 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
                         f"--kernel precomputed")
     if suffix == ".npz" and not starts_as_zip(path):
         raise DataError(f"{path}: not an .npz archive (it does not start as a zip file); DATA "
-                        f"is text, .npy, HDF5, Parquet or Feather, a sparse graph an .npz of "
-                        f"scipy.sparse.save_npz or a Matrix Market .mtx")
+                        f"is text, .npy, HDF5, Parquet or Feather (with --kernel precomputed, "
+                        f"also a sparse graph: an .npz of scipy.sparse.save_npz or a Matrix "
+                        f"Market .mtx)")
     if suffix == ".npz":
         raise DataError(f"{path}: is an .npz archive, not DATA (a model is read by 'kkmeans "
                         f"predict MODEL DATA'; a sparse graph is an archive of save_npz); DATA is "

@@ -351,8 +351,9 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
     n = (affinity if given else X).shape[0]
     ks = _sorted_ks(ks, n, n)
     bad = [k for k in ks if not 2 <= k <= n]
-    if bad:
-        raise ValueError(f"every k must be between 2 and the graph's {n} nodes; got {bad}")
+    if bad:     # of points, n counts the rows (the distinct ones are checked when fitted)
+        bound = f"the graph's {n} nodes" if given else f"n_samples = {n}"
+        raise ValueError(f"every k must be between 2 and {bound}; got {bad}")
     weights = check_weights(sample_weight, n, ks[0])
     check_graph_weights(weights, params["kernel"])
     if not given:
@@ -410,7 +411,7 @@ def _sorted_ks(ks, n_rows, largest=None):
     (:func:`parse_ks`), a range checked before it is expanded, against ``largest`` (n_rows − 1
     by default: a silhouette needs a cluster of two points; a graph sweep takes n_rows)."""
     largest, bound = (n_rows - 1, f"n_samples - 1 = {n_rows - 1}") if largest is None else \
-        (largest, f"the graph's {largest} nodes")
+        (largest, f"{largest}")
     if isinstance(ks, str):
         ks = parse_ks(ks, max_k=largest)
     elif isinstance(ks, range) and len(ks) and max(ks[0], ks[-1]) > largest:
