@@ -1,4 +1,5 @@
 """Sparse graphs as DATA (io/graphs.py): .npz of scipy.sparse.save_npz and Matrix Market."""
+import bz2
 import gzip
 import os
 import zipfile
@@ -69,6 +70,21 @@ def test_gzipped_mtx_and_pattern_and_integer_files(tmp_path):
     A = read_graph(path)
     assert A.dtype == np.float64 and A.nnz == 2          # the duplicate (1, 1) is summed
     np.testing.assert_array_equal(A.toarray(), [[5, 0], [0, 4]])
+
+
+@pytest.mark.parametrize("name, opener", [("G.MTX.GZ", gzip.open), ("g.Mtx.Gz", gzip.open),
+                                          ("G.MTX.BZ2", bz2.open), ("g.mtx.bz2", bz2.open)])
+def test_compressed_mtx_files_are_read_whatever_the_case_of_their_ending(tmp_path, graph,
+                                                                         name, opener):
+    """The ending is matched in any case (``graph_kind``), and so is the decompression:
+    SciPy alone reads an upper-case ``.GZ`` as text ("not a Matrix Market file")."""
+    plain = tmp_path / "g.mtx"
+    scipy.io.mmwrite(plain, graph, precision=17)
+    path = tmp_path / name
+    with opener(path, "wb") as f:
+        f.write(plain.read_bytes())
+    assert is_graph_file(path)
+    np.testing.assert_array_equal(read_graph(path).toarray(), graph.toarray())
 
 
 def test_a_dense_real_mtx_array_is_read(tmp_path):

@@ -273,11 +273,29 @@ def _checked_matrix(fmt, arrays, path):
                              shape=(rows, cols))
 
 
+def _mtx_source(path):
+    """What ``mminfo`` and ``mmread`` read: a stream decompressed by gzip or bz2 where the
+    name ends ``.gz`` or ``.bz2`` in any case (SciPy decompresses only the lower-case
+    endings, and reads ``G.MTX.GZ`` as text), else the path itself (SciPy 1.17 aborts the
+    process reading a plain file's binary stream)."""
+    import bz2
+    import contextlib
+    import gzip
+
+    name = str(path).lower()
+    if name.endswith(".gz"):
+        return gzip.open(path, "rb")
+    if name.endswith(".bz2"):
+        return bz2.open(path, "rb")
+    return contextlib.nullcontext(path)
+
+
 def _read_mtx(path):
     from scipy.io import mminfo, mmread
 
     try:
-        _rows, _cols, _entries, layout, field, symmetry = mminfo(path)
+        with _mtx_source(path) as source:
+            _rows, _cols, _entries, layout, field, symmetry = mminfo(source)
     except PermissionError as exc:
         raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except (OSError, ValueError, EOFError) as exc:
@@ -294,7 +312,8 @@ def _read_mtx(path):
         raise DataError(_too_few_entries(path, _rows, _entries))
     _check_mtx_size(path, layout, _rows, _cols, _entries, symmetry)
     try:
-        return mmread(path)
+        with _mtx_source(path) as source:
+            return mmread(source)
     except (OSError, ValueError, EOFError, IndexError) as exc:
         word = "truncated" if "truncated" in str(exc).lower() else "corrupt"
         raise DataError(f"{path}: {word} Matrix Market {layout} file "
