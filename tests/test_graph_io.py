@@ -129,7 +129,7 @@ def corrupt_files(tmp_path, graph):
     raw = good.read_bytes()
     cut = tmp_path / "truncated.npz"
     cut.write_bytes(raw[: len(raw) // 2])
-    out.append((cut, r"truncated\.npz: truncated or not an \.npz archive"))
+    out.append((cut, r"truncated\.npz: a truncated or damaged \.npz archive"))
     text = tmp_path / "text.npz"
     text.write_text("1,2,3\n")
     out.append((text, r"text\.npz: not an \.npz archive \(it does not start as a zip"))

@@ -336,6 +336,23 @@ def test_an_npz_that_is_no_zip_archive_says_so(work):
     fails(work, ["predict", work / "model.npz", work / "text.npz"], 1, line)
 
 
+def test_a_truncated_npz_archive_says_so(work):
+    """A zip archive cut short (its central directory gone) cannot be told a graph, a model
+    or an archive of data: the line says it is damaged, not that it is not DATA."""
+    raw = (work / "model.npz").read_bytes()
+    (work / "cut.npz").write_bytes(raw[:len(raw) // 2])
+    line = (f"{work / 'cut.npz'}: a truncated or damaged .npz archive (File is not a zip file); "
+            f"DATA is text, .npy, HDF5, Parquet or Feather (with --kernel precomputed, also a "
+            f"sparse graph: an .npz of scipy.sparse.save_npz or a Matrix Market .mtx)")
+    fails(work, ["fit", work / "cut.npz", "-k", "2"], 1, line)
+    fails(work, ["fit", "--kernel", "precomputed", work / "cut.npz", "-k", "2"], 1, line)
+    fails(work, ["predict", work / "model.npz", work / "cut.npz"], 1, line)
+    before = listing(work)
+    result = run(["sweep", "--kernel", "precomputed", work / "cut.npz", "--k", "2..3"])
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", f"kkmeans: error: {line}\n")
+    assert listing(work) == before
+
+
 def test_hdf5_damaged_files(work):
     path = work / "t.h5"
     with h5py.File(path, "w") as f:

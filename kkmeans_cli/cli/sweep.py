@@ -57,7 +57,7 @@ def sweep_fit_options(f):
 @click.argument("data")
 @click.option("--k", "k", type=KsType(), default=None, metavar="2..10|2,3,5",
               help="The ks to try: a range lo..hi (inclusive), a list, or both (2..4,8); "
-                   "each 2 ≤ k < rows (required).")
+                   "each 2 ≤ k < rows (on a graph k ≤ rows) (required).")
 @click.option("--metric", type=click.Choice(SWEEP_METRICS), default=None,
               help="The measure that chooses k  [default: cut-ratio on a graph, silhouette "
                    "with a kernel matrix]")

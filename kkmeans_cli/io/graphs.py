@@ -77,6 +77,16 @@ def starts_as_zip(path):
         raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
+def zip_damage(path):
+    """Why the zip archive ``path`` cannot be opened (truncated: its central directory
+    missing, or damaged), or None where it opens."""
+    try:
+        with zipfile.ZipFile(path):
+            return None
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as exc:
+        return str(exc) or type(exc).__name__
+
+
 def read_graph(path):
     """The sparse matrix in ``path`` (``.npz`` of ``save_npz`` or Matrix Market ``.mtx``).
 
@@ -157,7 +167,7 @@ def _read_npz_stream(stream, path):
                 raise DataError(f"{path}: a {fmt} matrix without its array '{missing[0]}'")
             arrays = {name: archive[name] for name in needed}
     except (zipfile.BadZipFile, EOFError, zlib.error) as exc:
-        raise DataError(f"{path}: truncated or not an .npz archive ({exc})") from None
+        raise DataError(f"{path}: a truncated or damaged .npz archive ({exc})") from None
     except ValueError as exc:
         if isinstance(exc, DataError):
             raise

@@ -16,7 +16,7 @@ import numpy as np
 from .._text import plural
 from ..errors import DataError, KKMeansError, UsageError
 from .arrow import TABLE_NAMES, read_table, table_kind
-from .graphs import graph_kind, is_graph_file, starts_as_zip
+from .graphs import ZIP_MAGIC, graph_kind, is_graph_file, starts_as_zip, zip_damage
 from .text import column_indexes, column_name, read_text
 
 NPY_SUFFIXES = (".npy",)
@@ -174,6 +174,12 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
     if suffix == ".npz" and not starts_as_zip(path):
         raise DataError(f"{path}: not an .npz archive (it does not start as a zip file); DATA "
                         f"is text, .npy, HDF5, Parquet or Feather (with --kernel precomputed, "
+                        f"also a sparse graph: an .npz of scipy.sparse.save_npz or a Matrix "
+                        f"Market .mtx)")
+    damage = zip_damage(path) if suffix == ".npz" else None
+    if damage is not None:
+        raise DataError(f"{path}: a truncated or damaged .npz archive ({damage}); DATA is "
+                        f"text, .npy, HDF5, Parquet or Feather (with --kernel precomputed, "
                         f"also a sparse graph: an .npz of scipy.sparse.save_npz or a Matrix "
                         f"Market .mtx)")
     if suffix == ".npz":
@@ -441,7 +447,7 @@ def check_npy(path, ndim=(2,)):
     naming the file); returns its shape and dtype."""
     with open(path, "rb") as stream:
         magic = stream.read(6)
-        if magic.startswith(b"PK\x03\x04") or magic.startswith(b"PK\x05\x06"):
+        if magic.startswith(ZIP_MAGIC):
             raise DataError(f"{path}: is an .npz archive, not an .npy array")
         if magic != b"\x93NUMPY":
             raise DataError(f"{path}: not an .npy file (it does not start as one; a "

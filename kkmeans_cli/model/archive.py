@@ -17,6 +17,7 @@ import numpy as np
 from .. import memory
 from .._version import __version__
 from ..errors import ModelFileError, UsageError
+from ..io.graphs import ZIP_MAGIC
 from ..io.readers import read_npy_header
 from ..io.scaling import SCALE_METHODS
 from ..kernels.functions import GAMMA_KERNELS, KERNELS
@@ -110,7 +111,7 @@ def read_archive(path):
         fail_plain(path, f"cannot read ({exc.strerror or exc})")
     if magic == b"\x93NUMPY":
         not_a_model(path, "it is a single .npy array, not a kkmeans model archive")
-    if not magic.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+    if not magic.startswith(ZIP_MAGIC):
         not_a_model(path, "a model is the .npz archive 'kkmeans fit' writes; this file is "
                            "not a zip archive")
     try:
