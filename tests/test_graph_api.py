@@ -405,6 +405,10 @@ def test_a_cut_of_nothing_is_saved_as_zero_and_read_back(tmp_path):
         np.savez(tmp_path / "old.npz", **dict(arrays, meta=np.array(json.dumps(meta))))
         if readable:
             assert load_model(tmp_path / "old.npz").result.graph.ncut == 0.0
+            shown = run(["info", tmp_path / "old.npz", "--json"])
+            assert shown.exit_code == 0, shown.stderr
+            assert json.loads(shown.stdout)["ncut"] == 0.0
+            assert "ncut = 0 " in run(["info", tmp_path / "old.npz"]).stdout
         else:
             with pytest.raises(ModelFileError, match="meta 'ncut' must be a number from 0 to k"):
                 load_model(tmp_path / "old.npz")

@@ -55,6 +55,8 @@ def model_info(path, loaded):
     info.update({key: meta[key] for key in PSD_INFO_KEYS if key in meta})
     info.update({key: meta[key] for key in ("objective", "refine", "ncut", "optima", "graph")
                  if key in meta})
+    if getattr(result, "graph", None) is not None:
+        info["ncut"] = result.graph.ncut    # as read: a file's cut of nothing rounded below 0 is 0
     if fixed_starts(info):
         del info["n_init"]          # asked for, but it played no part (the starts are listed)
     return info
