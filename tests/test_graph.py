@@ -332,6 +332,23 @@ def test_duplicates_are_one_node_with_their_edges():
     np.testing.assert_array_equal(predict_graph(res.model(), Xd), res.labels)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_with_one_neighbour_copies_are_one_node_too(seed):
+    """With n_neighbors=1 (each point's neighbour is itself) a search cannot show a copy at
+    distance 0, and copies were left apart: one of ten copies took another label, which
+    predict did not give it. They are one node, and predict(X_fit) returns the labels."""
+    rng = np.random.default_rng(seed)
+    X = np.repeat(np.array([[0.0, 0.0], [5.0, 5.0], [10.0, 0.0]]), 10, axis=0)
+    X = X[rng.permutation(X.shape[0])]
+    G = kgraph.knn_graph(X, 1)
+    assert G.info.n_nodes == 3 and G.info.n_duplicates == 27
+    for whiten in (False, "auto"):
+        res = fit_graph(X, 2, n_neighbors=1, whiten=whiten, random_state=seed)
+        for point in X[:3]:
+            assert len(np.unique(res.labels[(X == point).all(axis=1)])) == 1
+        np.testing.assert_array_equal(predict_graph(res.model(), X), res.labels)
+
+
 def test_components_and_their_sizes():
     X = np.vstack([_points(100, 4), _points(60, 5) + 50.0, _points(40, 6) - 50.0])
     G = kgraph.knn_graph(X, 10)

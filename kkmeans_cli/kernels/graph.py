@@ -517,7 +517,10 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
                               f"neighbours: the exact search was used", KKMeansWarning,
                               stacklevel=2)
     order, dist, idx = self_neighbours(points, k, n_threads, route, random_state)
-    if route != "approximate" and k >= 2 and np.any(dist[:, 1] == 0.0):
+    # copies merged where the search found one (a copy at distance 0 comes second at the
+    # latest); with one neighbour, the point itself, no copy is looked for, so they are sought
+    if route != "approximate" and (np.any(dist[:, 1] == 0.0) if k >= 2 else
+                                   np.unique(X, axis=0).shape[0] < n):
         base_of, points, counts = distinct_nodes(X)
         if given is None:
             wanted = default_neighbors(points.shape[0], n_clusters)
