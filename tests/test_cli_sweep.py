@@ -108,7 +108,7 @@ def test_a_config_gives_the_ks_as_a_yaml_list_or_one_number(tmp_path, data):
     for text, why in [("k: [2, three]", "invalid k 'three': use e.g. 2..10 or 2,3,5"),
                       ("k: abc", "invalid k 'abc'"), ("k: 0", "every k must be at least 2"),
                       ("k: '2..1'", "invalid k range '2..1': the end is below the start"),
-                      ("k: [-2, 3]", "invalid k '-2'")]:
+                      ("k: [-2, 3]", "invalid k '-2'"), ("k: 2 3", "invalid k '2 3'")]:
         config.write_text(text + "\n")
         bad = run_process(["sweep", path, "--config", config, "--k", "3", "-o",
                            tmp_path / "m.npz"], cwd=tmp_path)

@@ -74,8 +74,12 @@ def test_parse_ks():
     assert parse_ks("2..5") == [2, 3, 4, 5]
     assert parse_ks("2,3,5") == [2, 3, 5]
     assert parse_ks("8, 2..3") == [2, 3, 8]
+    assert parse_ks(" 2 .. 4 , 8 ") == [2, 3, 4, 8]
     for bad in ("", "a", "5..2", "2..", "0"):
         with pytest.raises(ValueError):
+            parse_ks(bad)
+    for bad in ("2 3", "1 0", "2..1 0"):    # a space inside a number: not 23, 10 or 2..10
+        with pytest.raises(ValueError, match=f"invalid k '{bad}'"):
             parse_ks(bad)
 
 

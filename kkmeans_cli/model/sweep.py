@@ -130,8 +130,9 @@ def parse_k_ranges(text, minimum=1):
     ``2..99999999999`` costs nothing until it is checked against the number of rows.
     Raises ``ValueError`` with the bad part, or when a k is below ``minimum``."""
     ranges = []
-    for part in str(text).replace(" ", "").split(","):
-        m = re.fullmatch(r"(\d+)(?:(?:\.\.|-)(\d+))?", part)
+    for part in str(text).split(","):
+        part = part.strip()     # spaces around a part or its '..' only: '2 3' is no 23
+        m = re.fullmatch(r"(\d+)(?:\s*(?:\.\.|-)\s*(\d+))?", part)
         if not m:
             raise ValueError(f"invalid k {part!r}: use e.g. 2..10 or 2,3,5")
         lo = int(m.group(1))
