@@ -83,7 +83,7 @@ def fit(ctx, **_):
                          f"{graph} the silhouette in the graph kernel's feature space is a "
                          f"column of 'kkmeans sweep' (one k: --k {opts['n_clusters']}); "
                          f"drop --silhouette")
-    model_path = None if opts["no_model"] else opts["model"]
+    model_path = chosen_model(ctx, opts)
     if opts["json"] and opts["with_data"]:
         raise UsageError("--json prints the summary instead of the labels; --with-data "
                          "cannot be used with it (write the summary with --summary PATH)")
@@ -164,6 +164,22 @@ def fit(ctx, **_):
                       meta_options=stored_options(opts), extra=extra, model_path=model_path,
                       labels=lambda: labels_text(opts, estimator.labels_, data),
                       force=opts["force"], more_files=plot if opts["plot"] is not None else None)
+
+
+
+def chosen_model(ctx, opts):
+    """Where the model goes, or None: ``-o`` and ``--no-model`` given together, both as
+    flags or both in the config, are a usage error; one a flag and the other a config key,
+    the flag wins (flags over the config)."""
+    from ..io.config import ORIGINS, given_on_command_line
+
+    if not opts["no_model"]:
+        return opts["model"]
+    flag_model, flag_none = (given_on_command_line(ctx, name) for name in ("model", "no_model"))
+    config_model = "model" in ORIGINS and not flag_model
+    if (flag_model and flag_none) or (config_model and not flag_none):
+        raise UsageError("-o/--model and --no-model cannot be used together: drop one")
+    return opts["model"] if flag_model else None
 
 
 def _fit_silhouette(estimator, X, K, opts, reporter, source):

@@ -251,7 +251,7 @@ def apply_config(ctx, config, path):
             raise ConfigError(_unknown_key_message(path, key, known))
         # Every value is checked: also one a flag overrides, or one of another command.
         converted = convert_value(ctx, params.get(key, known[key]), value, path)
-        if key not in params or _given_on_command_line(ctx, key):
+        if key not in params or given_on_command_line(ctx, key):
             continue  # an option of another command, or a flag wins
         ctx.params[key] = converted
         ORIGINS[key] = (path, key, tuple(params[key].opts))
@@ -271,7 +271,8 @@ def origin_note(message):
     return f" ({'; '.join(notes)})" if notes else ""
 
 
-def _given_on_command_line(ctx, name):
+def given_on_command_line(ctx, name):
+    """Whether the option ``name`` was given as a flag (not its default, nor a config's)."""
     source = ctx.get_parameter_source(name)
     return source not in (None, click.core.ParameterSource.DEFAULT,
                           click.core.ParameterSource.DEFAULT_MAP)
