@@ -239,3 +239,46 @@ def test_running_out_of_memory_suggests_what_the_kernel_accepts(tmp_path, monkey
                              "kernel --dtype float32 or --approx nystroem; with knn fewer "
                              "--n-neighbors)\n")
     assert not (tmp_path / "m.npz").exists()
+
+
+# -- what a name read from a file can do to a terminal ----------------------------------------
+def test_printable_escapes_what_does_not_print():
+    from kkmeans_cli._text import printable
+
+    assert printable("data.csv") == "data.csv"
+    assert printable("naïve 日本") == "naïve 日本"
+    assert printable("x\x1b[2Jq") == "x\\x1b[2Jq"
+    assert printable("a\nfake: line\u2028b\tc") == "a\\nfake: line\\u2028b\\tc"
+
+
+def test_names_from_files_cannot_clear_a_terminal_or_fake_a_line(tmp_path):
+    """A column named with an escape sequence is shown escaped by info, and a path holding
+    control characters is shown escaped in the error line."""
+    (tmp_path / "e.csv").write_text("x\x1b[2Jq,y\n1,2\n3,4\n5,6\n7,8\n")
+    fitted = run(["fit", tmp_path / "e.csv", "-k", "2", "-o", tmp_path / "e.npz", "--quiet"])
+    assert fitted.exit_code == 0, fitted.stderr
+    shown = run(["info", tmp_path / "e.npz"])
+    assert shown.exit_code == 0 and "\x1b" not in shown.stdout
+    assert re.search(r"^features: +2 \(x\\x1b\[2Jq, y\)$", shown.stdout, re.M)
+    missing = tmp_path / "a\x1bc\x07b.csv"      # ESC c resets a terminal
+    failed = run(["fit", missing, "-k", "2", "--no-model"])
+    assert failed.exit_code == 1
+    assert failed.stderr == f"kkmeans: error: {tmp_path}/a\\x1bc\\x07b.csv: no such file\n"
+
+
+def test_report_rows_on_a_terminal_are_never_rich_markup():
+    """On a terminal the report is a rich grid: a file named '[red]x.csv' was shown as a red
+    'x.csv', and '[/x]' in a value ended the command with rich's MarkupError."""
+    import io
+
+    from rich.console import Console
+
+    from kkmeans_cli.cli.report import Reporter
+
+    reporter = Reporter()
+    out = io.StringIO()
+    reporter._console = Console(file=out, force_terminal=True, color_system=None, width=200)
+    reporter.table("kkmeans fit", [("data", "d/[red]x.csv"), ("model", "a[/x]b\x1b[2J.npz")])
+    assert [line.rstrip() for line in out.getvalue().splitlines()] == [
+        "kkmeans fit", "data   d/[red]x.csv",
+        "model  a[/x]b\\x1b[2J.npz"]

@@ -13,6 +13,7 @@ import traceback
 import click
 
 from .. import _signals
+from .._text import printable
 from .._streams import CLOSED_STREAMS, guard_standard_streams, silence_stream
 from .._version import __version__
 from ..io.config import ORIGINS, cut, origin_note
@@ -171,7 +172,7 @@ def _report_error(exc, debug):
         if not debug:
             message += " (run again with --debug for the traceback)"
     # One line, and a bounded one whatever a value in it holds.
-    message = cut(" ".join(message.split()), MAX_MESSAGE + 200)
+    message = cut(printable(" ".join(message.split())), MAX_MESSAGE + 200)
     _echo_err(f"kkmeans: error: {message}")
     return code
 

@@ -14,7 +14,7 @@ import warnings
 import click
 
 from .._options import REFIT_TESTS
-from .._text import plural
+from .._text import plural, printable
 
 
 # Keyword arguments of KernelKMeans whose command-line option is not --<name with - for _>.
@@ -100,9 +100,11 @@ class Reporter:
         if self.quiet or not self.on_terminal():
             yield lambda *args: None
             return
-        with self.console.status(message) as status:
+        from rich.text import Text
+
+        with self.console.status(Text(printable(message))) as status:
             yield lambda done, total, what="": status.update(
-                f"{message}: {what} {done:,}/{total:,}")
+                Text(printable(f"{message}: {what} {done:,}/{total:,}")))
 
     @contextlib.contextmanager
     def engine_warnings(self):
@@ -135,7 +137,9 @@ class Reporter:
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                    TimeElapsedColumn)
 
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        message = printable(message)
+        with Progress(TextColumn("{task.description}", markup=False), BarColumn(),
+                      MofNCompleteColumn(),
                       TimeElapsedColumn(), console=self.console, transient=True) as bar:
             task = bar.add_task(message, total=total)
 
@@ -194,12 +198,12 @@ class Reporter:
     def say(self, text):
         """One line for people (not a warning), unless quiet."""
         if not self.quiet:
-            self._echo(text)
+            self._echo(printable(text))
 
     def warn(self, text):
         """One warning line."""
         if not self.quiet:
-            self._echo(f"kkmeans: warning: {cli_wording(text)}")
+            self._echo(f"kkmeans: warning: {printable(cli_wording(text))}")
 
     def _echo(self, text, nl=True):
         """Text on stderr for people: a stderr that is closed or whose reader went away is
@@ -225,14 +229,15 @@ class Reporter:
             self._echo(f"{title}\n{format_rows(rows)}", nl=False)
             return
         from rich.table import Table
+        from rich.text import Text
 
         grid = Table.grid(padding=(0, 2))
         grid.add_column(style="bold")
         grid.add_column()
-        for label, value in rows:
-            grid.add_row(label, value)
+        for label, value in rows:       # Text: a value is never read as rich markup
+            grid.add_row(Text(printable(label)), Text(printable(value)))
         try:
-            self.console.print(f"[bold]{title}[/bold]")
+            self.console.print(Text(printable(title), style="bold"))
             self.console.print(grid)
         except (OSError, ValueError):
             self._lost()
@@ -533,6 +538,7 @@ def fit_summary(estimator, data, model_path):
 
 def format_rows(rows):
     """Plain aligned ``label: value`` text (for stdout, which must not carry rich markup)."""
+    rows = [(printable(label), printable(value)) for label, value in rows]
     width = max(len(label) for label, _ in rows)
     return "".join(f"{label + ':':<{width + 1}} {value}\n" for label, value in rows)
 
