@@ -375,6 +375,23 @@ def test_knn_model_file_checks(tmp_path):
     np.savez(tmp_path / "many.npz", **dict(arrays, meta=np.array(json.dumps(meta))))
     with pytest.raises(ModelFileError, match=r"'n_neighbors' \(5000\) must not exceed the 40 "):
         load_model(tmp_path / "many.npz")
+    # meta that info shows (it ended in an unexpected TypeError or ValueError naming no file,
+    # while predict read the model)
+    for where, key, value, message in [
+            ("optima", "start_kinds", 5, "meta 'optima.start_kinds' must be a list of strings"),
+            ("optima", "start_kinds", ["spectral", 2], "'optima.start_kinds' must be a list"),
+            ("optima", "best_start", 3, "meta 'optima.best_start' must be a string"),
+            ("graph", "bridges", "x", "meta 'graph.bridges' must be an integer from 0 to n"),
+            ("graph", "n_duplicates", -1, "meta 'graph.n_duplicates' must be an integer"),
+            ("graph", "n_points", 41.0, "meta 'graph.n_points' must be an integer")]:
+        changed = json.loads(str(arrays["meta"]))
+        changed[where][key] = value
+        np.savez(tmp_path / "shown.npz", **dict(arrays, meta=np.array(json.dumps(changed))))
+        for command in (["info"], ["predict"]):
+            result = run(command + [tmp_path / "shown.npz"]
+                         + ([tmp_path / "x.csv"] if command == ["predict"] else []))
+            assert result.exit_code == 1 and result.stdout == ""
+            assert_one_error_line(result, f"{tmp_path / 'shown.npz'}: corrupt model: ", message)
 
 
 def test_a_cut_of_nothing_is_saved_as_zero_and_read_back(tmp_path):

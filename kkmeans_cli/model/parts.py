@@ -110,6 +110,13 @@ class ObjectivePart:
             fail(f"unknown objective {objective!r}")
         refine = meta.get("refine", "auto")
         params = {"objective": objective, "refine": refine if refine in REFINES else "auto"}
+        optima = meta.get("optima") or {}       # shown by info
+        kinds, best = optima.get("start_kinds"), optima.get("best_start")
+        if kinds is not None and not (isinstance(kinds, list)
+                                      and all(isinstance(kind, str) for kind in kinds)):
+            fail("meta 'optima.start_kinds' must be a list of strings")
+        if best is not None and not isinstance(best, str):
+            fail("meta 'optima.best_start' must be a string")
         if objective != "ncut" or "graph" in meta:  # a graph's cut: GraphPart
             return params, {}
         for key in ("degrees", "degree_weights"):
@@ -253,6 +260,13 @@ class GraphPart:
                     (n if key != "nnz" else n * n):
                 fail(f"meta 'graph.{key}' must be an integer from 1 to "
                      f"{'n²' if key == 'nnz' else 'n'}")
+        for key in ("n_points", "n_duplicates", "bridges"):     # shown by info
+            value = graph.get(key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                      or not 0 <= value <= n):
+                fail(f"meta 'graph.{key}' must be an integer from 0 to n")
+        if kernel == "precomputed" and graph.get("weighting", "precomputed") != "precomputed":
+            fail("meta 'graph.weighting' of an affinity given as DATA must be 'precomputed'")
         if "search" in graph and graph["search"] not in cls.SEARCHES:
             fail(f"meta 'graph.search' must be one of {', '.join(cls.SEARCHES)}")
         for key in ("whitening", "gaussian", "mixture", "split_test"):  # shown by info
