@@ -127,7 +127,12 @@ def test_k_above_n(work):
 
 
 def test_k_missing(work):
-    check_fails(work, ["fit", "--kernel", "rbf", work / "data.csv"], 2, "missing option -k/--n-clusters")
+    line = ("missing option -k/--n-clusters (or the key 'n_clusters' in --config) (see 'kkmeans "
+            "fit --help')")
+    check_fails(work, ["fit", "--kernel", "rbf", work / "data.csv"], 2, line)
+    # a config's k is the sweep's key: the line names fit's key (it said '-k in --config')
+    (work / "k.yaml").write_text("k: 2\n")
+    check_fails(work, ["fit", work / "data.csv", "--config", work / "k.yaml"], 2, line)
 
 
 def test_unknown_kernel(work):

@@ -58,7 +58,8 @@ def fit(ctx, **_):
     """Cluster DATA into k clusters; print one label per row and save the model."""
     opts = effective_options(ctx)
     if opts["n_clusters"] is None:
-        raise UsageError("missing option -k/--n-clusters (or n_clusters in --config) "
+        # 'n_clusters' quoted: the key of a config, not reworded as the option -k
+        raise UsageError("missing option -k/--n-clusters (or the key 'n_clusters' in --config) "
                          "(see 'kkmeans fit --help')")
     import numpy as np
 
