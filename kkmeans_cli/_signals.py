@@ -12,7 +12,10 @@ signal ended.
 Once the outputs are committed (:func:`committed`) the command has done its work: a signal
 that comes while it prints its report is noted and the command still ends with exit code 0, so
 that a non-zero exit code always means that no output was changed; a second signal then ends
-it at once.
+it at once. After the command, while the process ends (the interpreter's teardown takes a
+fraction of a second), a signal ends it at once with the exit code already decided
+(:func:`exit_at_once`): outside the command's handler it would end the process by the signal,
+a complete run with exit code 143.
 
 A signal may reach a thread other than the main one (the BLAS, OpenMP and Dask threads), or
 the main thread just before it blocks in a system call (reading a FIFO, writing to a pipe): its
@@ -174,6 +177,24 @@ class _Watchdog(threading.Thread):
         os.close(self.write_fd)  # ends the thread's read
         self.join(timeout=5)
         os.close(self.read_fd)
+
+
+def exit_at_once(code):
+    """From here to the end of the process, each signal :func:`handled` takes ends it at
+    once with ``code`` (``os._exit``: the standard streams are flushed by then, and nothing
+    is left to clean up). For the command line's own process only: in the main thread, and
+    not for a signal that is ignored or, of ``IF_DEFAULT``, handled by someone else."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def _exit(signum, frame):
+        os._exit(code)
+
+    for signum in SIGNALS + IF_DEFAULT:
+        old = signal.getsignal(signum)
+        if old == signal.SIG_IGN or (signum in IF_DEFAULT and old != signal.SIG_DFL):
+            continue
+        signal.signal(signum, _exit)
 
 
 def _nudged(signum, frame):

@@ -7,6 +7,7 @@ yet while a staged file exists."""
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -167,6 +168,31 @@ def test_a_signal_after_the_commit_does_not_undo_a_finished_command(work, monkey
                   "--labels", work / "new.txt"])
     assert result.exit_code == 0, result.stderr
     assert (work / "new.npz").is_file() and len((work / "new.txt").read_text().split()) == 30
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_while_the_process_ends_keeps_the_exit_code(work, signum):
+    """After the command, while the process ends, the command's handler is gone: a signal
+    there ended a complete run by the signal (143 for SIGTERM). An exit function of the
+    process (run where the interpreter's teardown was) sends the signal and waits: the
+    process ends at once with the command's code, its outputs complete."""
+    script = (f"import atexit, os, signal, sys, time\n"
+              f"atexit.register(lambda: (os.kill(os.getpid(), {int(signum)}), time.sleep(30)))\n"
+              f"sys.argv = ['kkmeans'] + sys.argv[1:]\n"
+              f"from kkmeans_cli.cli import main\n"
+              f"main()\n")
+    args = ["fit", "--kernel", "rbf", "data.csv", "-k", "3", *FAST, "-o", "late.npz",
+            "--labels", "late.txt", "--quiet"]
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", script, *map(str, args)], cwd=work,
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert time.monotonic() - start < 25       # not the exit function's 30 s
+    assert (work / "late.npz").is_file() and len((work / "late.txt").read_text().split()) == 30
+    failed = subprocess.run([sys.executable, "-c", script, "fit", "missing.csv", "-k", "3"],
+                            cwd=work, capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 1, failed.stderr
+    assert failed.stderr == "kkmeans: error: missing.csv: no such file\n"
 
 
 def test_a_signal_before_the_commit_of_another_run_is_not_carried_over(work):
