@@ -388,3 +388,21 @@ def test_init_labels_from_an_hdf5_dataset_or_stdin(data_dir):
     assert from_stdin.exit_code == 0, from_stdin.stderr
     assert from_h5.stdout == from_stdin.stdout
     assert len(set(labels_of(from_h5.stdout))) == 3
+
+
+def test_the_readme_memory_limit_example_is_what_the_plan_says(tmp_path):
+    """README's graph-memory sentence (5,000 points with --n-neighbors 4999, the need and the
+    most neighbours --memory-limit 100M allows) is the refusal the command prints."""
+    import re
+
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as readme:
+        text = " ".join(readme.read().split())
+    said = re.search(r"5,000 points with `--n-neighbors 4999` need ([\d.]+ GiB) .*?"
+                     r"`--memory-limit 100M` allows (\d+)\.", text)
+    assert said, "README no longer holds the example"
+    np.save(tmp_path / "p.npy", np.random.default_rng(0).normal(size=(5000, 2)))
+    result = run(["fit", tmp_path / "p.npy", "-k", "2", "--n-neighbors", "4999",
+                  "--memory-limit", "100M", "--no-model"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert f"needs {said.group(1)} " in result.stderr, result.stderr
+    assert f"try --n-neighbors {said.group(2)} " in result.stderr, result.stderr
