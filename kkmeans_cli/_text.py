@@ -1,4 +1,6 @@
 """Small helpers for the words of messages and reports."""
+import re
+import unicodedata
 
 
 def plural(count, noun, many=None, thousands=False):
@@ -9,11 +11,30 @@ def plural(count, noun, many=None, thousands=False):
     return f"{number} {noun if count == 1 else (many or noun + 's')}"
 
 
+
+#: What ``printable`` escapes besides the control characters (C0, DEL, C1: ESC and the C1 CSI
+#: among them): the line and paragraph separators, and the bidirectional embeddings,
+#: overrides and isolates that reorder what follows them on the screen
+INVISIBLE = frozenset("\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
 def printable(text):
-    """``text`` with every character that does not print written as its escape (``\\x1b``,
-    ``\\n``, ``\\u2028``): a column name, a path or a value read from a file or a model
-    cannot clear the screen, move the cursor or start a line of its own where it is shown."""
+    """``text`` with its control characters, line separators and bidirectional controls
+    written as escapes (``\\x1b``, ``\\t``, ``\\u202e``): a column name, a path or a value
+    read from a file or a model cannot clear the screen, move the cursor, reorder a line or
+    start one of its own where it is shown. Other text (accents, CJK, no-break spaces,
+    joined emoji) is kept as written."""
     text = str(text)
-    if text.isprintable():
+    if not any(ch in INVISIBLE or unicodedata.category(ch) == "Cc" for ch in text):
         return text
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+    return "".join(repr(ch)[1:-1] if ch in INVISIBLE or unicodedata.category(ch) == "Cc"
+                   else ch for ch in text)
+
+
+def one_line(text):
+    """``text`` as one line for a message: runs of spaces and line breaks made one space,
+    then ``printable`` (a tab or an escape in a name is shown escaped, not as a space)."""
+    return printable(_LINE_BREAKS.sub(" ", str(text)).strip(" "))
+
+
+_LINE_BREAKS = re.compile(r"[ \r\n]+")

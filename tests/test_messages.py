@@ -242,13 +242,29 @@ def test_running_out_of_memory_suggests_what_the_kernel_accepts(tmp_path, monkey
 
 
 # -- what a name read from a file can do to a terminal ----------------------------------------
-def test_printable_escapes_what_does_not_print():
-    from kkmeans_cli._text import printable
+def test_printable_escapes_what_drives_a_terminal_and_nothing_else():
+    from kkmeans_cli._text import one_line, printable
 
-    assert printable("data.csv") == "data.csv"
-    assert printable("naïve 日本") == "naïve 日本"
+    for kept in ("data.csv", "naïve 日本", "東京\u3000都", "temp\xa0°C", "👩\u200d🔬"):
+        assert printable(kept) == kept
     assert printable("x\x1b[2Jq") == "x\\x1b[2Jq"
     assert printable("a\nfake: line\u2028b\tc") == "a\\nfake: line\\u2028b\\tc"
+    assert printable("d\x7fe\x9bf\u202eg") == "d\\x7fe\\x9bf\\u202eg"
+    # a message's line breaks and runs of spaces are one space; a tab in a name is escaped
+    assert one_line("a\n  b\tc\r\nd ") == "a b\\tc d"
+
+
+def test_a_warning_of_many_lines_is_one_line():
+    import io
+    from contextlib import redirect_stderr
+
+    from kkmeans_cli.cli.report import Reporter
+
+    err = io.StringIO()
+    with redirect_stderr(err):
+        Reporter().warn('\nThe keyword...\n\nFile "x.py", line 3:\n\tdef f(): ...')
+    assert err.getvalue() == ('kkmeans: warning: The keyword... File "x.py", line 3: '
+                              '\\tdef f(): ...\n')
 
 
 def test_names_from_files_cannot_clear_a_terminal_or_fake_a_line(tmp_path):
@@ -260,10 +276,11 @@ def test_names_from_files_cannot_clear_a_terminal_or_fake_a_line(tmp_path):
     shown = run(["info", tmp_path / "e.npz"])
     assert shown.exit_code == 0 and "\x1b" not in shown.stdout
     assert re.search(r"^features: +2 \(x\\x1b\[2Jq, y\)$", shown.stdout, re.M)
-    missing = tmp_path / "a\x1bc\x07b.csv"      # ESC c resets a terminal
+    missing = tmp_path / "a\x1bc\x07b\tc.csv"      # ESC c resets a terminal
     failed = run(["fit", missing, "-k", "2", "--no-model"])
     assert failed.exit_code == 1
-    assert failed.stderr == f"kkmeans: error: {tmp_path}/a\\x1bc\\x07b.csv: no such file\n"
+    assert failed.stderr == (f"kkmeans: error: {tmp_path}/a\\x1bc\\x07b\\tc.csv: no such "
+                             f"file\n")
 
 
 def test_report_rows_on_a_terminal_are_never_rich_markup():

@@ -13,7 +13,7 @@ import traceback
 import click
 
 from .. import _signals, _streams
-from .._text import printable
+from .._text import one_line
 from .._streams import CLOSED_STREAMS, guard_standard_streams, silence_stream
 from .._version import __version__
 from ..io.config import ORIGINS, cut, origin_note
@@ -157,7 +157,7 @@ def _report_error(exc, debug):
         # error naming an option a config set says so.
         message = str(exc) if isinstance(exc, ConfigError) else cli_wording(str(exc))
         if not isinstance(exc, ConfigError):
-            message = cut(" ".join(message.split()), MAX_MESSAGE) + origin_note(message)
+            message = cut(one_line(message), MAX_MESSAGE) + origin_note(message)
         code = exc.exit_code
     elif isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT,
                                                     errno.EFBIG):
@@ -172,7 +172,7 @@ def _report_error(exc, debug):
         if not debug:
             message += " (run again with --debug for the traceback)"
     # One line, and a bounded one whatever a value in it holds.
-    message = cut(printable(" ".join(message.split())), MAX_MESSAGE + 200)
+    message = cut(one_line(message), MAX_MESSAGE + 200)
     _echo_err(f"kkmeans: error: {message}")
     return code
 

@@ -14,7 +14,7 @@ import warnings
 import click
 
 from .._options import REFIT_TESTS
-from .._text import plural, printable
+from .._text import one_line, plural, printable
 
 
 # Keyword arguments of KernelKMeans whose command-line option is not --<name with - for _>.
@@ -198,12 +198,12 @@ class Reporter:
     def say(self, text):
         """One line for people (not a warning), unless quiet."""
         if not self.quiet:
-            self._echo(printable(text))
+            self._echo(one_line(text))
 
     def warn(self, text):
         """One warning line."""
         if not self.quiet:
-            self._echo(f"kkmeans: warning: {printable(cli_wording(text))}")
+            self._echo(f"kkmeans: warning: {one_line(cli_wording(text))}")
 
     def _echo(self, text, nl=True):
         """Text on stderr for people: a stderr that is closed or whose reader went away is
