@@ -13,9 +13,8 @@ Once the outputs are committed (:func:`committed`) the command has done its work
 that comes while it prints its report is noted and the command still ends with exit code 0, so
 that a non-zero exit code always means that no output was changed; a second signal then ends
 it at once. After the command, while the process ends (the interpreter's teardown takes a
-fraction of a second), a signal ends it at once with the exit code already decided
-(:func:`exit_at_once`): outside the command's handler it would end the process by the signal,
-a complete run with exit code 143.
+fraction of a second), the signals are ignored (:func:`ignored_to_the_end`): the exit code is
+decided, and a signal's default action there would end a complete run with 143.
 
 A signal may reach a thread other than the main one (the BLAS, OpenMP and Dask threads), or
 the main thread just before it blocks in a system call (reading a FIFO, writing to a pipe): its
@@ -179,22 +178,18 @@ class _Watchdog(threading.Thread):
         os.close(self.read_fd)
 
 
-def exit_at_once(code):
-    """From here to the end of the process, each signal :func:`handled` takes ends it at
-    once with ``code`` (``os._exit``: the standard streams are flushed by then, and nothing
-    is left to clean up). For the command line's own process only: in the main thread, and
-    not for a signal that is ignored or, of ``IF_DEFAULT``, handled by someone else."""
+def ignored_to_the_end():
+    """From here to the end of the process each signal :func:`handled` takes is ignored
+    (``SIG_IGN``, which CPython's teardown keeps, where it resets a Python handler to the
+    default action), but one that someone else handles (of ``IF_DEFAULT``). For the command
+    line's own process only, once its exit code is decided; in the main thread."""
     if threading.current_thread() is not threading.main_thread():
         return
-
-    def _exit(signum, frame):
-        os._exit(code)
-
     for signum in SIGNALS + IF_DEFAULT:
-        old = signal.getsignal(signum)
-        if old == signal.SIG_IGN or (signum in IF_DEFAULT and old != signal.SIG_DFL):
+        if signum in IF_DEFAULT and signal.getsignal(signum) not in (signal.SIG_DFL,
+                                                                     signal.SIG_IGN):
             continue
-        signal.signal(signum, _exit)
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def _nudged(signum, frame):

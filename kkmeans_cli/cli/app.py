@@ -66,6 +66,8 @@ class KKMeansGroup(click.Group):
                         exc, KeyboardInterrupt) else EXIT_ERROR
             code = _flush_standard_streams(code)
         if standalone_mode:
+            if _streams.WHOLE_PROCESS:      # the command's own process (main): its code is
+                _signals.ignored_to_the_end()   # decided; the teardown (0.2–0.3 s) keeps it
             sys.exit(code)
         return code
 
@@ -249,20 +251,6 @@ for _command in (fit, predict, sweep_command, info):
 
 def main():
     """Entry point of the ``kkmeans`` console script (and ``python -m kkmeans_cli``): the
-    process ends with the command (``_streams.WHOLE_PROCESS``). Once the command has decided
-    its exit code, the process ends with it at once: the ``atexit`` functions run with each
-    signal the command handles ending the process with that code (``_signals.exit_at_once``),
-    and then ``os._exit``. The interpreter's own teardown, skipped, took 0.2–0.3 s and reset
-    the handlers to the defaults, so that a SIGTERM there ended a complete run with 143
-    (docs/cli.md: a signal after the commit leaves exit code 0)."""
-    import atexit
-
+    process ends with the command (``_streams.WHOLE_PROCESS``)."""
     _streams.WHOLE_PROCESS = True
-    try:
-        cli(prog_name="kkmeans")
-        code = 0
-    except SystemExit as exc:
-        code = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else EXIT_ERROR
-    _signals.exit_at_once(code)
-    atexit._run_exitfuncs()
-    os._exit(_flush_standard_streams(code))
+    cli(prog_name="kkmeans")
