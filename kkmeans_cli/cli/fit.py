@@ -169,16 +169,16 @@ def fit(ctx, **_):
 
 
 def chosen_model(ctx, opts):
-    """Where the model goes, or None: ``-o`` and ``--no-model`` given together, both as
-    flags or both in the config, are a usage error; one a flag and the other a config key,
-    the flag wins (flags over the config)."""
-    from ..io.config import ORIGINS, given_on_command_line
+    """Where the model goes, or None: ``-o`` and ``--no-model`` both given as flags are a
+    usage error; one a flag and the other a config key, the flag wins (flags over the
+    config); both config keys, ``no_model`` wins (one config serves every command, and
+    ``model`` is also sweep's key)."""
+    from ..io.config import given_on_command_line
 
     if not opts["no_model"]:
         return opts["model"]
     flag_model, flag_none = (given_on_command_line(ctx, name) for name in ("model", "no_model"))
-    config_model = "model" in ORIGINS and not flag_model
-    if (flag_model and flag_none) or (config_model and not flag_none):
+    if flag_model and flag_none:
         raise UsageError("-o/--model and --no-model cannot be used together: drop one")
     return opts["model"] if flag_model else None
 
