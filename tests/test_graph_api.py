@@ -383,7 +383,8 @@ def test_knn_model_file_checks(tmp_path):
             ("optima", "best_start", 3, "meta 'optima.best_start' must be a string"),
             ("graph", "bridges", "x", "meta 'graph.bridges' must be an integer from 0 to n"),
             ("graph", "n_duplicates", -1, "meta 'graph.n_duplicates' must be an integer"),
-            ("graph", "n_points", 41.0, "meta 'graph.n_points' must be an integer")]:
+            ("graph", "n_points", 41.0, "meta 'graph.n_points' must be n = 40"),
+            ("graph", "n_points", 39, "meta 'graph.n_points' must be n = 40, the training")]:
         changed = json.loads(str(arrays["meta"]))
         changed[where][key] = value
         np.savez(tmp_path / "shown.npz", **dict(arrays, meta=np.array(json.dumps(changed))))

@@ -260,11 +260,13 @@ class GraphPart:
                     (n if key != "nnz" else n * n):
                 fail(f"meta 'graph.{key}' must be an integer from 1 to "
                      f"{'n²' if key == 'nnz' else 'n'}")
-        for key in ("n_points", "n_duplicates", "bridges"):     # shown by info
+        for key in ("n_duplicates", "bridges"):     # shown by info
             value = graph.get(key)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)
                                       or not 0 <= value <= n):
                 fail(f"meta 'graph.{key}' must be an integer from 0 to n")
+        if graph.get("n_points", n) != n or isinstance(graph.get("n_points"), bool):
+            fail(f"meta 'graph.n_points' must be n = {n}, the training points")
         if kernel == "precomputed" and graph.get("weighting", "precomputed") != "precomputed":
             fail("meta 'graph.weighting' of an affinity given as DATA must be 'precomputed'")
         if "search" in graph and graph["search"] not in cls.SEARCHES:
