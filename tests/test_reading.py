@@ -324,31 +324,27 @@ def test_model_given_as_data(work):
           f"HDF5, Parquet or Feather")
 
 
-def test_an_npz_that_is_no_zip_archive_says_so(work):
-    """A text file named .npz is neither a model nor a graph: the line says what it is not,
-    whichever kernel is asked for, and for predict's DATA too."""
-    (work / "text.npz").write_text("1,2\n3,4\n")
-    line = (f"{work / 'text.npz'}: not an .npz archive (it does not start as a zip file); DATA "
-            f"is text, .npy, HDF5, Parquet or Feather (with --kernel precomputed, also a sparse "
-            f"graph: an .npz of scipy.sparse.save_npz or a Matrix Market .mtx)")
-    fails(work, ["fit", work / "text.npz", "-k", "2"], 1, line)
-    fails(work, ["fit", "--kernel", "precomputed", work / "text.npz", "-k", "2"], 1, line)
-    fails(work, ["predict", work / "model.npz", work / "text.npz"], 1, line)
-
-
-def test_a_truncated_npz_archive_says_so(work):
-    """A zip archive cut short (its central directory gone) cannot be told a graph, a model
-    or an archive of data: the line says it is damaged, not that it is not DATA."""
-    raw = (work / "model.npz").read_bytes()
-    (work / "cut.npz").write_bytes(raw[:len(raw) // 2])
-    line = (f"{work / 'cut.npz'}: a truncated or damaged .npz archive (File is not a zip file); "
-            f"DATA is text, .npy, HDF5, Parquet or Feather (with --kernel precomputed, also a "
-            f"sparse graph: an .npz of scipy.sparse.save_npz or a Matrix Market .mtx)")
-    fails(work, ["fit", work / "cut.npz", "-k", "2"], 1, line)
-    fails(work, ["fit", "--kernel", "precomputed", work / "cut.npz", "-k", "2"], 1, line)
-    fails(work, ["predict", work / "model.npz", work / "cut.npz"], 1, line)
+@pytest.mark.parametrize("kind", ["text", "cut"])
+def test_an_npz_that_is_no_readable_zip_archive_says_so(work, kind):
+    """A text file named .npz, or a zip archive cut short (its central directory gone), is
+    neither a model nor a graph: the line says what it is not, or that it is damaged (not
+    that it is no DATA), whichever kernel is asked for, for predict's DATA and sweep's too."""
+    path = work / f"{kind}.npz"
+    if kind == "text":
+        path.write_text("1,2\n3,4\n")
+        what = "not an .npz archive (it does not start as a zip file)"
+    else:
+        raw = (work / "model.npz").read_bytes()
+        path.write_bytes(raw[:len(raw) // 2])
+        what = "a truncated or damaged .npz archive (File is not a zip file)"
+    line = (f"{path}: {what}; DATA is text, .npy, HDF5, Parquet or Feather (with --kernel "
+            f"precomputed, also a sparse graph: an .npz of scipy.sparse.save_npz or a Matrix "
+            f"Market .mtx)")
+    fails(work, ["fit", path, "-k", "2"], 1, line)
+    fails(work, ["fit", "--kernel", "precomputed", path, "-k", "2"], 1, line)
+    fails(work, ["predict", work / "model.npz", path], 1, line)
     before = listing(work)
-    result = run(["sweep", "--kernel", "precomputed", work / "cut.npz", "--k", "2..3"])
+    result = run(["sweep", "--kernel", "precomputed", path, "--k", "2..3"])
     assert (result.exit_code, result.stdout, result.stderr) == (1, "", f"kkmeans: error: {line}\n")
     assert listing(work) == before
 

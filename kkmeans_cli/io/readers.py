@@ -68,6 +68,11 @@ class DataSet:
         return int(self.n_rows - np.count_nonzero(self.kept))
 
 
+#: What DATA may be, said where a file named .npz is none of it
+DATA_KINDS = ("DATA is text, .npy, HDF5, Parquet or Feather (with --kernel precomputed, also a "
+              "sparse graph: an .npz of scipy.sparse.save_npz or a Matrix Market .mtx)")
+
+
 def split_hdf5_spec(spec):
     """Split ``file.h5:/group/dataset`` into the file and the dataset path.
 
@@ -172,16 +177,11 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
         raise DataError(f"{path} is a sparse graph ({written}): fit and sweep cluster it with "
                         f"--kernel precomputed")
     if suffix == ".npz" and not starts_as_zip(path):
-        raise DataError(f"{path}: not an .npz archive (it does not start as a zip file); DATA "
-                        f"is text, .npy, HDF5, Parquet or Feather (with --kernel precomputed, "
-                        f"also a sparse graph: an .npz of scipy.sparse.save_npz or a Matrix "
-                        f"Market .mtx)")
+        raise DataError(f"{path}: not an .npz archive (it does not start as a zip file); "
+                        f"{DATA_KINDS}")
     damage = zip_damage(path) if suffix == ".npz" else None
     if damage is not None:
-        raise DataError(f"{path}: a truncated or damaged .npz archive ({damage}); DATA is "
-                        f"text, .npy, HDF5, Parquet or Feather (with --kernel precomputed, "
-                        f"also a sparse graph: an .npz of scipy.sparse.save_npz or a Matrix "
-                        f"Market .mtx)")
+        raise DataError(f"{path}: a truncated or damaged .npz archive ({damage}); {DATA_KINDS}")
     if suffix == ".npz":
         raise DataError(f"{path}: is an .npz archive, not DATA (a model is read by 'kkmeans "
                         f"predict MODEL DATA'; a sparse graph is an archive of save_npz); DATA is "
