@@ -11,7 +11,6 @@ def plural(count, noun, many=None, thousands=False):
     return f"{number} {noun if count == 1 else (many or noun + 's')}"
 
 
-
 #: What ``printable`` escapes besides the control characters (C0, DEL, C1: ESC and the C1 CSI
 #: among them): the line and paragraph separators, and the bidirectional embeddings,
 #: overrides and isolates that reorder what follows them on the screen
