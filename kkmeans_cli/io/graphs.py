@@ -283,21 +283,29 @@ def _checked_matrix(fmt, arrays, path):
                              shape=(rows, cols))
 
 
-def _mtx_source(path):
-    """What ``mminfo`` and ``mmread`` read: a stream decompressed by gzip or bz2 where the
-    name ends ``.gz`` or ``.bz2`` in any case (SciPy decompresses only the lower-case
-    endings, and reads ``G.MTX.GZ`` as text), else the path itself (SciPy 1.17 aborts the
-    process reading a plain file's binary stream)."""
-    import bz2
-    import contextlib
-    import gzip
-
+def _decompressor(path):
+    """``gzip.open`` or ``bz2.open`` where the name ends ``.gz`` or ``.bz2`` in any case,
+    else None (a plain file)."""
     name = str(path).lower()
     if name.endswith(".gz"):
-        return gzip.open(path, "rb")
+        import gzip
+
+        return gzip.open
     if name.endswith(".bz2"):
-        return bz2.open(path, "rb")
-    return contextlib.nullcontext(path)
+        import bz2
+
+        return bz2.open
+    return None
+
+
+def _mtx_source(path):
+    """What ``mminfo`` and ``mmread`` read: a stream decompressed by ``_decompressor``
+    (SciPy decompresses only the lower-case endings, and reads ``G.MTX.GZ`` as text), else
+    the path itself (SciPy 1.17 aborts the process reading a plain file's binary stream)."""
+    import contextlib
+
+    opener = _decompressor(path)
+    return contextlib.nullcontext(path) if opener is None else opener(path, "rb")
 
 
 def _read_mtx(path):
@@ -343,7 +351,7 @@ def _check_mtx_size(path, layout, rows, cols, entries, symmetry):
     """A plain (uncompressed) file whose header declares more entries than its bytes can
     hold is truncated: said before ``mmread`` allocates the declared arrays (a 72-byte file
     declaring 10¹² entries would ask for terabytes)."""
-    if str(path).lower().endswith((".gz", ".bz2")):
+    if _decompressor(path) is not None:
         return
     try:
         size = os.path.getsize(path)
