@@ -17,6 +17,7 @@ their defaults, against scikit-learn's SpectralClustering and kkmeans' rbf kerne
     python benchmarks/bench_graph.py harder [--seeds 0 … 11]       # shapes past the targets
     python benchmarks/bench_graph.py limits [--limits 2 5]         # the mixture's cut limit
     python benchmarks/bench_graph.py neighbors [--values 20 24]    # the default neighbour count
+    python benchmarks/bench_graph.py audit [--seeds 0 … 35]        # objective or starts, by graph
 
 gallery: the data sets of scikit-learn's ``plot_cluster_comparison`` (n = 1500,
 StandardScaler): circles (factor .5) and moons at noise .03, .05, .08, .1, three concentric
@@ -336,6 +337,146 @@ def starts(args):
               f"{t1 - t0:.2f} | {old.ncut:.5f} | {adjusted_rand_score(y, old.labels):.3f} | "
               f"{t2 - t1:.2f} |", flush=True)
     print(f"lower ncut: default {wins[0]}, equal {wins[1]}, earlier mix {wins[2]}")
+
+
+AUDIT_CELLS = (("circles", 0.1, 500), ("circles", 0.1, 1000), ("circles", 0.1, 1500),
+               ("circles", 0.08, 1500), ("moons", 0.1, 1500), ("rings", 0.05, 1000),
+               ("rings", 0.05, 1500))
+
+
+def audit_graph(X, variant):
+    """(affinity, node_of) of a graph variant of X: 'knn M' the default builder's connectivity
+    graph of M other neighbours (nodes in its own order: node_of maps points to nodes);
+    'mutual M' the mutual M-neighbour graph (i ~ j when each is among the other's M nearest;
+    Maier, Hein & von Luxburg, "Optimal construction of k-nearest-neighbor graphs for
+    identifying noisy clusters", 2009) united with the symmetrized 5-neighbour graph, so that
+    no point is left alone (nodes = points)."""
+    from scipy import sparse
+    from sklearn.neighbors import NearestNeighbors
+
+    from kkmeans_cli.kernels.graph import knn_graph
+
+    kind, m = variant.split()
+    m = int(m)
+    if kind == "knn":
+        g = knn_graph(X, m + 1)
+        assert g.info.n_nodes == X.shape[0], "copies merged: the audit needs distinct points"
+        return g.affinity, g.node_of
+    n = X.shape[0]
+
+    def lists(count):
+        _, idx = NearestNeighbors(n_neighbors=count + 1).fit(X).kneighbors(X)
+        return sparse.csr_matrix((np.ones(idx.size), idx.ravel(),
+                                  np.arange(0, idx.size + 1, count + 1)), shape=(n, n))
+
+    B, C = lists(m), lists(5)
+    A = sparse.csr_matrix(B.minimum(B.T).maximum(C.maximum(C.T)))
+    A.sort_indices()
+    return A, np.arange(n)
+
+
+def lowest_start(kernel, k, rng):
+    """(ncut, node labels) of the default starts (``engine.graph_starts.default_starts``)
+    each refined, the lowest cut kept; and [(ncut, labels)] of every one."""
+    from kkmeans_cli.engine.graph import refine
+    from kkmeans_cli.engine.graph_starts import default_starts
+
+    runs = [refine(kernel, labels, k) for _, labels in default_starts(kernel, k, rng)]
+    every = [(run.sums.ncut(), run.labels) for run in runs]
+    return min(every, key=lambda pair: pair[0]), every
+
+
+def audit(args):
+    """Whether the objective or the starts fail, graph by graph: on each shape set the true
+    labels refined (Lloyd and Hartigan) on the graph, against the default starts refined
+    over ``--draws`` random states. 'objective wrong': the lowest cut found, the truth's
+    included, is at ARI < 0.9; 'draw 0 < .95': the lowest cut of the first draw's starts (one
+    graph fit, before the default's later steps) is at ARI < 0.95; 'mutual → knn 20': the
+    lowest cut of the mutual graph's starts (first draw), refined on the 20-neighbour graph."""
+    import warnings
+
+    from sklearn.metrics import adjusted_rand_score as ari
+
+    from kkmeans_cli.engine.graph import GraphKernel, refine
+
+    print(f"load average {os.getloadavg()[0]:.2f}; seeds {args.seeds[0]}–{args.seeds[-1]}, "
+          f"{args.draws} draws of the starts, one thread")
+    print("| set | graph | objective wrong | draw 0 < .95 | mean ARI, draw 0 |")
+    print("|---|---|---|---|---|")
+    for name, noise, n in AUDIT_CELLS:
+        k = K_OF[name]
+        tally = {v: [[], [], []] for v in args.graphs + ["mutual 30 → knn 20"]}
+        for seed in args.seeds:
+            X, y = gallery_data(name, seed, noise, n)
+            kept = {}
+            for variant in args.graphs:
+                A, node_of = audit_graph(X, variant)
+                kernel = GraphKernel(A)
+                truth = np.empty(n, dtype=np.int32)
+                truth[node_of] = y
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    t = refine(kernel, truth, k)
+                    draws = [lowest_start(kernel, k, np.random.default_rng(r))
+                             for r in range(args.draws)]
+                every = [(t.sums.ncut(), t.labels)] + [p for _, e in draws for p in e]
+                wrong, first = tally[variant], draws[0][0][1]
+                if ari(truth, min(every, key=lambda pair: pair[0])[1]) < 0.9:
+                    wrong[0].append(seed)
+                wrong[2].append(ari(truth, first))
+                if wrong[2][-1] < 0.95:
+                    wrong[1].append(seed)
+                kept[variant] = (kernel, node_of, first)
+            if "knn 20" in kept and "mutual 30" in kept:
+                kernel, node_of, _ = kept["knn 20"]
+                chosen = kept["mutual 30"][2]       # nodes = points
+                start = np.empty(n, dtype=np.int32)
+                start[node_of] = chosen
+                polished = refine(kernel, start, k).labels[node_of]
+                score = ari(y, polished)
+                row = tally["mutual 30 → knn 20"]
+                row[2].append(score)
+                if score < 0.95:
+                    row[1].append(seed)
+        for variant, (wrong, low, scores) in tally.items():
+            if not scores:
+                continue
+            cell = "–" if "→" in variant else f"{len(wrong)} {wrong[:6]}"
+            print(f"| {name} {noise} n={n} | {variant} | {cell} | {len(low)} {low[:6]} | "
+                  f"{np.mean(scores):.3f} |", flush=True)
+    if args.blob_seeds:
+        audit_blobs(args.blob_seeds)
+
+
+def audit_blobs(seeds):
+    """The blob families with random centres: one graph fit's first draw (the lowest cut of
+    the default starts) on the 20-neighbour graph, against the mutual 30-neighbour graph's
+    refined on it (``audit``), before the default's later steps."""
+    from sklearn.metrics import adjusted_rand_score as ari
+
+    from kkmeans_cli.engine.graph import GraphKernel, refine
+
+    print("| blobs | sets | knn 20 mean ARI | mutual 30 → knn 20 | ±0.02: up, down |")
+    print("|---|---|---|---|---|")
+    rows = {}
+    for name, seed, X, y, k in blob_sets(seeds):
+        n = X.shape[0]
+        A, node_of = audit_graph(X, "knn 20")
+        kernel = GraphKernel(A)
+        (_, first), _ = lowest_start(kernel, k, np.random.default_rng(0))
+        M, _ = audit_graph(X, "mutual 30")
+        (_, chosen), _ = lowest_start(GraphKernel(M), k, np.random.default_rng(0))
+        start = np.empty(n, dtype=np.int32)
+        start[node_of] = chosen
+        polished = refine(kernel, start, k).labels
+        rows.setdefault(name, []).append((ari(y, first[node_of]), ari(y, polished[node_of]),
+                                          seed))
+    for name, got in rows.items():
+        a, b, _ = np.array(got).T
+        up = [int(s) for x, z, s in got if z > x + 0.02]
+        down = [int(s) for x, z, s in got if z < x - 0.02]
+        print(f"| {name} | {len(got)} | {a.mean():.3f} | {b.mean():.3f} | {len(up)} {up[:8]}, "
+              f"{len(down)} {down[:8]} |", flush=True)
 
 
 def knn(args):
@@ -1086,6 +1227,11 @@ def main(argv=None):
     lm.add_argument("--limits", type=float, nargs="+", default=[2.0, 5.0])
     nb = sub.add_parser("neighbors")
     nb.add_argument("--values", type=int, nargs="+", default=[20, 24])
+    au = sub.add_parser("audit")
+    au.add_argument("--seeds", type=int, nargs="+", default=list(range(36)))
+    au.add_argument("--draws", type=int, default=6)
+    au.add_argument("--graphs", nargs="+", default=["knn 20", "knn 24", "mutual 30"])
+    au.add_argument("--blob-seeds", type=int, nargs="*", default=list(range(48)))
     rs = sub.add_parser("refit-sample")
     rs.add_argument("--n", type=int, default=250_000)
     rs.add_argument("--seeds", type=int, nargs="+", default=list(range(7)))
@@ -1097,7 +1243,7 @@ def main(argv=None):
     sc.add_argument("--repeats", type=int, default=3)
     sc.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
-    {"limits": limits, "neighbors": neighbors, "harder": harder, "refit-sample": refit_sample, "bars": bars, "scale": scale, "whiten": whiten, "ann-states": ann_states, "gallery": gallery, "real": real, "big": big, "files": files, "predict": predict,
+    {"audit": audit, "limits": limits, "neighbors": neighbors, "harder": harder, "refit-sample": refit_sample, "bars": bars, "scale": scale, "whiten": whiten, "ann-states": ann_states, "gallery": gallery, "real": real, "big": big, "files": files, "predict": predict,
      "starts": starts, "knn": knn, "ann": ann}[args.cmd](args)
 
 
