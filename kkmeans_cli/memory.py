@@ -350,6 +350,10 @@ GRAPH_DENSE_FRACTION_MAX = 2000
 #: The approximate neighbour search's fixed cost in a fresh process: numba compiles
 #: pynndescent (measured 400–410 MiB of growth before its per-edge arrays).
 GRAPH_APPROX_FIXED_BYTES = 420 << 20
+#: The choice graph of the default starts (``kernels.graph.choice_graph``): the search lists
+#: 1 + ⌈1.5 (n_neighbors − 1)⌉ neighbours, and each node's 5 nearest are its backbone.
+GRAPH_CHOICE_FACTOR = 1.5
+GRAPH_BACKBONE = 5
 
 
 def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
@@ -364,7 +368,11 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
 
     ===========================  ==========================================================
     neighbour lists              16 e: the distances (float64) and indices (int64) of the
-                                 search
+                                 search; 16 l with the choice graph, of l ≈ 1.5 e longer lists
+    choice graph                 the default starts (``start='auto'``) on a connectivity
+                                 graph of at most 15 columns: its mutual edges built as the
+                                 graph is, 8 l + (8 + i) l + (8 + i) 2l, and the graph
+                                 itself, (8 + i)(l + 12 n), held through the fit
     graph building               8 e for the edge weights (the lists sorted in place),
                                  (8 + i) e for the transpose, (8 + i) 2e for the sum
                                  B + Bᵀ at its bound (the graph the fit holds)
@@ -431,8 +439,19 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
     e = n * nn
     i = 4 if 2 * e < 2**31 else 8
     nnz = min(2 * e - n, n * n)
-    items = {"neighbour lists": 16 * e,
+    listed = nn     # the search's lists: longer for the choice graph (kernels.graph.listed)
+    if start == "auto" and weighting == "connectivity" and nn >= 2 and d <= GRAPH_TREE_MAX_DIM:
+        longer = 1 + math.ceil(GRAPH_CHOICE_FACTOR * (nn - 1))
+        listed = longer if longer < n else nn
+    el = n * listed
+    items = {"neighbour lists": 16 * el,
              "graph building": 8 * e + (8 + i) * e + (8 + i) * 2 * e}
+    choice = 0
+    if listed > nn:
+        il = 4 if 2 * el < 2**31 else 8
+        choice = (8 + il) * (el + 2 * (GRAPH_BACKBONE + 1) * n)
+        items["choice graph"] = 8 * el + (8 + il) * el + (8 + il) * 2 * el + choice
+        nnz = max(nnz, min(el + 2 * (GRAPH_BACKBONE + 1) * n, n * n))   # the starts' graph
     build = sum(items.values())
     if search is None:
         search = "kd-tree" if d <= GRAPH_TREE_MAX_DIM else "exact"
@@ -454,7 +473,7 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
                                      + 48 * k * d * d)
     work, held = _graph_fit_work(n, nnz, i, k, start=start, eigengap=eigengap,
                                  sweep_ks=sweep_ks, row_entries=2 * nn)
-    held += (8 + i) * 2 * e
+    held += (8 + i) * 2 * e + choice
     if refit:
         work = max(work, build)
     if held + work > build:

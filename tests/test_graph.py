@@ -14,8 +14,8 @@ from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine import _graph, graph_starts
 from kkmeans_cli.engine.graph import (GraphKernel, cluster_sums, distances, hartigan, lloyd,
                                       normalized_cut, refine, update_sums)
-from kkmeans_cli.kernels.graph_fit import (fit_graph, new_point_distances, new_point_rows,
-                                          predict_graph)
+from kkmeans_cli.kernels.graph_fit import (build_graph, fit_graph, new_point_distances,
+                                          new_point_rows, predict_graph)
 from kkmeans_cli.errors import DataError, KKMeansWarning, ValueRangeError
 from kkmeans_cli.kernels import graph as kgraph
 from kkmeans_cli.measures.graph_silhouette import graph_silhouette
@@ -66,6 +66,92 @@ def test_connectivity_graph_is_scikit_learns():
     np.testing.assert_array_equal(_point_affinity(G), (0.5 * (B + B.T)).toarray())
     assert G.info.n_nodes == 300 and G.info.nnz == G.affinity.nnz
     np.testing.assert_array_equal(G.nodes[G.node_of], X)
+
+
+def _dense_choice(G):
+    """The choice graph of G between the points, as a dense array."""
+    return G.choice[G.node_of][:, G.node_of].toarray()
+
+
+def test_the_choice_graph_is_the_mutual_graph_with_a_backbone():
+    """The graph the default starts are chosen on, against scikit-learn's neighbour lists:
+    i ~ j where each is among the other's 1 + ⌈1.5·(k − 1)⌉ nearest (itself counted), or
+    one among the other's BACKBONE + 1; weight 1. The fit's own graph stays the k-list one."""
+    from sklearn.neighbors import kneighbors_graph
+
+    X = _points(300, 0)
+    G = kgraph.knn_graph(X, 11, "connectivity", choice=True)
+    L = kneighbors_graph(X, 16, include_self=True).toarray()
+    S = kneighbors_graph(X, kgraph.BACKBONE + 1, include_self=True).toarray()
+    np.testing.assert_array_equal(_dense_choice(G),
+                                  np.maximum(np.minimum(L, L.T), np.maximum(S, S.T)))
+    B = kneighbors_graph(X, 11, include_self=True)
+    np.testing.assert_array_equal(_point_affinity(G), (0.5 * (B + B.T)).toarray())
+
+
+def test_the_choice_graph_of_copies_carries_their_counts():
+    """As the fit's graph does: u_i u_j times the choice graph of the distinct points."""
+    X = _points(150, 4)
+    G = kgraph.knn_graph(np.vstack([X, X[:20], X[:3]]), 9, choice=True)
+    C0 = _dense_choice(kgraph.knn_graph(X, 9, choice=True))
+    nodes = G.node_of[:150]
+    uu = G.counts[nodes]
+    np.testing.assert_array_equal(G.choice[nodes][:, nodes].toarray(),
+                                  uu[:, None] * C0 * uu[None, :])
+
+
+def test_the_choice_graph_is_left_out_where_it_does_not_apply():
+    """Not asked for, self-tuning weights, more columns than the k-d tree takes, one
+    neighbour, a given affinity, starts other than the default: no choice graph (the starts
+    are chosen on the fit's own graph)."""
+    X = _points(200, 1)
+    assert kgraph.knn_graph(X, 11).choice is None
+    assert kgraph.knn_graph(X, 11, "self-tuning", choice=True).choice is None
+    assert kgraph.knn_graph(_points(200, 1, d=kgraph.TREE_MAX_DIM + 1), 11,
+                            choice=True).choice is None
+    assert kgraph.knn_graph(X, 1, choice=True).choice is None
+    assert kgraph.given_graph(kgraph.knn_graph(X, 5).affinity).choice is None
+    assert build_graph(X, 2, start="multilevel").choice is None
+    assert build_graph(X, 2).choice is not None
+    assert fit_graph(X, 2, whiten=False).graph.choice is None     # used, then let go
+
+
+def test_no_choice_graph_where_it_would_split_a_component():
+    """Six tight points far from the rest: each lists the others of its six first, and none of
+    the rest lists them among its sixteen, so only the fit's graph joins them."""
+    rng = np.random.default_rng(5)
+    X = np.vstack([rng.normal(size=(100, 2)), 20 + 0.01 * rng.normal(size=(6, 2))])
+    G = kgraph.knn_graph(X, 11, choice=True)
+    assert G.info.n_components == 1 and G.choice is None
+
+
+@pytest.mark.parametrize("coarsened", [False, True])
+def test_the_default_start_is_the_lowest_cut_of_the_choice_graph(monkeypatch, coarsened):
+    """With a choice graph one start is returned: of the default starts refined on the choice
+    graph, the one that cuts it least (on a small graph; above SPECTRAL_DIRECT_MAX nodes, the
+    winner carried up the choice graph's coarsening), and the fit starts from it."""
+    from sklearn.datasets import make_circles
+
+    X, _ = make_circles(600, factor=0.5, noise=0.08, random_state=0)
+    G = kgraph.knn_graph(X, 21, choice=True)
+    if coarsened:
+        monkeypatch.setattr(graph_starts, "SPECTRAL_DIRECT_MAX", 200)
+    runs, levels = graph_starts.best_default_start(G.affinity, 2, np.random.default_rng(7),
+                                                   choice=G.choice)
+    assert len(runs) == 1 and (levels > 0) == coarsened
+    kind, labels = runs[0]
+    if not coarsened:
+        kernel = GraphKernel(G.choice)
+        starts = graph_starts.default_starts(kernel, 2, np.random.default_rng(7))
+        refined = [refine(kernel, start, 2) for _, start in starts]
+        cuts = [run.sums.ncut() for run in refined]
+        assert kind == starts[int(np.argmin(cuts))][0]
+        np.testing.assert_array_equal(labels, refined[int(np.argmin(cuts))].labels)
+    res = fit_graph(X, 2, random_state=7, n_threads=1, whiten=False)
+    if not coarsened:
+        assert res.start == kind and res.start_kinds == (kind,)
+        np.testing.assert_array_equal(res.node_labels,
+                                      refine(GraphKernel(G.affinity), labels, 2).labels)
 
 
 @pytest.mark.parametrize("d", [2, 20])

@@ -586,6 +586,8 @@ def test_graph_plan_constants_are_the_engines():
     assert memory.GRAPH_DENSE_MAX == graph_starts.SPECTRAL_DENSE_MAX
     assert memory.GRAPH_DENSE_FRACTION == graph_starts.DENSE_FRACTION
     assert memory.GRAPH_DENSE_FRACTION_MAX == graph_starts.DENSE_FRACTION_MAX
+    assert memory.GRAPH_CHOICE_FACTOR == kgraph.CHOICE_FACTOR
+    assert memory.GRAPH_BACKBONE == kgraph.BACKBONE
 
 
 def test_graph_plan_of_each_neighbour_search():

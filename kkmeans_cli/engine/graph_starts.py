@@ -15,7 +15,9 @@ The default starts (``default_starts``, ``best_default_start``)
     down to k, each merge the pair whose union raises ncut least (``merge_to_k``). Spectral
     starts alone land in the arc cut of rings and noisy circles; merging arcs by least ncut
     does not (docs/engine.md). Up to ``SPECTRAL_DIRECT_MAX`` nodes on the graph itself, above
-    on its multilevel coarsening (below), where the best start is carried up.
+    on its multilevel coarsening (below), where the best start is carried up. Given a choice
+    graph (``kernels.graph.choice_graph``), the starts run on it instead and only the one that
+    cuts it least after refinement is returned, for the caller to refine on its own graph.
 
 Spectral (Dhillon, Guan & Kulis, KDD 2004: the relaxation of weighted kernel k-means)
     With K = σD⁻¹ + D⁻¹AD⁻¹ and w = d, W^½KW^½ = σI + D^{-½}AD^{-½} = VΛVᵀ; the rows of
@@ -439,42 +441,59 @@ def canonical_labels(labels):
     return rank[inverse.reshape(-1)]
 
 
-def best_default_start(A, k, rng, max_iter=300, n_threads=1):
+def best_default_start(A, k, rng, max_iter=300, n_threads=1, choice=None):
     """The default starts (``default_starts``) on A itself up to ``SPECTRAL_DIRECT_MAX``
     nodes; above, on its multilevel coarsening (heavy-edge matching down to that many nodes:
     the ncut of a coarse labelling is that of its projection), where every start is refined
     and the lowest ncut (first on ties) is carried up, refined at every level but the finest.
+    With ``choice`` (a graph of A's nodes: ``kernels.graph.choice_graph``) all of this runs on
+    ``choice`` instead, and on a small graph too only the start whose refinement cuts
+    ``choice`` least is returned (its refined labels: ``lowest_refined``).
 
     Returns (runs, levels): runs [(kind, labels)] to refine on A — every default start when
     A is small, the carried-up winner otherwise, none when Lanczos fails on a graph too large
     for the dense solver (the caller falls back to the multilevel start) — and the number of
     coarsening levels."""
+    if choice is not None:
+        A = choice
     if A.shape[0] <= SPECTRAL_DIRECT_MAX:          # Lanczos, else the dense solver
+        kernel = GraphKernel(A, n_threads=n_threads)
         try:
-            return default_starts(GraphKernel(A, n_threads=n_threads), k, rng), 0
+            starts = default_starts(kernel, k, rng)
         except EigenvectorsFailed:                 # (only with DENSE_FALLBACK_MAX lowered)
             return [], 0
+        if choice is None:
+            return starts, 0
+        best = lowest_refined(kernel, starts, k, max_iter)
+        return ([] if best is None else [best]), 0
     levels, coarsest = coarsen(A, rng, SPECTRAL_DIRECT_MAX)
     kernel = GraphKernel(coarsest, n_threads=n_threads)
     try:
         starts = default_starts(kernel, k, rng)
     except EigenvectorsFailed:
         return [], len(levels)
-    best = None
-    for kind, labels in starts:
-        run = refine(kernel, labels, k, max_iter)
-        ncut = run.sums.ncut()
-        if best is None or ncut < best[0]:
-            best = (ncut, kind, run.labels)
+    best = lowest_refined(kernel, starts, k, max_iter)
     if best is None:
         return [], len(levels)
-    _, kind, labels = best
+    kind, labels = best
     for level_A, coarse_of in reversed(levels[1:]):
         labels = labels[coarse_of]
         labels = refine(GraphKernel(level_A, n_threads=n_threads), labels, k, max_iter).labels
     if levels:
         labels = labels[levels[0][1]]
     return [(kind, np.ascontiguousarray(labels, dtype=np.int32))], len(levels)
+
+
+def lowest_refined(kernel, starts, k, max_iter=300):
+    """(kind, labels) of the start whose refinement cuts ``kernel``'s graph least (the first
+    on ties), its refined labels; None for no start."""
+    best = None
+    for kind, labels in starts:
+        run = refine(kernel, labels, k, max_iter)
+        ncut = run.sums.ncut()
+        if best is None or ncut < best[0]:
+            best = (ncut, kind, run.labels)
+    return None if best is None else best[1:]
 
 
 def laplacian_eigenvalues(kernel, r, rng):

@@ -33,6 +33,12 @@ Components
     Counted by union-find over the neighbour lists (``_knn_graph.pyx``; for a given affinity
     by ``scipy.sparse.csgraph.connected_components``): the normalized-cut engine starts from
     them (a labelling whose clusters are unions of components cuts nothing: ncut 0).
+
+The choice graph
+    With ``choice=True`` (a fit's default starts) a connectivity graph of at most
+    ``TREE_MAX_DIM`` columns also carries ``Graph.choice`` (``choice_graph``): the mutual
+    edges of longer neighbour lists (``listed``) and each node's ``BACKBONE`` nearest, weight 1
+    (scaled by the copies as E is). The default starts are chosen on it and refined on E.
 """
 import warnings
 from dataclasses import dataclass, replace
@@ -46,6 +52,8 @@ from .functions import check_range
 WEIGHTINGS = ("connectivity", "self-tuning")
 DEFAULT_NEIGHBORS = 20      # other points in a neighbourhood by default (``default_neighbors``)
 SCALE_NEIGHBOR = 7          # Zelnik-Manor & Perona's σ_i: the 7th nearest other point
+BACKBONE = 5                # the choice graph keeps each node's 5 nearest (``choice_graph``)
+CHOICE_FACTOR = 1.5         # … and the mutual edges among 1.5 × n_neighbors other points
 TREE_MAX_DIM = 15           # k-d tree up to this dimension, exact search above
 SEARCH_BLOCK_BYTES = 64 << 20   # distance block of the exact search
 # scikit-learn's chunked search (``argkmin``): its chunks, and one thread per 4 of them
@@ -106,6 +114,8 @@ class Graph:
     scales : float64 (m,) σ_i of the nodes (self-tuning only, else None)
     components : int32 (m,) connected component of each node
     info : GraphInfo
+    choice : CSR float64 (m×m) or None, the graph the default starts are chosen on
+        (``choice_graph``; a connectivity neighbour graph only)
     """
 
     affinity: object
@@ -115,6 +125,7 @@ class Graph:
     scales: np.ndarray
     components: np.ndarray
     info: GraphInfo
+    choice: object = None
 
     def point_labels(self, node_labels):
         """Labels of the n points from the labels of the m nodes."""
@@ -448,7 +459,7 @@ def check_n_neighbors(n_neighbors):
 
 
 def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_clusters=None,
-              neighbor_search="auto", random_state=0):
+              neighbor_search="auto", random_state=0, choice=False):
     """The symmetrized k-nearest-neighbour graph of X (module docstring).
 
     Parameters
@@ -464,6 +475,9 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
     neighbor_search : 'auto', 'exact' or 'approximate' (``search_route``; the route taken is
         ``GraphInfo.search``)
     random_state : int, the approximate search's (the same int, the same graph)
+    choice : bool, also build ``Graph.choice``, the graph the default starts are chosen on
+        (``choice_graph``: connectivity weights on at most ``TREE_MAX_DIM`` columns; the
+        search then lists ``listed`` neighbours)
 
     Points whose squared distances overflow are refused as ``functions.check_range`` refuses
     them for the knn kernel (``ValueRangeError``: the search would find no neighbour).
@@ -516,7 +530,8 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
                               f"are {points.shape[0]:,} distinct points{copies} for {k:,} "
                               f"neighbours: the exact search was used", KKMeansWarning,
                               stacklevel=2)
-    order, dist, idx = self_neighbours(points, k, n_threads, route, random_state)
+    order, dist, idx = self_neighbours(points, listed(k, points.shape, weighting, choice),
+                                       n_threads, route, random_state)
     # copies merged where the search found one (a copy at distance 0 comes second at the
     # latest); with one neighbour, the point itself, no copy is looked for, so they are sought
     if route != "approximate" and (np.any(dist[:, 1] == 0.0) if k >= 2 else
@@ -525,7 +540,8 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
         if given is None:
             wanted = default_neighbors(points.shape[0], n_clusters)
         k = int(min(wanted, points.shape[0]))
-        order, dist, idx = self_neighbours(points, k, n_threads)
+        order, dist, idx = self_neighbours(points, listed(k, points.shape, weighting, choice),
+                                           n_threads)
     if given is not None and 1 < points.shape[0] <= given:
         raise ValueError(f"n_neighbors={given} must be less than the number of distinct "
                          f"points ({points.shape[0]} of {n} rows): each point's neighbours "
@@ -538,18 +554,68 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
         nodes, counts = points[order], counts[order]
         node_of = rank if base_of is None else rank[base_of]
     m = nodes.shape[0]
+    longer = idx if idx.shape[1] > k else None      # the lists of the choice graph
+    if longer is not None:
+        dist, idx = np.ascontiguousarray(dist[:, :k]), np.ascontiguousarray(idx[:, :k])
     scales = local_scales(dist) if weighting == "self-tuning" else None
     B = edge_weights(dist, idx, weighting, scales, scales)
+    del dist
+    n_comp, comp = _knn_graph.list_components(idx)
+    choice = None if longer is None else choice_graph(longer, n_comp)
+    del longer
     E = symmetrize(B, idx, m)
     if base_of is not None:
         E = scale_nodes(E, counts)
-    n_comp, comp = _knn_graph.list_components(idx)
+        choice = None if choice is None else scale_nodes(choice, counts)
     sizes = np.bincount(comp, weights=counts, minlength=n_comp).astype(np.int64)
     info = GraphInfo(n_points=n, n_nodes=m, n_neighbors=int(n_neighbors),
                      weighting=weighting, nnz=int(E.nnz), n_components=int(n_comp),
                      component_sizes=tuple(int(s) for s in np.sort(sizes)[::-1]),
                      n_duplicates=n - m, search=route)
-    return Graph(E, node_of, nodes, counts, scales, comp, info)
+    return Graph(E, node_of, nodes, counts, scales, comp, info, choice)
+
+
+def listed(k, shape, weighting, choice=True):
+    """Neighbours searched for a graph of k (counting the point itself) on nodes of ``shape``
+    (m, d): k, or with ``choice`` for a connectivity graph of at most ``TREE_MAX_DIM`` columns
+    the longer lists of ``choice_graph``, 1 + ⌈``CHOICE_FACTOR`` · (k − 1)⌉, where they are
+    shorter than m (lists of every node would make it the complete graph). In more dimensions
+    the neighbour lists grow lopsided — a few hubs are listed by many points, many points by
+    none (Radovanović, Nanopoulos & Ivanović, "Hubs in space", JMLR 2010) — and a mutual
+    graph leaves those points to the backbone alone: on standardized digits (64 columns) the
+    choice lowered the mean ARI from 0.79 to 0.67 (docs/performance.md)."""
+    m, d = shape
+    if not choice or weighting != "connectivity" or k < 2 or d > TREE_MAX_DIM:
+        return k
+    longer = 1 + int(np.ceil(CHOICE_FACTOR * (k - 1)))
+    return longer if longer < m else k
+
+
+def choice_graph(idx, n_components):
+    """The graph the default starts are chosen on (``engine.graph_starts.best_default_start``)
+    from the neighbour lists ``idx`` (m × l, each node first, nearest first): the mutual
+    edges of the l-neighbour lists (i and j each list the other) united with the symmetrized
+    lists of each node's ``BACKBONE`` nearest, all of weight 1 — the mutual neighbour graph
+    (Maier, Hein & von Luxburg, "Optimal construction of k-nearest-neighbor graphs for
+    identifying noisy clusters", 2009) with a backbone that leaves no node alone. Between noisy
+    rings it keeps the edges that both ends choose, where a sparse ring's points reach into a
+    dense one (benchmarks/bench_graph.py audit, docs/performance.md). None when it has more
+    connected components than the fit's graph (``n_components``)."""
+    from scipy.sparse.csgraph import connected_components
+
+    m = idx.shape[0]
+    near = np.array(idx[:, :BACKBONE + 1])
+    M = symmetrize(np.ones(idx.shape), idx, m)      # 1 where both list the other, else ½
+    M.data = np.floor(M.data)
+    M.eliminate_zeros()
+    S = symmetrize(np.ones(near.shape), near, m)
+    S.data[:] = 1.0
+    C = M.maximum(S).tocsr()
+    del M, S
+    C.sort_indices()
+    if connected_components(C, directed=False)[0] > n_components:
+        return None
+    return C
 
 
 def check_points(X):

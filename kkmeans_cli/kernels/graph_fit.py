@@ -6,7 +6,9 @@ exactly k connected components are the answer; more, on a connectivity graph of 
 joined by bridges (``graph.join_components``) and merged by least ncut as one more start;
 otherwise the default starts of ``engine/graph_starts.py`` (one NJW start and four
 over-segment-and-merge starts, on the multilevel coarsening above ``SPECTRAL_DIRECT_MAX``
-nodes). Each start is refined by the graph kernel k-means (``engine/graph.py``: Lloyd with the
+nodes) — on a connectivity graph of points of up to 15 columns tried on the graph's choice
+graph (``graph.choice_graph``: mutual neighbours and a backbone), the one that cuts it least
+kept. Each start is refined by the graph kernel k-means (``engine/graph.py``: Lloyd with the
 PSD shift and Hartigan moves, alternating) and the lowest objective wins (the first on ties;
 for a fixed k the objective and ncut differ by a constant).
 With ``whiten='auto'`` (the default) on points of 2 to 64 columns whose cut is not zero, the
@@ -316,7 +318,7 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
     if not auto and whiten and affinity is not None:
         raise ValueError("whiten needs the points X: a given affinity has no coordinates")
     graph = build_graph(X, n_clusters, affinity, n_neighbors, weighting, n_threads,
-                        neighbor_search, search_seed(rng))
+                        neighbor_search, search_seed(rng), start)
     fit = fit_on_graph(graph, n_clusters, start=start, n_init=n_init, max_iter=max_iter,
                        rng=rng, n_threads=n_threads)
     if not whiten or affinity is not None:
@@ -345,7 +347,7 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
     nodes = graph.info.n_nodes
     del graph, fit                                  # True: the first graph, before the second
     graph = build_graph(whiten_points(X, T), n_clusters, None, n_neighbors, weighting,
-                        n_threads, neighbor_search, search_seed(rng))
+                        n_threads, neighbor_search, search_seed(rng), start)
     if graph.info.n_nodes < nodes:      # rounding merged points: scales too far apart
         if auto:
             return gaussian_steps(X, replace(first, whitening={
@@ -1269,14 +1271,16 @@ def whiten_points(X, T):
 
 
 def build_graph(X, n_clusters, affinity=None, n_neighbors=None, weighting="connectivity",
-                n_threads=1, neighbor_search="auto", random_state=0):
+                n_threads=1, neighbor_search="auto", random_state=0, start="auto"):
     """The ``kernels.graph.Graph`` of a fit: the checked ``affinity``, or the neighbour graph
     of X (``n_neighbors`` None: the default rule for ``n_clusters``; ``neighbor_search`` and
-    the int ``random_state`` of its search, ``kernels.graph.knn_graph``)."""
+    the int ``random_state`` of its search, ``kernels.graph.knn_graph``), with the graph the
+    default starts are chosen on where ``start`` is 'auto' (``Graph.choice``)."""
     if affinity is not None:
         return kgraph.given_graph(affinity, n_clusters)
     return kgraph.knn_graph(X, n_neighbors, weighting, n_threads, n_clusters=int(n_clusters),
-                            neighbor_search=neighbor_search, random_state=random_state)
+                            neighbor_search=neighbor_search, random_state=random_state,
+                            choice=start == "auto")
 
 
 def search_seed(rng):
@@ -1306,6 +1310,8 @@ def fit_on_graph(graph, n_clusters, *, start="auto", n_init=3, max_iter=300, rng
         runs, levels = _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads)
     objectives = [run.sums.objective(kernel) for _, run in runs]
     best_kind, best = runs[int(np.argmin(objectives))]
+    if graph.choice is not None:        # the starts are chosen: the result need not hold it
+        graph = replace(graph, choice=None)
     fit = GraphFitResult(
         labels=graph.point_labels(best.labels), node_labels=best.labels,
         ncut=best.sums.ncut(), objective=min(objectives), n_iter=best.n_iter,
@@ -1361,8 +1367,9 @@ def _runs(graph, kernel, k, start, n_init, max_iter, rng, n_threads):
             graph.components, graph.info.n_components, kernel.degrees, k)
         if labels is not None:
             return [("components", refine(kernel, labels, k, max_iter))], 0
-        starts, levels = graph_starts.best_default_start(graph.affinity, k, rng, max_iter,
-                                                         n_threads)
+        starts, levels = graph_starts.best_default_start(
+            graph.affinity, k, rng, max_iter, n_threads,
+            choice=None if graph.info.bridges else graph.choice)
         if graph.info.bridges:
             merged, _ = graph_starts.merge_to_k(kernel, graph.components, k)
             starts = [("components", merged)] + starts

@@ -123,7 +123,8 @@ def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
     graph = build_graph(X, min(ks) if affinity is None else max(ks), affinity, n_neighbors,
                         weighting, n_threads=n_threads,
                         neighbor_search=neighbor_search,
-                        random_state=search_seed(np.random.default_rng(random_state)))
+                        random_state=search_seed(np.random.default_rng(random_state)),
+                        start=start)
     too_many = [k for k in ks if k > graph.info.n_nodes]
     if too_many:
         raise ValueError(f"n_clusters must be between 1 and the {graph.info.n_nodes} "
