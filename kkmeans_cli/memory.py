@@ -368,7 +368,8 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
 
     ===========================  ==========================================================
     neighbour lists              16 e: the distances (float64) and indices (int64) of the
-                                 search; 16 l with the choice graph, of l ≈ 1.5 e longer lists
+                                 search; 16 l for the l ≈ 1.5 e longer lists of a
+                                 connectivity graph of at most 15 columns (the choice graph's)
     choice graph                 the default starts (``start='auto'``) on a connectivity
                                  graph of at most 15 columns: its mutual edges built as the
                                  graph is, 8 l + (8 + i) l + (8 + i) 2l, and the graph
@@ -429,8 +430,8 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
     ===========================  ==========================================================
 
     Measured against the growth of the process's peak RSS (20,000 and 100,000 uniform points
-    with 21 and 200 neighbours, 5,000 points with 4,999; docs/engine.md, "Memory") the plan
-    is 1.0–2.1 times it: the graph building is counted as it is allocated, the entries of the
+    with 21 and 200 neighbours, 5,000 points with 4,999, sweeps; docs/engine.md, "Memory")
+    the plan is 1.0–2.6 times it: the graph building is counted as it is allocated, the entries of the
     symmetrized graph at their bound 2e − n (a neighbour graph of points has 1.05–1.4 e).
     """
     n, k = int(n), int(k)
@@ -440,14 +441,14 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
     i = 4 if 2 * e < 2**31 else 8
     nnz = min(2 * e - n, n * n)
     listed = nn     # the search's lists: longer for the choice graph (kernels.graph.listed)
-    if start == "auto" and weighting == "connectivity" and nn >= 2 and d <= GRAPH_TREE_MAX_DIM:
+    if weighting == "connectivity" and nn >= 2 and d <= GRAPH_TREE_MAX_DIM:
         longer = 1 + math.ceil(GRAPH_CHOICE_FACTOR * (nn - 1))
         listed = longer if longer < n else nn
     el = n * listed
     items = {"neighbour lists": 16 * el,
              "graph building": 8 * e + (8 + i) * e + (8 + i) * 2 * e}
     choice = 0
-    if listed > nn:
+    if listed > nn and start == "auto":
         il = 4 if 2 * el < 2**31 else 8
         choice = (8 + il) * (el + 2 * (GRAPH_BACKBONE + 1) * n)
         items["choice graph"] = 8 * el + (8 + il) * el + (8 + il) * 2 * el + choice

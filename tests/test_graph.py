@@ -125,6 +125,40 @@ def test_no_choice_graph_where_it_would_split_a_component():
     assert G.info.n_components == 1 and G.choice is None
 
 
+@pytest.mark.parametrize("n_neighbors", [3, None])
+def test_the_choice_graph_keeps_within_the_graphs_components(n_neighbors):
+    """Its backbone and longer lists can reach past the fit's lists, across a cut of nothing:
+    such edges are left out, so its components are the fit's graph's, node for node."""
+    from scipy.sparse.csgraph import connected_components
+
+    if n_neighbors is None:     # blobs of 25 points, two pairs near: their longer lists meet
+        rng = np.random.default_rng(17)
+        X = np.vstack([c + 0.1 * rng.normal(size=(25, 2))
+                       for c in [(0, 0), (1, 0), (5, 5), (6, 5), (10, 0)]])
+    else:
+        X = np.random.default_rng(0).uniform(size=(500, 2))
+    G = kgraph.knn_graph(X, n_neighbors, n_clusters=6, choice=True)
+    assert G.info.n_components > 1 and G.choice is not None
+    C = G.choice.tocoo()
+    assert np.all(G.components[C.row] == G.components[C.col])
+    count, labels = connected_components(G.choice, directed=False)
+    assert count == G.info.n_components
+    assert len(set(zip(labels, G.components))) == count      # the same partition
+
+
+def test_the_graph_of_tied_points_does_not_depend_on_the_start():
+    """A grid ties many distances at the last places of a list: the fit's graph is the first
+    n_neighbors of the same longer lists whether or not the choice graph is built."""
+    X = np.stack(np.meshgrid(np.arange(20.0), np.arange(20.0)), -1).reshape(-1, 2)
+    for m in (5, 21):
+        a = kgraph.knn_graph(X, m, choice=True).affinity
+        b = kgraph.knn_graph(X, m).affinity
+        assert (a != b).nnz == 0
+    auto = fit_graph(X, 2, random_state=0, whiten=False).graph.affinity
+    multilevel = fit_graph(X, 2, start="multilevel", random_state=0, whiten=False)
+    assert (auto != multilevel.graph.affinity).nnz == 0
+
+
 @pytest.mark.parametrize("coarsened", [False, True])
 def test_the_default_start_is_the_lowest_cut_of_the_choice_graph(monkeypatch, coarsened):
     """With a choice graph one start is returned: of the default starts refined on the choice

@@ -35,10 +35,12 @@ Components
     them (a labelling whose clusters are unions of components cuts nothing: ncut 0).
 
 The choice graph
-    With ``choice=True`` (a fit's default starts) a connectivity graph of at most
-    ``TREE_MAX_DIM`` columns also carries ``Graph.choice`` (``choice_graph``): the mutual
-    edges of longer neighbour lists (``listed``) and each node's ``BACKBONE`` nearest, weight 1
-    (scaled by the copies as E is). The default starts are chosen on it and refined on E.
+    A connectivity graph of at most ``TREE_MAX_DIM`` columns is built from longer neighbour
+    lists (``listed``), its first n_neighbors of each, whatever else is asked: so the graph of
+    tied points is the same for every start. With ``choice=True`` (a fit's default starts) it
+    also carries ``Graph.choice`` (``choice_graph``): the mutual edges of the longer lists and
+    each node's ``BACKBONE`` nearest, weight 1 (scaled by the copies as E is), within E's
+    components. The default starts are chosen on it and refined on E.
 """
 import warnings
 from dataclasses import dataclass, replace
@@ -476,8 +478,8 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
         ``GraphInfo.search``)
     random_state : int, the approximate search's (the same int, the same graph)
     choice : bool, also build ``Graph.choice``, the graph the default starts are chosen on
-        (``choice_graph``: connectivity weights on at most ``TREE_MAX_DIM`` columns; the
-        search then lists ``listed`` neighbours)
+        (``choice_graph``: connectivity weights on at most ``TREE_MAX_DIM`` columns, from the
+        search's ``listed`` neighbours)
 
     Points whose squared distances overflow are refused as ``functions.check_range`` refuses
     them for the knn kernel (``ValueRangeError``: the search would find no neighbour).
@@ -530,8 +532,8 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
                               f"are {points.shape[0]:,} distinct points{copies} for {k:,} "
                               f"neighbours: the exact search was used", KKMeansWarning,
                               stacklevel=2)
-    order, dist, idx = self_neighbours(points, listed(k, points.shape, weighting, choice),
-                                       n_threads, route, random_state)
+    order, dist, idx = self_neighbours(points, listed(k, points.shape, weighting), n_threads,
+                                       route, random_state)
     # copies merged where the search found one (a copy at distance 0 comes second at the
     # latest); with one neighbour, the point itself, no copy is looked for, so they are sought
     if route != "approximate" and (np.any(dist[:, 1] == 0.0) if k >= 2 else
@@ -540,7 +542,7 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
         if given is None:
             wanted = default_neighbors(points.shape[0], n_clusters)
         k = int(min(wanted, points.shape[0]))
-        order, dist, idx = self_neighbours(points, listed(k, points.shape, weighting, choice),
+        order, dist, idx = self_neighbours(points, listed(k, points.shape, weighting),
                                            n_threads)
     if given is not None and 1 < points.shape[0] <= given:
         raise ValueError(f"n_neighbors={given} must be less than the number of distinct "
@@ -561,7 +563,7 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
     B = edge_weights(dist, idx, weighting, scales, scales)
     del dist
     n_comp, comp = _knn_graph.list_components(idx)
-    choice = None if longer is None else choice_graph(longer, n_comp)
+    choice = None if longer is None or not choice else choice_graph(longer, comp, n_comp)
     del longer
     E = symmetrize(B, idx, m)
     if base_of is not None:
@@ -575,23 +577,25 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
     return Graph(E, node_of, nodes, counts, scales, comp, info, choice)
 
 
-def listed(k, shape, weighting, choice=True):
+def listed(k, shape, weighting):
     """Neighbours searched for a graph of k (counting the point itself) on nodes of ``shape``
-    (m, d): k, or with ``choice`` for a connectivity graph of at most ``TREE_MAX_DIM`` columns
-    the longer lists of ``choice_graph``, 1 + ⌈``CHOICE_FACTOR`` · (k − 1)⌉, where they are
-    shorter than m (lists of every node would make it the complete graph). In more dimensions
+    (m, d): k, or for a connectivity graph of at most ``TREE_MAX_DIM`` columns the longer
+    lists of ``choice_graph``, 1 + ⌈``CHOICE_FACTOR`` · (k − 1)⌉, where they are shorter than
+    m (lists of every node would make it the complete graph). Searched whether or not the
+    choice graph is built: where distances tie, which of the equally distant points fill a
+    list's last places depends on its length, and the graph must not depend on the start. In more dimensions
     the neighbour lists grow lopsided — a few hubs are listed by many points, many points by
     none (Radovanović, Nanopoulos & Ivanović, "Hubs in space", JMLR 2010) — and a mutual
     graph leaves those points to the backbone alone: on standardized digits (64 columns) the
     choice lowered the mean ARI from 0.79 to 0.67 (docs/performance.md)."""
     m, d = shape
-    if not choice or weighting != "connectivity" or k < 2 or d > TREE_MAX_DIM:
+    if weighting != "connectivity" or k < 2 or d > TREE_MAX_DIM:
         return k
     longer = 1 + int(np.ceil(CHOICE_FACTOR * (k - 1)))
     return longer if longer < m else k
 
 
-def choice_graph(idx, n_components):
+def choice_graph(idx, components, n_components):
     """The graph the default starts are chosen on (``engine.graph_starts.best_default_start``)
     from the neighbour lists ``idx`` (m × l, each node first, nearest first): the mutual
     edges of the l-neighbour lists (i and j each list the other) united with the symmetrized
@@ -599,8 +603,11 @@ def choice_graph(idx, n_components):
     (Maier, Hein & von Luxburg, "Optimal construction of k-nearest-neighbor graphs for
     identifying noisy clusters", 2009) with a backbone that leaves no node alone. Between noisy
     rings it keeps the edges that both ends choose, where a sparse ring's points reach into a
-    dense one (benchmarks/bench_graph.py audit, docs/performance.md). None when it has more
-    connected components than the fit's graph (``n_components``)."""
+    dense one (benchmarks/bench_graph.py audit, docs/performance.md). Its edges between two of
+    the fit's graph's ``components`` (the node's component; the backbone and the longer lists
+    can reach past the fit's lists) are left out: starts chosen across a cut of nothing would
+    miss it. None when it has more connected components than the fit's graph
+    (``n_components``)."""
     from scipy.sparse.csgraph import connected_components
 
     m = idx.shape[0]
@@ -612,6 +619,10 @@ def choice_graph(idx, n_components):
     S.data[:] = 1.0
     C = M.maximum(S).tocsr()
     del M, S
+    if n_components > 1:        # within the fit's components only
+        rows = np.repeat(np.arange(m), np.diff(C.indptr))
+        C.data[components[rows] != components[C.indices]] = 0.0
+        C.eliminate_zeros()
     C.sort_indices()
     if connected_components(C, directed=False)[0] > n_components:
         return None
