@@ -431,8 +431,9 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
 
     Measured against the growth of the process's peak RSS (20,000 and 100,000 uniform points
     with 21 and 200 neighbours, 5,000 points with 4,999, sweeps; docs/engine.md, "Memory")
-    the plan is 1.0–2.6 times it: the graph building is counted as it is allocated, the entries of the
-    symmetrized graph at their bound 2e − n (a neighbour graph of points has 1.05–1.4 e).
+    the plan is 1.0–2.6 times it: the graph building is counted as it is allocated, the
+    entries of the symmetrized graph at their bound 2e − n (a neighbour graph of points has
+    1.05–1.4 e).
     """
     n, k = int(n), int(k)
     nn = max(1, min(int(n_neighbors), n))
@@ -440,10 +441,7 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
     e = n * nn
     i = 4 if 2 * e < 2**31 else 8
     nnz = min(2 * e - n, n * n)
-    listed = nn     # the search's lists: longer for the choice graph (kernels.graph.listed)
-    if weighting == "connectivity" and nn >= 2 and d <= GRAPH_TREE_MAX_DIM:
-        longer = 1 + math.ceil(GRAPH_CHOICE_FACTOR * (nn - 1))
-        listed = longer if longer < n else nn
+    listed = graph_listed(n, nn, d, weighting)      # the search's lists
     el = n * listed
     items = {"neighbour lists": 16 * el,
              "graph building": 8 * e + (8 + i) * e + (8 + i) * 2 * e}
@@ -482,6 +480,16 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
     what = what or (f"the neighbour graph of {n:,} points with {nn:,} neighbours and its "
                     f"fit")
     return MemoryPlan(items=items, what=what)
+
+
+def graph_listed(n, n_neighbors, d, weighting="connectivity"):
+    """The neighbours the search lists for a graph of ``n_neighbors`` on n points of d
+    columns: longer lists for the choice graph of a connectivity graph of at most 15 columns,
+    where they are shorter than n (``kernels.graph.listed``)."""
+    if weighting != "connectivity" or n_neighbors < 2 or d > GRAPH_TREE_MAX_DIM:
+        return n_neighbors
+    longer = 1 + math.ceil(GRAPH_CHOICE_FACTOR * (n_neighbors - 1))
+    return longer if longer < n else n_neighbors
 
 
 def _graph_fit_work(n, nnz, i, k, *, start="auto", eigengap=False, sweep_ks=0,

@@ -588,6 +588,14 @@ def test_graph_plan_constants_are_the_engines():
     assert memory.GRAPH_DENSE_FRACTION_MAX == graph_starts.DENSE_FRACTION_MAX
     assert memory.GRAPH_CHOICE_FACTOR == kgraph.CHOICE_FACTOR
     assert memory.GRAPH_BACKBONE == kgraph.BACKBONE
+    # and the neighbours the search lists (the choice graph's longer lists), rule for rule
+    for n in (2, 3, 7, 40, 334, 500, 5000):
+        for nn in sorted({1, 2, 3, 5, 21, 200, 333, 334, n - 1}):
+            for d in (1, 2, 15, 16, 64):
+                for weighting in kgraph.WEIGHTINGS:
+                    if 1 <= nn < n:
+                        assert memory.graph_listed(n, nn, d, weighting) == \
+                            kgraph.listed(nn, (n, d), weighting), (n, nn, d, weighting)
 
 
 def test_graph_plan_of_each_neighbour_search():

@@ -583,11 +583,12 @@ def listed(k, shape, weighting):
     lists of ``choice_graph``, 1 + ⌈``CHOICE_FACTOR`` · (k − 1)⌉, where they are shorter than
     m (lists of every node would make it the complete graph). Searched whether or not the
     choice graph is built: where distances tie, which of the equally distant points fill a
-    list's last places depends on its length, and the graph must not depend on the start. In more dimensions
-    the neighbour lists grow lopsided — a few hubs are listed by many points, many points by
-    none (Radovanović, Nanopoulos & Ivanović, "Hubs in space", JMLR 2010) — and a mutual
-    graph leaves those points to the backbone alone: on standardized digits (64 columns) the
-    choice lowered the mean ARI from 0.79 to 0.67 (docs/performance.md)."""
+    list's last places depends on its length, and the graph must not depend on the start.
+    In more dimensions the neighbour lists grow lopsided — a few hubs are listed by many
+    points, many points by none (Radovanović, Nanopoulos & Ivanović, "Hubs in space", JMLR
+    2010) — and a mutual graph leaves those points to the backbone alone: on standardized
+    digits (64 columns) the choice lowered the mean ARI from 0.79 to 0.67
+    (docs/performance.md)."""
     m, d = shape
     if weighting != "connectivity" or k < 2 or d > TREE_MAX_DIM:
         return k
