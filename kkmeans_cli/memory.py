@@ -448,9 +448,10 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
     choice = 0
     if listed > nn and start == "auto":
         il = 4 if 2 * el < 2**31 else 8
-        choice = (8 + il) * (el + 2 * (GRAPH_BACKBONE + 1) * n)
+        entries = el + 2 * (GRAPH_BACKBONE + 1) * n     # the mutual edges and the backbone
+        choice = (8 + il) * entries
         items["choice graph"] = 8 * el + (8 + il) * el + (8 + il) * 2 * el + choice
-        nnz = max(nnz, min(el + 2 * (GRAPH_BACKBONE + 1) * n, n * n))   # the starts' graph
+        nnz = max(nnz, min(entries, n * n))     # the graph the starts run on
     build = sum(items.values())
     if search is None:
         search = "kd-tree" if d <= GRAPH_TREE_MAX_DIM else "exact"
