@@ -721,17 +721,23 @@ def test_the_contraction_is_the_dense_product(seed):
         graph_starts.contract(one_way, np.arange(120) // 2, 60)
 
 
-def test_heavy_edge_matching_pairs_at_most_two_neighbours():
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_heavy_edge_matching_pairs_at_most_two_neighbours(shuffled):
+    """Pairs of linked nodes or single nodes, numbered by their first member whatever the
+    order of the visits (the coarse graph keeps the fine one's order)."""
     A = _random_affinity(100, 18, density=0.05)
     kernel = GraphKernel(A)
     coarse_of = np.empty(100, dtype=np.int64)
+    order = np.random.default_rng(3).permutation(100) if shuffled else np.arange(100)
     m = _graph.heavy_edge_matching(kernel.indptr, kernel.indices, kernel.data, kernel.degrees,
-                                   np.arange(100, dtype=np.int64), coarse_of)
+                                   order.astype(np.int64), coarse_of)
     sizes = np.bincount(coarse_of)
     assert sizes.size == m and sizes.max() <= 2 and sizes.sum() == 100
     for c in np.flatnonzero(sizes == 2):
         i, j = np.flatnonzero(coarse_of == c)
         assert A[i, j] > 0
+    _, first = np.unique(coarse_of, return_index=True)
+    assert np.all(np.diff(first) > 0)
 
 
 @pytest.mark.parametrize("start", ["multilevel", "spectral"])
