@@ -611,15 +611,15 @@ def choice_graph(idx, components, n_components):
     (``n_components``)."""
     from scipy.sparse.csgraph import connected_components
 
-    m = idx.shape[0]
-    near = np.array(idx[:, :BACKBONE + 1])
-    M = symmetrize(np.ones(idx.shape), idx, m)      # 1 where both list the other, else ½
-    M.data = np.floor(M.data)
-    M.eliminate_zeros()
-    S = symmetrize(np.ones(near.shape), near, m)
-    S.data[:] = 1.0
-    C = M.maximum(S).tocsr()
-    del M, S
+    m, width = idx.shape
+    # one symmetrized sum, (B + Bᵀ)/2, of a list's place beyond the backbone counted 1 and
+    # within it (the node itself and its BACKBONE nearest) 4: 1 or more where both ends list
+    # the other or one end has the other among its nearest, ½ where one end alone lists it
+    B = np.where(np.arange(width) <= BACKBONE, 4.0, 1.0)[None, :].repeat(m, axis=0)
+    C = symmetrize(B, idx, m)                       # sorts idx's rows in place
+    del B
+    C.data = (C.data >= 1.0).astype(np.float64)
+    C.eliminate_zeros()
     if n_components > 1:        # within the fit's components only
         rows = np.repeat(np.arange(m), np.diff(C.indptr))
         C.data[components[rows] != components[C.indices]] = 0.0
