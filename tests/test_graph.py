@@ -14,8 +14,8 @@ from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine import _graph, graph_starts
 from kkmeans_cli.engine.graph import (GraphKernel, cluster_sums, distances, hartigan, lloyd,
                                       normalized_cut, refine, update_sums)
-from kkmeans_cli.kernels.graph_fit import (build_graph, fit_graph, new_point_distances,
-                                          new_point_rows, predict_graph)
+from kkmeans_cli.kernels.graph_fit import (build_graph, fit_graph, fit_on_graph,
+                                          new_point_distances, new_point_rows, predict_graph)
 from kkmeans_cli.errors import DataError, KKMeansWarning, ValueRangeError
 from kkmeans_cli.kernels import graph as kgraph
 from kkmeans_cli.measures.graph_silhouette import graph_silhouette
@@ -80,7 +80,7 @@ def test_the_choice_graph_is_the_mutual_graph_with_a_backbone():
     from sklearn.neighbors import kneighbors_graph
 
     X = _points(300, 0)
-    G = kgraph.knn_graph(X, 11, "connectivity", choice=True)
+    G = kgraph.knn_graph(X, 11, "connectivity", choice_k=2)
     L = kneighbors_graph(X, 16, include_self=True).toarray()
     S = kneighbors_graph(X, kgraph.BACKBONE + 1, include_self=True).toarray()
     np.testing.assert_array_equal(_dense_choice(G),
@@ -92,8 +92,8 @@ def test_the_choice_graph_is_the_mutual_graph_with_a_backbone():
 def test_the_choice_graph_of_copies_carries_their_counts():
     """As the fit's graph does: u_i u_j times the choice graph of the distinct points."""
     X = _points(150, 4)
-    G = kgraph.knn_graph(np.vstack([X, X[:20], X[:3]]), 9, choice=True)
-    C0 = _dense_choice(kgraph.knn_graph(X, 9, choice=True))
+    G = kgraph.knn_graph(np.vstack([X, X[:20], X[:3]]), 9, choice_k=2)
+    C0 = _dense_choice(kgraph.knn_graph(X, 9, choice_k=2))
     nodes = G.node_of[:150]
     uu = G.counts[nodes]
     np.testing.assert_array_equal(G.choice[nodes][:, nodes].toarray(),
@@ -106,14 +106,38 @@ def test_the_choice_graph_is_left_out_where_it_does_not_apply():
     are chosen on the fit's own graph)."""
     X = _points(200, 1)
     assert kgraph.knn_graph(X, 11).choice is None
-    assert kgraph.knn_graph(X, 11, "self-tuning", choice=True).choice is None
+    assert kgraph.knn_graph(X, 11, "self-tuning", choice_k=2).choice is None
     assert kgraph.knn_graph(_points(200, 1, d=kgraph.TREE_MAX_DIM + 1), 11,
-                            choice=True).choice is None
-    assert kgraph.knn_graph(X, 1, choice=True).choice is None
+                            choice_k=2).choice is None
+    assert kgraph.knn_graph(X, 1, choice_k=2).choice is None
     assert kgraph.given_graph(kgraph.knn_graph(X, 5).affinity).choice is None
     assert build_graph(X, 2, start="multilevel").choice is None
     assert build_graph(X, 2).choice is not None
     assert fit_graph(X, 2, whiten=False).graph.choice is None     # used, then let go
+
+
+def test_no_choice_graph_where_the_components_are_the_starts():
+    """k components or more are the default starts themselves (exactly k, joined by bridges or
+    grouped): a fit of two clusters builds no choice graph of two far blobs, a sweep to three
+    does (its k = 3 splits a component), and the fit's graph is the same either way."""
+    from kkmeans_cli.measures.graph_sweep import sweep_graph
+
+    X = np.vstack([_points(150, 2), 50 + _points(150, 3)])
+    two = kgraph.knn_graph(X, 11, choice_k=2)
+    three = kgraph.knn_graph(X, 11, choice_k=3)
+    assert two.info.n_components == 2 and two.choice is None and three.choice is not None
+    assert (two.affinity != three.affinity).nnz == 0
+    assert build_graph(X, 2).choice is None and build_graph(X, 2, largest=3).choice is not None
+    res = fit_graph(X, 2, random_state=0, whiten=False)
+    assert res.start == "components" and res.ncut == 0.0
+    # a sweep of k = 2 fits k = 3 for its cut ratio: that start is chosen on the choice graph
+    # (one start kept, where the fit's own graph would refine all five)
+    swept = sweep_graph(X, [2], random_state=0)
+    assert swept[0].fit.start == "components" and swept[0].next_ncut > 0.0
+    three = fit_on_graph(build_graph(X, 2, largest=3), 3, rng=np.random.default_rng(0))
+    alone = fit_on_graph(build_graph(X, 2), 3, rng=np.random.default_rng(0))
+    assert len(three.start_kinds) == 1 and len(alone.start_kinds) == 5
+    assert swept[0].next_ncut == three.ncut
 
 
 def test_no_choice_graph_where_it_would_split_a_component():
@@ -121,7 +145,7 @@ def test_no_choice_graph_where_it_would_split_a_component():
     the rest lists them among its sixteen, so only the fit's graph joins them."""
     rng = np.random.default_rng(5)
     X = np.vstack([rng.normal(size=(100, 2)), 20 + 0.01 * rng.normal(size=(6, 2))])
-    G = kgraph.knn_graph(X, 11, choice=True)
+    G = kgraph.knn_graph(X, 11, choice_k=2)
     assert G.info.n_components == 1 and G.choice is None
 
 
@@ -137,7 +161,7 @@ def test_the_choice_graph_keeps_within_the_graphs_components(n_neighbors):
                        for c in [(0, 0), (1, 0), (5, 5), (6, 5), (10, 0)]])
     else:
         X = np.random.default_rng(0).uniform(size=(500, 2))
-    G = kgraph.knn_graph(X, n_neighbors, n_clusters=6, choice=True)
+    G = kgraph.knn_graph(X, n_neighbors, n_clusters=6, choice_k=28 if n_neighbors else 6)
     assert G.info.n_components > 1 and G.choice is not None
     C = G.choice.tocoo()
     assert np.all(G.components[C.row] == G.components[C.col])
@@ -151,7 +175,7 @@ def test_the_graph_of_tied_points_does_not_depend_on_the_start():
     n_neighbors of the same longer lists whether or not the choice graph is built."""
     X = np.stack(np.meshgrid(np.arange(20.0), np.arange(20.0)), -1).reshape(-1, 2)
     for m in (5, 21):
-        a = kgraph.knn_graph(X, m, choice=True).affinity
+        a = kgraph.knn_graph(X, m, choice_k=2).affinity
         b = kgraph.knn_graph(X, m).affinity
         assert (a != b).nnz == 0
     auto = fit_graph(X, 2, random_state=0, whiten=False).graph.affinity
@@ -167,7 +191,7 @@ def test_the_default_start_is_the_lowest_cut_of_the_choice_graph(monkeypatch, co
     from sklearn.datasets import make_circles
 
     X, _ = make_circles(600, factor=0.5, noise=0.08, random_state=0)
-    G = kgraph.knn_graph(X, 21, choice=True)
+    G = kgraph.knn_graph(X, 21, choice_k=2)
     if coarsened:
         monkeypatch.setattr(graph_starts, "SPECTRAL_DIRECT_MAX", 200)
     runs, levels = graph_starts.best_default_start(G.affinity, 2, np.random.default_rng(7),

@@ -175,7 +175,7 @@ def test_kmeans_rows_ends_at_a_lloyd_fixed_point_with_k_clusters():
 # -- the default starts -----------------------------------------------------------------------
 def test_default_starts_are_njw_and_four_merges_each_with_k_clusters():
     X, _ = _circles(600, 0.1, 0)
-    G = kgraph.knn_graph(X, None, n_clusters=2, choice=True)
+    G = kgraph.knn_graph(X, None, n_clusters=2, choice_k=2)
     assert G.info.n_components == 1
     starts = graph_starts.default_starts(GraphKernel(G.affinity), 2, np.random.default_rng(0))
     kinds = [kind for kind, _ in starts]

@@ -37,10 +37,12 @@ Components
 The choice graph
     A connectivity graph of at most ``TREE_MAX_DIM`` columns is built from longer neighbour
     lists (``listed``), its first n_neighbors of each, whatever else is asked: so the graph of
-    tied points is the same for every start. With ``choice=True`` (a fit's default starts) it
-    also carries ``Graph.choice`` (``choice_graph``): the mutual edges of the longer lists and
-    each node's ``BACKBONE`` nearest, weight 1 (scaled by the copies as E is), within E's
-    components. The default starts are chosen on it and refined on E.
+    tied points is the same for every start. With ``choice_k`` (the default starts of fits of
+    up to that many clusters) it also carries ``Graph.choice`` (``choice_graph``): the mutual
+    edges of the longer lists and each node's ``BACKBONE`` nearest, weight 1 (scaled by the
+    copies as E is), within E's components. The default starts are chosen on it and refined on
+    E. Built only where E has fewer components than ``choice_k``: k components or more are the
+    starts themselves (joined by bridges, or grouped), and the choice graph would go unused.
 """
 import warnings
 from dataclasses import dataclass, replace
@@ -461,7 +463,7 @@ def check_n_neighbors(n_neighbors):
 
 
 def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_clusters=None,
-              neighbor_search="auto", random_state=0, choice=False):
+              neighbor_search="auto", random_state=0, choice_k=0):
     """The symmetrized k-nearest-neighbour graph of X (module docstring).
 
     Parameters
@@ -477,9 +479,10 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
     neighbor_search : 'auto', 'exact' or 'approximate' (``search_route``; the route taken is
         ``GraphInfo.search``)
     random_state : int, the approximate search's (the same int, the same graph)
-    choice : bool, also build ``Graph.choice``, the graph the default starts are chosen on
-        (``choice_graph``: connectivity weights on at most ``TREE_MAX_DIM`` columns, from the
-        search's ``listed`` neighbours)
+    choice_k : int, the largest number of clusters whose default starts will be chosen on
+        ``Graph.choice`` (``choice_graph``: connectivity weights on at most ``TREE_MAX_DIM``
+        columns, from the search's ``listed`` neighbours), built only where the graph has
+        fewer connected components than that (0: never)
 
     Points whose squared distances overflow are refused as ``functions.check_range`` refuses
     them for the knn kernel (``ValueRangeError``: the search would find no neighbour).
@@ -563,7 +566,8 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
     B = edge_weights(dist, idx, weighting, scales, scales)
     del dist
     n_comp, comp = _knn_graph.list_components(idx)
-    choice = None if longer is None or not choice else choice_graph(longer, comp, n_comp)
+    choice = None if longer is None or n_comp >= choice_k else \
+        choice_graph(longer, comp, n_comp)
     del longer
     E = symmetrize(B, idx, m)
     if base_of is not None:

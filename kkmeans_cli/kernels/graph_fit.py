@@ -1271,16 +1271,19 @@ def whiten_points(X, T):
 
 
 def build_graph(X, n_clusters, affinity=None, n_neighbors=None, weighting="connectivity",
-                n_threads=1, neighbor_search="auto", random_state=0, start="auto"):
+                n_threads=1, neighbor_search="auto", random_state=0, start="auto",
+                largest=None):
     """The ``kernels.graph.Graph`` of a fit: the checked ``affinity``, or the neighbour graph
     of X (``n_neighbors`` None: the default rule for ``n_clusters``; ``neighbor_search`` and
     the int ``random_state`` of its search, ``kernels.graph.knn_graph``), with the graph the
-    default starts are chosen on where ``start`` is 'auto' (``Graph.choice``)."""
+    default starts are chosen on where ``start`` is 'auto' (``Graph.choice``, for fits of up
+    to ``largest`` clusters; None: ``n_clusters``)."""
     if affinity is not None:
         return kgraph.given_graph(affinity, n_clusters)
+    largest = n_clusters if largest is None else largest
     return kgraph.knn_graph(X, n_neighbors, weighting, n_threads, n_clusters=int(n_clusters),
                             neighbor_search=neighbor_search, random_state=random_state,
-                            choice=start == "auto")
+                            choice_k=int(largest) if start == "auto" else 0)
 
 
 def search_seed(rng):

@@ -124,7 +124,7 @@ def sweep_graph(X=None, ks=(2, 3, 4, 5), *, affinity=None, n_neighbors=None,
                         weighting, n_threads=n_threads,
                         neighbor_search=neighbor_search,
                         random_state=search_seed(np.random.default_rng(random_state)),
-                        start=start)
+                        start=start, largest=max(ks) + 1)   # k + 1: the cut ratio's
     too_many = [k for k in ks if k > graph.info.n_nodes]
     if too_many:
         raise ValueError(f"n_clusters must be between 1 and the {graph.info.n_nodes} "
