@@ -559,6 +559,29 @@ def test_the_neighbour_lists_symmetrize_to_the_dense_sum(seed):
     assert stored[5, j] and A[5, j] == 0.0
 
 
+def test_the_symmetrized_sum_is_the_same_on_any_threads():
+    """The sort and the merge split the rows among threads: 1, 2 and 3 threads give the same
+    arrays, and the same as SciPy's (B + Bᵀ)/2, on 5,000 nodes (rows of a thread's share
+    taking other threads' columns)."""
+    from scipy import sparse
+
+    rng = np.random.default_rng(4)
+    m, k = 5000, 9
+    idx = np.array([np.r_[i, rng.choice(np.delete(np.arange(m), i), k - 1, replace=False)]
+                    for i in range(m)], dtype=np.int64)
+    B = rng.uniform(0.1, 2.0, (m, k))
+    rows = np.repeat(np.arange(m), k)
+    D = sparse.csr_matrix((B.ravel(), (rows, idx.ravel())), shape=(m, m))
+    S = ((D + D.T) * 0.5).tocsr()
+    S.sort_indices()
+    graphs = [kgraph.symmetrize(B.copy(), idx.copy(), m, n_threads=t) for t in (1, 2, 3)]
+    for A in graphs:
+        np.testing.assert_array_equal(A.indptr, S.indptr)
+        np.testing.assert_array_equal(A.indices, S.indices)
+        np.testing.assert_array_equal(A.data, graphs[0].data)
+        np.testing.assert_allclose(A.data, S.data, rtol=1e-15)
+
+
 # -- the engine against the dense kernel -----------------------------------------------------
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_distances_and_objective_against_the_dense_kernel(seed):
@@ -708,12 +731,14 @@ def test_contraction_keeps_the_normalized_cut():
     ([[0, 3], [1, 0], [2, 1]], "outside 0..2"),
     ([[0, -1], [1, 0], [2, 1]], "outside 0..2"),
 ])
-def test_lists_the_merge_cannot_take_are_an_internal_error(idx, why):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_lists_the_merge_cannot_take_are_an_internal_error(idx, why, threads):
     """The merge needs every row's numbers distinct and within the nodes (every neighbour
-    search gives them so): anything else is the program's error, not the data's."""
+    search gives them so): anything else is the program's error, not the data's, on any
+    threads."""
     idx = np.array(idx, dtype=np.int64)
     with pytest.raises(RuntimeError, match=why):
-        kgraph.symmetrize(np.ones(idx.shape), idx, 3)
+        kgraph.symmetrize(np.ones(idx.shape), idx, 3, n_threads=threads)
 
 
 @pytest.mark.parametrize("seed", [0, 1])

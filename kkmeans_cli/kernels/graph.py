@@ -474,7 +474,7 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
         is its own neighbour), or None: ``default_neighbors`` of the distinct points and
         ``n_clusters``
     weighting : 'connectivity' or 'self-tuning'
-    n_threads : int, workers of the neighbour search
+    n_threads : int, workers of the neighbour search and the symmetrized sums
     n_clusters : int, the k of the default rule (needed when n_neighbors is None)
     neighbor_search : 'auto', 'exact' or 'approximate' (``search_route``; the route taken is
         ``GraphInfo.search``)
@@ -567,9 +567,9 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
     del dist
     n_comp, comp = _knn_graph.list_components(idx)
     choice = None if longer is None or n_comp >= choice_k else \
-        choice_graph(longer, comp, n_comp)
+        choice_graph(longer, comp, n_comp, n_threads)
     del longer
-    E = symmetrize(B, idx, m)
+    E = symmetrize(B, idx, m, n_threads)
     if base_of is not None:
         E = scale_nodes(E, counts)
         choice = None if choice is None else scale_nodes(choice, counts)
@@ -600,7 +600,7 @@ def listed(k, shape, weighting):
     return longer if longer < m else k
 
 
-def choice_graph(idx, components, n_components):
+def choice_graph(idx, components, n_components, n_threads=1):
     """The graph the default starts are chosen on (``engine.graph_starts.best_default_start``)
     from the neighbour lists ``idx`` (m × l, each node first, nearest first): the mutual
     edges of the l-neighbour lists (i and j each list the other) united with the symmetrized
@@ -612,7 +612,7 @@ def choice_graph(idx, components, n_components):
     the fit's graph's ``components`` (the node's component; the backbone and the longer lists
     can reach past the fit's lists) are left out: starts chosen across a cut of nothing would
     miss it. None when it has more connected components than the fit's graph
-    (``n_components``)."""
+    (``n_components``). Summed on ``n_threads`` (``symmetrize``)."""
     from scipy.sparse.csgraph import connected_components
 
     m, width = idx.shape
@@ -620,7 +620,7 @@ def choice_graph(idx, components, n_components):
     # within it (the node itself and its BACKBONE nearest) 4: 1 or more where both ends list
     # the other or one end has the other among its nearest, ½ where one end alone lists it
     B = np.where(np.arange(width) <= BACKBONE, 4.0, 1.0)[None, :].repeat(m, axis=0)
-    C = symmetrize(B, idx, m)                       # sorts idx's rows in place
+    C = symmetrize(B, idx, m, n_threads)            # sorts idx's rows in place
     del B
     C.data = (C.data >= 1.0).astype(np.float64)
     C.eliminate_zeros()
@@ -736,13 +736,14 @@ def distinct_nodes(X):
             counts[order].astype(np.float64))
 
 
-def symmetrize(B, idx, m):
+def symmetrize(B, idx, m, n_threads=1):
     """A = (B + Bᵀ)/2 as CSR float64 with sorted indices, from the k edges of each of the m
     rows (``_knn_graph.pyx``): A_ij = (B_ij + B_ji)/2 = A_ji exactly (the same two terms,
     added in either order); a sum of zero is left out. The rows of ``idx`` and ``B`` (int64
     and float64 arrays, m × k, numbers 0..m−1 distinct within a row, as every neighbour
     search here gives them; else RuntimeError) are sorted by neighbour number in place:
-    beside them only Bᵀ and A are held. Indices int32 while 2·m·k < 2³¹, as SciPy's own sum gives them."""
+    beside them only Bᵀ and A are held. Indices int32 while 2·m·k < 2³¹, as SciPy's own sum
+    gives them. The sort and the merge take ``n_threads``, row by row: the same A with any."""
     from scipy import sparse
 
     idx = np.ascontiguousarray(idx, dtype=np.int64)
@@ -753,7 +754,7 @@ def symmetrize(B, idx, m):
         raise RuntimeError(f"symmetrize: neighbour lists of shape {idx.shape} with numbers "
                            f"outside 0..{m - 1}, or weights of shape {B.shape} (internal)")
     itype = np.int32 if 2 * m * k < 2 ** 31 else np.int64
-    if _knn_graph.sort_lists(idx, B):
+    if _knn_graph.sort_lists(idx, B, n_threads):
         raise RuntimeError("symmetrize: a node is listed twice in one row (internal)")
     tptr = np.empty(m + 1, dtype=itype)
     tj = np.empty(m * k, dtype=itype)
@@ -761,10 +762,10 @@ def symmetrize(B, idx, m):
     _knn_graph.transpose_lists(idx, B, tptr, tj, tw)
     indptr = np.empty(m + 1, dtype=itype)
     none = np.empty(0, dtype=itype)
-    _knn_graph.merge_lists(idx, B, tptr, tj, tw, indptr, none, np.empty(0), False)
+    _knn_graph.merge_lists(idx, B, tptr, tj, tw, indptr, none, np.empty(0), False, n_threads)
     indices = np.empty(int(indptr[-1]), dtype=itype)
     data = np.empty(int(indptr[-1]))
-    _knn_graph.merge_lists(idx, B, tptr, tj, tw, indptr, indices, data, True)
+    _knn_graph.merge_lists(idx, B, tptr, tj, tw, indptr, indices, data, True, n_threads)
     del tptr, tj, tw
     A = sparse.csr_matrix((data, indices, indptr), shape=(m, m))
     A.has_sorted_indices = True
