@@ -1,4 +1,4 @@
 """``python -m kkmeans_cli``: the ``kkmeans`` command line."""
-from .cli import main
+from ._entry import main
 
 main()

@@ -67,6 +67,7 @@ _seen = 0           # signals the handler has run for
 _pending = None     # the first signal received inside them
 _done = False       # the outputs are committed
 _late = None        # a signal received after that
+_raised = None      # the Interrupted a signal raised (raised())
 
 
 def _handler(signum, frame):
@@ -79,7 +80,22 @@ def _handler(signum, frame):
     if _done and _late is None:
         _late = signum
         return
-    raise Interrupted(signum)
+    _raise(signum)
+
+
+def _raise(signum):
+    global _raised
+    _raised = Interrupted(signum)
+    raise _raised
+
+
+def raised():
+    """The :class:`Interrupted` a signal raised in :func:`handled`'s block, or None. Where an
+    error other than it reaches the command's end, the signal was turned into that error on
+    the way (an import turns a ``KeyboardInterrupt`` raised while an extension module
+    initializes into ``ImportError: initialization failed``): the signal ended the command
+    all the same."""
+    return _raised
 
 
 def committed():
@@ -96,8 +112,8 @@ def handled():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    global _done, _late, _pending
-    _done, _late, _pending = False, None, None
+    global _done, _late, _pending, _raised
+    _done, _late, _pending, _raised = False, None, None, None
     previous = {}
     for signum in SIGNALS + IF_DEFAULT:
         old = signal.getsignal(signum)
@@ -208,7 +224,7 @@ def deferred():
         _depth -= 1
         if _depth == 0 and _pending is not None:
             signum, _pending = _pending, None
-            raise Interrupted(signum)
+            _raise(signum)
 
 
 def pending():

@@ -210,6 +210,103 @@ def test_a_signal_before_the_commit_of_another_run_is_not_carried_over(work):
     assert signal.getsignal(signal.SIGTERM) == handler
 
 
+TURNED = ("def turned(*args, **kwargs):\n"
+          "    try:\n"
+          "        os.kill(os.getpid(), {signum})\n"
+          "        time.sleep(30)\n"
+          "    except KeyboardInterrupt:\n"
+          "        raise ImportError('initialization failed') from None\n")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_turned_into_another_error_still_ends_the_command_by_it(work, signum,
+                                                                        monkeypatch):
+    """An import turns a KeyboardInterrupt raised while an extension module initializes
+    (NumPy's, SciPy's, the engine's: the commands import them late) into ``ImportError:
+    initialization failed``; the command was ended by the signal all the same: 128 + its
+    number, one line, no output written (before: ``unexpected ImportError``, exit code 1)."""
+    from kkmeans_cli.model.estimator import KernelKMeans
+
+    space = {"os": os, "time": time}
+    exec(TURNED.format(signum=int(signum)), space)
+    monkeypatch.setattr(KernelKMeans, "fit", space["turned"])
+    before = _snapshot(work)
+    result = run(["fit", "--kernel", "rbf", work / "data.csv", "-k", "3", *FAST, "-o",
+                  work / "new.npz", "--labels", work / "new.txt"])
+    assert (result.exit_code, result.stdout, result.stderr) == \
+        (128 + signum, "", f"kkmeans: interrupted{NAMES[signum]}\n")
+    assert _snapshot(work) == before
+
+
+def _python(script, args, cwd):
+    def default():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_DFL)
+    return subprocess.run([sys.executable, "-c", script, *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=120, preexec_fn=default)
+
+
+def test_a_ctrl_c_turned_into_another_error_ends_the_process_with_130(work):
+    """The same as a process of its own, through the console script's entry point."""
+    script = ("import os, sys, time\n" + TURNED.format(signum=int(signal.SIGINT))
+              + "from kkmeans_cli.model.estimator import KernelKMeans\n"
+              "KernelKMeans.fit = turned\n"
+              "sys.argv = ['kkmeans'] + sys.argv[1:]\n"
+              "from kkmeans_cli._entry import main\n"
+              "main()\n")
+    before = _snapshot(work)
+    done = _python(script, ["fit", "--kernel", "rbf", "data.csv", "-k", "3", *FAST, "-o",
+                            "new.npz"], work)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "kkmeans: interrupted\n")
+    assert _snapshot(work) == before
+
+
+@pytest.mark.parametrize("turned", [False, True])
+def test_a_ctrl_c_while_the_command_line_loads_is_one_line(work, turned):
+    """Ctrl-C while the command line's modules load (``import click``, before the command's
+    own handler is installed), raised as it is or turned into an ImportError: exit code 130,
+    ``kkmeans: interrupted``, no traceback and nothing written (before: Python's traceback
+    and the process ended by SIGINT, or an ImportError's traceback and exit code 1)."""
+    script = ("import builtins, os, signal, sys, time\n"
+              "real = builtins.__import__\n"
+              "def hook(name, *args, **kwargs):\n"
+              "    if name == 'click' and 'click' not in sys.modules:\n"
+              "        try:\n"
+              "            os.kill(os.getpid(), signal.SIGINT)\n"
+              "            time.sleep(30)\n"
+              "        except KeyboardInterrupt:\n"
+              f"            if {turned}:\n"
+              "                raise ImportError('initialization failed') from None\n"
+              "            raise\n"
+              "    return real(name, *args, **kwargs)\n"
+              "from kkmeans_cli._entry import main\n"
+              "builtins.__import__ = hook\n"
+              "sys.argv = ['kkmeans'] + sys.argv[1:]\n"
+              "main()\n")
+    before = _snapshot(work)
+    done = _python(script, ["fit", "--kernel", "rbf", "data.csv", "-k", "3", "-o", "new.npz"],
+                   work)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "kkmeans: interrupted\n")
+    assert _snapshot(work) == before
+
+
+def test_an_import_that_fails_without_a_signal_is_not_called_an_interrupt(work):
+    """A broken installation (an import failing with no Ctrl-C) keeps its own error."""
+    script = ("import builtins, sys\n"
+              "real = builtins.__import__\n"
+              "def hook(name, *args, **kwargs):\n"
+              "    if name == 'click':\n"
+              "        raise ImportError('no module named click (broken)')\n"
+              "    return real(name, *args, **kwargs)\n"
+              "from kkmeans_cli._entry import main\n"
+              "builtins.__import__ = hook\n"
+              "sys.argv = ['kkmeans', '--help']\n"
+              "main()\n")
+    done = _python(script, [], work)
+    assert done.returncode == 1 and "interrupted" not in done.stderr
+    assert done.stderr.rstrip().endswith("ImportError: no module named click (broken)")
+
+
 def test_signals_are_documented():
     from helpers import ROOT
 

@@ -29,13 +29,16 @@ ROOT = "kkmeans_cli"
 #: it, deferred imports included (docs/architecture.md, "The layers").
 LAYERS = ("", "io", "engine", "kernels", "measures", "distributed", "model", "cli")
 #: The package's entry points, which import the layer they start: ``import kkmeans_cli``
-#: (KernelKMeans on first use) and ``python -m kkmeans_cli`` (the command line).
-ENTRY_POINTS = ("kkmeans_cli", "kkmeans_cli.__main__")
+#: (KernelKMeans on first use), ``python -m kkmeans_cli`` and the ``kkmeans`` console
+#: script (the command line).
+ENTRY_POINTS = ("kkmeans_cli", "kkmeans_cli.__main__", "kkmeans_cli._entry")
 #: Function-level imports of package modules outside the command line (where they keep
 #: ``kkmeans --help`` from loading NumPy), each with its reason.
 DEFERRED_IMPORTS = {
     ("kkmeans_cli", "kkmeans_cli.model.estimator"):
         "KernelKMeans on first use: kkmeans --help never loads NumPy or scikit-learn",
+    ("kkmeans_cli._entry", "kkmeans_cli.cli.app"):
+        "the command line loaded with Ctrl-C watched: an interrupted import is one line",
     ("kkmeans_cli.model.estimator", "kkmeans_cli.distributed.api"):
         "the Dask route: Dask is imported only when a fit or predict uses a cluster",
     ("kkmeans_cli.io.readers", "kkmeans_cli.memory"):

@@ -59,6 +59,8 @@ class KKMeansGroup(click.Group):
             except BaseException as exc:  # noqa: BLE001 -- the one place errors become codes
                 if isinstance(exc, _Stopped):
                     exc = exc.interrupt
+                if not isinstance(exc, KeyboardInterrupt) and _signals.raised() is not None:
+                    exc = _signals.raised()     # the signal, turned into another error
                 try:
                     code = _report_error(exc, debug=_debug_wanted(argv))
                 except KeyboardInterrupt:  # a second signal while the error is printed
