@@ -371,9 +371,10 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
                                  search; 16 l for the l ≈ 1.5 e longer lists of a
                                  connectivity graph of at most 15 columns (the choice graph's)
     choice graph                 the default starts (``start='auto'``) on a connectivity
-                                 graph of at most 15 columns: its mutual edges built as the
-                                 graph is, 8 l + (8 + i) l + (8 + i) 2l, and the graph
-                                 itself, (8 + i)(l + 12 n), held through the fit
+                                 graph of at most 15 columns: built row by row from the
+                                 lists, each node's 6 nearest and their transpose and the
+                                 offsets, (8 + i) 7n, and a byte per listed edge, l; and
+                                 the graph itself, (8 + i)(l + 12 n), held through the fit
     graph building               8 e for the edge weights (the lists sorted in place),
                                  (8 + i) e for the transpose, (8 + i) 2e for the sum
                                  B + Bᵀ at its bound (the graph the fit holds)
@@ -450,7 +451,7 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
         il = 4 if 2 * el < 2**31 else 8
         entries = el + 2 * (GRAPH_BACKBONE + 1) * n     # the mutual edges and the backbone
         choice = (8 + il) * entries
-        items["choice graph"] = 8 * el + (8 + il) * el + (8 + il) * 2 * el + choice
+        items["choice graph"] = (8 + il) * (GRAPH_BACKBONE + 2) * n + el + choice
         nnz = max(nnz, min(entries, n * n))     # the graph the starts run on
     build = sum(items.values())
     if search is None:

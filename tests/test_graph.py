@@ -12,6 +12,7 @@ from scipy import sparse
 from reference import distances as dense_distances
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine import _graph, graph_starts
+from kkmeans_cli.kernels import _knn_graph
 from kkmeans_cli.engine.graph import (GraphKernel, cluster_sums, distances, hartigan, lloyd,
                                       normalized_cut, refine, update_sums)
 from kkmeans_cli.kernels.graph_fit import (build_graph, fit_graph, fit_on_graph,
@@ -87,6 +88,56 @@ def test_the_choice_graph_is_the_mutual_graph_with_a_backbone():
                                   np.maximum(np.minimum(L, L.T), np.maximum(S, S.T)))
     B = kneighbors_graph(X, 11, include_self=True)
     np.testing.assert_array_equal(_point_affinity(G), (0.5 * (B + B.T)).toarray())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_choice_graph_is_the_thresholded_sum_of_its_lists(seed):
+    """Entry for entry against its definition as a sum, on random lists (each node first, its
+    others distinct) and a random partition: (B + Bᵀ)/2 ≥ 1 for B_ij = 4 at the first
+    BACKBONE + 1 places of i's list and 1 beyond, kept within a part, weight 1; on 1, 2 and 3
+    threads: edges of each kind (each lists the other beyond the backbone, one has the other
+    in its backbone and is not listed back, one lists the other alone: left out) occur.
+    The lists reach any node, so rows read others' anywhere."""
+    from scipy import sparse
+
+    rng = np.random.default_rng(seed)
+    m, width = 4000, (3, 9, 15)[seed]
+
+    def row(i):     # others from the 16 nodes around (often mutual) and 6 anywhere
+        pool = np.setdiff1d(np.r_[(i + np.arange(-8, 9)) % m, rng.choice(m, 6)], [i])
+        return np.r_[i, rng.choice(pool, width - 1, replace=False)]
+
+    idx = np.array([row(i) for i in range(m)], dtype=np.int64)
+    parts = rng.integers(0, 3, m).astype(np.int32)
+    B = sparse.csr_matrix((np.where(np.arange(width) <= kgraph.BACKBONE, 4.0, 1.0)[None, :]
+                           .repeat(m, axis=0).ravel(), idx.ravel(),
+                           np.arange(0, m * width + 1, width)), shape=(m, m))
+    want = ((B + B.T) * 0.5 >= 1.0).toarray() & (parts[:, None] == parts[None, :])
+    for threads in (1, 2, 3):
+        C = kgraph.choice_graph(idx.copy(), parts, m, threads)
+        assert C.has_sorted_indices and C.indices.dtype == np.int32
+        np.testing.assert_array_equal(C.toarray(), want.astype(np.float64))
+        assert C.nnz == np.count_nonzero(want)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_the_component_count_of_a_pattern_is_scipys(seed):
+    """Union-find over a CSR pattern (read as undirected, one way suffices) against SciPy's
+    ``connected_components``: sparse random graphs of many components, isolated nodes, a
+    self-loop, an empty graph."""
+    from scipy import sparse
+    from scipy.sparse.csgraph import connected_components
+
+    rng = np.random.default_rng(seed)
+    m = [1, 50, 700, 3000][seed]
+    e = int(rng.integers(0, m + 1))
+    A = sparse.csr_matrix((np.ones(e), (rng.integers(0, m, e), rng.integers(0, m, e))),
+                          shape=(m, m))
+    A.sum_duplicates()
+    want = connected_components(A, directed=False)[0]
+    assert _knn_graph.csr_component_count(A.indptr, A.indices) == want
+    assert _knn_graph.csr_component_count(A.indptr.astype(np.int64),
+                                          A.indices.astype(np.int64)) == want
 
 
 def test_the_choice_graph_of_copies_carries_their_counts():

@@ -612,25 +612,33 @@ def choice_graph(idx, components, n_components, n_threads=1):
     the fit's graph's ``components`` (the node's component; the backbone and the longer lists
     can reach past the fit's lists) are left out: starts chosen across a cut of nothing would
     miss it. None when it has more connected components than the fit's graph
-    (``n_components``). Summed on ``n_threads`` (``symmetrize``)."""
-    from scipy.sparse.csgraph import connected_components
+    (``n_components``). Built row by row on ``n_threads`` (``_knn_graph.choice_lists``, the
+    same graph with any), beside the lists only each node's nearest and their transpose."""
+    from scipy import sparse
 
     m, width = idx.shape
-    # one symmetrized sum, (B + Bᵀ)/2, of a list's place beyond the backbone counted 1 and
-    # within it (the node itself and its BACKBONE nearest) 4: 1 or more where both ends list
-    # the other or one end has the other among its nearest, ½ where one end alone lists it
-    B = np.where(np.arange(width) <= BACKBONE, 4.0, 1.0)[None, :].repeat(m, axis=0)
-    C = symmetrize(B, idx, m, n_threads)            # sorts idx's rows in place
-    del B
-    C.data = (C.data >= 1.0).astype(np.float64)
-    C.eliminate_zeros()
-    if n_components > 1:        # within the fit's components only
-        rows = np.repeat(np.arange(m), np.diff(C.indptr))
-        C.data[components[rows] != components[C.indices]] = 0.0
-        C.eliminate_zeros()
-    C.sort_indices()
-    if connected_components(C, directed=False)[0] > n_components:
+    itype = np.int32 if 2 * m * width < 2 ** 31 else np.int64
+    # i ~ j where (B + Bᵀ)/2 ≥ 1 for B_ij = 4 within i's backbone (itself and its BACKBONE
+    # nearest), 1 beyond it, 0 unlisted: each lists the other, or one has the other among its
+    # nearest. Row by row: i's list merged with the nodes that have i among their nearest,
+    # each of i's own kept where it is among i's nearest or lists i (a binary search)
+    near = np.sort(idx[:, :BACKBONE + 1], axis=1)
+    if _knn_graph.sort_lists(idx, None, n_threads):     # sorts idx's rows in place
+        raise RuntimeError("choice_graph: a node is listed twice in one row (internal)")
+    tptr, tj = np.empty(m + 1, dtype=itype), np.empty(near.size, dtype=itype)
+    _knn_graph.transpose_lists(near, None, tptr, tj, None)
+    comp = np.ascontiguousarray(components, dtype=np.int32)
+    indptr, mutual = np.empty(m + 1, dtype=itype), np.empty((m, width), dtype=np.uint8)
+    _knn_graph.choice_lists(idx, near, tptr, tj, comp, mutual, indptr,
+                            np.empty(0, dtype=itype), False, n_threads)
+    indices = np.empty(int(indptr[-1]), dtype=itype)
+    _knn_graph.choice_lists(idx, near, tptr, tj, comp, mutual, indptr, indices, True,
+                            n_threads)
+    del near, tptr, tj, mutual
+    if _knn_graph.csr_component_count(indptr, indices) > n_components:
         return None
+    C = sparse.csr_matrix((np.ones(indices.size), indices, indptr), shape=(m, m))
+    C.has_sorted_indices = True
     return C
 
 
