@@ -67,7 +67,7 @@ _seen = 0           # signals the handler has run for
 _pending = None     # the first signal received inside them
 _done = False       # the outputs are committed
 _late = None        # a signal received after that
-_raised = None      # the Interrupted a signal raised (raised())
+_raised = None      # the signal whose Interrupted the handler raised (raised())
 
 
 def _handler(signum, frame):
@@ -85,8 +85,8 @@ def _handler(signum, frame):
 
 def _raise(signum):
     global _raised
-    _raised = Interrupted(signum)
-    raise _raised
+    _raised = signum
+    raise Interrupted(signum)
 
 
 def raised():
@@ -95,7 +95,7 @@ def raised():
     the way (an import turns a ``KeyboardInterrupt`` raised while an extension module
     initializes into ``ImportError: initialization failed``): the signal ended the command
     all the same."""
-    return _raised
+    return None if _raised is None else Interrupted(_raised)
 
 
 def committed():

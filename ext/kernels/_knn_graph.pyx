@@ -8,9 +8,15 @@ the same arrays with any): the same arrays as SciPy's transpose, sort and sum, w
 of the lists fewer (10⁶ moons, 21 neighbours: 0.6 s against 0.6–2.0 s warm; the
 default fit's peak 1.72 GB against 1.80). Its components are those of the lists read as undirected
 edges: union-find with path halving, O(n·k) (at 10⁶ points 10× quicker than a breadth-first
-search of A).
+search of A). The graph the default starts are chosen on (``choice_graph``) is built from the
+longer lists row by row as well, without weights: each row's list merged with the nodes that
+have it among their nearest, its own kept where they list it back.
 """
 from cython.parallel cimport prange
+
+ctypedef fused index_t:
+    int
+    long
 
 
 cdef inline Py_ssize_t _root(long[::1] parent, Py_ssize_t i) noexcept nogil:
@@ -49,12 +55,6 @@ def list_components(const long[:, ::1] idx):
     return int(m), comp
 
 
-# -- the symmetrized graph ---------------------------------------------------------------------
-ctypedef fused index_t:
-    int
-    long
-
-
 def csr_component_count(const index_t[::1] indptr, const index_t[::1] indices):
     """The number of connected components of the undirected graph of this CSR pattern
     (square): union-find as ``list_components`` (at 10⁶ nodes and 28·10⁶ entries 0.2 s,
@@ -80,12 +80,13 @@ def csr_component_count(const index_t[::1] indptr, const index_t[::1] indices):
     return int(count)
 
 
+# -- the symmetrized graph ---------------------------------------------------------------------
 def sort_lists(long[:, ::1] idx, double[:, ::1] B=None, int n_threads=1):
     """Sort every row of ``idx`` (and ``B`` with it, where given) by neighbour number, in
     place: insertion sort, the rows being short (k), on ``n_threads`` (rows apart: the same
     result with any). Returns the number of rows that list a number twice (the merge needs
     them distinct)."""
-    cdef Py_ssize_t n = idx.shape[0], k = idx.shape[1], i, s, t
+    cdef Py_ssize_t n = idx.shape[0], k = idx.shape[1], i, s, t, twice
     cdef long j
     cdef double w = 0.0
     cdef Py_ssize_t repeated = 0
@@ -104,11 +105,11 @@ def sort_lists(long[:, ::1] idx, double[:, ::1] B=None, int n_threads=1):
             idx[i, t] = j
             if carry:
                 B[i, t] = w
-        t = 0
+        twice = 0
         for s in range(1, k):
             if idx[i, s] == idx[i, s - 1]:
-                t = 1
-        repeated += t
+                twice = 1
+        repeated += twice
     return repeated
 
 
