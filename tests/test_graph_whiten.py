@@ -343,8 +343,7 @@ def test_adjusted_rand_is_scikit_learns():
 
 def test_a_refit_that_moves_a_few_points_is_not_kept():
     """The bundled moons: the refit moves 1 point of 300 and lowers the criterion a little;
-    the first fit is kept (the mixture after it, whose cut is just within 10 times the fit's, is
-    undone by the split test)."""
+    the first fit is kept."""
     from pathlib import Path
 
     X = np.loadtxt(Path(__file__).parents[1] / "examples" / "moons.csv", delimiter=",",
@@ -361,8 +360,7 @@ def test_a_refit_that_moves_a_few_points_is_not_kept():
     report = run(["fit", Path(__file__).parents[1] / "examples" / "moons.csv", "-k", "2",
                   "--no-model"]).stderr
     assert tried["turned_down_by"] == REFIT_TESTS.index("it moved few points")
-    assert ("(connectivity; whitened refit not kept: it moved few points; Gaussian steps "
-            "undone: the clusters are not Gaussian)") in report, report
+    assert "(connectivity; whitened refit not kept: it moved few points)" in report, report
 
 
 def _cut_on(graph, labels):
@@ -636,7 +634,7 @@ def test_above_the_sample_size_a_refit_that_moves_few_on_a_sample_is_not_made(mo
         want = gaussian_step(X, replace(first, whitening=record), 2)
         assert got.gaussian == want.gaussian and "ncut_ratio" in got.gaussian
         assert got.mixture["kept"] is False
-        assert got.mixture["ncut_ratio"] > 1.2 * graph_fit.MIXTURE_NCUT_RATIO
+        assert got.mixture["ncut_ratio"] > 2 * graph_fit.MIXTURE_NCUT_RATIO
     else:                           # neither the step nor the mixture is made
         want = first
         assert got.gaussian == {"kept": False, "sample": 1000,

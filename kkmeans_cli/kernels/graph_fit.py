@@ -707,12 +707,9 @@ def mixture_step(X, fit, k, n_threads=1):
 #: (.1) 3.7 and more, three rings (.05) 7.0 and more, and circles (.1) 2.0–2.4 only on the
 #: two sets where the fit had already lost the rings). 2 until the split test: that test
 #: undoes the mixtures of moons that cut less than 5 times (moons (.1) seed 9: 3.75, its
-#: split ratio 14.6), and 5 then left 3 of the 396 blob sets below their bar where 2 left
-#: 6, every shape and real set as before. 10 since: the mixtures that cut 5–10 times lift 4
-#: blob sets of 540 (anisotropic seed 52 above its bar, ARI 0.644 → 0.752, cut 8.1 times)
-#: and one heavy-tailed set; on 51 shapes (moons, rings) they cut 5.3–9.9 times and the split
-#: test undoes every one of them: no set of about 1,500 falls (docs/performance.md).
-MIXTURE_NCUT_RATIO = 10.0
+#: split ratio 14.6), and 5 then leaves 3 of the 396 blob sets below their bar where 2 left
+#: 6 (8: 4), every shape and real set as before (docs/performance.md).
+MIXTURE_NCUT_RATIO = 5.0
 #: Added to each component's covariance in the criterion's coordinates (total covariance I;
 #: scikit-learn's ``GaussianMixture`` adds 1e-6 as ``reg_covar``).
 MIXTURE_RIDGE = 1e-6
