@@ -708,7 +708,9 @@ def mixture_step(X, fit, k, n_threads=1):
 #: two sets where the fit had already lost the rings). 2 until the split test: that test
 #: undoes the mixtures of moons that cut less than 5 times (moons (.1) seed 9: 3.75, its
 #: split ratio 14.6), and 5 then leaves 3 of the 396 blob sets below their bar where 2 left
-#: 6 (8: 4), every shape and real set as before (docs/performance.md).
+#: 6 (8: 4), every shape and real set as before. 10, tried since, lifts anisotropic seed 52
+#: above its bar (0.644 → 0.752) but loses 0.14 on blobs among 7 % uniform outliers (2 of 48
+#: sets): not taken (docs/performance.md).
 MIXTURE_NCUT_RATIO = 5.0
 #: Added to each component's covariance in the criterion's coordinates (total covariance I;
 #: scikit-learn's ``GaussianMixture`` adds 1e-6 as ``reg_covar``).
