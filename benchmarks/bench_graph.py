@@ -47,7 +47,13 @@ from bench_scale import peak_rss_bytes  # noqa: E402
 K_OF = {"circles": 2, "moons": 2, "varied": 3, "aniso": 3, "blobs": 3, "rings": 3}
 
 
-def rings(n, noise, seed, radii=(1.0, 2 / 3, 1 / 3)):
+RING_RADII = (1.0, 2 / 3, 1 / 3)
+#: the gallery's blob families: varied's spreads, and the random states of the gallery's own
+VARIED_STD = (1.0, 2.5, 0.5)
+GALLERY_STATES = {"varied": 170, "aniso": 170, "blobs": 8}
+
+
+def rings(n, noise, seed, radii=RING_RADII):
     """Three concentric rings (radii 1, ⅔, ⅓; n/3 points each, uniform angle, Gaussian noise
     of standard deviation ``noise``), like ``make_circles`` with a third ring."""
     rng = np.random.RandomState(seed)
@@ -78,13 +84,15 @@ def gallery_data(name, seed, noise=0.05, n=1500):
     elif name == "moons":
         X, y = datasets.make_moons(n, noise=noise, random_state=seed)
     elif name == "varied":
-        X, y = datasets.make_blobs(n, cluster_std=[1.0, 2.5, 0.5],
-                                   random_state=170 if seed is None else seed)
+        X, y = datasets.make_blobs(n, cluster_std=list(VARIED_STD),
+                                   random_state=GALLERY_STATES[name] if seed is None else seed)
     elif name == "aniso":
-        X, y = datasets.make_blobs(n, random_state=170 if seed is None else seed)
+        X, y = datasets.make_blobs(n, random_state=GALLERY_STATES[name] if seed is None
+                                   else seed)
         X = X @ ANISO
     elif name == "blobs":
-        X, y = datasets.make_blobs(n, random_state=8 if seed is None else seed)
+        X, y = datasets.make_blobs(n, random_state=GALLERY_STATES[name] if seed is None
+                                   else seed)
     else:
         X, y = rings(n, noise, seed)
     return StandardScaler().fit_transform(X), y
@@ -1090,8 +1098,8 @@ def bayes_labels(name, seed, noise=0.05, n=1500):
     from sklearn import datasets
 
     if name in ("varied", "aniso", "blobs"):
-        sd = np.array([1.0, 2.5, 0.5]) if name == "varied" else np.ones(3)
-        state = {"varied": 170, "aniso": 170, "blobs": 8}[name] if seed is None else seed
+        sd = np.array(VARIED_STD) if name == "varied" else np.ones(3)
+        state = GALLERY_STATES[name] if seed is None else seed
         X0, y, centres = datasets.make_blobs(
             n, cluster_std=list(sd) if name == "varied" else 1.0, random_state=state,
             return_centers=True)
@@ -1099,7 +1107,7 @@ def bayes_labels(name, seed, noise=0.05, n=1500):
         return np.argmin(d2 / sd ** 2 + 2.0 * X0.shape[1] * np.log(sd), axis=1), y
     if name == "rings":
         X, y = rings(n, noise, seed)
-        logp = np.column_stack([ring_log_density(X, r, noise) for r in (1.0, 2 / 3, 1 / 3)])
+        logp = np.column_stack([ring_log_density(X, r, noise) for r in RING_RADII])
         return np.argmax(logp, axis=1), y
     maker = datasets.make_circles if name == "circles" else datasets.make_moons
     X, y = maker(n, noise=noise, random_state=seed, **({"factor": 0.5}
@@ -1117,7 +1125,7 @@ def bayes_labels(name, seed, noise=0.05, n=1500):
 
 def bayes(args):
     """The default against the Bayes classifier (``bayes_labels``) set by set: the shapes at
-    their noisiest gallery levels (seeds ``--shape-seeds``) and the blob families (``--seeds``),
+    the gallery's noisier levels (seeds ``--shape-seeds``) and the blob families (``--seeds``),
     with the blob families' bar, max(SpectralClustering, rbf) − 0.02."""
     import warnings
 
@@ -1167,7 +1175,7 @@ def sample_family(name, n, seed):
         X, y = make_circles(n, noise=0.08, factor=0.5, random_state=seed)
         return X, y, 2
     if name == "varied":
-        X, y = make_blobs(n, cluster_std=[1.0, 2.5, 0.5], random_state=seed)
+        X, y = make_blobs(n, cluster_std=list(VARIED_STD), random_state=seed)
     else:
         X, y = make_blobs(n, random_state=seed)
         X = X @ ANISO if name == "aniso" else X
