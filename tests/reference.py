@@ -119,3 +119,67 @@ def gaussian_cluster_terms(Z, labels, c, ridge=1e-3):
     Zc = Z[labels == c]
     S = np.cov(Zc.T, bias=True).reshape(Z.shape[1], Z.shape[1]) + ridge * np.eye(Z.shape[1])
     return Zc, S, np.log(np.linalg.det(S))
+
+
+def principal_whitened(X):
+    """(Z, to_z): X centred and whitened by its total covariance along the principal axes
+    of its correlation matrix, Z = ((X − mean) / sd) V Λ^(−½) with cov(Z) = I, and the map
+    of other rows to those coordinates. Unique up to the axes' signs, so the box Z spans is
+    that of the graph fit's mixture coordinates."""
+    X = np.asarray(X, float)
+    mean, sd = X.mean(axis=0), X.std(axis=0)
+    lam, V = np.linalg.eigh(np.corrcoef(X.T).reshape(X.shape[1], X.shape[1]))
+
+    def to_z(Y):
+        return ((np.asarray(Y, float) - mean) / sd) @ V / np.sqrt(lam)
+
+    return to_z(X), to_z
+
+
+def noise_mixture_em(Z, labels, k, noise, ridge, tol, max_iter=200):
+    """EM, dense and in one piece, of k full-covariance Gaussians beside a uniform component
+    over the box Z spans (Banfield & Raftery 1993), started from the clusters of ``labels``
+    (shares × (1 − noise), means, covariances + ridge·I) and the uniform weight ``noise``;
+    each pass an E-step (the mean log-likelihood under the current parameters), then an
+    M-step; it stops once the mean log-likelihood rises by less than ``tol``. Returns
+    ``label`` (of rows in Z's coordinates: their likeliest Gaussian of the last M-step), the
+    passes, the last mean log-likelihood, the uniform weight and the least eigenvalue of the
+    covariances."""
+    from scipy.special import logsumexp
+
+    n, d = Z.shape
+    w = np.bincount(labels, minlength=k) / n * (1 - noise)
+    mu = np.array([Z[labels == c].mean(axis=0) for c in range(k)])
+    S = np.array([np.cov(Z[labels == c].T, bias=True).reshape(d, d) + ridge * np.eye(d)
+                  for c in range(k)])
+    log_volume = np.log(Z.max(axis=0) - Z.min(axis=0)).sum()
+
+    def log_densities(Y=Z):
+        out = np.empty((Y.shape[0], k + 1))
+        for c in range(k):
+            D = Y - mu[c]
+            out[:, c] = (np.log(w[c]) - 0.5 * np.einsum("ij,ij->i", D @ np.linalg.inv(S[c]), D)
+                         - 0.5 * np.linalg.slogdet(S[c])[1] - 0.5 * d * np.log(2 * np.pi))
+        out[:, k] = np.log(noise) - log_volume if noise > 0 else -np.inf
+        return out
+
+    previous = -np.inf
+    for passes in range(1, max_iter + 1):
+        L = log_densities()
+        total = logsumexp(L, axis=1)
+        R = np.exp(L - total[:, None])
+        log_likelihood = total.mean()
+        mass = R.sum(axis=0)
+        w, noise = mass[:k] / n, mass[k] / n
+        for c in range(k):
+            mu[c] = R[:, c] @ Z / mass[c]
+            D = Z - mu[c]
+            S[c] = (D * R[:, c:c + 1]).T @ D / mass[c] + ridge * np.eye(d)
+        if log_likelihood - previous < tol:
+            break
+        previous = log_likelihood
+
+    def label(Y):
+        return np.argmax(log_densities(Y)[:, :k], axis=1)
+
+    return label, passes, log_likelihood, noise, float(np.linalg.eigvalsh(S).min())

@@ -13,13 +13,15 @@ import pytest
 from sklearn.datasets import make_blobs, make_moons
 
 from helpers import assert_one_error_line, labels_of, run, run_process, write_csv
-from reference import gaussian_cluster_terms, total_whitened
+from reference import (gaussian_cluster_terms, noise_mixture_em, principal_whitened,
+                       total_whitened)
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine.graph import normalized_cut, refine
 from kkmeans_cli.kernels import graph_fit
 from kkmeans_cli.kernels.graph_fit import (GAUSSIAN_NCUT_RATIO, MIXTURE_NCUT_RATIO,
-                                           MIXTURE_RIDGE, MIXTURE_TOL, fit_graph,
-                                           gaussian_classification, gaussian_step)
+                                           MIXTURE_NOISE, MIXTURE_NOISE_MAX, MIXTURE_RIDGE,
+                                           MIXTURE_TOL, fit_graph, gaussian_classification,
+                                           gaussian_step)
 
 
 def _reference_classification(X, labels, k, passes=50, ridge=1e-3, tol=1e-4):
@@ -184,13 +186,27 @@ def reference_mixture(X, labels, k, X_new=None):
     return gm.predict(new), gm.n_iter_, gm.lower_bound_
 
 
+def reference_noise_mixture(X, labels, k, X_new=None):
+    """The mixture step's EM by another route: ``reference.noise_mixture_em`` (k Gaussians
+    and a uniform component of starting weight MIXTURE_NOISE over the box of the points'
+    principal whitened coordinates), its labels of X (or of ``X_new`` in the same
+    coordinates), its passes, mean log-likelihood and uniform weight;
+    ``reference_noise_mixture.min_variance`` the least variance of its Gaussians."""
+    Z, to_z = principal_whitened(X)
+    label, passes, log_likelihood, noise, least = noise_mixture_em(
+        Z, labels, k, MIXTURE_NOISE, MIXTURE_RIDGE, MIXTURE_TOL)
+    reference_noise_mixture.min_variance = least
+    return label(Z if X_new is None else to_z(X_new)), passes, log_likelihood, noise
+
+
 def replayed_mixture(X, graph, labels, ncut, k):
     """The mixture step by hand on a fit's graph, labels and cut (points of continuous
-    columns): the reference mixture's labels, kept where no cluster falls to d points or
-    fewer, they differ from ``labels``, every cluster holds 30 points or more, no
-    component's variance is 10⁻⁵ or less and their normalized cut of the graph is at most
+    columns): the reference mixture's labels (with its uniform component), kept where no
+    cluster falls to d points or fewer, they differ from ``labels``, every cluster holds 30
+    points or more, no component's variance is 10⁻⁵ or less, the uniform component's weight
+    is at most MIXTURE_NOISE_MAX and their normalized cut of the graph is at most
     MIXTURE_NCUT_RATIO times ``ncut``; (labels, kept, ratio)."""
-    mixed, _, _ = reference_mixture(X, labels, k)
+    mixed, _, _, noise = reference_noise_mixture(X, labels, k)
     sizes = np.bincount(mixed, minlength=k)
     if sizes.min() <= X.shape[1]:
         return labels, False, None
@@ -198,7 +214,8 @@ def replayed_mixture(X, graph, labels, ncut, k):
     nodes[graph.node_of if graph.node_of is not None else slice(None)] = mixed
     ratio = normalized_cut(graph.affinity, nodes) / ncut
     keep = bool(ratio <= MIXTURE_NCUT_RATIO and sizes.min() >= 30
-                and reference_mixture.min_variance > 1e-5
+                and reference_noise_mixture.min_variance > 1e-5
+                and noise <= MIXTURE_NOISE_MAX
                 and not np.array_equal(mixed, labels))
     return (mixed if keep else labels), keep, ratio
 

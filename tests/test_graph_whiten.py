@@ -18,9 +18,10 @@ from helpers import assert_one_error_line, labels_of, listing, run, run_process,
 from reference import gaussian_cluster_terms, total_whitened
 from kkmeans_cli import KernelKMeans
 from kkmeans_cli._options import REFIT_TESTS
-from kkmeans_cli.kernels.graph_fit import (AGREEMENT_MAX, WHITEN_RIDGE, adjusted_rand,
-                                           classification_criterion, fit_graph, predict_graph,
-                                           whiten_applies, whiten_points, within_whitening)
+from kkmeans_cli.kernels.graph_fit import (AGREEMENT_MAX, MIXTURE_NOISE_MAX, WHITEN_RIDGE,
+                                           adjusted_rand, classification_criterion, fit_graph,
+                                           predict_graph, whiten_applies, whiten_points,
+                                           within_whitening)
 from kkmeans_cli.model.model_file import load_model
 from kkmeans_cli.errors import DataError, KKMeansWarning
 from kkmeans_cli.model.params import InvalidParameterError
@@ -399,8 +400,10 @@ def test_a_refit_that_cuts_its_own_graph_worse_than_the_first_labels_is_not_kept
     assert got.whitening["refit_ncut"] == refit.ncut
     want, keep, _, _ = _replayed_auto(X, k, seed)
     assert keep is False
-    if case == "moons":     # the split test returns the first fit: no k Gaussians make moons
-        assert got.split_test is not None
+    if case == "moons":     # no k Gaussians make moons: the first fit's labels stand, the
+        # mixture turned down (its uniform component takes over a quarter of the points)
+        assert got.mixture["kept"] is False
+        assert got.mixture["noise_weight"] > MIXTURE_NOISE_MAX
         want = plain.labels
     np.testing.assert_array_equal(got.labels, want)
     # the first fit, or the Gaussian step on it: on both sets the groups stay found
@@ -634,7 +637,7 @@ def test_above_the_sample_size_a_refit_that_moves_few_on_a_sample_is_not_made(mo
         want = gaussian_step(X, replace(first, whitening=record), 2)
         assert got.gaussian == want.gaussian and "ncut_ratio" in got.gaussian
         assert got.mixture["kept"] is False
-        assert got.mixture["ncut_ratio"] > 2 * graph_fit.MIXTURE_NCUT_RATIO
+        assert got.mixture["ncut_ratio"] > 1.5 * graph_fit.MIXTURE_NCUT_RATIO
     else:                           # neither the step nor the mixture is made
         want = first
         assert got.gaussian == {"kept": False, "sample": 1000,

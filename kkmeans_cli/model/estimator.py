@@ -233,9 +233,11 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         (Celeux & Govaert 1992) from the labels, refined on the graph, kept only where it
         lowers that criterion while its normalized cut stays within 1.5 times the fit's;
         then the Gaussian mixture (``kernels.graph_fit.mixture_step``): EM of a mixture with
-        a covariance and a weight per component (Dempster, Laird & Rubin 1977) from those
-        labels, each point given its likeliest component, kept only where that normalized
-        cut stays within 5 times the fit's (``predict`` then labels new points by the
+        a covariance and a weight per component (Dempster, Laird & Rubin 1977) beside a
+        uniform one that takes scattered outliers (Banfield & Raftery 1993) from those
+        labels, each point given its likeliest Gaussian, kept only where that normalized
+        cut stays within 10 times the fit's and the uniform component takes less than a
+        quarter of the points (``predict`` then labels new points by the
         mixture, and ``transform`` gives its components' costs); last, where these changed
         the first fit's labels, the split test (``kernels.graph_fit.split_test``): where a
         mixture of 2k Gaussians, each cluster cut in two, raises the log-likelihood by more
