@@ -16,7 +16,7 @@ their defaults, against scikit-learn's SpectralClustering and kkmeans' rbf kerne
     python benchmarks/bench_graph.py refit-sample [--n 250000]     # the refit decided on a sample
     python benchmarks/bench_graph.py harder [--seeds 0 … 11]       # shapes past the targets
     python benchmarks/bench_graph.py bayes [--seeds 0 … 131]       # against the Bayes classifier
-    python benchmarks/bench_graph.py limits [--limits 5 10]        # the mixture's cut limit
+    python benchmarks/bench_graph.py limits [--settings 5:0 10:0.01] # the mixture's cut limit
     python benchmarks/bench_graph.py neighbors [--values 20 24]    # the default neighbour count
     python benchmarks/bench_graph.py audit [--seeds 0 … 35]        # objective or starts, by graph
 
@@ -955,15 +955,60 @@ def past_gallery():
 
 
 def limits(args):
-    """The default with the mixture's cut limit (``MIXTURE_NCUT_RATIO``) at each of
-    ``--limits``, set by set (``compare_settings``)."""
+    """The default with each of ``--settings`` of the mixture step, LIMIT:NOISE[:CAP]: its
+    cut limit (``MIXTURE_NCUT_RATIO``), its uniform component's starting weight
+    (``MIXTURE_NOISE``; 0: none) and the largest weight that component may reach
+    (``MIXTURE_NOISE_MAX``; the library's when left out), set by set (``compare_settings``)
+    on ``limit_groups`` and, with ``--more``, ``more_groups``; ``--groups``: only the groups
+    whose names start with one of these."""
     from kkmeans_cli.kernels import graph_fit
 
-    def apply(limit):
-        graph_fit.MIXTURE_NCUT_RATIO = limit
+    cap = graph_fit.MIXTURE_NOISE_MAX
 
-    print(f"load average {os.getloadavg()[0]:.2f}; limits {args.limits}, one thread")
-    compare_settings(limit_groups(), args.limits, apply)
+    def apply(setting):
+        parts = [float(part) for part in setting.split(":")]
+        graph_fit.MIXTURE_NCUT_RATIO = parts[0]
+        graph_fit.MIXTURE_NOISE = parts[1] if len(parts) > 1 else 0.0
+        graph_fit.MIXTURE_NOISE_MAX = parts[2] if len(parts) > 2 else cap
+
+    groups = limit_groups() | (more_groups() if args.more else {})
+    if args.groups:
+        groups = {name: cases for name, cases in groups.items()
+                  if name.startswith(tuple(args.groups))}
+    print(f"load average {os.getloadavg()[0]:.2f}; settings {args.settings}, one thread")
+    compare_settings(groups, args.settings, apply)
+
+
+def more_groups():
+    """{group: [(name, X, y, k, random_state)]}: the blob sets of seeds 132–179 (never used to
+    choose a setting), four blobs among 3, 7 and 12 % points drawn uniformly over their box
+    (their own class; 48 seeds each), and ``shape_sizes``."""
+    from sklearn import datasets
+
+    groups = {"blob sets, seeds 132–179": [(f"{name} {seed}", X, y, k, seed)
+                                           for name, seed, X, y, k in blob_sets(range(132, 180))]}
+    for share in (0.03, 0.07, 0.12):
+        cases = []
+        for seed in range(48):
+            rng = np.random.default_rng(seed)
+            X, y = datasets.make_blobs(1500, centers=4, random_state=seed)
+            m = int(share * 1500)
+            X = np.vstack([X, rng.uniform(X.min(axis=0), X.max(axis=0), (m, 2))])
+            cases.append((f"outliers {share} {seed}", X, np.r_[y, np.full(m, 4)], 4, seed))
+        groups[f"blobs among {share:.0%} uniform outliers (48 seeds)"] = cases
+    return groups | shape_sizes()
+
+
+def shape_sizes():
+    """{group: [(name, X, y, k, random_state)]}: noisy circles (.1) and three rings (.05) of
+    500, 1000 and 2000 points, 36 random states each."""
+    groups = {}
+    for name, noise, k in (("circles", 0.1, 2), ("rings", 0.05, 3)):
+        for n in (500, 1000, 2000):
+            groups[f"{name} ({noise}), {n} points (36 seeds)"] = [
+                (f"{name} {noise} {n} {seed}", *gallery_data(name, seed, noise, n=n), k, seed)
+                for seed in range(36)]
+    return groups
 
 
 def neighbors(args):
@@ -975,12 +1020,7 @@ def neighbors(args):
     def apply(value):
         kgraph.DEFAULT_NEIGHBORS = int(value)
 
-    groups = limit_groups()
-    for name, noise, k in (("circles", 0.1, 2), ("rings", 0.05, 3)):
-        for n in (500, 1000, 2000):
-            groups[f"{name} ({noise}), {n} points (36 seeds)"] = [
-                (f"{name} {noise} {n} {seed}", *gallery_data(name, seed, noise, n=n), k, seed)
-                for seed in range(36)]
+    groups = limit_groups() | shape_sizes()
     print(f"load average {os.getloadavg()[0]:.2f}; other neighbours {args.values}, one thread")
     compare_settings(groups, args.values, apply)
 
@@ -998,10 +1038,11 @@ def compare_settings(groups, values, apply):
         got = {value: [] for value in values}
         missed = {value: [] for value in values}
         shapes = group.startswith(("shapes", "circles", "rings"))
+        need_shown = group.startswith("blob sets")
         for name, X, y, k, seed in cases:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                need = blob_bar(X, y, k, seed) if group == "blob sets" else \
+                need = blob_bar(X, y, k, seed) if group.startswith("blob sets") else \
                     0.95 if shapes else None
                 for value in values:
                     apply(value)
@@ -1013,12 +1054,12 @@ def compare_settings(groups, values, apply):
         for value in values:
             a = np.array(got[value])
             d = a - base
-            below = "below the bar" if group == "blob sets" else "below 0.95"
+            below = "below the bar" if group.startswith("blob sets") else "below 0.95"
             cells.append(f"{value}: mean {a.mean():.3f}, {np.sum(d > 1e-12)} up "
                          f"({d[d > 0].sum():.3f}), {np.sum(d < -1e-12)} down "
                          f"({d[d < 0].sum():.3f})"
                          + (f", {below} {len(missed[value])} "
-                            f"({', '.join(missed[value])})" if group == "blob sets" or shapes
+                            f"({', '.join(missed[value])})" if need_shown or shapes
                             else ""))
         print(f"{group} ({len(cases)} sets): " + "; ".join(cells), flush=True)
 
@@ -1362,7 +1403,9 @@ def main(argv=None):
     by.add_argument("--seeds", type=int, nargs="+", default=list(range(132)))
     by.add_argument("--shape-seeds", type=int, nargs="+", default=list(range(36)))
     lm = sub.add_parser("limits")
-    lm.add_argument("--limits", type=float, nargs="+", default=[5.0, 10.0])
+    lm.add_argument("--settings", nargs="+", default=["5:0", "10:0.01"])
+    lm.add_argument("--groups", nargs="+", default=None)
+    lm.add_argument("--more", action="store_true")
     nb = sub.add_parser("neighbors")
     nb.add_argument("--values", type=int, nargs="+", default=[20, 24])
     au = sub.add_parser("audit")
