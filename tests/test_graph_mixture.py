@@ -95,6 +95,28 @@ def test_the_uniform_component_is_a_brute_force_em(seed, monkeypatch):
             np.testing.assert_array_equal(again.arrays()[name], value)
 
 
+def test_with_the_uniform_component_shifted_scaled_or_reordered_columns_give_the_same_mixture():
+    """The box is taken along the principal axes of the points' correlation matrix, which
+    shifts, scales and orders of the columns leave as they are: the same labels, passes,
+    log-likelihood and uniform weight. A starting weight outside [0, 1) is refused."""
+    rng = np.random.default_rng(9)
+    X, _ = make_blobs(1500, centers=4, random_state=9)
+    X = np.vstack([X, rng.uniform(X.min(axis=0), X.max(axis=0), (105, 2))])
+    start = fit_graph(X, 4, random_state=9, n_threads=1, whiten=False).labels
+    mixture, info = gaussian_mixture(X, start, 4, noise=MIXTURE_NOISE)
+    labels = mixture.labels(X)[0]
+    assert info["noise_weight"] > 0.02
+    for Y in (X * [1e3, 0.5] + [-7.0, 40.0], X[:, ::-1]):
+        moved, moved_info = gaussian_mixture(Y, start, 4, noise=MIXTURE_NOISE)
+        np.testing.assert_array_equal(moved.labels(Y)[0], labels)
+        assert moved_info["n_iter"] == info["n_iter"]
+        assert moved_info["log_likelihood"] == pytest.approx(info["log_likelihood"], rel=1e-7)
+        assert moved_info["noise_weight"] == pytest.approx(info["noise_weight"], rel=1e-7)
+    for bad in (1.0, -0.01, float("nan")):
+        with pytest.raises(ValueError, match=r"noise must be in \[0, 1\)"):
+            gaussian_mixture(X, start, 4, noise=bad)
+
+
 @pytest.mark.parametrize("seed", [9, 1])
 def test_scattered_outliers_go_to_the_uniform_component(seed):
     """Four blobs among 7 % points drawn uniformly over their box: without the uniform
@@ -153,8 +175,8 @@ def test_a_mixture_whose_uniform_component_takes_a_quarter_of_the_points_is_turn
 
 
 def test_the_mixture_is_affine_invariant_and_its_costs_are_scipys_densities():
-    """X·A + b gives the same labels; a component's cost is −2 ln(w_c N(z; μ_c, S_c)),
-    SciPy's density in the mixture's coordinates."""
+    """Without the uniform component X·A + b gives the same labels; a component's cost is
+    −2 ln(w_c N(z; μ_c, S_c)), SciPy's density in the mixture's coordinates."""
     from scipy.stats import multivariate_normal
 
     X, y = _varied(5)

@@ -710,7 +710,8 @@ def mixture_step(X, fit, k, n_threads=1):
 
 #: ``mixture_step`` keeps the mixture's labels only where their normalized cut is at most
 #: this many times the fit's (measured at n = 1500: on the 90 blob sets of 396 where the
-#: mixture raised the ARI by more than 0.01, 1.1–4.7, 80 % at most 2; over 36 seeds, moons
+#: mixture raised the ARI by more than 0.01, 1.1–4.7, 80 % at most 2 (aniso 52, let through
+#: by the limit of 10: 8.1); over 36 seeds, moons
 #: (.1) 3.7 and more, three rings (.05) 7.0 and more, and circles (.1) 2.0–2.4 only on the
 #: two sets where the fit had already lost the rings). 2 until the split test: that test
 #: undoes the mixtures of moons that cut less than 5 times (moons (.1) seed 9: 3.75, its
@@ -724,11 +725,11 @@ MIXTURE_NCUT_RATIO = 10.0
 #: 1993, mclust's "noise component"). EM moves it toward the share of points no Gaussian
 #: explains: on four blobs among 3 / 7 / 12 % uniform outliers a median of 0.022 / 0.048 /
 #: 0.076, on the 396 clean blob sets at most 0.019 (median 0.001); on rings and moons, which
-#: a few Gaussians do not explain, 0.2–0.7, where the cut limit or the split test turns such
-#: mixtures down (docs/performance.md).
+#: a few Gaussians do not explain, 0.1–0.74, where ``MIXTURE_NOISE_MAX``, the cut limit or
+#: the split test turns such mixtures down (docs/performance.md).
 MIXTURE_NOISE = 0.01
 #: ... and the mixture is kept only where that weight ends at most this: a uniform component
-#: that takes a quarter of the points or more says that the k Gaussians do not describe the
+#: that takes more than a quarter of the points says that the k Gaussians do not describe the
 #: clusters (three rings of 400–600 points: 0.36–0.74, where those mixtures lost up to 0.48
 #: ARI; moons of 300–400 points at noise .15–.25 0.1–0.27), where blobs among 12 % uniform
 #: outliers reach 0.10 (docs/performance.md).
@@ -878,8 +879,9 @@ def gaussian_mixture(X, labels, k, max_iter=MIXTURE_MAX_ITER, tol=MIXTURE_TOL,
     ``n_threads`` threads, the pieces' sums added in their order (the same parameters
     whatever the threads); it stops when the mean log-likelihood rises by less than ``tol``
     (``converged``; a fall, which the fixed ridge allows, stops it too) or after ``max_iter``
-    passes. With ``noise`` > 0 the mixture has one more component, uniform over the box that
-    the points' coordinates span, of starting weight ``noise`` (the other weights shrunk
+    passes. With ``noise`` in (0, 1) the mixture has one more component, uniform over the
+    box that the points' coordinates span (axes those of the points' correlation matrix:
+    labels invariant to shifts, scales and orders of the columns, not to every linear map), of starting weight ``noise`` (the other weights shrunk
     by 1 − ``noise``): scattered points that no cluster explains go to it rather than widen
     the Gaussians (Banfield & Raftery, "Model-based Gaussian and non-Gaussian clustering",
     Biometrics 1993). The mixture returned is the last M-step's Gaussians (a point's label is
@@ -899,6 +901,8 @@ def gaussian_mixture(X, labels, k, max_iter=MIXTURE_MAX_ITER, tol=MIXTURE_TOL,
     mu = means @ P
     S = np.stack([criterion_covariance(P, scatters[c], counts[c], ridge) for c in range(k)])
     weights = counts / n
+    if not 0.0 <= noise < 1.0:
+        raise ValueError(f"noise must be in [0, 1), got {noise!r}")
     log_volume = coordinate_box(X, scale, columns, P) if noise > 0 else np.inf
     noise = float(noise) if np.isfinite(log_volume) else 0.0
     weights = weights * (1.0 - noise)

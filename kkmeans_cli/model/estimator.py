@@ -236,7 +236,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         a covariance and a weight per component (Dempster, Laird & Rubin 1977) beside a
         uniform one that takes scattered outliers (Banfield & Raftery 1993) from those
         labels, each point given its likeliest Gaussian, kept only where that normalized
-        cut stays within 10 times the fit's and the uniform component takes less than a
+        cut stays within 10 times the fit's and the uniform component takes at most a
         quarter of the points (``predict`` then labels new points by the
         mixture, and ``transform`` gives its components' costs); last, where these changed
         the first fit's labels, the split test (``kernels.graph_fit.split_test``): where a
