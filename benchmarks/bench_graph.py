@@ -965,16 +965,29 @@ def limits(args):
 
     cap = graph_fit.MIXTURE_NOISE_MAX
 
+    def parsed(setting):
+        try:
+            parts = [float(part) for part in setting.split(":")]
+        except ValueError:
+            parts = []
+        if not 1 <= len(parts) <= 3 or (len(parts) > 1 and not 0.0 <= parts[1] < 1.0):
+            raise SystemExit(f"--settings: {setting!r} is not LIMIT:NOISE[:CAP] with "
+                             f"NOISE in [0, 1)")
+        return parts[0], parts[1] if len(parts) > 1 else 0.0, parts[2] if len(parts) > 2 else cap
+
+    settings = {setting: parsed(setting) for setting in args.settings}
+
     def apply(setting):
-        parts = [float(part) for part in setting.split(":")]
-        graph_fit.MIXTURE_NCUT_RATIO = parts[0]
-        graph_fit.MIXTURE_NOISE = parts[1] if len(parts) > 1 else 0.0
-        graph_fit.MIXTURE_NOISE_MAX = parts[2] if len(parts) > 2 else cap
+        (graph_fit.MIXTURE_NCUT_RATIO, graph_fit.MIXTURE_NOISE,
+         graph_fit.MIXTURE_NOISE_MAX) = settings[setting]
 
     groups = limit_groups() | (more_groups() if args.more else {})
     if args.groups:
         groups = {name: cases for name, cases in groups.items()
                   if name.startswith(tuple(args.groups))}
+        if not groups:
+            raise SystemExit(f"--groups: no group's name starts with {args.groups} (the "
+                             f"groups past the gallery's need --more)")
     print(f"load average {os.getloadavg()[0]:.2f}; settings {args.settings}, one thread")
     compare_settings(groups, args.settings, apply)
 
