@@ -881,8 +881,9 @@ def gaussian_mixture(X, labels, k, max_iter=MIXTURE_MAX_ITER, tol=MIXTURE_TOL,
     (``converged``; a fall, which the fixed ridge allows, stops it too) or after ``max_iter``
     passes. With ``noise`` in (0, 1) the mixture has one more component, uniform over the
     box that the points' coordinates span (axes those of the points' correlation matrix:
-    labels invariant to shifts, scales and orders of the columns, not to every linear map), of starting weight ``noise`` (the other weights shrunk
-    by 1 − ``noise``): scattered points that no cluster explains go to it rather than widen
+    labels invariant to shifts, scales and orders of the columns, not to every linear map),
+    of starting weight ``noise`` (the other weights shrunk by 1 − ``noise``): scattered
+    points that no cluster explains go to it rather than widen
     the Gaussians (Banfield & Raftery, "Model-based Gaussian and non-Gaussian clustering",
     Biometrics 1993). The mixture returned is the last M-step's Gaussians (a point's label is
     its likeliest Gaussian, as without the uniform component); ``info`` holds ``n_iter``
