@@ -943,10 +943,8 @@ def past_gallery():
         rng = np.random.default_rng(seed)
         X, y = datasets.make_blobs(1500, centers=5, random_state=seed)
         cases.append((f"aniso k5 {seed}", X @ rng.normal(size=(2, 2)), y, 5, seed))
-        X, y = datasets.make_blobs(1500, centers=4, random_state=seed)
-        m = int(0.07 * 1500)
-        X = np.vstack([X, rng.uniform(X.min(axis=0), X.max(axis=0), (m, 2))])
-        cases.append((f"blobs + outliers {seed}", X, np.r_[y, np.full(m, 4)], 4, seed))
+        cases.append((f"blobs + outliers {seed}", *blobs_among_outliers(seed, 0.07, rng), 4,
+                      seed))
         cases.append((f"unequal {seed}", *datasets.make_blobs([100, 400, 1000],
                                                               random_state=seed), 3, seed))
         cases.append((f"15 blobs {seed}", *datasets.make_blobs(3000, centers=15,
@@ -996,20 +994,25 @@ def more_groups():
     """{group: [(name, X, y, k, random_state)]}: the blob sets of seeds 132–179 (never used to
     choose a setting), four blobs among 3, 7 and 12 % points drawn uniformly over their box
     (their own class; 48 seeds each), and ``shape_sizes``."""
-    from sklearn import datasets
-
     groups = {"blob sets, seeds 132–179": [(f"{name} {seed}", X, y, k, seed)
                                            for name, seed, X, y, k in blob_sets(range(132, 180))]}
     for share in (0.03, 0.07, 0.12):
-        cases = []
-        for seed in range(48):
-            rng = np.random.default_rng(seed)
-            X, y = datasets.make_blobs(1500, centers=4, random_state=seed)
-            m = int(share * 1500)
-            X = np.vstack([X, rng.uniform(X.min(axis=0), X.max(axis=0), (m, 2))])
-            cases.append((f"outliers {share} {seed}", X, np.r_[y, np.full(m, 4)], 4, seed))
-        groups[f"blobs among {share:.0%} uniform outliers (48 seeds)"] = cases
+        groups[f"blobs among {share:.0%} uniform outliers (48 seeds)"] = [
+            (f"outliers {share} {seed}",
+             *blobs_among_outliers(seed, share, np.random.default_rng(seed)), 4, seed)
+            for seed in range(48)]
     return groups | shape_sizes()
+
+
+def blobs_among_outliers(seed, share, rng):
+    """(X, y): four make_blobs clusters of 1,500 points (``random_state`` seed) and
+    ``share`` × 1,500 points drawn by ``rng`` uniformly over their box, labelled 4."""
+    from sklearn import datasets
+
+    X, y = datasets.make_blobs(1500, centers=4, random_state=seed)
+    m = int(share * 1500)
+    X = np.vstack([X, rng.uniform(X.min(axis=0), X.max(axis=0), (m, 2))])
+    return X, np.r_[y, np.full(m, 4)]
 
 
 def shape_sizes():
