@@ -136,7 +136,7 @@ def principal_whitened(X):
     return to_z(X), to_z
 
 
-def noise_mixture_em(Z, labels, k, noise, ridge, tol, max_iter=200):
+def noise_mixture_em(Z, labels, k, noise, ridge, tol, max_iter=200, tied=False):
     """EM, dense and in one piece, of k full-covariance Gaussians beside a uniform component
     over the box Z spans (Banfield & Raftery 1993), started from the clusters of ``labels``
     (shares × (1 − noise), means, covariances + ridge·I) and the uniform weight ``noise``;
@@ -144,7 +144,9 @@ def noise_mixture_em(Z, labels, k, noise, ridge, tol, max_iter=200):
     M-step; it stops once the mean log-likelihood rises by less than ``tol``. Returns
     ``label`` (of rows in Z's coordinates: their likeliest Gaussian of the last M-step), the
     passes, the last mean log-likelihood, the uniform weight and the least eigenvalue of the
-    covariances."""
+    covariances. With ``tied`` the Gaussians share one covariance: the labels' pooled one
+    (+ ridge·I) to start, then Σ_c Σ_i r_ic (z_i − μ_c)(z_i − μ_c)ᵀ / Σ_c Σ_i r_ic (+ ridge·I)
+    each pass."""
     from scipy.special import logsumexp
 
     n, d = Z.shape
@@ -152,6 +154,9 @@ def noise_mixture_em(Z, labels, k, noise, ridge, tol, max_iter=200):
     mu = np.array([Z[labels == c].mean(axis=0) for c in range(k)])
     S = np.array([np.cov(Z[labels == c].T, bias=True).reshape(d, d) + ridge * np.eye(d)
                   for c in range(k)])
+    if tied:
+        pooled = sum((Z[labels == c] - mu[c]).T @ (Z[labels == c] - mu[c]) for c in range(k))
+        S = np.array([pooled / n + ridge * np.eye(d)] * k)
     log_volume = np.log(Z.max(axis=0) - Z.min(axis=0)).sum()
 
     def log_densities(Y=Z):
@@ -175,6 +180,9 @@ def noise_mixture_em(Z, labels, k, noise, ridge, tol, max_iter=200):
             mu[c] = R[:, c] @ Z / mass[c]
             D = Z - mu[c]
             S[c] = (D * R[:, c:c + 1]).T @ D / mass[c] + ridge * np.eye(d)
+        if tied:
+            pooled = sum(mass[c] * (S[c] - ridge * np.eye(d)) for c in range(k)) / mass[:k].sum()
+            S[:] = pooled + ridge * np.eye(d)
         if log_likelihood - previous < tol:
             break
         previous = log_likelihood

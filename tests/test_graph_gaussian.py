@@ -162,12 +162,13 @@ def _replayed_step(X, fit, k):
     return (moved if keep else fit.labels), keep, ratio
 
 
-def reference_mixture(X, labels, k, X_new=None):
+def reference_mixture(X, labels, k, X_new=None, covariance_type="full"):
     """The mixture step's EM by another route: scikit-learn's ``GaussianMixture`` (full
-    covariances, ``reg_covar`` the ridge) on X whitened by its total covariance's Cholesky
-    factor, started from the labels' shares, means and covariances + ridge·I; its labels of
-    X (or of ``X_new`` in the same coordinates), its passes and mean log-likelihood (in
-    those coordinates: the total covariance's log-determinant apart)."""
+    covariances, or with ``covariance_type='tied'`` one shared; ``reg_covar`` the ridge) on X
+    whitened by its total covariance's Cholesky factor, started from the labels' shares,
+    means and covariances (tied: their pooled one) + ridge·I; its labels of X (or of
+    ``X_new`` in the same coordinates), its passes and mean log-likelihood (in those
+    coordinates: the total covariance's log-determinant apart)."""
     from sklearn.mixture import GaussianMixture
 
     X = np.asarray(X, float)
@@ -175,38 +176,53 @@ def reference_mixture(X, labels, k, X_new=None):
     L = np.linalg.cholesky(np.cov(X.T, bias=True))
     Z = np.linalg.solve(L, (X - X.mean(axis=0)).T).T
     eye = MIXTURE_RIDGE * np.eye(d)
+    means = np.array([Z[labels == c].mean(axis=0) for c in range(k)])
+    if covariance_type == "tied":
+        pooled = sum((Z[labels == c] - means[c]).T @ (Z[labels == c] - means[c])
+                     for c in range(k)) / n
+        precisions = np.linalg.inv(pooled + eye)
+    else:
+        precisions = np.array([np.linalg.inv(np.cov(Z[labels == c].T, bias=True) + eye)
+                               for c in range(k)])
     gm = GaussianMixture(
-        k, covariance_type="full", reg_covar=MIXTURE_RIDGE, tol=MIXTURE_TOL, max_iter=200,
-        weights_init=np.bincount(labels, minlength=k) / n,
-        means_init=np.array([Z[labels == c].mean(axis=0) for c in range(k)]),
-        precisions_init=np.array([np.linalg.inv(np.cov(Z[labels == c].T, bias=True) + eye)
-                                  for c in range(k)]), random_state=0).fit(Z)
+        k, covariance_type=covariance_type, reg_covar=MIXTURE_RIDGE, tol=MIXTURE_TOL,
+        max_iter=200, weights_init=np.bincount(labels, minlength=k) / n, means_init=means,
+        precisions_init=precisions, random_state=0).fit(Z)
     new = Z if X_new is None else np.linalg.solve(L, (X_new - X.mean(axis=0)).T).T
     reference_mixture.min_variance = float(np.linalg.eigvalsh(gm.covariances_).min())
     return gm.predict(new), gm.n_iter_, gm.lower_bound_
 
 
-def reference_noise_mixture(X, labels, k, X_new=None):
-    """The mixture step's EM by another route: ``reference.noise_mixture_em`` (k Gaussians
-    and a uniform component of starting weight MIXTURE_NOISE over the box of the points'
-    principal whitened coordinates), its labels of X (or of ``X_new`` in the same
-    coordinates), its passes, mean log-likelihood and uniform weight;
-    ``reference_noise_mixture.min_variance`` the least variance of its Gaussians."""
+def reference_noise_mixture(X, labels, k, X_new=None, tied=False):
+    """The mixture step's EM by another route: ``reference.noise_mixture_em`` (k Gaussians,
+    with ``tied`` of one shared covariance, and a uniform component of starting weight
+    MIXTURE_NOISE over the box of the points' principal whitened coordinates), its labels of
+    X (or of ``X_new`` in the same coordinates), its passes, mean log-likelihood and uniform
+    weight; ``reference_noise_mixture.min_variance`` the least variance of its Gaussians."""
     Z, to_z = principal_whitened(X)
     label, passes, log_likelihood, noise, least = noise_mixture_em(
-        Z, labels, k, MIXTURE_NOISE, MIXTURE_RIDGE, MIXTURE_TOL)
+        Z, labels, k, MIXTURE_NOISE, MIXTURE_RIDGE, MIXTURE_TOL, tied=tied)
     reference_noise_mixture.min_variance = least
     return label(Z if X_new is None else to_z(X_new)), passes, log_likelihood, noise
 
 
 def replayed_mixture(X, graph, labels, ncut, k):
     """The mixture step by hand on a fit's graph, labels and cut (points of continuous
-    columns): the reference mixture's labels (with its uniform component), kept where no
+    columns): the reference mixtures (with the uniform component) of full and of tied
+    covariances, the tied one taken unless the full one's log-likelihood exceeds it by more
+    than Schwarz's criterion charges for its (k − 1) d(d + 1)/2 more parameters; its labels
+    (``replayed_mixture.covariance`` says which), kept where no
     cluster falls to d points or fewer, they differ from ``labels``, every cluster holds 30
     points or more, no component's variance is 10⁻⁵ or less, the uniform component's weight
     is at most MIXTURE_NOISE_MAX and their normalized cut of the graph is at most
     MIXTURE_NCUT_RATIO times ``ncut``; (labels, kept, ratio)."""
-    mixed, _, _, noise = reference_noise_mixture(X, labels, k)
+    n, d = X.shape
+    full, tied = (reference_noise_mixture(X, labels, k, tied=tied) + (
+        reference_noise_mixture.min_variance,) for tied in (False, True))
+    gain = 2 * n * (full[2] - tied[2])
+    chosen = full if gain > (k - 1) * d * (d + 1) / 2 * np.log(n) else tied
+    replayed_mixture.covariance = "full" if chosen is full else "tied"
+    mixed, _, _, noise, least = chosen
     sizes = np.bincount(mixed, minlength=k)
     if sizes.min() <= X.shape[1]:
         return labels, False, None
@@ -214,7 +230,7 @@ def replayed_mixture(X, graph, labels, ncut, k):
     nodes[graph.node_of if graph.node_of is not None else slice(None)] = mixed
     ratio = normalized_cut(graph.affinity, nodes) / ncut
     keep = bool(ratio <= MIXTURE_NCUT_RATIO and sizes.min() >= 30
-                and reference_noise_mixture.min_variance > 1e-5
+                and least > 1e-5
                 and noise <= MIXTURE_NOISE_MAX
                 and not np.array_equal(mixed, labels))
     return (mixed if keep else labels), keep, ratio

@@ -21,9 +21,9 @@ from kkmeans_cli.engine.graph import normalized_cut
 from kkmeans_cli.kernels import graph_fit
 from kkmeans_cli.kernels.graph_fit import (MIXTURE_DISCRETE_MAX, MIXTURE_MIN_POINTS,
                                            MIXTURE_MIN_VARIANCE, MIXTURE_NCUT_RATIO,
-                                           MIXTURE_NOISE, MIXTURE_NOISE_MAX, distinct_values,
-                                           fit_graph, gaussian_mixture, gaussian_step,
-                                           mixture_step)
+                                           MIXTURE_NOISE, MIXTURE_NOISE_MAX, MIXTURE_TOL,
+                                           covariance_choice, distinct_values, fit_graph,
+                                           gaussian_mixture, gaussian_step, mixture_step)
 
 
 def _varied(seed=4, n=1500):
@@ -204,8 +204,10 @@ def test_the_step_is_kept_exactly_where_the_cut_allows():
     """Replayed by hand: kept on overlapping blobs (its cut within 10 times the fit's, its
     sums, cut and objective those of its labels on the graph), turned down on two moons
     (the ellipsoids cut through both, here at 14 times the fit's cut; where they cut less,
-    the split test undoes them: ``test_graph_split``), skipped on two rings (one component swallows the
-    other: a cluster of d points or fewer), not tried on a cut of zero."""
+    the split test undoes them: ``test_graph_split``), on two rings the tied mixture (the
+    full one's components each swallow both rings: a cluster of d points or fewer), which
+    halves both rings at about twice their cut and is kept, and the split test then undoes
+    it; not tried on a cut of zero."""
     X, _ = _varied()
     fit = gaussian_step(X, fit_graph(X, 3, random_state=4, n_threads=1, whiten=False), 3)
     want, keep, ratio = replayed_mixture(X, fit.graph, fit.labels, fit.ncut, 3)
@@ -229,13 +231,23 @@ def test_the_step_is_kept_exactly_where_the_cut_allows():
     assert got.mixture["ncut_ratio"] == pytest.approx(ratio, rel=1e-9)
     np.testing.assert_array_equal(got.labels, fit.labels)
     assert got.ncut == fit.ncut
-    # two rings: one component takes both
+    # two rings: the full mixture's labels leave a cluster empty; the tied one, whose two
+    # Gaussians share a covariance and sit side by side, halves both rings
     C = _standard(make_circles(1500, factor=0.5, noise=0.1, random_state=1)[0])
     fit = fit_graph(C, 2, random_state=1, n_threads=1, whiten=False)
-    assert replayed_mixture(C, fit.graph, fit.labels, fit.ncut, 2)[1:] == (False, None)
+    full, _ = gaussian_mixture(C, fit.labels, 2, noise=MIXTURE_NOISE)
+    assert np.bincount(full.labels(C)[0], minlength=2).min() == 0
+    want, keep, ratio = replayed_mixture(C, fit.graph, fit.labels, fit.ncut, 2)
+    assert keep and replayed_mixture.covariance == "tied" and ratio < 3.0
     got = mixture_step(C, fit, 2)
-    assert got.mixture == {"kept": False, "skipped": True}
-    np.testing.assert_array_equal(got.labels, fit.labels)
+    assert got.mixture["kept"] is True and got.mixture["tied"] is True
+    assert got.mixture["agreement"] < 0.1
+    np.testing.assert_array_equal(got.labels, want)
+    # ... where the whole default's split test finds the rings' clusters not Gaussian
+    whole = fit_graph(C, 2, random_state=1, n_threads=1)
+    assert whole.split_test["kept"] is False
+    np.testing.assert_array_equal(whole.labels, fit_graph(C, 2, random_state=1, n_threads=1,
+                                                          whiten=False).labels)
     # a cut of zero: the graph's exact answer
     B, _ = make_blobs(400, centers=[[0, 0], [30, 0]], random_state=0)
     fit = fit_graph(B, 2, random_state=0, n_threads=1, whiten=False)
@@ -403,7 +415,7 @@ def test_no_mixture_on_columns_of_few_values_small_clusters_or_a_collapsed_compo
     assert lifted.split_test == {"kept": True, "skipped": True}
     monkeypatch.setattr(graph_fit, "MIXTURE_DISCRETE_MAX", MIXTURE_DISCRETE_MAX)
     # 60 points
-    B, _ = make_blobs(60, centers=3, cluster_std=1.5, random_state=102)
+    B, _ = make_blobs(60, centers=3, cluster_std=1.5, random_state=101)
     record = fit_graph(B, 3, random_state=0, n_threads=1).mixture
     assert record["kept"] is False and record["min_points"] < MIXTURE_MIN_POINTS
     assert record["ncut_ratio"] <= MIXTURE_NCUT_RATIO and record["agreement"] < 1.0
@@ -474,3 +486,135 @@ def test_predict_refuses_points_beyond_float64_in_one_line_whatever_the_route():
         assert (est.graph_model_.mixture is not None) is (whiten == "auto")
         with pytest.raises(ValueRangeError, match="too large for floating point"):
             est.predict(np.array([[1e200, 0.0]]))
+
+
+def _aniso(seed=170, n=1500):
+    """Blobs drawn round, then stretched by one linear map (scikit-learn's clustering
+    gallery, 'aniso'): three clusters of one covariance, standardized."""
+    X, y = make_blobs(n, random_state=seed)
+    return _standard(X @ np.array([[0.6, -0.6], [-0.4, 0.8]])), y
+
+
+@pytest.mark.parametrize("seed", [170, 0])
+def test_the_tied_em_is_scikit_learns_tied_mixture(seed, monkeypatch):
+    """With ``tied``: the same passes, labels and mean log-likelihood as
+    ``GaussianMixture(covariance_type='tied')`` started from the same labels (their pooled
+    covariance), one covariance in every component; in blocks of 7 rows the same labels and
+    passes, on 1, 2 and 4 threads the same mixture to the bit."""
+    X, _ = _aniso(seed)
+    start = fit_graph(X, 3, random_state=seed, n_threads=1, whiten=False).labels
+    mixture, info = gaussian_mixture(X, start, 3, tied=True)
+    labels, _ = mixture.labels(X)
+    want, want_passes, want_log_likelihood = reference_mixture(X, start, 3,
+                                                               covariance_type="tied")
+    assert info["n_iter"] == want_passes > 1 and info["converged"] is True
+    np.testing.assert_array_equal(labels, want)
+    assert info["log_likelihood"] == pytest.approx(want_log_likelihood, rel=1e-9, abs=1e-12)
+    precisions = [m @ m.T for m in mixture.maps]
+    for other in precisions[1:]:
+        np.testing.assert_allclose(other, precisions[0], rtol=1e-12)
+    monkeypatch.setattr(graph_fit, "SCATTER_BLOCK_ROWS", 7)
+    small, small_info = gaussian_mixture(X, start, 3, tied=True)
+    assert small_info["n_iter"] == info["n_iter"]
+    np.testing.assert_array_equal(small.labels(X)[0], labels)
+    for threads in (2, 4):
+        again, again_info = gaussian_mixture(X, start, 3, n_threads=threads, tied=True)
+        assert again_info == small_info
+        for name, value in small.arrays().items():
+            np.testing.assert_array_equal(again.arrays()[name], value)
+
+
+def test_the_tied_mixture_with_the_uniform_component_is_a_brute_force_em():
+    X, _ = _aniso()
+    start = fit_graph(X, 3, random_state=170, n_threads=1, whiten=False).labels
+    mixture, info = gaussian_mixture(X, start, 3, noise=MIXTURE_NOISE, tied=True)
+    want, passes, log_likelihood, noise = reference_noise_mixture(X, start, 3, tied=True)
+    np.testing.assert_array_equal(mixture.labels(X)[0], want)
+    assert info["n_iter"] == passes > 1 and info["converged"] is True
+    assert info["log_likelihood"] == pytest.approx(log_likelihood, rel=1e-9)
+    assert info["noise_weight"] == pytest.approx(noise, rel=1e-6, abs=1e-12)
+    assert info["min_variance"] == pytest.approx(reference_noise_mixture.min_variance,
+                                                 rel=1e-6)
+
+
+def test_schwarz_criterion_chooses_the_covariance_as_scikit_learn_scores_it():
+    """``covariance_choice``'s ratio is 1 + (BIC_tied − BIC_full) / the charge for the full
+    mixture's (k − 1) d(d + 1)/2 more parameters, BIC scikit-learn's ``bic`` of the same
+    mixtures: above 1 (full) on blobs of three spreads, at most 1 (tied) on blobs of one
+    shape; where one mixture is None the other is taken."""
+    from sklearn.mixture import GaussianMixture
+
+    for data, want in ((_varied, False), (_aniso, True)):
+        X, _ = data()
+        n = X.shape[0]
+        start = fit_graph(X, 3, random_state=0, n_threads=1, whiten=False).labels
+        full, tied = (gaussian_mixture(X, start, 3, tied=t) for t in (False, True))
+        chosen, ratio = covariance_choice(full, tied, n, 3)
+        assert chosen is want and (ratio <= 1.0) is want
+        Z = full[0].coordinates(X)
+        bic = {}
+        for kind, (mixture, _) in (("full", full), ("tied", tied)):
+            covariances = np.array([np.linalg.inv(m @ m.T) for m in mixture.maps])
+            gm = GaussianMixture(3, covariance_type=kind)
+            gm.weights_ = np.exp([(np.linalg.slogdet(S)[1] + 2 * np.log(2 * np.pi) - c) / 2
+                                  for S, c in zip(covariances, mixture.consts)])
+            gm.means_ = mixture.means
+            gm.covariances_ = covariances if kind == "full" else covariances[0]
+            gm.precisions_cholesky_ = (mixture.maps if kind == "full" else mixture.maps[0])
+            bic[kind] = gm.bic(Z)
+        # the EM's log-likelihood is the last E-step's, under the parameters before the last
+        # M-step: converged, they differ by less than the tolerance a point
+        charge = 2 * 3 * np.log(n)
+        assert ratio == pytest.approx(1 + (bic["tied"] - bic["full"]) / charge,
+                                      abs=4 * n * MIXTURE_TOL / charge)
+    assert covariance_choice(None, tied, n, 3)[0] is True
+    assert covariance_choice(full, None, n, 3)[0] is False
+    assert np.isnan(covariance_choice(full, None, n, 3)[1])
+
+
+def test_the_mixture_step_takes_the_covariance_schwarz_criterion_prefers(tmp_path):
+    """Replayed by hand (the full and the tied reference mixtures, Schwarz's criterion
+    between them): on blobs of one shape the tied mixture, kept; on blobs of three spreads
+    the full one; the record says which and by what ratio; predict of the training points
+    is labels_, of new points the tied reference mixture's labels; the report says the
+    covariance was shared."""
+    for data, want in ((_aniso, "tied"), (_varied, "full")):
+        X, _ = data()
+        fit = gaussian_step(X, fit_graph(X, 3, random_state=4, n_threads=1, whiten=False), 3)
+        labels, keep, _ = replayed_mixture(X, fit.graph, fit.labels, fit.ncut, 3)
+        got = mixture_step(X, fit, 3)
+        assert keep and got.mixture["kept"] is True
+        assert replayed_mixture.covariance == want
+        assert got.mixture["tied"] is (want == "tied")
+        assert (got.mixture["covariance_ratio"] <= 1.0) is (want == "tied")
+        np.testing.assert_array_equal(got.labels, labels)
+    X, _ = _aniso()
+    est = KernelKMeans(3, random_state=4, n_threads=1).fit(X)
+    record = est.fit_stats_["graph"]["mixture"]
+    assert record["kept"] is True and record["tied"] is True
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+    from kkmeans_cli.model.params import fit_rngs
+
+    step = gaussian_step(X, fit_graph(X, 3, random_state=fit_rngs(4)[1], n_threads=1,
+                                      whiten=False), 3)
+    new, _ = _aniso(9, n=600)
+    want, _, _, _ = reference_noise_mixture(X, step.labels, 3, X_new=new, tied=True)
+    np.testing.assert_array_equal(est.predict(new), want)
+    write_csv(tmp_path / "aniso.csv", X)
+    done = run(["fit", tmp_path / "aniso.csv", "-k", "3", "--seed", "4"])
+    assert done.exit_code == 0, done.stderr
+    assert "; Gaussian mixture kept (one covariance shared))" in done.stderr, done.stderr
+
+
+def test_the_split_test_runs_where_the_mixture_was_skipped():
+    """Three rings (.07) of 1,500 points, seed 11: the Gaussian step cuts through them (kept
+    by its rule), the mixture chosen empties a cluster (skipped); the split test still asks
+    whether the step's clusters are Gaussian, finds them not, and undoes the step: the
+    first fit's labels."""
+    X = _rings(1500, 0.07, 11)
+    got = fit_graph(X, 3, random_state=11, n_threads=1)
+    assert got.mixture == {"kept": False, "skipped": True}
+    assert got.split_test["kept"] is False and got.split_test["ratio"] > 1.0
+    assert got.gaussian["kept"] is False and got.gaussian["undone"] is True
+    first = fit_graph(X, 3, random_state=11, n_threads=1, whiten=False)
+    np.testing.assert_array_equal(got.labels, first.labels)

@@ -325,6 +325,8 @@ def graph_text(graph, ncut=None):
             found += "; Gaussian step kept"
         if (graph.get("mixture") or {}).get("kept"):
             found += "; Gaussian mixture kept"
+            if graph["mixture"].get("tied"):
+                found += " (one covariance shared)"
         if (graph.get("split_test") or {}).get("kept") is False:
             found += "; Gaussian steps undone: the clusters are not Gaussian"
         parts.append(f"{plural(used, 'neighbour')} ({graph['weighting']}{capped}{found})")

@@ -547,7 +547,9 @@ def split_test(X, fit, start, first, k, n_threads=1, seed=0):
     """``fit``, or ``first`` where the Gaussian model that the steps after it rest on (the
     whitened refit, ``gaussian_step``, ``mixture_step``) fits the points worse than a model
     of twice as many Gaussians. Made only where ``fit``'s labels differ from ``first``'s
-    and ``mixture_step`` ran its EM (from ``start``, the labels it was given), on the points
+    and ``mixture_step`` was tried (not on discrete columns; its EM, made or skipped, or its
+    labels, kept or not, do not matter: the test asks of ``start``, the labels it was given,
+    whether their clusters are Gaussian), on the points
     or, above ``SPLIT_SAMPLE`` of them, on that many drawn without replacement by a
     generator seeded with ``seed``: there EM of k components from ``start`` and of 2k from
     ``split_labels`` of ``start`` (``gaussian_mixture``, each to its tolerance) reach mean
@@ -567,7 +569,7 @@ def split_test(X, fit, start, first, k, n_threads=1, seed=0):
     fewer, or a component of 2k collapsed as ``mixture_step`` turns one down, its variance
     ``MIXTURE_MIN_VARIANCE`` or less: its density, unbounded but for the ridge, would
     inflate L_2k); where they were not, the records of the steps kept say ``undone``."""
-    if fit.mixture is None or "log_likelihood" not in fit.mixture or \
+    if fit.mixture is None or "discrete_columns" in fit.mixture or \
             np.array_equal(graph_starts.canonical_labels(fit.labels),
                            graph_starts.canonical_labels(first.labels)):
         return fit
@@ -648,7 +650,10 @@ def mixture_step(X, fit, k, n_threads=1):
     """``fit``, or the labels of the Gaussian mixture fitted by EM from its labels
     (``gaussian_mixture``, beside a uniform component of starting weight ``MIXTURE_NOISE``:
     points scattered between the clusters go to it rather than widen a Gaussian, each point
-    then labelled by its likeliest Gaussian): kept where their normalized cut of ``fit``'s
+    then labelled by its likeliest Gaussian; fitted twice, with a covariance per component
+    and with one shared, and the one Schwarz's criterion prefers taken,
+    ``covariance_choice``: clusters of one shape estimate one covariance from all their
+    points): kept where their normalized cut of ``fit``'s
     graph is at most
     ``MIXTURE_NCUT_RATIO`` times ``fit``'s. Where clusters overlap the graph's cut follows
     the sparse seam between them, and the mixture gives each point to the component of
@@ -665,7 +670,8 @@ def mixture_step(X, fit, k, n_threads=1):
     ``MIXTURE_MIN_VARIANCE`` or less (a component collapsed onto one value of a column: its
     density unbounded but for the ridge) and the uniform component's weight ends at most
     ``MIXTURE_NOISE_MAX`` (the record's ``noise_weight``; more: the Gaussians do not
-    describe the clusters). Not made where a column the mixture would read
+    describe the clusters); the record says which covariance (``tied``) and the ratio of
+    the choice (``covariance_ratio``, where both were fitted). Not made where a column the mixture would read
     takes 3 to ``MIXTURE_DISCRETE_MAX`` distinct values (counts, ratings, codes: no mixture
     of Gaussians models them; the record then holds ``discrete_columns``, how many). The
     record ``mixture`` says what was tried (``skipped``: a cluster fell to d' points or
@@ -678,10 +684,12 @@ def mixture_step(X, fit, k, n_threads=1):
     if discrete:
         return replace(fit, mixture={"kept": False, "discrete_columns": discrete})
     with blas_threads(1):           # the same labels whatever the threads
-        got = gaussian_mixture(X, fit.labels, k, n_threads=n_threads, noise=MIXTURE_NOISE)
-    if got is None:
+        got = {tied: gaussian_mixture(X, fit.labels, k, n_threads=n_threads,
+                                      noise=MIXTURE_NOISE, tied=tied) for tied in (False, True)}
+    if got[False] is None and got[True] is None:
         return replace(fit, mixture={"kept": False, "skipped": True})
-    model, em = got
+    tied, ratio = covariance_choice(got[False], got[True], X.shape[0], k)
+    model, em = got[tied]
     with blas_threads(1):
         labels, _ = model.labels(X)
     nodes = node_labels(fit.graph, labels)
@@ -691,7 +699,8 @@ def mixture_step(X, fit, k, n_threads=1):
         return replace(fit, mixture={"kept": False, "skipped": True})
     sums = cluster_sums(fit.kernel, nodes, k)
     ncut = sums.ncut()
-    tried = {"ncut_ratio": ncut / fit.ncut, "n_iter": em["n_iter"],
+    tried = {"tied": bool(tied), **({"covariance_ratio": ratio} if np.isfinite(ratio) else {}),
+             "ncut_ratio": ncut / fit.ncut, "n_iter": em["n_iter"],
              "log_likelihood": em["log_likelihood"],
              "agreement": adjusted_rand(fit.labels, labels, k), "min_points": smallest,
              "min_variance": em["min_variance"], "noise_weight": em["noise_weight"]}
@@ -706,6 +715,24 @@ def mixture_step(X, fit, k, n_threads=1):
                    start_kinds=fit.start_kinds + ("mixture",),
                    start_ncuts=fit.start_ncuts + (ncut,), chosen=len(fit.start_ncuts),
                    mixture_model=model, mixture=dict(tried, kept=True))
+
+
+def covariance_choice(full, tied, n, k):
+    """(tied, ratio): which of two ``gaussian_mixture`` results of the same points and
+    labels, a covariance per component (``full``) or one shared (``tied``), Schwarz's
+    criterion prefers (BIC, "Estimating the dimension of a model", Annals of Statistics 1978;
+    the choice among covariance models of mclust, Fraley & Raftery, "Model-based clustering,
+    discriminant analysis, and density estimation", JASA 2002), and ratio, the full
+    mixture's gain in log-likelihood, 2n(ℓ_full − ℓ_tied), over what BIC charges for its
+    (k − 1) d'(d' + 1)/2 more parameters, (k − 1) d'(d' + 1)/2 · ln n: the tied one is taken
+    where ratio is at most 1 (NaN where one of them is None: the other is taken). Both are
+    in the same coordinates, so their log-likelihoods compare without the map's Jacobian."""
+    if full is None or tied is None:
+        return full is None, float("nan")
+    dd = full[0].means.shape[1]
+    charge = (k - 1) * dd * (dd + 1) / 2 * np.log(n)
+    ratio = 2.0 * n * (full[1]["log_likelihood"] - tied[1]["log_likelihood"]) / charge
+    return not ratio > 1.0, float(ratio)
 
 
 #: ``mixture_step`` keeps the mixture's labels only where their normalized cut is at most
@@ -865,7 +892,7 @@ def criterion_frame(X, labels, k):
 
 
 def gaussian_mixture(X, labels, k, max_iter=MIXTURE_MAX_ITER, tol=MIXTURE_TOL,
-                     ridge=MIXTURE_RIDGE, n_threads=1, noise=0.0):
+                     ridge=MIXTURE_RIDGE, n_threads=1, noise=0.0, tied=False):
     """(Mixture, info) of the EM of a Gaussian mixture with a
     covariance and a weight per component (Dempster, Laird & Rubin, "Maximum likelihood from
     incomplete data via the EM algorithm", JRSS B 1977; the model of scikit-learn's
@@ -890,7 +917,11 @@ def gaussian_mixture(X, labels, k, max_iter=MIXTURE_MAX_ITER, tol=MIXTURE_TOL,
     (passes), ``converged``, ``log_likelihood`` (of the last E-step, under the parameters
     before that M-step, as scikit-learn's ``lower_bound_``), ``min_variance``, the
     least eigenvalue of its components' covariances (ridge included) and ``noise_weight``
-    (the uniform component's last weight; 0 without it)."""
+    (the uniform component's last weight; 0 without it). With ``tied`` the components share
+    one covariance (``GaussianMixture(covariance_type='tied')``; mclust's EEE, Celeux &
+    Govaert, "Gaussian parsimonious clustering models", Pattern Recognition 1995): the
+    clusters' pooled covariance to start, then each M-step's posterior-weighted scatter of
+    every Gaussian about its own mean over their total weight."""
     X = np.asarray(X, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.int64).reshape(-1)
     n = labels.size
@@ -900,7 +931,11 @@ def gaussian_mixture(X, labels, k, max_iter=MIXTURE_MAX_ITER, tol=MIXTURE_TOL,
     columns = np.arange(X.shape[1]) if columns is None else columns
     dd = P.shape[1]
     mu = means @ P
-    S = np.stack([criterion_covariance(P, scatters[c], counts[c], ridge) for c in range(k)])
+    if tied:
+        S = np.repeat(criterion_covariance(P, scatters.sum(axis=0), n, ridge)[None], k, axis=0)
+    else:
+        S = np.stack([criterion_covariance(P, scatters[c], counts[c], ridge)
+                      for c in range(k)])
     weights = counts / n
     if not 0.0 <= noise < 1.0:
         raise ValueError(f"noise must be in [0, 1), got {noise!r}")
@@ -928,8 +963,10 @@ def gaussian_mixture(X, labels, k, max_iter=MIXTURE_MAX_ITER, tol=MIXTURE_TOL,
                 return None
             shift = first / mass[:, None]
             mu = mu + shift
-            S = second / mass[:, None, None] - shift[:, :, None] * shift[:, None, :] \
-                + ridge * np.eye(dd)
+            S = second / mass[:, None, None] - shift[:, :, None] * shift[:, None, :]
+            if tied:
+                S = np.repeat(np.tensordot(mass, S, axes=1)[None] / mass.sum(), k, axis=0)
+            S += ridge * np.eye(dd)
             weights = mass / n
             if log_likelihood - previous < tol:
                 converged = True
