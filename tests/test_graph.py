@@ -843,12 +843,14 @@ def test_heavy_edge_matching_pairs_at_most_two_neighbours(shuffled):
 @pytest.mark.parametrize("start", ["multilevel", "spectral"])
 def test_starts_reach_the_normalized_cut_of_spectral_clustering(start):
     """On three touching blobs (one component) the fit's ncut is at most that of
-    scikit-learn's SpectralClustering on the same graph, up to a hair."""
+    scikit-learn's SpectralClustering on the same graph, up to a hair. The graph fit alone
+    (``whiten=False``): the default's Gaussian steps after it trade cut for likelihood on
+    overlapping blobs (its mixture may cut up to 10 times as much)."""
     from sklearn.cluster import SpectralClustering
     from sklearn.datasets import make_blobs
 
     X, _ = make_blobs(600, centers=[[0, 0], [3, 0], [0, 3]], random_state=0)
-    res = fit_graph(X, 3, start=start, random_state=0)
+    res = fit_graph(X, 3, start=start, random_state=0, whiten=False)
     sc = SpectralClustering(3, affinity="precomputed", random_state=0).fit(
         res.graph.affinity)
     assert res.ncut <= normalized_cut(res.graph.affinity, sc.labels_) + 1e-9
