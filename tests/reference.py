@@ -145,8 +145,8 @@ def noise_mixture_em(Z, labels, k, noise, ridge, tol, max_iter=200, tied=False):
     ``label`` (of rows in Z's coordinates: their likeliest Gaussian of the last M-step), the
     passes, the last mean log-likelihood, the uniform weight and the least eigenvalue of the
     covariances. With ``tied`` the Gaussians share one covariance: the labels' pooled one
-    (+ ridge·I) to start, then Σ_c Σ_i r_ic (z_i − μ_c)(z_i − μ_c)ᵀ / Σ_c Σ_i r_ic (+ ridge·I)
-    each pass."""
+    (+ ridge·I) to start, then Σ_c Σ_i r_ic (z_i − μ_c)(z_i − μ_c)ᵀ / Σ_c Σ_i r_ic
+    (+ ridge·I) each pass."""
     from scipy.special import logsumexp
 
     n, d = Z.shape

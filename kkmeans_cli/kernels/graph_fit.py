@@ -671,9 +671,10 @@ def mixture_step(X, fit, k, n_threads=1):
     density unbounded but for the ridge) and the uniform component's weight ends at most
     ``MIXTURE_NOISE_MAX`` (the record's ``noise_weight``; more: the Gaussians do not
     describe the clusters); the record says which covariance (``tied``) and the ratio of
-    the choice (``covariance_ratio``, where both were fitted). Not made where a column the mixture would read
-    takes 3 to ``MIXTURE_DISCRETE_MAX`` distinct values (counts, ratings, codes: no mixture
-    of Gaussians models them; the record then holds ``discrete_columns``, how many). The
+    the choice (``covariance_ratio``, where both were fitted). Not made where a column the
+    mixture would read takes 3 to ``MIXTURE_DISCRETE_MAX`` distinct values (counts,
+    ratings, codes: no mixture of Gaussians models them; the record then holds
+    ``discrete_columns``, how many). The
     record ``mixture`` says what was tried (``skipped``: a cluster fell to d' points or
     fewer). Not tried on a cut of zero (k connected components: the graph's exact
     answer)."""
