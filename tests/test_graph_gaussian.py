@@ -210,7 +210,8 @@ def replayed_mixture(X, graph, labels, ncut, k):
     """The mixture step by hand on a fit's graph, labels and cut (points of continuous
     columns): the reference mixtures (with the uniform component) of full and of tied
     covariances, the tied one taken unless the full one's log-likelihood exceeds it by more
-    than Schwarz's criterion charges for its (k − 1) d(d + 1)/2 more parameters; its labels
+    than Schwarz's criterion charges for its (k − 1) d(d + 1)/2 more parameters (d the
+    columns: the points here are of continuous, full-rank columns, so d = d'); its labels
     (``replayed_mixture.covariance`` says which), kept where no
     cluster falls to d points or fewer, they differ from ``labels``, every cluster holds 30
     points or more, no component's variance is 10⁻⁵ or less, the uniform component's weight

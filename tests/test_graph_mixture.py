@@ -549,6 +549,7 @@ def test_schwarz_criterion_chooses_the_covariance_as_scikit_learn_scores_it():
         n = X.shape[0]
         start = fit_graph(X, 3, random_state=0, n_threads=1, whiten=False).labels
         full, tied = (gaussian_mixture(X, start, 3, tied=t) for t in (False, True))
+        assert full[1]["converged"] and tied[1]["converged"]
         chosen, ratio = covariance_choice(full, tied, n, 3)
         assert chosen is want and (ratio <= 1.0) is want
         Z = full[0].coordinates(X)
@@ -570,6 +571,10 @@ def test_schwarz_criterion_chooses_the_covariance_as_scikit_learn_scores_it():
     assert covariance_choice(None, tied, n, 3)[0] is True
     assert covariance_choice(full, None, n, 3)[0] is False
     assert np.isnan(covariance_choice(full, None, n, 3)[1])
+    # a log-likelihood that is not finite: the other mixture; one cluster: the tied one
+    lost = (tied[0], dict(tied[1], log_likelihood=float("nan")))
+    assert covariance_choice(full, lost, n, 3)[0] is False
+    assert covariance_choice(full, tied, n, 1)[0] is True
 
 
 def test_the_mixture_step_takes_the_covariance_schwarz_criterion_prefers(tmp_path):
@@ -614,6 +619,12 @@ def test_the_split_test_runs_where_the_mixture_was_skipped():
     X = _rings(1500, 0.07, 11)
     got = fit_graph(X, 3, random_state=11, n_threads=1)
     assert got.mixture == {"kept": False, "skipped": True}
+    # both EMs made a mixture: the one chosen left a cluster of d points or fewer
+    step = gaussian_step(X, fit_graph(X, 3, random_state=11, n_threads=1, whiten=False), 3)
+    made = [gaussian_mixture(X, step.labels, 3, noise=MIXTURE_NOISE, tied=t)
+            for t in (False, True)]
+    assert all(m is not None for m in made)
+    assert min(np.bincount(m[0].labels(X)[0], minlength=3).min() for m in made) <= 2
     assert got.split_test["kept"] is False and got.split_test["ratio"] > 1.0
     assert got.gaussian["kept"] is False and got.gaussian["undone"] is True
     first = fit_graph(X, 3, random_state=11, n_threads=1, whiten=False)

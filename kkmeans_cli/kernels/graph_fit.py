@@ -726,10 +726,18 @@ def covariance_choice(full, tied, n, k):
     discriminant analysis, and density estimation", JASA 2002), and ratio, the full
     mixture's gain in log-likelihood, 2n(ℓ_full − ℓ_tied), over what BIC charges for its
     (k − 1) d'(d' + 1)/2 more parameters, (k − 1) d'(d' + 1)/2 · ln n: the tied one is taken
-    where ratio is at most 1 (NaN where one of them is None: the other is taken). Both are
-    in the same coordinates, so their log-likelihoods compare without the map's Jacobian."""
-    if full is None or tied is None:
-        return full is None, float("nan")
+    where ratio is at most 1 (NaN where one of them is None or its log-likelihood is not
+    finite: the other is taken; k < 2: the tied one, the same model). Both are in the same
+    coordinates, so their log-likelihoods compare without the map's Jacobian. Each is its
+    EM's last E-step's, under the parameters before the last M-step (EM stops where a pass
+    gains less than ``MIXTURE_TOL`` a point), so the ratio may be off by about
+    2n·``MIXTURE_TOL`` over the charge: 0.0007 at n = 1500, k = 3, d' = 2; 0.24 at 10⁶."""
+    usable = [got is not None and bool(np.isfinite(got[1]["log_likelihood"]))
+              for got in (full, tied)]
+    if k < 2:
+        return usable[1], float("nan")
+    if not all(usable):
+        return not usable[0], float("nan")
     dd = full[0].means.shape[1]
     charge = (k - 1) * dd * (dd + 1) / 2 * np.log(n)
     ratio = 2.0 * n * (full[1]["log_likelihood"] - tied[1]["log_likelihood"]) / charge
@@ -788,7 +796,8 @@ MIXTURE_DISCRETE_MAX = 20
 
 @dataclass(frozen=True)
 class Mixture:
-    """A Gaussian mixture with a covariance and a weight per component, in the coordinates
+    """A Gaussian mixture with a covariance (all equal where they are tied,
+    ``gaussian_mixture``) and a weight per component, in the coordinates
     of ``classification_criterion``: a point x has z = (x[columns] / scale) · projection,
     and the cost of component c, ‖(z − means_c) · maps_c‖² + consts_c, is −2 ln of its
     weight times its density at z (maps_c = L_c^{−T}, S_c = L_c L_cᵀ its covariance;

@@ -235,11 +235,12 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         then the Gaussian mixture (``kernels.graph_fit.mixture_step``): EM of a mixture with
         a covariance and a weight per component (Dempster, Laird & Rubin 1977) beside a
         uniform one that takes scattered outliers (Banfield & Raftery 1993) from those
-        labels, each point given its likeliest Gaussian, kept only where that normalized
+        labels, and of the same with one covariance shared, the one Schwarz's BIC prefers
+        taken, each point given its likeliest Gaussian, kept only where that normalized
         cut stays within 10 times the fit's and the uniform component takes at most a
         quarter of the points (``predict`` then labels new points by the
         mixture, and ``transform`` gives its components' costs); last, where these changed
-        the first fit's labels, the split test (``kernels.graph_fit.split_test``): where a
+        the first fit's labels (and the mixture was tried), the split test (``kernels.graph_fit.split_test``): where a
         mixture of 2k Gaussians, each cluster cut in two, raises the log-likelihood by more
         than Schwarz's BIC charges for it, the clusters are not Gaussian (touching moons)
         and the first fit is returned instead.
