@@ -953,31 +953,40 @@ def past_gallery():
 
 
 def limits(args):
-    """The default with each of ``--settings`` of the mixture step, LIMIT:NOISE[:CAP]: its
-    cut limit (``MIXTURE_NCUT_RATIO``), its uniform component's starting weight
-    (``MIXTURE_NOISE``; 0: none) and the largest weight that component may reach
-    (``MIXTURE_NOISE_MAX``; the library's when left out), set by set (``compare_settings``)
+    """The default with each of ``--settings`` of the mixture step,
+    LIMIT:NOISE[:CAP[:COVARIANCE]]: its cut limit (``MIXTURE_NCUT_RATIO``), its uniform
+    component's starting weight (``MIXTURE_NOISE``; 0: none), the largest weight that
+    component may reach (``MIXTURE_NOISE_MAX``; the library's when left out or empty) and
+    its covariance (``bic``, the library's: a covariance per component or one shared,
+    whichever ``covariance_choice`` takes; ``full``: a covariance per component only, the
+    split test as the library has it), set by set (``compare_settings``)
     on ``limit_groups`` and, with ``--more``, ``more_groups``; ``--groups``: only the groups
     whose names start with one of these."""
     from kkmeans_cli.kernels import graph_fit
 
-    cap = graph_fit.MIXTURE_NOISE_MAX
+    cap, choice = graph_fit.MIXTURE_NOISE_MAX, graph_fit.covariance_choice
+    choices = {"bic": choice,
+               "full": lambda full, tied, n, k: (full is None, float("nan"))}
 
     def parsed(setting):
+        fields = setting.split(":")
+        covariance = fields.pop() if len(fields) == 4 else "bic"
         try:
-            parts = [float(part) for part in setting.split(":")]
+            parts = [float(part) if part else cap for part in fields]
         except ValueError:
             parts = []
-        if not 1 <= len(parts) <= 3 or (len(parts) > 1 and not 0.0 <= parts[1] < 1.0):
-            raise SystemExit(f"--settings: {setting!r} is not LIMIT:NOISE[:CAP] with "
-                             f"NOISE in [0, 1)")
-        return parts[0], parts[1] if len(parts) > 1 else 0.0, parts[2] if len(parts) > 2 else cap
+        if not 1 <= len(parts) <= 3 or (len(parts) > 1 and not 0.0 <= parts[1] < 1.0) or \
+                covariance not in choices:
+            raise SystemExit(f"--settings: {setting!r} is not LIMIT:NOISE[:CAP[:COVARIANCE]] "
+                             f"with NOISE in [0, 1) and COVARIANCE bic or full")
+        return (parts[0], parts[1] if len(parts) > 1 else 0.0,
+                parts[2] if len(parts) > 2 else cap, choices[covariance])
 
     settings = {setting: parsed(setting) for setting in args.settings}
 
     def apply(setting):
         (graph_fit.MIXTURE_NCUT_RATIO, graph_fit.MIXTURE_NOISE,
-         graph_fit.MIXTURE_NOISE_MAX) = settings[setting]
+         graph_fit.MIXTURE_NOISE_MAX, graph_fit.covariance_choice) = settings[setting]
 
     groups = limit_groups() | (more_groups() if args.more else {})
     if args.groups:
@@ -1419,7 +1428,7 @@ def main(argv=None):
     by.add_argument("--seeds", type=int, nargs="+", default=list(range(132)))
     by.add_argument("--shape-seeds", type=int, nargs="+", default=list(range(36)))
     lm = sub.add_parser("limits")
-    lm.add_argument("--settings", nargs="+", default=["5:0", "10:0.01"])
+    lm.add_argument("--settings", nargs="+", default=["10:0.01::full", "10:0.01"])
     lm.add_argument("--groups", nargs="+", default=None)
     lm.add_argument("--more", action="store_true")
     nb = sub.add_parser("neighbors")
