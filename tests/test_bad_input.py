@@ -100,6 +100,37 @@ def test_missing_drop_prints_minus_one(work):
                 "every row has a missing value")
 
 
+def test_a_delimiter_ending_every_line_names_the_empty_column(work):
+    """A delimiter at the end of every line (``x,y,``) makes a last column with no value:
+    the first such cell says so and names --columns, --missing drop then says that the
+    column holds no value on any row (rather than that every row has a missing value), and
+    --columns x,y reads the file."""
+    (work / "trailing.csv").write_text("x,y,\n0.27,-0.08,\n0.5,0.1,\n5.0,5.2,\n")
+    check_fails(work, ["fit", "--kernel", "rbf", work / "trailing.csv", "-k", "2"], 1,
+                "trailing.csv: line 2, column 3 (''): missing value (the line ends with a "
+                "delimiter: --columns picks the columns to read); use --missing drop to skip "
+                "such rows")
+    check_fails(work, ["fit", "--kernel", "rbf", work / "trailing.csv", "-k", "2", "--missing",
+                       "drop"], 1,
+                "trailing.csv: column 3 ('') holds no value on any row; --columns picks the "
+                "columns to read")
+    (work / "bare.csv").write_text("0.27,-0.08,,\n0.5,0.1,,\n")
+    check_fails(work, ["fit", "--kernel", "rbf", work / "bare.csv", "-k", "1", "--missing",
+                       "drop"], 1,
+                "bare.csv: columns 3, 4 hold no value on any row; --columns picks the columns "
+                "to read")
+    result = run(["fit", "--kernel", "rbf", work / "trailing.csv", "-k", "2", "--columns",
+                  "x,y", "--no-model", *FAST])
+    assert result.exit_code == 0, result.stderr
+    labels = labels_of(result.stdout)
+    assert labels[0] == labels[1] != labels[2]
+    # a missing value inside a line keeps the plain advice
+    (work / "inner.csv").write_text("1,,3\n4,5,6\n")
+    check_fails(work, ["fit", "--kernel", "rbf", work / "inner.csv", "-k", "1"], 1,
+                "inner.csv: line 1, column 2: missing value; use --missing drop to skip such "
+                "rows")
+
+
 # -- option values ----------------------------------------------------------------------------
 def test_k_below_one(work):
     check_fails(work, ["fit", "--kernel", "rbf", work / "data.csv", "-k", "0"], 2,

@@ -539,7 +539,7 @@ def test_cli_graph_row_names_the_neighbours_each_node_has(tmp_path):
             assert result.stderr == (
                 f"kkmeans: error: {tmp_path / 'three.csv'}: --n-neighbors {m} must be less "
                 f"than the number of distinct points (3 of 10 rows): each point's neighbours "
-                f"count itself, and 3 would link every point to every other\n")
+                f"count itself, so 3 or more would link every point to every other\n")
             assert sorted(os.listdir(tmp_path)) == before
     with pytest.raises(ValueError, match=r"^n_neighbors=8 must be less than the number of "
                        r"distinct points \(3 of 10 rows\)"):

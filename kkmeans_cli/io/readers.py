@@ -604,6 +604,12 @@ def _finish_table(X, source, select, names, missing, nan="null or NaN"):
 
 def _kept_dataset(X, kept, source, names):
     if not kept.any():
+        empty = np.flatnonzero(np.isnan(X).all(axis=0)) if X.shape[0] else []
+        if 0 < len(empty) < X.shape[1]:     # a column with no value (a delimiter ends lines)
+            shown = ", ".join(column_name(int(c), names) for c in empty)
+            raise DataError(f"{source}: column{'s' if len(empty) > 1 else ''} {shown} "
+                            f"hold{'' if len(empty) > 1 else 's'} no value on any row; "
+                            f"--columns picks the columns to read")
         raise DataError(f"{source}: every row has a missing value; nothing is left to cluster")
     if not kept.all():
         X = np.ascontiguousarray(X[kept])

@@ -419,10 +419,12 @@ class _TextReader:
                 value = np.nan
             if np.isnan(value):
                 if self.missing == "error":
+                    ends = (" (the line ends with a delimiter: --columns picks the columns "
+                            "to read)") if not cell and col == len(cells) - 1 else ""
                     raise DataError(f"{source}: line {line}, column {column_name(col, names)}: "
                                     f"missing value"
-                                    f"{'' if not cell else f' ({cell!r})'}; use --missing drop "
-                                    f"to skip such rows")
+                                    f"{'' if not cell else f' ({cell!r})'}{ends}; use --missing "
+                                    f"drop to skip such rows")
                 kept[r] = False
             elif np.isinf(value):
                 raise DataError(f"{source}: line {line}, column {column_name(col, names)}: "

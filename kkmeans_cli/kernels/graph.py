@@ -550,8 +550,8 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
     if given is not None and 1 < points.shape[0] <= given:
         raise ValueError(f"n_neighbors={given} must be less than the number of distinct "
                          f"points ({points.shape[0]} of {n} rows): each point's neighbours "
-                         f"count itself, and {points.shape[0]} would link every point to "
-                         f"every other")
+                         f"count itself, so {points.shape[0]} or more would link every point "
+                         f"to every other")
     n_neighbors = wanted
     node_of, nodes = base_of, points
     if order is not None:
