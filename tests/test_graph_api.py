@@ -551,6 +551,40 @@ def test_cli_graph_row_names_the_neighbours_each_node_has(tmp_path):
     assert "2 neighbours (connectivity), 3 nodes" in fit.stderr and "capped" not in fit.stderr
 
 
+def test_a_model_of_one_row_is_read_back_by_info_and_predict(tmp_path):
+    """One row (in one column or two): the default rule's 2 neighbours are capped by the one
+    node, and the model that keeps the setting is read back by info and predict (the row
+    gets its label, a new point the one cluster's); more neighbours than the rows in a model
+    file is still refused as corrupt."""
+    for name, row in (("one.csv", "1,2\n"), ("single.csv", "5\n")):
+        (tmp_path / name).write_text(row)
+        model = tmp_path / (name + ".npz")
+        fit = run(["fit", tmp_path / name, "-k", "1", "-o", model])
+        assert fit.exit_code == 0, fit.stderr
+        assert "1 neighbour (connectivity; 2 set, capped by the 1 node), 1 node" in fit.stderr
+        info = run(["info", model])
+        assert info.exit_code == 0, info.stderr
+        assert "1 neighbour (connectivity; 2 set, capped by the 1 node)" in info.stdout
+        predicted = run(["predict", model, tmp_path / name])
+        assert predicted.exit_code == 0, predicted.stderr
+        assert labels_of(predicted.stdout).tolist() == [0]
+        (tmp_path / "new.csv").write_text(row.replace("1", "3").replace("5", "7") + row)
+        predicted = run(["predict", model, tmp_path / "new.csv"])
+        assert predicted.exit_code == 0, predicted.stderr
+        assert labels_of(predicted.stdout).tolist() == [0, 0]
+    # a forged setting above both the rows and the rule's least: corrupt, one line, exit 1
+    with np.load(tmp_path / "one.csv.npz") as model:
+        arrays = {key: model[key] for key in model.files}
+    meta = json.loads(str(arrays["meta"]))
+    assert meta["graph"]["n_neighbors"] == 2
+    meta["graph"]["n_neighbors"] = 3
+    np.savez(tmp_path / "forged.npz", **dict(arrays, meta=np.array(json.dumps(meta))))
+    info = run(["info", tmp_path / "forged.npz"])
+    assert info.exit_code == 1
+    assert info.stderr.startswith("kkmeans: error: ") and \
+        "'n_neighbors' (3) must not exceed the 1 training points" in info.stderr
+
+
 def test_cli_knn_as_subprocesses_and_config(moons_csv):
     """The real command: fit with a YAML config (kernel: knn, n_neighbors:), predict of the
     training rows is the labels (through the model file), on 1 and 2 threads alike."""

@@ -148,7 +148,9 @@ class GraphModel:
         if np.any(arrays["graph_degrees"] <= 0) or np.any(arrays["graph_counts"] <= 0):
             fail("'graph_degrees' and 'graph_counts' must be positive")
         n_points = float(np.sum(arrays["graph_counts"]))
-        if n_neighbors > n_points:
+        # the default rule asks at least 2 (itself and one other; one row has only itself:
+        # the graph caps the setting by its nodes, the model keeps the setting)
+        if n_neighbors > max(n_points, kgraph.default_neighbors(1, 1)):
             fail(f"'n_neighbors' ({n_neighbors}) must not exceed the {n_points:g} training "
                  f"points")
         # each cluster's volume is the sum of its nodes' degrees, its links at most that
