@@ -330,6 +330,40 @@ def test_kernel_settings_with_a_precomputed_kernel_are_warned_about(tmp_path, gr
                                     "kernels") and len(result.stderr.splitlines()) == 1
 
 
+def test_starts_and_tolerance_settings_with_a_graph_file_are_warned_about(tmp_path):
+    """A graph as DATA is fitted by the graph route, whose starts are a fixed set and whose
+    passes run until no point moves: --n-init (without --init spectral) and --tol are warned
+    about, through the command line and a config alike, and change nothing (the labels of
+    the plain fit, the same ``.npz`` or ``.mtx``); --n-init with --init spectral counts its
+    starts and is not warned about."""
+    A = two_moons_graph(200, seed=3)
+    sparse.save_npz(tmp_path / "g.npz", A)
+    scipy.io.mmwrite(tmp_path / "g.mtx", A)
+    (tmp_path / "run.yaml").write_text("n_init: 7\n")
+    for name in ("g.npz", "g.mtx"):
+        base = ["fit", tmp_path / name, "--kernel", "precomputed", "-k", "2", "--no-model"]
+        plain = run(base)
+        assert plain.exit_code == 0, plain.stderr
+        for extra, notes in (
+                (["--n-init", "9", "--tol", "0.5"],
+                 ["--n-init counts the starts of --init spectral; a sparse graph as DATA "
+                  "starts from a fixed set of its own; ignored",
+                  "--tol applies to the dense kernels; a sparse graph as DATA iterates until "
+                  "no point moves; ignored"]),
+                (["--config", tmp_path / "run.yaml"],
+                 ["--n-init counts the starts of --init spectral; a sparse graph as DATA "
+                  "starts from a fixed set of its own; ignored (--n-init is key 'n_init' of "
+                  f"config {tmp_path / 'run.yaml'})"])):
+            result = run(base + extra)
+            assert result.exit_code == 0, result.stderr
+            assert result.stdout == plain.stdout
+            warned = [line for line in result.stderr.splitlines() if "warning" in line]
+            assert warned == [f"kkmeans: warning: {note}" for note in notes]
+        spectral = run(base + ["--init", "spectral", "--n-init", "3"])
+        assert spectral.exit_code == 0, spectral.stderr
+        assert "warning" not in spectral.stderr
+
+
 def test_a_graph_of_more_components_than_clusters_is_fitted_with_a_warning(tmp_path):
     """Four blobs' graph as DATA, k = 2: any grouping of the components cuts nothing; the
     fit groups them by volume and says so once (the runner and a real process alike), the

@@ -387,20 +387,23 @@ def warn_unused_options(opts, reporter):
     if cluster and opts.get("memory_limit") is not None:
         notes.append("--memory-limit plans the memory of a run in one process; on a cluster "
                      "each worker has --worker-memory; ignored")
-    if opts.get("kernel") in _options.GRAPH_KERNELS:
-        if opts.get("n_init", DEFAULT_N_INIT) != DEFAULT_N_INIT and opts.get("init") != \
-                "spectral":
-            notes.append(f"--n-init counts the starts of --init spectral; --kernel "
-                         f"{opts['kernel']} starts from a fixed set of its own; ignored")
-        if opts.get("tol", DEFAULTS["tol"]) != DEFAULTS["tol"]:
-            notes.append(f"--tol applies to the dense kernels; --kernel {opts['kernel']} "
-                         f"iterates until no point moves; ignored")
+    graph = False                   # a sparse graph as DATA (--kernel precomputed)
     if opts.get("kernel") in _options.PRECOMPUTED_KERNELS:
         from ..io.graphs import is_graph_file
 
+        graph = isinstance(opts.get("data"), str) and is_graph_file(opts["data"])
+    if opts.get("kernel") in _options.GRAPH_KERNELS or graph:
+        route = "a sparse graph as DATA" if graph else f"--kernel {opts['kernel']}"
+        if opts.get("n_init", DEFAULT_N_INIT) != DEFAULT_N_INIT and opts.get("init") != \
+                "spectral":
+            notes.append(f"--n-init counts the starts of --init spectral; {route} starts "
+                         f"from a fixed set of its own; ignored")
+        if opts.get("tol", DEFAULTS["tol"]) != DEFAULTS["tol"]:
+            notes.append(f"--tol applies to the dense kernels; {route} iterates until no "
+                         f"point moves; ignored")
+    if opts.get("kernel") in _options.PRECOMPUTED_KERNELS:
         # a sparse graph as DATA refuses --degree and --coef0 (model/params.py); --gamma is
         # ignored by every precomputed route
-        graph = isinstance(opts.get("data"), str) and is_graph_file(opts["data"])
         matrix = "kernel" if opts["kernel"] == "precomputed" else "distance"
         notes += [f"{flag} is a setting of the kernels computed from the data; with --kernel "
                   f"{opts['kernel']} DATA is the {'graph' if graph else matrix + ' matrix'}; "
