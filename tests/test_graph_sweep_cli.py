@@ -518,3 +518,40 @@ def test_hints_name_what_works_for_the_data_given(tmp_path):
                              "sparse graph (.npz of scipy.sparse.save_npz, or .mtx) as DATA, "
                              "or another --metric)\n")
     assert sorted(os.listdir(tmp_path)) == sorted(before + ["K.npy"])
+
+
+@pytest.mark.parametrize("kernel", ["knn", "rbf"])
+def test_info_of_a_sweep_model_gives_options_the_sweep_takes_back(tmp_path, kernel):
+    """info's options line of a sweep model names the options given, spelled as the sweep
+    command takes them: no --n-clusters (the k chosen has its own rows, and sweep takes
+    --k), no neighbour count the default rule chose; run again from that line (the model
+    renamed), the sweep writes the same table and a model of the same k and labels."""
+    args = ["sweep", MOONS, "--k", "2..4", "--kernel", kernel, "-o", tmp_path / "s.npz",
+            "--table", tmp_path / "t.csv"]
+    first = run(args)
+    assert first.exit_code == 0, first.stderr
+    info = run(["info", tmp_path / "s.npz"])
+    assert info.exit_code == 0, info.stderr
+    line = next(row for row in info.stdout.splitlines() if row.startswith("options:"))
+    options = line.split(":", 1)[1].split()
+    assert "--k=2..4" in options and f"--kernel={kernel}" in options
+    assert not any(option.startswith(("--n-clusters", "--n-neighbors")) for option in options)
+    again = [option.replace(str(tmp_path / "s.npz"), str(tmp_path / "again.npz"))
+             .replace(str(tmp_path / "t.csv"), str(tmp_path / "again.csv"))
+             for option in options]
+    second = run(["sweep", MOONS, *again])
+    assert second.exit_code == 0, second.stderr
+    rows = [[{key: value for key, value in row.items() if key != "seconds"}
+             for row in csv.DictReader(io.StringIO((tmp_path / name).read_text()))]
+            for name in ("t.csv", "again.csv")]
+    assert rows[0] == rows[1] and len(rows[0]) == 3
+    models = [json.loads(run(["info", tmp_path / name, "--json"]).stdout)
+              for name in ("s.npz", "again.npz")]
+    assert models[0]["n_clusters"] == models[1]["n_clusters"] == models[0]["sweep"]["best_k"]
+    labels = [run(["predict", tmp_path / name, MOONS, "--quiet"]).stdout
+              for name in ("s.npz", "again.npz")]
+    assert labels[0] == labels[1] and labels[0].count("\n") == 300
+    given = run(["sweep", MOONS, "--k", "2..3", "--n-neighbors", "12", "-o",
+                 tmp_path / "g.npz", "--table", tmp_path / "g.csv"])
+    assert given.exit_code == 0, given.stderr
+    assert "--n-neighbors=12" in run(["info", tmp_path / "g.npz"]).stdout

@@ -101,6 +101,8 @@ def model_info_rows(info):
         unused += ("weighting", "neighbor_search", "whiten")
     if fixed_starts(info):
         unused += ("n_init",)       # the default starts on a graph are a fixed set
+    if info.get("sweep"):          # the k chosen (its own row); sweep takes --k, not -k
+        unused += ("n_clusters",)
     kinds = (info.get("optima") or {}).get("start_kinds")
     fitted = " ".join(filter(None, (option_text(key, value) for key, value in options.items()
                                     if key not in unused)))

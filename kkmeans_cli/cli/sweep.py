@@ -141,7 +141,7 @@ def sweep_command(ctx, **_):
     text = to_csv(result.rows)
     model = None
     if opts["model"] is not None:
-        stored = dict(stored_options(opts), n_clusters=result.best_k)
+        stored = stored_options(opts)   # the options given (the k chosen is the model's)
         best_row = result.best_row
         extra = {"source": data.source, "columns": data.columns,
                  "silhouette": float(best_row["silhouette"]),
@@ -210,8 +210,7 @@ def _graph_sweep(opts, k_ranges):
     model = None
     if opts["model"] is not None:
         best = result.best_estimator
-        stored = dict(stored_options(opts), n_clusters=result.best_k,
-                      n_neighbors=best.n_neighbors)
+        stored = stored_options(opts)   # as given: the k chosen and the graph are the model's
         extra = {"source": data.source, "columns": data.columns,
                  "silhouette": float(best_row["silhouette"]),
                  "silhouette_n_used": n, "silhouette_exact": True,
