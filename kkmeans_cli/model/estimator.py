@@ -240,8 +240,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         cut stays within 10 times the fit's and the uniform component takes at most a
         quarter of the points (``predict`` then labels new points by the
         mixture, and ``transform`` gives its components' costs); last, where these changed
-        the first fit's labels (and the mixture was tried), the split test (``kernels.graph_fit.split_test``): where a
-        mixture of 2k Gaussians, each cluster cut in two, raises the log-likelihood by more
+        the first fit's labels (and the mixture was tried), the split test
+        (``kernels.graph_fit.split_test``): where a mixture of 2k Gaussians, each cluster cut in two, raises the log-likelihood by more
         than Schwarz's BIC charges for it, the clusters are not Gaussian (touching moons)
         and the first fit is returned instead.
         Where the groups are overlapping ellipsoids (anisotropic blobs, iris, wine) or
