@@ -241,9 +241,10 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         quarter of the points (``predict`` then labels new points by the
         mixture, and ``transform`` gives its components' costs); last, where these changed
         the first fit's labels (and the mixture was tried), the split test
-        (``kernels.graph_fit.split_test``): where a mixture of 2k Gaussians, each cluster cut in two, raises the log-likelihood by more
-        than Schwarz's BIC charges for it, the clusters are not Gaussian (touching moons)
-        and the first fit is returned instead.
+        (``kernels.graph_fit.split_test``): where a mixture of 2k Gaussians, each cluster
+        cut in two, raises the log-likelihood by more than Schwarz's BIC charges for it,
+        the clusters are not Gaussian (touching moons) and the first fit is returned
+        instead.
         Where the groups are overlapping ellipsoids (anisotropic blobs, iris, wine) or
         overlapping blobs, they are found far more often (docs/performance.md), at two to
         three times one fit's time where these run; ``predict`` applies the same W^{-½},
