@@ -52,10 +52,11 @@ def test_a_given_graph_past_the_limit_is_refused_before_the_fit(graph_files, tmp
     result = run(["fit", folder / name, "-k", "3", "--kernel", "precomputed",
                   "--memory-limit", str(limit), "-o", tmp_path / "m.npz",
                   "--summary", tmp_path / "s.json", "--labels", tmp_path / "l.txt"])
-    line = assert_one_error_line(
+    shown_need, shown_limit = memory.format_need(need, limit)   # a byte apart: bytes, or
+    line = assert_one_error_line(                                 # MiB to 6 decimals
         result, "kkmeans: error: not enough memory: the fit of the given graph of 4,000 "
-        f"nodes and {A.nnz:,} entries needs ", " MiB (", "affinity checks ",
-        "(--memory-limit); try a smaller graph", code=1)
+        f"nodes and {A.nnz:,} entries needs {shown_need} (fit ", " MiB + affinity checks ",
+        f"the limit is {shown_limit} (--memory-limit); try a smaller graph", code=1)
     assert line.endswith("try a smaller graph")
     assert listing(tmp_path) == []
     sweep = run(["sweep", folder / name, "--k", "2..4", "--kernel", "precomputed",
