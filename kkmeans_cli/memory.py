@@ -337,13 +337,15 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
 #: The graph kernel's search and starts, as ``kernels/graph.py`` and ``engine/graph_starts.py``
 #: hold them (restated here, where NumPy is not imported; ``tests/test_large_data.py`` checks
 #: they agree): the dimensions of the k-d tree, the distance block of the exact search above
-#: them, the nodes up to which the default starts run on the graph itself, the most eigenvectors they take
-#: (6k), and when the eigenvectors come from a dense ``eigh`` (up to 500 nodes, or up to
-#: 2,000 for r ≥ n/7 vectors).
+#: them, the nodes up to which the default starts run on the graph itself, the most
+#: eigenvectors they take (6k, or 10k while that is at most 100), and when the eigenvectors
+#: come from a dense ``eigh`` (up to 500 nodes, or up to 2,000 for r ≥ n/7 vectors).
 GRAPH_TREE_MAX_DIM = 15
 GRAPH_SEARCH_BLOCK_BYTES = 64 << 20
 GRAPH_DIRECT_MAX = 5000
 GRAPH_OVERSEGMENT = 6
+GRAPH_FINE_OVERSEGMENT = 10
+GRAPH_FINE_PIECES_MAX = 100
 GRAPH_DENSE_MAX = 500
 GRAPH_DENSE_FRACTION = 7
 GRAPH_DENSE_FRACTION_MAX = 2000
@@ -494,22 +496,33 @@ def graph_listed(n, n_neighbors, d, weighting="connectivity"):
     return longer if longer < n else n_neighbors
 
 
+def _eigen_work(nodes, r):
+    """The bytes of r eigenvectors of a graph of ``nodes`` nodes (``top_eigenvectors``):
+    Lanczos' basis, or a dense ``eigh`` and its copies (5.3 n² measured)."""
+    work = (min(nodes, max(2 * r + 1, 20)) + r) * nodes * 8
+    if nodes <= GRAPH_DENSE_MAX or (nodes <= GRAPH_DENSE_FRACTION_MAX
+                                    and r * GRAPH_DENSE_FRACTION >= nodes):
+        work = max(work, 6 * nodes * nodes * 8)
+    return work
+
+
 def _graph_fit_work(n, nnz, i, k, *, start="auto", eigengap=False, sweep_ks=0,
                     row_entries=0):
     """(work, held): the bytes a fit (or a sweep) of k clusters on a graph of n nodes and nnz
     entries (indices of i bytes) allocates beside the graph it holds, and what the sweep
     keeps beside it (the labels of every k); ``row_entries`` bounds the entries of a row (the
     silhouette's blocks of edges). The "fit" and "sweep" rows of :func:`graph_plan`."""
-    nodes = n if (start == "spectral" or eigengap or n <= GRAPH_DIRECT_MAX) \
-        else min(n, GRAPH_DIRECT_MAX)
-    r = max(k + 1, GRAPH_OVERSEGMENT * k) if start == "auto" else k
+    # the starts' eigenvectors: of the graph itself, or of its coarsening to GRAPH_DIRECT_MAX
+    nodes = n if (start == "spectral" or n <= GRAPH_DIRECT_MAX) else GRAPH_DIRECT_MAX
+    most = GRAPH_FINE_OVERSEGMENT if GRAPH_FINE_OVERSEGMENT * k <= GRAPH_FINE_PIECES_MAX \
+        else GRAPH_OVERSEGMENT
+    r = max(k + 1, most * k) if start == "auto" else k
     r = min(r, nodes)
-    lanczos = (min(nodes, max(2 * r + 1, 20)) + r) * nodes * 8
-    if nodes <= GRAPH_DENSE_MAX or (nodes <= GRAPH_DENSE_FRACTION_MAX
-                                    and r * GRAPH_DENSE_FRACTION >= nodes):
-        lanczos = max(lanczos, 6 * nodes * nodes * 8)   # eigh and its copies: 5.3 n² measured
+    lanczos = _eigen_work(nodes, r)
+    if eigengap:    # the sweep's k + 1 eigenvalues, of the whole graph
+        lanczos = max(lanczos, _eigen_work(n, min(k + 1, n)))
     # D^-½AD^-½ of the whole graph and its temporaries, else the coarsening's contractions
-    copies = 4 if nodes == n else 2
+    copies = 4 if nodes == n or eigengap else 2
     work = copies * (8 + i) * nnz + lanczos + 4 * 8 * n
     if start == "spectral":
         work += 2 * n * k * k * 8

@@ -32,6 +32,20 @@ def _circles(n, noise, seed):
     return make_circles(n, factor=0.5, noise=noise, random_state=seed)
 
 
+def _rings(n, noise, seed):
+    """Three concentric rings (radii 1, ⅔, ⅓; n/3 points each at uniform angles, Gaussian
+    noise), standardized, as ``benchmarks/bench_graph.py`` draws them."""
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.RandomState(seed)
+    X = []
+    for radius in (1.0, 2 / 3, 1 / 3):
+        t = rng.uniform(0, 2 * np.pi, n // 3)
+        X.append(radius * np.c_[np.cos(t), np.sin(t)]
+                 + rng.normal(scale=noise, size=(n // 3, 2)))
+    return StandardScaler().fit_transform(np.vstack(X)), np.repeat(np.arange(3), n // 3)
+
+
 def _dense_ncut(A, labels):
     """Σ_c cut(c, V∖c)/vol(c) by the definition, on the dense matrix."""
     A = A.toarray() if sparse.issparse(A) else A
@@ -173,14 +187,14 @@ def test_kmeans_rows_ends_at_a_lloyd_fixed_point_with_k_clusters():
 
 
 # -- the default starts -----------------------------------------------------------------------
-def test_default_starts_are_njw_and_four_merges_each_with_k_clusters():
+def test_default_starts_are_njw_and_the_merges_each_with_k_clusters():
     X, _ = _circles(600, 0.1, 0)
     G = kgraph.knn_graph(X, None, n_clusters=2, choice_k=2)
     assert G.info.n_components == 1
     starts = graph_starts.default_starts(GraphKernel(G.affinity), 2, np.random.default_rng(0))
     kinds = [kind for kind, _ in starts]
     assert kinds[0] == "spectral" and set(kinds) <= {"spectral", "merge-2k", "merge-3k",
-                                                     "merge-4k", "merge-6k"}
+                                                     "merge-4k", "merge-6k", "merge-10k"}
     for _, labels in starts:
         assert labels.dtype == np.int32 and np.unique(labels).size == 2
     # the fit tries them on its choice graph and refines the one that cuts it least
@@ -190,6 +204,46 @@ def test_default_starts_are_njw_and_four_merges_each_with_k_clusters():
     res = fit_graph(X, 2, random_state=0, whiten=False)
     assert res.start_kinds == (starts[int(np.argmin(cuts))][0],)      # the first on ties
     assert res.start == res.start_kinds[0] and res.start_ncuts == (res.ncut,)
+
+
+def test_the_finest_merge_start_is_taken_up_to_its_most_pieces():
+    """The merge starts split into 2k, 3k, 4k and 6k pieces, and into 10k while that is at
+    most ``FINE_PIECES_MAX``: up to k = 10 with the defaults, and never more pieces than the
+    graph has nodes but two (the starts of a 25-node graph stop at 23 eigenvectors)."""
+    assert graph_starts.oversegment_multiples(3) == (2, 3, 4, 6, 10)
+    assert graph_starts.oversegment_multiples(10) == (2, 3, 4, 6, 10)
+    assert graph_starts.oversegment_multiples(11) == (2, 3, 4, 6)
+    X, _ = _circles(600, 0.1, 0)
+    G = kgraph.knn_graph(X, None, n_clusters=3, choice_k=3)
+    kernel = GraphKernel(G.affinity)
+    asked = []
+    real = graph_starts.top_eigenvectors
+
+    def spy(kernel, r, rng):
+        asked.append(r)
+        return real(kernel, r, rng)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(graph_starts, "top_eigenvectors", spy)
+        for k in (3, 11):
+            graph_starts.default_starts(kernel, k, np.random.default_rng(0))
+        sub = kgraph.knn_graph(X[:25], 4, n_clusters=3)
+        graph_starts.default_starts(GraphKernel(sub.affinity), 3, np.random.default_rng(0))
+    assert asked == [30, 66, 23]
+
+
+def test_three_rings_whose_coarser_starts_all_miss_the_lower_cut_are_found():
+    """Three rings (.05, 1,500 points, draw 107 of ``benchmarks/bench_graph.py``): every
+    start up to 6k pieces, refined, cut the choice graph above the rings' own cut (the fit
+    scored ARI 0.67); the start of 10k pieces finds the rings, so the fit cuts its graph no
+    more than the true labels do."""
+    from sklearn.metrics import adjusted_rand_score
+
+    X, y = _rings(1500, 0.05, 107)
+    res = fit_graph(X, 3, random_state=107)
+    truth = _dense_ncut(res.graph.affinity.toarray(), y)
+    assert res.ncut <= truth + 1e-9
+    assert adjusted_rand_score(y, res.labels) > 0.95
 
 
 def test_exactly_k_components_are_the_answer():

@@ -583,6 +583,8 @@ def test_graph_plan_constants_are_the_engines():
     assert memory.GRAPH_SEARCH_BLOCK_BYTES == kgraph.SEARCH_BLOCK_BYTES
     assert memory.GRAPH_DIRECT_MAX == graph_starts.SPECTRAL_DIRECT_MAX
     assert memory.GRAPH_OVERSEGMENT == max(graph_starts.OVERSEGMENT)
+    assert memory.GRAPH_FINE_OVERSEGMENT == graph_starts.FINE_OVERSEGMENT
+    assert memory.GRAPH_FINE_PIECES_MAX == graph_starts.FINE_PIECES_MAX
     assert memory.GRAPH_DENSE_MAX == graph_starts.SPECTRAL_DENSE_MAX
     assert memory.GRAPH_DENSE_FRACTION == graph_starts.DENSE_FRACTION
     assert memory.GRAPH_DENSE_FRACTION_MAX == graph_starts.DENSE_FRACTION_MAX
