@@ -101,6 +101,20 @@ def mixture(n, d, k, seed=0, box=8.0, std=1.0):
     return centres[rng.integers(0, k, size=n)] + rng.normal(scale=std, size=(n, d))
 
 
+def three_rings(n, noise, seed):
+    """(X, y): three concentric rings (radii 1, ⅔, ⅓; n/3 points each at uniform angles,
+    Gaussian noise of standard deviation ``noise``), standardized; the draws of
+    ``benchmarks/bench_graph.py``'s rings."""
+    rng = np.random.RandomState(seed)
+    X = []
+    for radius in (1.0, 2 / 3, 1 / 3):
+        t = rng.uniform(0, 2 * np.pi, n // 3)
+        X.append(radius * np.c_[np.cos(t), np.sin(t)]
+                 + rng.normal(scale=noise, size=(n // 3, 2)))
+    X = np.vstack(X)
+    return (X - X.mean(axis=0)) / X.std(axis=0), np.repeat(np.arange(3), n // 3)
+
+
 def square_grid(side, copies=1):
     """Points of a square grid (every distance ties with many others), each ``copies`` times."""
     g = np.arange(side, dtype=float)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from scipy import sparse
 
+from helpers import three_rings
 from kkmeans_cli.engine import graph_starts
 from kkmeans_cli.engine.graph import GraphKernel, cluster_sums
 from kkmeans_cli.kernels import graph as kgraph
@@ -30,20 +31,6 @@ def _circles(n, noise, seed):
     from sklearn.datasets import make_circles
 
     return make_circles(n, factor=0.5, noise=noise, random_state=seed)
-
-
-def _rings(n, noise, seed):
-    """Three concentric rings (radii 1, ⅔, ⅓; n/3 points each at uniform angles, Gaussian
-    noise), standardized, as ``benchmarks/bench_graph.py`` draws them."""
-    from sklearn.preprocessing import StandardScaler
-
-    rng = np.random.RandomState(seed)
-    X = []
-    for radius in (1.0, 2 / 3, 1 / 3):
-        t = rng.uniform(0, 2 * np.pi, n // 3)
-        X.append(radius * np.c_[np.cos(t), np.sin(t)]
-                 + rng.normal(scale=noise, size=(n // 3, 2)))
-    return StandardScaler().fit_transform(np.vstack(X)), np.repeat(np.arange(3), n // 3)
 
 
 def _dense_ncut(A, labels):
@@ -239,7 +226,7 @@ def test_three_rings_whose_coarser_starts_all_miss_the_lower_cut_are_found():
     more than the true labels do."""
     from sklearn.metrics import adjusted_rand_score
 
-    X, y = _rings(1500, 0.05, 107)
+    X, y = three_rings(1500, 0.05, 107)
     res = fit_graph(X, 3, random_state=107)
     truth = _dense_ncut(res.graph.affinity.toarray(), y)
     assert res.ncut <= truth + 1e-9

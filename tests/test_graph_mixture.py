@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_blobs, make_circles, make_moons
 
-from helpers import assert_one_error_line, labels_of, listing, run, run_process, write_csv
+from helpers import (assert_one_error_line, labels_of, listing, run, run_process, three_rings,
+                     write_csv)
 from test_graph_gaussian import (fitted_model_arrays, reference_mixture, reference_noise_mixture,
                                  replayed_mixture)
 from kkmeans_cli import KernelKMeans
@@ -142,15 +143,7 @@ def test_scattered_outliers_go_to_the_uniform_component(seed):
 
 
 def _rings(n=501, noise=0.05, seed=29):
-    """Three concentric rings (radii 1, ⅔, ⅓, n/3 points each at uniform angles, Gaussian
-    noise), standardized."""
-    rng = np.random.RandomState(seed)
-    rings = []
-    for radius in (1.0, 2 / 3, 1 / 3):
-        t = rng.uniform(0, 2 * np.pi, n // 3)
-        rings.append(radius * np.c_[np.cos(t), np.sin(t)]
-                     + rng.normal(scale=noise, size=(n // 3, 2)))
-    return _standard(np.vstack(rings))
+    return three_rings(n, noise, seed)[0]
 
 
 def test_a_mixture_whose_uniform_component_takes_a_quarter_of_the_points_is_turned_down(
