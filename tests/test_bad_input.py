@@ -119,6 +119,20 @@ def test_a_delimiter_ending_every_line_names_the_empty_column(work):
                        "drop"], 1,
                 "bare.csv: columns 3, 4 hold no value on any row; --columns picks the columns "
                 "to read")
+    # picked by --columns, an empty column is named by its place in the file
+    check_fails(work, ["fit", "--kernel", "rbf", work / "bare.csv", "-k", "1", "--missing",
+                       "drop", "--columns", "0,3"], 1,
+                "bare.csv: column 4 holds no value on any row; --columns picks the columns "
+                "to read")
+    check_fails(work, ["fit", "--kernel", "rbf", work / "trailing.csv", "-k", "1", "--missing",
+                       "drop", "--columns", "y,2"], 1,
+                "trailing.csv: column 3 ('') holds no value on any row")
+    X = np.full((3, 4), np.nan)
+    X[:, 0] = [0.27, 0.5, 5.0]
+    np.save(work / "bare.npy", X)
+    check_fails(work, ["fit", "--kernel", "rbf", work / "bare.npy", "-k", "1", "--missing",
+                       "drop", "--columns", "0,2"], 1,
+                "bare.npy: column 3 holds no value on any row")
     result = run(["fit", "--kernel", "rbf", work / "trailing.csv", "-k", "2", "--columns",
                   "x,y", "--no-model", *FAST])
     assert result.exit_code == 0, result.stderr

@@ -17,7 +17,7 @@ from .._text import plural
 from ..errors import DataError, KKMeansError, UsageError
 from .arrow import TABLE_NAMES, read_table, table_kind
 from .graphs import ZIP_MAGIC, graph_kind, is_graph_file, starts_as_zip, zip_damage
-from .text import column_indexes, column_name, read_text
+from .text import column_indexes, column_label, column_name, read_text
 
 NPY_SUFFIXES = (".npy",)
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
@@ -390,9 +390,9 @@ def _isatty(stream):
 
 
 def _read_text(read, source, header, delimiter, wanted, missing, size=None):
-    X, kept, names = read_text(read, source, header=header, delimiter=delimiter, wanted=wanted,
-                               missing=missing, size=size)
-    return _kept_dataset(X, kept, source, names)
+    X, kept, names, columns = read_text(read, source, header=header, delimiter=delimiter,
+                                        wanted=wanted, missing=missing, size=size)
+    return _kept_dataset(X, kept, source, names, columns)
 
 
 # -- columns --------------------------------------------------------------------------------
@@ -588,7 +588,7 @@ def _finish_table(X, source, select, names, missing, nan="null or NaN"):
     error, a missing one (NaN) too unless ``missing='drop'``."""
     if np.isfinite(X).all():            # the usual case in one pass
         return _kept_dataset(X, np.ones(X.shape[0], dtype=bool), source,
-                             [names[i] for i in select] if names else None)
+                             [names[i] for i in select] if names else None, select)
     # the first bad cell in row order, as a text file reports it (NaN is bad unless dropped)
     bad = np.argwhere(~np.isfinite(X) if missing == "error" else np.isinf(X))
     if bad.size:
@@ -599,14 +599,19 @@ def _finish_table(X, source, select, names, missing, nan="null or NaN"):
         raise DataError(f"{source}: row {r + 1}, column {column_name(select[c], names)}: "
                         f"missing value ({nan}); use --missing drop to skip such rows")
     nan_rows = np.isnan(X).any(axis=1)
-    return _kept_dataset(X, ~nan_rows, source, [names[i] for i in select] if names else None)
+    return _kept_dataset(X, ~nan_rows, source, [names[i] for i in select] if names else None,
+                         select)
 
 
-def _kept_dataset(X, kept, source, names):
+def _kept_dataset(X, kept, source, names, columns):
+    """The rows ``kept`` of ``X`` as a DataSet; none kept is an error, which names the
+    columns with no value on any row by their place in the file (``columns``: the file's
+    0-based column of each of X's) and their header ``names`` (X's, or None)."""
     if not kept.any():
         empty = np.flatnonzero(np.isnan(X).all(axis=0)) if X.shape[0] else []
         if 0 < len(empty) < X.shape[1]:     # a column with no value (a delimiter ends lines)
-            shown = ", ".join(column_name(int(c), names) for c in empty)
+            shown = ", ".join(column_label(columns[c], names[c] if names else None)
+                              for c in empty)
             raise DataError(f"{source}: column{'s' if len(empty) > 1 else ''} {shown} "
                             f"hold{'' if len(empty) > 1 else 's'} no value on any row; "
                             f"--columns picks the columns to read")

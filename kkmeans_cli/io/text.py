@@ -81,6 +81,8 @@ def read_text(read, source, *, header=None, delimiter=None, wanted=None, missing
     kept : ndarray of bool, shape (n_rows,)
     names : list of str or None
         Names of the columns of ``X`` when the file has a header.
+    columns : list of int
+        The file's 0-based columns that ``X`` holds (all of them unless ``wanted``).
     """
     return _TextReader(read, source, header, delimiter, wanted, missing, size).run()
 
@@ -197,7 +199,7 @@ class _TextReader:
         if self.names is not None and X.shape[0] == 0:
             raise DataError(f"{self.source}: has a header line but no data rows")
         names = [self.names[i] for i in self.select] if self.names else None
-        return X, kept, names
+        return X, kept, names, list(self.select)
 
     def _head(self, block, text):
         """Find the first line that is not a comment or blank: the delimiter, the header and
@@ -592,10 +594,14 @@ def _looks_like_header(cells):
 
 
 def column_name(index, names):
-    """Column for messages: its header name, else its 1-based position."""
-    if names and index < len(names):
-        return f"{index + 1} ({names[index]!r})"
-    return str(index + 1)
+    """Column ``index`` (0-based) of a file with header ``names`` (or None) for messages:
+    its 1-based position and its header name."""
+    return column_label(index, names[index] if names and index < len(names) else None)
+
+
+def column_label(index, name=None):
+    """``3 ('x')``, or ``3`` without a name: column ``index`` (0-based) for messages."""
+    return str(index + 1) if name is None else f"{index + 1} ({name!r})"
 
 
 def column_indexes(wanted, names, width, source):
