@@ -13,9 +13,9 @@ The default starts (``default_starts``, ``best_default_start``)
     NIPS 2001: the rows of the top-k eigenvectors of D^{-½}AD^{-½} normalised, k-means) and
     over-segment-and-merge starts: NJW into k' = 2k, 3k, 4k, 6k pieces (and 10k while that is
     at most ``FINE_PIECES_MAX``: ``oversegment_multiples``), merged greedily down to k, each
-    merge the pair whose union raises ncut least (``merge_to_k``). Spectral
-    starts alone land in the arc cut of rings and noisy circles; merging arcs by least ncut
-    does not (docs/engine.md). Up to ``SPECTRAL_DIRECT_MAX`` nodes on the graph itself, above
+    merge the pair whose union raises ncut least (``merge_to_k``). Spectral starts alone land
+    in the arc cut of rings and noisy circles; merging arcs by least ncut does not
+    (docs/engine.md). Up to ``SPECTRAL_DIRECT_MAX`` nodes on the graph itself, above
     on its multilevel coarsening (below), where the best start is carried up. Given a choice
     graph (``kernels.graph.choice_graph``), the starts run on it instead and only the one that
     cuts it least after refinement is returned, for the caller to refine on its own graph.
