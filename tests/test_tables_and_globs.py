@@ -57,6 +57,28 @@ def test_format_by_content_and_by_extension(tables):
     assert len(result.stderr.splitlines()) == 1
 
 
+@pytest.mark.parametrize("name", ["X.parquet", "X.feather"])
+def test_a_name_twice_is_read_by_position(tmp_path, name):
+    """A table whose columns repeat a name ('x', 'x', 'y') is read by position: --columns by
+    index picks either 'x', by name the first (as in a CSV header), and no --columns all three
+    (Parquet picks columns by name, and the name gave both)."""
+    X, _ = blobs(n=120, d=3, k=3)
+    table = pa.Table.from_arrays([pa.array(X[:, c]) for c in range(3)], names=["x", "x", "y"])
+    if name.endswith(".parquet"):
+        pq.write_table(table, tmp_path / name, row_group_size=50)
+    else:
+        feather.write_feather(table, tmp_path / name, chunksize=50)
+    path = str(tmp_path / name)
+    for columns, picked in (("1,2", [1, 2]), ("x,y", [0, 2]), ("2,0", [2, 0]), (None, [0, 1, 2])):
+        data = read_data(path, columns=columns)
+        assert data.X.tobytes() == np.ascontiguousarray(X[:, picked]).tobytes(), columns
+    result = run(["fit", "--kernel", "rbf", tmp_path / name, "--columns", "1,2", *ARGS])
+    np.save(tmp_path / "X.npy", X[:, 1:])
+    expected = run(["fit", "--kernel", "rbf", tmp_path / "X.npy", *ARGS])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == expected.stdout
+
+
 def test_non_numeric_column_is_named(tables):
     _, work = tables
     (work / "labels.txt").write_text("OLD\n")

@@ -101,8 +101,13 @@ def _open(pa, path, kind):
         schema = handle.schema_arrow
 
         def batches(select):
-            return handle.iter_batches(batch_size=_BATCH_ROWS,
-                                       columns=[schema.names[i] for i in select],
+            chosen = [schema.names[i] for i in select]
+            if any(schema.names.count(name) > 1 for name in chosen):
+                # Parquet picks columns by name, and a name twice gives every column of it:
+                # the whole table, then the columns by position
+                return handle.read(use_threads=True).select(select).to_batches(
+                    max_chunksize=_BATCH_ROWS)
+            return handle.iter_batches(batch_size=_BATCH_ROWS, columns=chosen,
                                        use_threads=True)
         return schema, handle.metadata.num_rows, batches
     if kind == "feather1":
