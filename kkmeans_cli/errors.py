@@ -63,6 +63,18 @@ class UsageError(KKMeansError, ValueError):
     exit_code = EXIT_USAGE
 
 
+class ColumnNotFound(UsageError):
+    """``--columns`` names a column that DATA (``source``) lacks; ``names`` are DATA's
+    columns (``predict`` words it as a column of the model that DATA lacks)."""
+
+    def __init__(self, message, source, names):
+        super().__init__(message)
+        self.source, self.names = source, list(names)
+
+    def __reduce__(self):   # sent back from a cluster's worker
+        return type(self), (str(self), self.source, self.names)
+
+
 class ConfigError(UsageError):
     """A YAML run config is not valid YAML, has an unknown key or a value of the wrong type."""
 

@@ -423,6 +423,14 @@ def test_predict_on_a_cluster_refuses_a_missing_column_as_one_process_does(clien
     assert one.exit_code == 1 and "has no column 'a' of the model" in one.stderr
     assert dask.exit_code == 1 and dask.stderr == one.stderr
     assert not (tmp / "new.txt").exists()
+    # beside a text column, which stops the first read: the model's column is still named
+    with open(tmp / "text.csv", "w") as f:
+        f.write("s,b,a\n" + "".join(f"p{i},{r[1]!r},{r[0]!r}\n" for i, r in enumerate(X)))
+    args[2] = tmp / "text.csv"
+    one, dask = run(args), run(args + ["--scheduler", client.scheduler.address])
+    assert one.exit_code == 1 and "has no column 'c' of the model" in one.stderr
+    assert dask.exit_code == 1 and dask.stderr == one.stderr
+    assert not (tmp / "new.txt").exists()
 
 
 def test_a_cluster_fit_stores_the_column_names_and_checks_the_parts(client, abc_model):

@@ -62,6 +62,36 @@ def test_a_missing_column_is_refused_with_both_lists(work):
     assert not (tmp / "new.txt").exists()
 
 
+def test_a_bad_value_is_named_in_the_model_columns_not_in_another(work):
+    """DATA whose other column stops the first read (a missing value, or text) is read
+    again with the model's columns: a problem there is named as it is, in its own column and
+    line, and a column of the model that DATA lacks is refused with both lists."""
+    tmp, X, expected = work
+    w = np.where(np.arange(X.shape[0]) == 3, np.nan, 1.0)       # line 5: no w
+    Xm = X.copy()
+    Xm[7, 2] = np.nan                                           # line 9: no c
+    _write(tmp / "new.csv", ["w", "b", "c", "a"], np.column_stack([w, Xm[:, [1, 2, 0]]]))
+    result = run(["predict", tmp / "m.npz", tmp / "new.csv", "--labels", tmp / "new.txt"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == (f"kkmeans: error: {tmp / 'new.csv'}: line 9, column 3 ('c'): "
+                             f"missing value; use --missing drop to skip such rows\n")
+    assert not (tmp / "new.txt").exists()
+    dropped = run(["predict", tmp / "m.npz", tmp / "new.csv", "--missing", "drop", "-q"])
+    assert dropped.exit_code == 0, dropped.stderr
+    want = expected.splitlines()
+    assert dropped.stdout.splitlines() == want[:7] + ["-1"] + want[8:]
+    # a text column beside, and the model's 'c' missing: the missing column is the error
+    with open(tmp / "text.csv", "w") as f:
+        f.write("s,b,a\n" + "".join(f"p{i},{r[1]!r},{r[0]!r}\n" for i, r in enumerate(X)))
+    result = run(["predict", tmp / "m.npz", tmp / "text.csv", "--labels", tmp / "new.txt"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == (f"kkmeans: error: {tmp / 'text.csv'}: has no column 'c' of the "
+                             f"model {tmp / 'm.npz'}; its columns are 's', 'b', 'a', the "
+                             f"model's 'a', 'b', 'c' (give --columns to take DATA's columns by "
+                             f"position instead)\n")
+    assert not (tmp / "new.txt").exists()
+
+
 def test_data_without_names_or_with_columns_is_taken_by_position(work):
     tmp, X, expected = work
     np.save(tmp / "new.npy", X)

@@ -11,7 +11,7 @@ import click
 from .._options import INITS as INIT_CHOICES
 from .._options import GRAPH_KERNELS, PRECOMPUTED_KERNELS
 from .._text import plural
-from ..errors import DataError, UsageError
+from ..errors import ColumnNotFound, DataError, UsageError
 
 
 def read_input(opts, spec):
@@ -303,12 +303,15 @@ def read_model_columns(opts, names, read, reporter, hold=contextlib.nullcontext)
     --columns is given), the model's columns are taken by name, whatever their order and
     whatever other columns DATA has; a name DATA lacks is an error listing both. DATA without
     names (.npy, HDF5, text without a header) is taken by position, as is DATA read with
-    --columns or for a model whose names repeat (a warning says so when the names differ). Returns the data and whether the
-    columns were picked by name (in another order, or out of more).
+    --columns or for a model whose names repeat (a warning says so when the names differ).
+    Returns the data and whether the columns were picked by name (in another order, or out of
+    more).
 
     The usual DATA, with the model's columns in order, is read once; DATA is read again with
     the model's columns only when they must be picked out (so that a missing value in a column
-    the model does not use neither stops nor drops a row), within ``hold()``."""
+    the model does not use neither stops nor drops a row), within ``hold()``. When DATA read
+    whole fails, the error of reading the model's columns stands (a column of the model that
+    DATA lacks, or a problem in one the model uses); where those read, DATA's own."""
     if (not names or len(set(names)) != len(names) or opts["columns"] is not None
             or opts["header"] is False):  # a name twice (a header 'x,x') picks no column
         data = read(opts)
@@ -324,17 +327,27 @@ def read_model_columns(opts, names, read, reporter, hold=contextlib.nullcontext)
         except DataError as exc:
             try:  # perhaps a problem in a column the model does not use
                 return read(by_name), True
-            except (UsageError, DataError):
+            except ColumnNotFound as lacked:
+                raise _lacks_columns(lacked.source, lacked.names, names, opts) from None
+            except DataError as named:      # in a column the model uses: that one
+                raise named from None
+            except UsageError:
                 raise exc from None
         if data.columns is None or list(data.columns) == list(names):
             return data, False
-        missing = [name for name in names if name not in data.columns]
-        if missing:
-            raise DataError(f"{data.source}: has no column {_column_names(missing)} of the "
-                            f"model {opts['model_path']}; its columns are "
-                            f"{_column_names(data.columns)}, the model's {_column_names(names)} "
-                            f"(give --columns to take DATA's columns by position instead)")
+        if any(name not in data.columns for name in names):
+            raise _lacks_columns(data.source, data.columns, names, opts)
         return read(by_name), True
+
+
+def _lacks_columns(source, columns, names, opts):
+    """The error for DATA (``source``, its ``columns``) that lacks a column of the model's
+    ``names``."""
+    missing = [name for name in names if name not in columns]
+    return DataError(f"{source}: has no column {_column_names(missing)} of the model "
+                     f"{opts['model_path']}; its columns are {_column_names(columns)}, the "
+                     f"model's {_column_names(names)} (give --columns to take DATA's columns "
+                     f"by position instead)")
 
 
 def columns_row(data, by_name):

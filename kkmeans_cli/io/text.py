@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 
 from .._text import plural
-from ..errors import DataError, UsageError
+from ..errors import ColumnNotFound, DataError, UsageError
 
 MISSING_TOKENS = frozenset({"", "na", "nan", "n/a", "null", "none", "?"})
 
@@ -620,8 +620,8 @@ def column_indexes(wanted, names, width, source):
             raise UsageError(f"--columns: {item!r} is a name but {source} has no header line; "
                              f"use 0-based indexes or --header")
         elif item not in names:
-            raise UsageError(f"--columns: {source} has no column {item!r}; its columns are "
-                             f"{', '.join(names)}")
+            raise ColumnNotFound(f"--columns: {source} has no column {item!r}; its columns "
+                                 f"are {', '.join(names)}", source, names)
         else:
             index = names.index(item)
         if index in out:
