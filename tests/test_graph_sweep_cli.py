@@ -378,6 +378,26 @@ def test_a_graph_sweep_takes_k_up_to_its_nodes_when_every_row_is_distinct(tmp_pa
              "k ≤ rows − 1 = 5)", tmp_path)
 
 
+@pytest.mark.parametrize("rows", ["1,2\n3,4\n", "0,0\n0,0\n5,5\n5,5\n5,5\n"])
+def test_a_sweep_of_two_distinct_points_writes_its_model(tmp_path, rows):
+    """Two distinct points (two rows, or five with repeats): the default rule's least
+    neighbours, 2, link both, which no --n-neighbors given may do; the sweep's model of k = 2
+    is that graph's fit all the same, as fit's is, and predict gives its labels back."""
+    (tmp_path / "two.csv").write_text(rows)
+    sweep = run(["sweep", tmp_path / "two.csv", "--k", "2", "-o", tmp_path / "s.npz", "-q"])
+    assert sweep.exit_code == 0, sweep.stderr
+    fit = run(["fit", tmp_path / "two.csv", "-k", "2", "-o", tmp_path / "f.npz", "-q"])
+    assert fit.exit_code == 0, fit.stderr
+    labels = fit.stdout.split()
+    assert len(set(labels)) == 2 and labels[0] != labels[-1]
+    for model in ("s.npz", "f.npz"):
+        got = run(["predict", tmp_path / model, tmp_path / "two.csv", "-q"])
+        assert got.exit_code == 0, got.stderr
+        assert got.stdout.split() == labels
+        info = run(["info", tmp_path / model])
+        assert info.exit_code == 0 and "2 neighbours" in info.stdout, info.stdout
+
+
 def test_fit_report_and_model_say_when_components_were_joined(tmp_path):
     """Four far blobs and k = 2: the fit joins the four components by three bridges
     (kernels.graph.join_components), and the report and the model's meta say so, since the

@@ -393,8 +393,12 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
     best_est = None
     if refit_best:
         best_params = dict(params)
-        if not given:  # the sweep's graph: the neighbours of the smallest k's default rule
-            best_params["n_neighbors"] = records[0].fit.graph.info.n_neighbors
+        info = records[0].fit.graph.info
+        # the sweep's graph: the neighbours of the smallest k's default rule (but on two
+        # distinct points the rule's least value, 2, which no n_neighbors given may be: the
+        # rule again, which gives it for every k)
+        if not given and info.n_neighbors < info.n_nodes:
+            best_params["n_neighbors"] = info.n_neighbors
         best_params["whiten"] = False   # the sweep's own fit of best_k, on its one graph
         best_est = KernelKMeans(best_k, **best_params).fit(affinity if given else X,
                                                              sample_weight=sample_weight)
