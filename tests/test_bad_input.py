@@ -145,6 +145,40 @@ def test_a_delimiter_ending_every_line_names_the_empty_column(work):
                 "rows")
 
 
+@pytest.mark.parametrize("name, extra, why", [
+    ("plain.csv", [], "has no header line; use 0-based indexes or --header"),
+    ("named.csv", ["--no-header"], "is read without a header (--no-header); use 0-based "
+                                   "indexes"),
+    ("a.npy", [], "is an array, whose columns have no names; use 0-based indexes"),
+    ("a.h5", ["--dataset", "X"], "is an array, whose columns have no names; use 0-based "
+                                 "indexes"),
+])
+def test_a_column_name_where_there_are_no_names_says_what_works(work, name, extra, why):
+    """--columns by name for DATA without names: why there are none and what works (an
+    array takes indexes alone: --header would be ignored there)."""
+    import h5py
+
+    X = np.arange(12.0).reshape(6, 2)
+    write_csv(work / "plain.csv", X, header=False)
+    write_csv(work / "named.csv", X)
+    np.save(work / "a.npy", X)
+    with h5py.File(work / "a.h5", "w") as f:
+        f["X"] = X
+    source = f"{work / name}:X" if name.endswith(".h5") else work / name
+    check_fails(work, ["fit", "--kernel", "rbf", work / name, *extra, "-k", "2", "--columns",
+                       "x"], 2, f"--columns: 'x' is a name but {source} {why}")
+
+
+def test_with_columns_given_a_line_end_is_no_hint_to_give_them(work):
+    """A missing value in the last cell of a line, in a column --columns picked: the plain
+    advice, not the hint to pick columns."""
+    (work / "miss.csv").write_text("a,b,c\n1,2,3\n4,5,\n7,8,9\n")
+    check_fails(work, ["fit", "--kernel", "rbf", work / "miss.csv", "-k", "2", "--columns",
+                       "c,a"], 1,
+                "miss.csv: line 3, column 3 ('c'): missing value; use --missing drop to skip "
+                "such rows")
+
+
 # -- option values ----------------------------------------------------------------------------
 def test_k_below_one(work):
     check_fails(work, ["fit", "--kernel", "rbf", work / "data.csv", "-k", "0"], 2,

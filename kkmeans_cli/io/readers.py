@@ -576,7 +576,8 @@ def _check_array(X, source, ndim):
 
 def _finish_array(X, source, wanted, missing):
     X = np.asarray(X, dtype=np.float64)
-    select = column_indexes(wanted, None, X.shape[1], source)
+    select = column_indexes(wanted, None, X.shape[1], source,
+                            "is an array, whose columns have no names; use 0-based indexes")
     if select != list(range(X.shape[1])):
         X = X[:, select]
     X = np.ascontiguousarray(X)         # no copy of an array read whole, as is usual

@@ -246,7 +246,10 @@ class _TextReader:
         self.width = len(self.names) if self.names is not None else len(cells)
         self.rows = _Rows(self.size, self.offset)
         try:
-            self.select = column_indexes(self.wanted, self.names, self.width, self.source)
+            self.select = column_indexes(
+                self.wanted, self.names, self.width, self.source,
+                "is read without a header (--no-header); use 0-based indexes" if
+                self.header is False else NO_HEADER)
         except UsageError as exc:
             self.select = None
             self.content_after_header = not header
@@ -422,7 +425,8 @@ class _TextReader:
             if np.isnan(value):
                 if self.missing == "error":
                     ends = (" (the line ends with a delimiter: --columns picks the columns "
-                            "to read)") if not cell and col == len(cells) - 1 else ""
+                            "to read)") if (not cell and col == len(cells) - 1
+                                            and self.wanted is None) else ""
                     raise DataError(f"{source}: line {line}, column {column_name(col, names)}: "
                                     f"missing value"
                                     f"{'' if not cell else f' ({cell!r})'}{ends}; use --missing "
@@ -604,9 +608,13 @@ def column_label(index, name=None):
     return str(index + 1) if name is None else f"{index + 1} ({name!r})"
 
 
-def column_indexes(wanted, names, width, source):
+NO_HEADER = "has no header line; use 0-based indexes or --header"
+
+
+def column_indexes(wanted, names, width, source, nameless=NO_HEADER):
     """The 0-based columns that ``--columns`` (parsed: ``wanted``) names, for a file of
-    ``width`` columns with header ``names`` (or None); all of them when ``wanted`` is None."""
+    ``width`` columns with header ``names`` (or None); all of them when ``wanted`` is None.
+    ``nameless`` ends the refusal of a name where there are no names: why, and what to do."""
     if wanted is None:
         return list(range(width))
     out = []
@@ -617,8 +625,7 @@ def column_indexes(wanted, names, width, source):
                 raise UsageError(f"--columns: index {index} is out of range; {source} has "
                                  f"{plural(width, 'column')} (0-based indexes 0..{width - 1})")
         elif names is None:
-            raise UsageError(f"--columns: {item!r} is a name but {source} has no header line; "
-                             f"use 0-based indexes or --header")
+            raise UsageError(f"--columns: {item!r} is a name but {source} {nameless}")
         elif item not in names:
             raise ColumnNotFound(f"--columns: {source} has no column {item!r}; its columns "
                                  f"are {', '.join(names)}", source, names)
