@@ -182,12 +182,12 @@ def test_no_choice_graph_where_the_components_are_the_starts():
     res = fit_graph(X, 2, random_state=0, whiten=False)
     assert res.start == "components" and res.ncut == 0.0
     # a sweep of k = 2 fits k = 3 for its cut ratio: that start is chosen on the choice graph
-    # (one start kept, where the fit's own graph would refine all five)
+    # (one start kept, where the fit's own graph would refine all six)
     swept = sweep_graph(X, [2], random_state=0)
     assert swept[0].fit.start == "components" and swept[0].next_ncut > 0.0
     three = fit_on_graph(build_graph(X, 2, largest=3), 3, rng=np.random.default_rng(0))
     alone = fit_on_graph(build_graph(X, 2), 3, rng=np.random.default_rng(0))
-    assert len(three.start_kinds) == 1 and len(alone.start_kinds) == 5
+    assert len(three.start_kinds) == 1 and len(alone.start_kinds) == 6
     assert swept[0].next_ncut == three.ncut
 
 
