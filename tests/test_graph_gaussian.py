@@ -276,16 +276,16 @@ def test_the_step_is_kept_exactly_where_the_rule_says(name):
 
 def test_the_default_fit_ends_with_the_steps_and_predicts_its_own_labels():
     X, _ = _varied()
-    plain = fit_graph(X, 3, random_state=4, n_threads=1, whiten=False)
-    default = fit_graph(X, 3, random_state=4, n_threads=1)
-    assert default.whitening["kept"] is False       # the refit is turned down on this set
+    plain = fit_graph(X, 3, random_state=5, n_threads=1, whiten=False)
+    default = fit_graph(X, 3, random_state=5, n_threads=1)
+    assert default.whitening["kept"] is False       # the refit is turned down on this draw
     want, keep, mixed = replayed_steps(X, plain, 3)
     assert keep and mixed                           # both steps kept here
     np.testing.assert_array_equal(default.labels, want)
     # the estimator: the same labels from one and two threads, predict of the training
     # points is the labels, and the record says what was kept
-    one = KernelKMeans(3, random_state=4, n_threads=1).fit(X)
-    two = KernelKMeans(3, random_state=4, n_threads=2).fit(X)
+    one = KernelKMeans(3, random_state=5, n_threads=1).fit(X)
+    two = KernelKMeans(3, random_state=5, n_threads=2).fit(X)
     np.testing.assert_array_equal(one.labels_, two.labels_)
     np.testing.assert_array_equal(one.predict(X), one.labels_)
     np.testing.assert_array_equal(one.predict(X[3::7]), one.labels_[3::7])
@@ -293,7 +293,7 @@ def test_the_default_fit_ends_with_the_steps_and_predicts_its_own_labels():
     assert record["kept"] is True and record["gaussian_criterion"] < record["criterion"]
     assert one.fit_stats_["graph"]["mixture"]["kept"] is True
     for whiten in (False, True):
-        graph = KernelKMeans(3, random_state=4, whiten=whiten).fit(X).fit_stats_["graph"]
+        graph = KernelKMeans(3, random_state=5, whiten=whiten).fit(X).fit_stats_["graph"]
         assert "gaussian" not in graph and "mixture" not in graph
 
 

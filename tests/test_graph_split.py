@@ -94,7 +94,7 @@ def _replayed_ratio(X, start, k):
     return n * (gm.lower_bound_ - low) / charge, gm.n_iter_
 
 
-@pytest.mark.parametrize("data, seed", [("moons", 3), ("moons", 0), ("varied", 4)])
+@pytest.mark.parametrize("data, seed", [("moons", 3), ("moons", 0), ("varied", 5)])
 def test_the_steps_are_undone_exactly_where_bic_prefers_2k_gaussians(data, seed):
     """Replayed by hand: the first fit (one fit of the points as given), the steps after it,
     the 2k EM by scikit-learn from the NumPy split; the default keeps the steps' labels
@@ -264,10 +264,11 @@ def test_the_command_line_says_the_steps_were_undone_and_the_model_predicts(tmp_
     assert proc.returncode == 0, proc.stderr
     assert "; Gaussian steps undone: the clusters are not Gaussian)" in proc.stderr
     np.testing.assert_array_equal(labels_of(proc.stdout), labels)
-    # a refit kept, then undone with the steps after it: the row says neither 'whitened'
-    # nor that the refit was turned down
+    # a refit kept, then undone with the steps after it (seed 3, as the API's above): the
+    # row says neither 'whitened' nor that the refit was turned down
     write_csv(tmp_path / "moons3.csv", _moons(3)[0], fmt="%.6f")
-    done = run(["fit", tmp_path / "moons3.csv", "-k", "2", "-o", tmp_path / "m3.npz"])
+    done = run(["fit", tmp_path / "moons3.csv", "-k", "2", "--seed", "3", "-o",
+                tmp_path / "m3.npz"])
     assert done.exit_code == 0, done.stderr
     assert "(connectivity; Gaussian steps undone: the clusters are not Gaussian)" in \
         done.stderr, done.stderr
