@@ -205,6 +205,15 @@ def test_k_above_n(work):
                 "k = 31 is larger than the number of rows (30)")
 
 
+def test_k_above_the_rows_left_after_dropping_says_so(work):
+    """k above the rows that --missing drop left names the rows dropped (the file seems to
+    have enough; the sweep's twin is in test_hostile_inputs.py)."""
+    (work / "holes.csv").write_text("x,y\n1,2\n3,\n5,6\n,8\n")
+    check_fails(work, ["fit", "--kernel", "rbf", work / "holes.csv", "-k", "3", "--missing",
+                       "drop"], 1, "holes.csv: k = 3 is larger than the number of rows (2, "
+                "after 2 rows with missing values were dropped); use a smaller -k")
+
+
 def test_k_missing(work):
     line = ("missing option -k/--n-clusters (or the key 'n_clusters' in --config) (see 'kkmeans "
             "fit --help')")

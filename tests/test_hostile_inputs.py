@@ -312,6 +312,33 @@ def test_a_column_listed_twice_in_an_npy_file_is_a_usage_error(tmp_path):
     assert listing(tmp_path) == sorted(["x.npy"])
 
 
+@pytest.mark.parametrize("command", ["fit", "sweep"])
+def test_a_name_the_header_repeats_is_picked_by_index_only(tmp_path, command):
+    """--columns x of a header x,x,y: which x is meant only an index says (before, the first
+    was taken silently). A usage error naming both places; an index picks either."""
+    X, _ = blobs(n=30)
+    with open(tmp_path / "x.csv", "w") as f:
+        f.write("x,x,y\n" + "".join(f"{a},{b},{a + b}\n" for a, b in X.tolist()))
+    out = ["-k", 3, "-o", tmp_path / "m.npz"] if command == "fit" else ["--k", "2..3",
+                                                                        "--table", tmp_path / "t"]
+    result = run_process([command, "x.csv", *out, "--columns", "x,y", "-q"], cwd=tmp_path)
+    assert_one_error_line(result, "--columns: x.csv has 2 columns named 'x' (0-based indexes "
+                                  "0, 1); pick one by its index", code=2)
+    assert listing(tmp_path) == sorted(["x.csv"])
+    picked = run([command, tmp_path / "x.csv", *out, "--columns", "1,y", "-q"])
+    assert picked.exit_code == 0, picked.stderr
+
+
+def test_a_sweep_above_the_rows_left_after_dropping_says_so(tmp_path):
+    (tmp_path / "holes.csv").write_text("x,y\n1,2\n3,\n5,6\n,8\n")
+    result = run(["sweep", tmp_path / "holes.csv", "--k", "2-3", "--missing", "drop", "--table",
+                  tmp_path / "t.csv"])
+    assert_one_error_line(result, "holes.csv: k = 3 is too large for 2 rows, after 2 rows with "
+                                  "missing values were dropped (a sweep on a graph needs k ≤ "
+                                  "rows = 2); use a smaller --k", code=1)
+    assert listing(tmp_path) == sorted(["holes.csv"])
+
+
 # ---- a huge --n-init is a usage error, not a failed allocation --------------------------------
 
 @pytest.mark.parametrize("command", ["fit", "sweep"])

@@ -121,3 +121,36 @@ def test_a_model_whose_header_repeats_a_name_takes_columns_by_position(tmp_path)
     assert moved.exit_code == 0 and moved.stdout == fit.stdout
     assert ("its columns 'y', 'x', 'x' are matched by position to the model's 'x', 'x', "
             "'y'") in moved.stderr
+
+
+def test_data_that_repeats_a_name_of_the_model_is_refused(work):
+    """DATA whose header names one of the model's columns twice (c, a, b, a) cannot say which
+    is the model's 'a': predict refuses it, exit 1, and writes nothing (before, the first
+    'a' was taken silently); --columns takes DATA by position."""
+    tmp, X, expected = work
+    _write(tmp / "new.csv", ["c", "a", "b", "a"], np.column_stack([X[:, 2], X[:, 0], X[:, 1],
+                                                                   X[:, 1]]))
+    for args in ([], ["--with-data"]):
+        result = run(["predict", tmp / "m.npz", tmp / "new.csv", "--labels", tmp / "new.txt",
+                      *args])
+        assert result.exit_code == 1
+        assert result.stderr == (f"kkmeans: error: {tmp / 'new.csv'}: has 2 columns named 'a', "
+                                 f"a column of the model {tmp / 'm.npz'}; give --columns to "
+                                 f"take DATA's columns by position\n")
+        assert not (tmp / "new.txt").exists()
+    picked = run(["predict", tmp / "m.npz", tmp / "new.csv", "--columns", "1,2,0", "-q"])
+    assert picked.exit_code == 0 and picked.stdout == expected
+
+
+def test_a_model_of_one_feature_names_it_in_the_singular(tmp_path):
+    X, _ = blobs(n=40, d=2, k=2, seed=1)
+    np.savetxt(tmp_path / "one.csv", X[:, :1], delimiter=",")
+    np.savetxt(tmp_path / "two.csv", X, delimiter=",")
+    fit = run(["fit", "--kernel", "rbf", tmp_path / "one.csv", "-k", "2", *FAST, "-o",
+               tmp_path / "m.npz", "-q"])
+    assert fit.exit_code == 0, fit.stderr
+    result = run(["predict", tmp_path / "m.npz", tmp_path / "two.csv"])
+    assert result.exit_code == 1
+    assert result.stderr == (f"kkmeans: error: {tmp_path / 'two.csv'}: has 2 columns, the "
+                             f"model {tmp_path / 'm.npz'} expects 1 feature; pick it with "
+                             f"--columns\n")

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers import FAST, blobs, labels_of, run, run_process, run_shell, write_csv
+from kkmeans_cli.errors import UsageError
 from kkmeans_cli.io.readers import read_data
 
 ARGS = ["-k", "3", "--no-model", "-q", *FAST]
@@ -60,8 +61,8 @@ def test_format_by_content_and_by_extension(tables):
 @pytest.mark.parametrize("name", ["X.parquet", "X.feather"])
 def test_a_name_twice_is_read_by_position(tmp_path, name):
     """A table whose columns repeat a name ('x', 'x', 'y') is read by position: --columns by
-    index picks either 'x', by name the first (as in a CSV header), and no --columns all three
-    (Parquet picks columns by name, and the name gave both)."""
+    index picks either 'x' and no --columns all three (Parquet picks columns by name, and the
+    name gave both); by name 'x' is refused, as in a CSV header: only an index says which."""
     X, _ = blobs(n=120, d=3, k=3)
     table = pa.Table.from_arrays([pa.array(X[:, c]) for c in range(3)], names=["x", "x", "y"])
     if name.endswith(".parquet"):
@@ -69,9 +70,12 @@ def test_a_name_twice_is_read_by_position(tmp_path, name):
     else:
         feather.write_feather(table, tmp_path / name, chunksize=50)
     path = str(tmp_path / name)
-    for columns, picked in (("1,2", [1, 2]), ("x,y", [0, 2]), ("2,0", [2, 0]), (None, [0, 1, 2])):
+    for columns, picked in (("1,2", [1, 2]), ("2,0", [2, 0]), (None, [0, 1, 2])):
         data = read_data(path, columns=columns)
         assert data.X.tobytes() == np.ascontiguousarray(X[:, picked]).tobytes(), columns
+    with pytest.raises(UsageError, match=r"has 2 columns named 'x' \(0-based indexes 0, 1\); "
+                                         r"pick one by its index"):
+        read_data(path, columns="x,y")
     result = run(["fit", "--kernel", "rbf", tmp_path / name, "--columns", "1,2", *ARGS])
     np.save(tmp_path / "X.npy", X[:, 1:])
     expected = run(["fit", "--kernel", "rbf", tmp_path / "X.npy", *ARGS])

@@ -5,6 +5,7 @@ import contextlib
 from types import SimpleNamespace
 
 from .._options import PRECOMPUTED_KERNELS
+from .._text import plural
 from ..errors import (DataError, KKMeansError, TooFewDistinctPointsError, UsageError,
                       ValueRangeError)
 from .inputs import columns_row, read_model_columns
@@ -243,9 +244,10 @@ def predict_command(opts, reporter, loaded):
         data, by_name = read_model_columns(opts, loaded.meta.get("columns"),
                                            lambda o: _data(client, o, o["data"]), reporter)
         if data.d != expected:
-            raise DataError(f"{data.source}: has {data.d} columns, the model "
-                            f"{opts['model_path']} expects {expected} features"
-                            + ("; pick them with --columns" if data.d > expected else ""))
+            raise DataError(f"{data.source}: has {plural(data.d, 'column')}, the model "
+                            f"{opts['model_path']} expects {plural(expected, 'feature')}"
+                            + (f"; pick {'it' if expected == 1 else 'them'} with --columns"
+                               if data.d > expected else ""))
         with reporter.engine_warnings(), \
                 reporter.progress(f"predicting {data.source} (Dask)"):
             with _as_one_process(data):

@@ -4,8 +4,8 @@ import time
 import click
 
 from ..errors import DataError, UsageError
-from .inputs import (check_distinct, init_is_file, input_paths, is_graph_data, labels_text,
-                     prepare_fit_data)
+from .inputs import (check_distinct, dropped_note, init_is_file, input_paths, is_graph_data,
+                     labels_text, prepare_fit_data)
 from .._options import GRAPH_KERNELS
 from .options import (PRECOMPUTED_KERNELS, Integer, check_memory_plan, check_option_combination,
                       cluster_options, data_options, effective_options, estimator_kwargs,
@@ -112,7 +112,7 @@ def fit(ctx, **_):
     k = opts["n_clusters"]
     if k > X.shape[0]:
         raise DataError(f"{data.source}: k = {k} is larger than the number of rows "
-                        f"({X.shape[0]}); use a smaller -k")
+                        f"({X.shape[0]}{dropped_note(data)}); use a smaller -k")
     graph = opts["kernel"] in GRAPH_KERNELS or not isinstance(X, np.ndarray)
     estimator = KernelKMeans(**estimator_kwargs(opts, k, init))
     share_K = False

@@ -157,6 +157,14 @@ def _check_weights(weights, path, kernel):
         raise DataError(f"--weights {path}: {why}") from None
 
 
+def dropped_note(data):
+    """``", after 2 rows with missing values were dropped"`` where --missing drop dropped rows
+    (a count of rows that DATA seems to have more of says why), else ``""``."""
+    dropped = getattr(data, "n_dropped", 0)
+    return (f", after {plural(dropped, 'row')} with missing values "
+            f"{'was' if dropped == 1 else 'were'} dropped" if dropped else "")
+
+
 def check_distinct(data, X, k, weights, kernel, option="-k"):
     """Refuse (exit 1) a k above the number of distinct points of DATA, before any work."""
     from ..errors import TooFewDistinctPointsError
@@ -303,7 +311,8 @@ def read_model_columns(opts, names, read, reporter, hold=contextlib.nullcontext)
     --columns is given), the model's columns are taken by name, whatever their order and
     whatever other columns DATA has; a name DATA lacks is an error listing both. DATA without
     names (.npy, HDF5, text without a header) is taken by position, as is DATA read with
-    --columns or for a model whose names repeat (a warning says so when the names differ).
+    --columns or for a model whose names repeat (a warning says so when the names differ);
+    DATA with a name of the model's twice is an error.
     Returns the data and whether the columns were picked by name (in another order, or out of
     more).
 
@@ -337,6 +346,11 @@ def read_model_columns(opts, names, read, reporter, hold=contextlib.nullcontext)
             return data, False
         if any(name not in data.columns for name in names):
             raise _lacks_columns(data.source, data.columns, names, opts)
+        twice = [name for name in names if list(data.columns).count(name) > 1]
+        if twice:       # which of them the model's is, only the user can say
+            raise DataError(f"{data.source}: has {list(data.columns).count(twice[0])} columns "
+                            f"named {twice[0]!r}, a column of the model {opts['model_path']}; "
+                            f"give --columns to take DATA's columns by position")
         return read(by_name), True
 
 

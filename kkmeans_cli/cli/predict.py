@@ -86,11 +86,12 @@ def predict(ctx, **_):
     data, by_name = _read_model_columns(opts, loaded.meta.get("columns"), reporter)
     expected = loaded.meta["n_features"]
     if data.X.shape[1] != expected:
-        what = {"precomputed": "kernel columns", "precomputed-distance": "distance columns"
-                }.get(loaded.meta["kernel"], "features")
+        what = {"precomputed": "kernel column", "precomputed-distance": "distance column"
+                }.get(loaded.meta["kernel"], "feature")
         raise DataError(f"{data.source}: has {plural(data.X.shape[1], 'column')}, the model "
-                        f"{opts['model_path']} expects {expected} {what}"
-                        + ("; pick them with --columns" if data.X.shape[1] > expected else ""))
+                        f"{opts['model_path']} expects {plural(expected, what)}"
+                        + (f"; pick {'it' if expected == 1 else 'them'} with --columns"
+                           if data.X.shape[1] > expected else ""))
     # The fitted arrays straight from the model file: no estimator (nor scikit-learn).
     result, kernel = loaded.result, loaded.result.kernel
     X = np.ascontiguousarray(loaded.scaler.transform(data.X), dtype=np.float64)

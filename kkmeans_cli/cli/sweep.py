@@ -7,8 +7,8 @@ from .._options import GRAPH_KERNELS
 
 from .._text import plural
 from ..errors import DataError, UsageError
-from .inputs import (check_distinct, init_is_file, input_paths, is_graph_data,
-                     prepare_fit_data)
+from .inputs import (check_distinct, dropped_note, init_is_file, input_paths,
+                     is_graph_data, prepare_fit_data)
 from .options import (KsType, check_memory_plan, check_option_combination, data_options,
                       effective_options, estimator_kwargs, fit_options, require_matplotlib,
                       run_options, stored_options, warn_unused_options, whiten_setting)
@@ -315,8 +315,9 @@ def _read_for_sweep(opts, k_ranges, graph=False):
         of, need = (f"a graph of {plural(n, 'node')}", f"k ≤ {n}") if graph and \
             is_graph_data(opts) else (plural(n, "row"), f"k ≤ rows = {n}" if graph else
                                       f"k ≤ rows − 1 = {n - 1}")
-        raise DataError(f"{data.source}: k = {top} is too large for {of} (a sweep "
-                        f"{'on a graph ' if graph else ''}needs {need}); use a smaller --k")
+        raise DataError(f"{data.source}: k = {top} is too large for {of}{dropped_note(data)} "
+                        f"(a sweep {'on a graph ' if graph else ''}needs {need}); use a "
+                        f"smaller --k")
     ks = parse_ks(opts["k"], max_k=largest)
     return reporter, data, scaler, X, weights, ks
 

@@ -629,6 +629,10 @@ def column_indexes(wanted, names, width, source, nameless=NO_HEADER):
         elif item not in names:
             raise ColumnNotFound(f"--columns: {source} has no column {item!r}; its columns "
                                  f"are {', '.join(names)}", source, names)
+        elif names.count(item) > 1:     # which one is meant, only an index says
+            places = [str(i) for i, name in enumerate(names) if name == item]
+            raise UsageError(f"--columns: {source} has {len(places)} columns named {item!r} "
+                             f"(0-based indexes {', '.join(places)}); pick one by its index")
         else:
             index = names.index(item)
         if index in out:

@@ -63,9 +63,10 @@ def nearest(model, X, kernel_diag, want_distances, n_threads=1):
     n_fit = model.labels.shape[0]
     expected = n_fit if name in PRECOMPUTED else model.n_features
     if X.shape[1] != expected:
-        what = {"precomputed": "kernel columns", "precomputed-distance": "distance columns"
-                }.get(name, "features")
-        raise ValueError(f"X has {X.shape[1]} {what}, the model expects {expected}")
+        what = {"precomputed": "kernel column", "precomputed-distance": "distance column"
+                }.get(name, "feature")
+        raise ValueError(f"X has {X.shape[1]} {what}{'s' * (X.shape[1] != 1)}, the model "
+                         f"expects {expected}")
     # Kernel values of new rows against the training points, summed over them.
     check_range(name, X, max(n_fit, float(np.sum(model.sample_weight))),
                 kernel=model.kernel, offset=model.kernel.offset)
