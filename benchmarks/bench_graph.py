@@ -19,6 +19,7 @@ their defaults, against scikit-learn's SpectralClustering and kkmeans' rbf kerne
     python benchmarks/bench_graph.py limits [--settings 5:0 10:0.01] # the mixture's cut limit
     python benchmarks/bench_graph.py neighbors [--values 20 24]    # the default neighbour count
     python benchmarks/bench_graph.py audit [--seeds 0 … 35]        # objective or starts, by graph
+    python benchmarks/bench_graph.py large-k [--seeds 0 1]         # k = 20–100: the starts' pieces
 
 gallery: the data sets of scikit-learn's ``plot_cluster_comparison`` (n = 1500,
 StandardScaler): circles (factor .5) and moons at noise .03, .05, .08, .1, three concentric
@@ -834,6 +835,108 @@ def harder(args):
               flush=True)
 
 
+def blob_grid(k, per, std, seed):
+    """k round blobs of ``per`` points (s.d. ``std``) centred on a √k × √k grid of unit step."""
+    side = int(round(np.sqrt(k)))
+    centres = np.array([(i, j) for i in range(side) for j in range(side)], dtype=float)
+    y = np.repeat(np.arange(k), per)
+    return centres[y] + std * np.random.default_rng(seed).standard_normal((k * per, 2)), y
+
+
+def moon_pairs(pairs, per, noise, seed, columns=4):
+    """``pairs`` pairs of moons (``per`` points each moon) side by side, 2·pairs clusters."""
+    from sklearn.datasets import make_moons
+
+    Xs, ys = [], []
+    for p in range(pairs):
+        X, y = make_moons(2 * per, noise=noise, random_state=seed + p)
+        Xs.append(X + [3.5 * (p % columns), 2.5 * (p // columns)])
+        ys.append(y + 2 * p)
+    return np.vstack(Xs), np.concatenate(ys)
+
+
+def large_k_sets(seeds):
+    """(name, X, y, k) of the large-k benchmark: grids of touching blobs (k = 25–100),
+    stacked moons (k = 20, 40), blobs in 2, 5 and 10 dimensions (k = 20–50), digits cut into
+    more clusters than its classes (k = 20–40), and 20,000 blobs of k = 50."""
+    from sklearn.datasets import load_digits, make_blobs
+    from sklearn.preprocessing import StandardScaler
+
+    digits = load_digits()
+    sets = [("digits, k = 20", digits.data, digits.target, 20),
+            ("digits standardized, k = 30", StandardScaler().fit_transform(digits.data),
+             digits.target, 30),
+            ("digits, k = 40", digits.data, digits.target, 40)]
+    for seed in seeds:
+        sets += [(f"grid of 25 (.2) s{seed}", *blob_grid(25, 60, 0.2, seed), 25),
+                 (f"grid of 36 (.25) s{seed}", *blob_grid(36, 50, 0.25, seed), 36),
+                 (f"grid of 49 (.2) s{seed}", *blob_grid(49, 50, 0.2, seed), 49),
+                 (f"grid of 64 (.15) s{seed}", *blob_grid(64, 40, 0.15, seed), 64),
+                 (f"grid of 100 (.2) s{seed}", *blob_grid(100, 40, 0.2, seed), 100),
+                 (f"moons, k = 20 s{seed}", *moon_pairs(10, 150, 0.1, seed), 20),
+                 (f"moons, k = 40 s{seed}", *moon_pairs(20, 100, 0.1, seed, columns=5), 40),
+                 (f"2-D blobs, k = 30 s{seed}", *make_blobs(3000, centers=30,
+                                                           center_box=(-30, 30),
+                                                           random_state=seed), 30),
+                 (f"2-D blobs, k = 50 s{seed}", *make_blobs(3000, centers=50,
+                                                           center_box=(-40, 40),
+                                                           random_state=seed), 50),
+                 (f"5-D blobs, k = 20 s{seed}", *make_blobs(3000, n_features=5, centers=20,
+                                                           center_box=(-6, 6),
+                                                           random_state=seed), 20),
+                 (f"10-D blobs, k = 50 s{seed}", *make_blobs(4000, n_features=10, centers=50,
+                                                            random_state=seed), 50)]
+    return sets + [("20,000 2-D blobs, k = 50", *make_blobs(20000, centers=50,
+                                                            center_box=(-40, 40),
+                                                            random_state=0), 50)]
+
+
+def large_k(args):
+    """The default starts at large k: split into 2k pieces and the other multiples only up to
+    ``PIECES_MAX`` pieces (now) against the rule before (2k, 3k, 4k and 6k at every k, 10k up
+    to 100 pieces), both in this process, one thread, and SpectralClustering(nearest_neighbors)
+    beside them: seconds, ARI and the normalized cut of the fit's graph, set by set."""
+    import warnings
+
+    from sklearn.metrics import adjusted_rand_score as ari
+
+    from kkmeans_cli.engine import graph_starts
+    from kkmeans_cli.kernels.graph_fit import fit_graph
+
+    now = graph_starts.oversegment_multiples
+
+    def before(k):
+        return (2, 3, 4, 6) + ((10,) if 10 * k <= 100 else ())
+
+    print(f"load average {os.getloadavg()[0]:.2f}; one thread")
+    print("| data | n | k | seconds: now / before / SC | ARI: now / before / SC | ncut: now / "
+          "before |")
+    print("|---|---|---|---|---|---|")
+    total = np.zeros(3)
+    for name, X, y, k in large_k_sets(args.seeds):
+        row = []
+        for rule in (now, before):
+            graph_starts.oversegment_multiples = rule
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    t = time.perf_counter()
+                    fit = fit_graph(X, k, random_state=0, n_threads=1)
+                    row.append((time.perf_counter() - t, ari(y, fit.labels), fit.ncut))
+            finally:
+                graph_starts.oversegment_multiples = now
+        t = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sc = method_labels("spectral", X, k, 0)
+        row.append((time.perf_counter() - t, ari(y, sc), np.nan))
+        total += [r[0] for r in row]
+        print(f"| {name} | {len(X)} | {k} | {' / '.join(f'{r[0]:.1f}' for r in row)} | "
+              f"{' / '.join(f'{r[1]:.4f}' for r in row)} | {row[0][2]:.4f} / {row[1][2]:.4f} "
+              f"|", flush=True)
+    print(f"| all | | | {' / '.join(f'{t:.0f}' for t in total)} | | |")
+
+
 def noisy_blobs(n, k, d, kind, sep, aniso, unequal, seed):
     """k blobs of n points in d columns with noise of unit variance of ``kind`` ('gauss',
     't5', 't10' (Student's t), 'laplace', 'lognorm' (centred, standardized), 'unif',
@@ -1454,6 +1557,8 @@ def main(argv=None):
     rs.add_argument("--n", type=int, default=250_000)
     rs.add_argument("--seeds", type=int, nargs="+", default=list(range(7)))
     rs.add_argument("--threads", type=int, default=2)
+    lk = sub.add_parser("large-k")
+    lk.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     sc = sub.add_parser("scale")
     sc.add_argument("--cases", nargs="+", default=list(SCALE_CASES), choices=SCALE_CASES)
     sc.add_argument("--modes", nargs="+", default=["default", "one"],
@@ -1462,7 +1567,7 @@ def main(argv=None):
     sc.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
     {"audit": audit, "bayes": bayes, "limits": limits, "neighbors": neighbors, "harder": harder, "refit-sample": refit_sample, "bars": bars, "scale": scale, "whiten": whiten, "ann-states": ann_states, "gallery": gallery, "real": real, "big": big, "files": files, "predict": predict,
-     "starts": starts, "knn": knn, "ann": ann}[args.cmd](args)
+     "starts": starts, "knn": knn, "ann": ann, "large-k": large_k}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -337,15 +337,15 @@ def plan(n, k, dtype="float64", *, approx="none", n_landmarks=None, kernel_given
 #: The graph kernel's search and starts, as ``kernels/graph.py`` and ``engine/graph_starts.py``
 #: hold them (restated here, where NumPy is not imported; ``tests/test_large_data.py`` checks
 #: they agree): the dimensions of the k-d tree, the distance block of the exact search above
-#: them, the nodes up to which the default starts run on the graph itself, the most
-#: eigenvectors they take (6k, or 10k while that is at most 100), and when the eigenvectors
-#: come from a dense ``eigh`` (up to 500 nodes, or up to 2,000 for r ≥ n/7 vectors).
+#: them, the nodes up to which the default starts run on the graph itself, the multiples of k
+#: they split into (2k, and the others while at most 100 pieces: the most eigenvectors they
+#: take), and when the eigenvectors come from a dense ``eigh`` (up to 500 nodes, or up to
+#: 2,000 for r ≥ n/7 vectors).
 GRAPH_TREE_MAX_DIM = 15
 GRAPH_SEARCH_BLOCK_BYTES = 64 << 20
 GRAPH_DIRECT_MAX = 5000
-GRAPH_OVERSEGMENT = 6
-GRAPH_FINE_OVERSEGMENT = 10
-GRAPH_FINE_PIECES_MAX = 100
+GRAPH_OVERSEGMENT = (2, 3, 4, 6, 10)
+GRAPH_PIECES_MAX = 100
 GRAPH_DENSE_MAX = 500
 GRAPH_DENSE_FRACTION = 7
 GRAPH_DENSE_FRACTION_MAX = 2000
@@ -496,6 +496,13 @@ def graph_listed(n, n_neighbors, d, weighting="connectivity"):
     return longer if longer < n else n_neighbors
 
 
+def graph_finest_multiple(k):
+    """The most pieces per cluster the default starts of k clusters split into
+    (``engine/graph_starts.oversegment_multiples``, whose largest it is): 2, and each other
+    multiple while it makes at most ``GRAPH_PIECES_MAX`` pieces."""
+    return max(m for i, m in enumerate(GRAPH_OVERSEGMENT) if i == 0 or m * k <= GRAPH_PIECES_MAX)
+
+
 def _eigen_work(nodes, r):
     """The bytes of r eigenvectors of a graph of ``nodes`` nodes (``top_eigenvectors``):
     Lanczos' basis, or a dense ``eigh`` and its copies (5.3 n² measured)."""
@@ -514,9 +521,7 @@ def _graph_fit_work(n, nnz, i, k, *, start="auto", eigengap=False, sweep_ks=0,
     silhouette's blocks of edges). The "fit" and "sweep" rows of :func:`graph_plan`."""
     # the starts' eigenvectors: of the graph itself, or of its coarsening to GRAPH_DIRECT_MAX
     nodes = n if (start == "spectral" or n <= GRAPH_DIRECT_MAX) else GRAPH_DIRECT_MAX
-    most = GRAPH_FINE_OVERSEGMENT if GRAPH_FINE_OVERSEGMENT * k <= GRAPH_FINE_PIECES_MAX \
-        else GRAPH_OVERSEGMENT
-    r = max(k + 1, most * k) if start == "auto" else k
+    r = max(k + 1, graph_finest_multiple(k) * k) if start == "auto" else k
     r = min(r, nodes)
     lanczos = _eigen_work(nodes, r)
     if eigengap:    # the sweep's k + 1 eigenvalues, of the whole graph

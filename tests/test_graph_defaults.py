@@ -193,13 +193,23 @@ def test_default_starts_are_njw_and_the_merges_each_with_k_clusters():
     assert res.start == res.start_kinds[0] and res.start_ncuts == (res.ncut,)
 
 
-def test_the_finest_merge_start_is_taken_up_to_its_most_pieces():
-    """The merge starts split into 2k, 3k, 4k and 6k pieces, and into 10k while that is at
-    most ``FINE_PIECES_MAX``: up to k = 10 with the defaults, and never more pieces than the
-    graph has nodes but two (the starts of a 25-node graph stop at 23 eigenvectors)."""
+def test_the_finer_merge_starts_are_taken_up_to_their_most_pieces():
+    """The merge starts split into 2k pieces, and into 3k, 4k, 6k and 10k while that is at
+    most ``PIECES_MAX`` (100): all five up to k = 10, 2k alone from k = 34, and never more
+    pieces than the graph has nodes but two (the starts of a 25-node graph stop at 23
+    eigenvectors); the eigenvectors asked for are those of the finest start made."""
+    assert graph_starts.PIECES_MAX == 100
+    assert graph_starts.oversegment_multiples(2) == (2, 3, 4, 6, 10)
     assert graph_starts.oversegment_multiples(3) == (2, 3, 4, 6, 10)
     assert graph_starts.oversegment_multiples(10) == (2, 3, 4, 6, 10)
     assert graph_starts.oversegment_multiples(11) == (2, 3, 4, 6)
+    assert graph_starts.oversegment_multiples(16) == (2, 3, 4, 6)
+    assert graph_starts.oversegment_multiples(17) == (2, 3, 4)
+    assert graph_starts.oversegment_multiples(25) == (2, 3, 4)
+    assert graph_starts.oversegment_multiples(26) == (2, 3)
+    assert graph_starts.oversegment_multiples(33) == (2, 3)
+    assert graph_starts.oversegment_multiples(34) == (2,)
+    assert graph_starts.oversegment_multiples(100) == (2,)
     X, _ = _circles(600, 0.1, 0)
     G = kgraph.knn_graph(X, None, n_clusters=3, choice_k=3)
     kernel = GraphKernel(G.affinity)
@@ -212,11 +222,11 @@ def test_the_finest_merge_start_is_taken_up_to_its_most_pieces():
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(graph_starts, "top_eigenvectors", spy)
-        for k in (3, 11):
+        for k in (3, 11, 40):
             graph_starts.default_starts(kernel, k, np.random.default_rng(0))
         sub = kgraph.knn_graph(X[:25], 4, n_clusters=3)
         graph_starts.default_starts(GraphKernel(sub.affinity), 3, np.random.default_rng(0))
-    assert asked == [30, 66, 23]
+    assert asked == [30, 66, 80, 23]
 
 
 def test_three_rings_whose_coarser_starts_all_miss_the_lower_cut_are_found():

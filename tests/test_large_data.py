@@ -582,9 +582,10 @@ def test_graph_plan_constants_are_the_engines():
     assert memory.GRAPH_TREE_MAX_DIM == kgraph.TREE_MAX_DIM
     assert memory.GRAPH_SEARCH_BLOCK_BYTES == kgraph.SEARCH_BLOCK_BYTES
     assert memory.GRAPH_DIRECT_MAX == graph_starts.SPECTRAL_DIRECT_MAX
-    assert memory.GRAPH_OVERSEGMENT == max(graph_starts.OVERSEGMENT)
-    assert memory.GRAPH_FINE_OVERSEGMENT == graph_starts.FINE_OVERSEGMENT
-    assert memory.GRAPH_FINE_PIECES_MAX == graph_starts.FINE_PIECES_MAX
+    assert memory.GRAPH_OVERSEGMENT == graph_starts.OVERSEGMENT
+    assert memory.GRAPH_PIECES_MAX == graph_starts.PIECES_MAX
+    for k in range(1, 200):     # and the rule of the starts' eigenvectors
+        assert memory.graph_finest_multiple(k) == max(graph_starts.oversegment_multiples(k))
     assert memory.GRAPH_DENSE_MAX == graph_starts.SPECTRAL_DENSE_MAX
     assert memory.GRAPH_DENSE_FRACTION == graph_starts.DENSE_FRACTION
     assert memory.GRAPH_DENSE_FRACTION_MAX == graph_starts.DENSE_FRACTION_MAX

@@ -11,9 +11,9 @@ Connected components
 The default starts (``default_starts``, ``best_default_start``)
     One NJW start (Ng, Jordan & Weiss, "On spectral clustering: analysis and an algorithm",
     NIPS 2001: the rows of the top-k eigenvectors of D^{-½}AD^{-½} normalised, k-means) and
-    over-segment-and-merge starts: NJW into k' = 2k, 3k, 4k, 6k pieces (and 10k while that is
-    at most ``FINE_PIECES_MAX``: ``oversegment_multiples``), merged greedily down to k, each
-    merge the pair whose union raises ncut least (``merge_to_k``). Spectral starts alone land
+    over-segment-and-merge starts: NJW into k' = 2k, 3k, 4k, 6k and 10k pieces (all but 2k
+    only while k' is at most ``PIECES_MAX``: ``oversegment_multiples``), merged greedily down
+    to k, each merge the pair whose union raises ncut least (``merge_to_k``). Spectral starts alone land
     in the arc cut of rings and noisy circles; merging arcs by least ncut does not
     (docs/engine.md). Up to ``SPECTRAL_DIRECT_MAX`` nodes on the graph itself, above
     on its multilevel coarsening (below), where the best start is carried up. Given a choice
@@ -209,11 +209,12 @@ def multilevel_start(A, k, rng, max_iter=300, n_threads=1):
 
 
 # -- the default starts: NJW, and over-segment then merge --------------------------------------
-OVERSEGMENT = (2, 3, 4, 6)   # the merge starts split into these multiples of k first …
-FINE_OVERSEGMENT = 10        # … and into this one while that is at most FINE_PIECES_MAX pieces:
-FINE_PIECES_MAX = 100        # it finds the three rings' lower cut, which every coarser start
-                             # missed on 3 of 200 draws, for 1.1–1.5× the time of a fit of
-                             # k ≤ 10 (at k = 50 it took 1.8×: docs/performance.md)
+OVERSEGMENT = (2, 3, 4, 6, 10)  # the merge starts split into these multiples of k first: 2k
+PIECES_MAX = 100                # always, the others while they are at most this many pieces.
+# 10k finds the three rings' lower cut, which every coarser start missed on 3 of 200 draws
+# (1.1–1.5× the time of a fit of k ≤ 10); past 100 pieces the finer starts cost the most
+# eigenvectors and found the same cut on 21 of 26 sets of k = 20–100 (a lower one by at
+# most 2.8 % on the others) at 1.1–11 times the time (docs/performance.md)
 SPECTRAL_DIRECT_MAX = 5000   # eigenvectors of the graph itself up to this many nodes, else of
                              # its multilevel coarsening (Lanczos slows sharply above: 20 s at
                              # 2·10⁴ nodes, 220 s at 10⁵ for 12 vectors of a moons graph)
@@ -412,16 +413,16 @@ def merge_to_k(kernel, labels, k):
 
 
 def oversegment_multiples(k):
-    """The multiples m of k that the merge starts of k clusters split into first:
-    ``OVERSEGMENT``, and ``FINE_OVERSEGMENT`` while m·k ≤ ``FINE_PIECES_MAX``."""
-    fine = FINE_OVERSEGMENT * k <= FINE_PIECES_MAX
-    return OVERSEGMENT + ((FINE_OVERSEGMENT,) if fine else ())
+    """The multiples m of k that the merge starts of k clusters split into first: the first
+    of ``OVERSEGMENT`` (2), and each other while m·k ≤ ``PIECES_MAX`` (all five up to k = 10,
+    2–6 up to 16, 2–4 up to 25, 2 and 3 up to 33, 2 alone above)."""
+    return tuple(m for i, m in enumerate(OVERSEGMENT) if i == 0 or m * k <= PIECES_MAX)
 
 
 def default_starts(kernel, k, rng):
     """[(kind, labels)] of the default starts on one graph (Ng, Jordan & Weiss; the merge
     starts): one NJW start on the top k eigenvectors of D^{-½}AD^{-½}, and for k' = m·k, m of
-    ``oversegment_multiples(k)`` (2k, 3k, 4k, 6k, and 10k for k ≤ 10; at most n − 2), NJW
+    ``oversegment_multiples(k)`` (2k, and 3k, 4k, 6k, 10k up to 100 pieces; at most n − 2), NJW
     into k' pieces merged greedily down to k (``merge_to_k``). The top max(k + 1, k'max)
     eigenvectors are computed once; their prefixes serve every k'. Starts with fewer than k
     clusters, and repeats of an earlier start, are left out."""
