@@ -75,6 +75,19 @@ class ColumnNotFound(UsageError):
         return type(self), (str(self), self.source, self.names)
 
 
+class AmbiguousColumn(UsageError):
+    """``--columns`` names a column by a name that DATA's header (``source``) gives more than
+    one column, at the 0-based ``places``: only an index says which (``predict`` words it as a
+    column of the model that DATA names twice)."""
+
+    def __init__(self, message, source, name, places):
+        super().__init__(message)
+        self.source, self.name, self.places = source, name, list(places)
+
+    def __reduce__(self):   # sent back from a cluster's worker
+        return type(self), (str(self), self.source, self.name, self.places)
+
+
 class ConfigError(UsageError):
     """A YAML run config is not valid YAML, has an unknown key or a value of the wrong type."""
 

@@ -214,6 +214,13 @@ def test_k_above_the_rows_left_after_dropping_says_so(work):
                 "after 2 rows with missing values were dropped); use a smaller -k")
 
 
+def test_too_few_distinct_rows_left_after_dropping_says_so(work):
+    (work / "copies.csv").write_text("x,y\n1,2\n3,\n1,2\n")
+    check_fails(work, ["fit", "--kernel", "rbf", work / "copies.csv", "-k", "2", "--missing",
+                       "drop"], 1, "k can be at most 1, after 1 row with missing values was "
+                "dropped; use a smaller -k")
+
+
 def test_k_missing(work):
     line = ("missing option -k/--n-clusters (or the key 'n_clusters' in --config) (see 'kkmeans "
             "fit --help')")

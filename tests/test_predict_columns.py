@@ -134,12 +134,52 @@ def test_data_that_repeats_a_name_of_the_model_is_refused(work):
         result = run(["predict", tmp / "m.npz", tmp / "new.csv", "--labels", tmp / "new.txt",
                       *args])
         assert result.exit_code == 1
-        assert result.stderr == (f"kkmeans: error: {tmp / 'new.csv'}: has 2 columns named 'a', "
-                                 f"a column of the model {tmp / 'm.npz'}; give --columns to "
-                                 f"take DATA's columns by position\n")
+        assert result.stderr == (f"kkmeans: error: {tmp / 'new.csv'}: has 2 columns named 'a' "
+                                 f"(0-based indexes 1, 3), a column of the model "
+                                 f"{tmp / 'm.npz'}; give --columns to take DATA's columns by "
+                                 f"position\n")
         assert not (tmp / "new.txt").exists()
     picked = run(["predict", tmp / "m.npz", tmp / "new.csv", "--columns", "1,2,0", "-q"])
     assert picked.exit_code == 0 and picked.stdout == expected
+    # also where text in a column the model does not use stops the first read
+    with open(tmp / "new.csv", "a") as f:
+        f.write("zz," + ",".join(repr(float(v)) for v in (X[0, 0], X[0, 1], X[0, 1])) + "\n")
+    result = run(["predict", tmp / "m.npz", tmp / "new.csv", "--labels", tmp / "new.txt"])
+    assert result.exit_code == 1 and not (tmp / "new.txt").exists()
+    assert result.stderr == (f"kkmeans: error: {tmp / 'new.csv'}: has 2 columns named 'a' "
+                             f"(0-based indexes 1, 3), a column of the model {tmp / 'm.npz'}; "
+                             f"give --columns to take DATA's columns by position\n")
+
+
+def test_a_name_data_repeats_that_the_model_lacks_is_no_matter(work):
+    """DATA c, x, a, x, b: 'x' is not the model's, so its columns are still taken by name."""
+    tmp, X, expected = work
+    other = np.ones(X.shape[0])
+    _write(tmp / "new.csv", ["c", "x", "a", "x", "b"],
+           np.column_stack([X[:, 2], other, X[:, 0], other, X[:, 1]]))
+    result = run(["predict", tmp / "m.npz", tmp / "new.csv"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == expected and "taken by name" in result.stderr
+
+
+def test_model_columns_named_by_numbers_are_taken_by_position(tmp_path):
+    """A model fitted on a header '0,1' (--header): --columns would read its names as
+    indexes, so DATA is taken by position — DATA '1,0' gives the labels of its columns as they
+    stand, with the warning, and DATA of three columns is refused (before, '1,0,5' was read
+    as columns 1 and 0 and every label came out swapped)."""
+    X, _ = blobs(n=60, d=2, k=3, seed=4)
+    _write(tmp_path / "fit.csv", ["0", "1"], X)
+    fit = run(["fit", "--kernel", "rbf", tmp_path / "fit.csv", "--header", "-k", "3", *FAST,
+               "-o", tmp_path / "m.npz", "-q"])
+    assert fit.exit_code == 0, fit.stderr
+    _write(tmp_path / "same.csv", ["1", "0"], X)
+    same = run(["predict", tmp_path / "m.npz", tmp_path / "same.csv", "--header"])
+    assert same.exit_code == 0 and same.stdout == fit.stdout
+    assert "its columns '1', '0' are matched by position to the model's '0', '1'" in same.stderr
+    _write(tmp_path / "three.csv", ["1", "0", "5"], np.column_stack([X[:, ::-1], X[:, :1]]))
+    three = run(["predict", tmp_path / "m.npz", tmp_path / "three.csv", "--header"])
+    assert three.exit_code == 1
+    assert "has 3 columns, the model" in three.stderr and "expects 2 features" in three.stderr
 
 
 def test_a_model_of_one_feature_names_it_in_the_singular(tmp_path):
@@ -154,3 +194,18 @@ def test_a_model_of_one_feature_names_it_in_the_singular(tmp_path):
     assert result.stderr == (f"kkmeans: error: {tmp_path / 'two.csv'}: has 2 columns, the "
                              f"model {tmp_path / 'm.npz'} expects 1 feature; pick it with "
                              f"--columns\n")
+
+
+def test_the_column_errors_travel_back_from_a_worker_whole():
+    """A cluster's worker sends its errors back pickled: what predict words them from (DATA,
+    its columns, the name and its places) survives the trip."""
+    import pickle
+
+    from kkmeans_cli.errors import AmbiguousColumn, ColumnNotFound, UsageError
+
+    lacked = pickle.loads(pickle.dumps(ColumnNotFound("no 'z'", "d.csv", ["a", "b"])))
+    assert (str(lacked), lacked.source, lacked.names) == ("no 'z'", "d.csv", ["a", "b"])
+    twice = pickle.loads(pickle.dumps(AmbiguousColumn("two 'a'", "d.csv", "a", [1, 3])))
+    assert isinstance(twice, UsageError)
+    assert (str(twice), twice.source, twice.name, twice.places) == ("two 'a'", "d.csv", "a",
+                                                                   [1, 3])

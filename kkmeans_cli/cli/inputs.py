@@ -11,7 +11,7 @@ import click
 from .._options import INITS as INIT_CHOICES
 from .._options import GRAPH_KERNELS, PRECOMPUTED_KERNELS
 from .._text import plural
-from ..errors import ColumnNotFound, DataError, UsageError
+from ..errors import AmbiguousColumn, ColumnNotFound, DataError, UsageError
 
 
 def read_input(opts, spec):
@@ -172,8 +172,8 @@ def check_distinct(data, X, k, weights, kernel, option="-k"):
 
     distinct = count_distinct(X, k, weights, kernel)
     if distinct < k:
-        raise DataError(f"{data.source}: {TooFewDistinctPointsError(distinct, k)}; use a "
-                        f"smaller {option}")
+        raise DataError(f"{data.source}: {TooFewDistinctPointsError(distinct, k)}"
+                        f"{dropped_note(data)}; use a smaller {option}")
 
 
 def check_values(data, X, kernel, total_weight, scale="none", resolved=None,
@@ -311,8 +311,9 @@ def read_model_columns(opts, names, read, reporter, hold=contextlib.nullcontext)
     --columns is given), the model's columns are taken by name, whatever their order and
     whatever other columns DATA has; a name DATA lacks is an error listing both. DATA without
     names (.npy, HDF5, text without a header) is taken by position, as is DATA read with
-    --columns or for a model whose names repeat (a warning says so when the names differ);
-    DATA with a name of the model's twice is an error.
+    --columns or for a model whose names repeat or read as numbers (``--columns`` takes a
+    number for an index; a warning says so when the names differ); DATA whose header names a
+    column of the model's twice is an error.
     Returns the data and whether the columns were picked by name (in another order, or out of
     more).
 
@@ -322,7 +323,8 @@ def read_model_columns(opts, names, read, reporter, hold=contextlib.nullcontext)
     whole fails, the error of reading the model's columns stands (a column of the model that
     DATA lacks, or a problem in one the model uses); where those read, DATA's own."""
     if (not names or len(set(names)) != len(names) or opts["columns"] is not None
-            or opts["header"] is False):  # a name twice (a header 'x,x') picks no column
+            or opts["header"] is False or any(_reads_as_index(name) for name in names)):
+        # a name twice (a header 'x,x') picks no column; a name '0' would pick column 0
         data = read(opts)
         if names and data.columns is not None and list(data.columns) != list(names) \
                 and len(data.columns) == len(names):
@@ -338,6 +340,8 @@ def read_model_columns(opts, names, read, reporter, hold=contextlib.nullcontext)
                 return read(by_name), True
             except ColumnNotFound as lacked:
                 raise _lacks_columns(lacked.source, lacked.names, names, opts) from None
+            except AmbiguousColumn as twice:
+                raise _names_twice(twice.source, twice.name, twice.places, opts) from None
             except DataError as named:      # in a column the model uses: that one
                 raise named from None
             except UsageError:
@@ -346,12 +350,23 @@ def read_model_columns(opts, names, read, reporter, hold=contextlib.nullcontext)
             return data, False
         if any(name not in data.columns for name in names):
             raise _lacks_columns(data.source, data.columns, names, opts)
-        twice = [name for name in names if list(data.columns).count(name) > 1]
-        if twice:       # which of them the model's is, only the user can say
-            raise DataError(f"{data.source}: has {list(data.columns).count(twice[0])} columns "
-                            f"named {twice[0]!r}, a column of the model {opts['model_path']}; "
-                            f"give --columns to take DATA's columns by position")
-        return read(by_name), True
+        try:
+            return read(by_name), True
+        except AmbiguousColumn as twice:    # which of them the model's is, only the user says
+            raise _names_twice(twice.source, twice.name, twice.places, opts) from None
+
+
+def _reads_as_index(name):
+    """Whether ``--columns`` would take the column name ``name`` for a 0-based index."""
+    return str(name).lstrip("-").isdigit()
+
+
+def _names_twice(source, name, places, opts):
+    """The error for DATA (``source``) whose header gives the model's column ``name`` to the
+    columns at the 0-based ``places``."""
+    return DataError(f"{source}: has {len(places)} columns named {name!r} (0-based indexes "
+                     f"{', '.join(map(str, places))}), a column of the model "
+                     f"{opts['model_path']}; give --columns to take DATA's columns by position")
 
 
 def _lacks_columns(source, columns, names, opts):

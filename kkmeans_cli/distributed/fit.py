@@ -415,7 +415,8 @@ def predict_on_cluster(model, data, client, rows=None):
     if not isinstance(data, ChunkedData):
         data = from_array(client, data)
     if data.d != model.n_features:
-        raise ValueError(f"X has {data.d} features, the model expects {model.n_features}")
+        raise ValueError(f"X has {data.d} feature{'s' * (data.d != 1)}, the model expects "
+                         f"{model.n_features}")
     if rows is not None or len(data.bounds) == 1 or not data.is_aligned():
         data = data.aligned(client, chunk_rows(data.d, rows))
     future = client.submit(_identity, model, pure=False)

@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 
 from .._text import plural
-from ..errors import ColumnNotFound, DataError, UsageError
+from ..errors import AmbiguousColumn, ColumnNotFound, DataError, UsageError
 
 MISSING_TOKENS = frozenset({"", "na", "nan", "n/a", "null", "none", "?"})
 
@@ -630,9 +630,10 @@ def column_indexes(wanted, names, width, source, nameless=NO_HEADER):
             raise ColumnNotFound(f"--columns: {source} has no column {item!r}; its columns "
                                  f"are {', '.join(names)}", source, names)
         elif names.count(item) > 1:     # which one is meant, only an index says
-            places = [str(i) for i, name in enumerate(names) if name == item]
-            raise UsageError(f"--columns: {source} has {len(places)} columns named {item!r} "
-                             f"(0-based indexes {', '.join(places)}); pick one by its index")
+            places = [i for i, name in enumerate(names) if name == item]
+            raise AmbiguousColumn(f"--columns: {source} has {len(places)} columns named "
+                                  f"{item!r} (0-based indexes {', '.join(map(str, places))}); "
+                                  f"pick one by its index", source, item, places)
         else:
             index = names.index(item)
         if index in out:

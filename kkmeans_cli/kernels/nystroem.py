@@ -382,8 +382,8 @@ def nearest(model, X, want_distances, n_threads=1):
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (n_samples, n_features); got {X.ndim}-D")
     if X.shape[1] != model.n_features:
-        raise ValueError(f"X has {X.shape[1]} features, the model expects "
-                         f"{model.n_features}")
+        raise ValueError(f"X has {X.shape[1]} feature{'s' * (X.shape[1] != 1)}, the model "
+                         f"expects {model.n_features}")
     if not np.all(np.isfinite(X)):
         raise ValueError("X contains NaN or infinity")
     check_range(model.kernel.name, X, max(model.n_train, model.total_weight),
