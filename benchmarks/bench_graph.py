@@ -895,7 +895,9 @@ def large_k(args):
     """The default starts at large k: split into 2k pieces and the other multiples only up to
     ``PIECES_MAX`` pieces (now) against the rule before (2k, 3k, 4k and 6k at every k, 10k up
     to 100 pieces), both in this process, one thread, and SpectralClustering(nearest_neighbors)
-    beside them: seconds, ARI and the normalized cut of the fit's graph, set by set."""
+    beside them: seconds, ARI and the normalized cut of the graph each fit returns (the
+    whitened one where a rule keeps the refit: compare cuts only where both kept the same
+    steps), set by set."""
     import warnings
 
     from sklearn.metrics import adjusted_rand_score as ari

@@ -521,7 +521,11 @@ def _graph_fit_work(n, nnz, i, k, *, start="auto", eigengap=False, sweep_ks=0,
     silhouette's blocks of edges). The "fit" and "sweep" rows of :func:`graph_plan`."""
     # the starts' eigenvectors: of the graph itself, or of its coarsening to GRAPH_DIRECT_MAX
     nodes = n if (start == "spectral" or n <= GRAPH_DIRECT_MAX) else GRAPH_DIRECT_MAX
-    r = max(k + 1, graph_finest_multiple(k) * k) if start == "auto" else k
+    # the most eigenvectors of any k swept (up to k: the finest multiple falls as k grows, so
+    # a smaller k may take more than the largest)
+    r = max(max(j + 1, graph_finest_multiple(j) * j) for j in (range(1, k + 1) if sweep_ks
+                                                               else (k,))) \
+        if start == "auto" else k
     r = min(r, nodes)
     lanczos = _eigen_work(nodes, r)
     if eigengap:    # the sweep's k + 1 eigenvalues, of the whole graph

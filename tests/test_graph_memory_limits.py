@@ -305,9 +305,10 @@ def test_a_refusal_one_byte_past_the_limit_shows_the_difference(graph_files, tmp
 
 @pytest.mark.parametrize("n, k", [(1000, 300), (600, 90), (2000, 50)])
 def test_the_plan_of_a_large_k_on_small_data_bounds_what_the_fit_allocates(n, k):
-    """The default starts of a large k keep r = 6k eigenvectors and split into up to r
-    pieces (the k-means of their rows, the merges' r × r tables): the plan covers the fit's
-    traced peak (NumPy's arrays; LAPACK's workspace is not traced) with room to spare."""
+    """The default starts of a large k keep r = 2k eigenvectors (from k = 34: the finer
+    starts only up to 100 pieces) and split into up to r pieces (the k-means of their rows,
+    the merges' r × r tables): the plan covers the fit's traced peak (NumPy's arrays;
+    LAPACK's workspace is not traced) with room to spare."""
     X = _points(n, 2, seed=n)
     tracemalloc.start()
     try:
@@ -317,3 +318,13 @@ def test_the_plan_of_a_large_k_on_small_data_bounds_what_the_fit_allocates(n, k)
         tracemalloc.stop()
     plan = memory.graph_plan(n, kgraph.default_neighbors(n, k) + 1, 2, k)
     assert peak <= plan.total <= 4 * peak, (peak, plan.describe())
+
+
+def test_a_sweep_is_planned_with_the_most_eigenvectors_of_any_k_it_fits():
+    """The starts of k = 25 take 4k = 100 eigenvectors, those of k = 34 only 2k = 68: a sweep
+    of k = 2..33 (planned at 34, the k + 1 of its last ratio) plans at least what its k = 25
+    fit needs (on 700 points r = 100 ≥ n/7 takes a dense eigh: 28 MiB, where r = 68 planned
+    5.6)."""
+    sweep = memory.graph_plan(700, 21, 2, 34, sweep_ks=32)
+    fit = memory.graph_plan(700, 21, 2, 25)
+    assert sweep.total >= fit.total
