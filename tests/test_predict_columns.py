@@ -50,16 +50,21 @@ def test_data_in_the_model_order_is_read_as_before(work):
     assert "taken by name" not in result.stderr
 
 
+def _refused(tmp, message, *args):
+    """predict of new.csv by the model m.npz fails with exit 1 and the one line
+    "kkmeans: error: new.csv: ``message``", writing no labels."""
+    result = run(["predict", tmp / "m.npz", tmp / "new.csv", "--labels", tmp / "new.txt", *args])
+    assert result.exit_code == 1
+    assert result.stderr == f"kkmeans: error: {tmp / 'new.csv'}: {message}\n"
+    assert not (tmp / "new.txt").exists()
+
+
 def test_a_missing_column_is_refused_with_both_lists(work):
     tmp, X, _ = work
     _write(tmp / "new.csv", ["c", "b", "z"], X[:, ::-1])
-    result = run(["predict", tmp / "m.npz", tmp / "new.csv", "--labels", tmp / "new.txt"])
-    assert result.exit_code == 1
-    assert result.stderr == (f"kkmeans: error: {tmp / 'new.csv'}: has no column 'a' of the model "
-                             f"{tmp / 'm.npz'}; its columns are 'c', 'b', 'z', the model's 'a', "
-                             f"'b', 'c' (give --columns to take DATA's columns by position "
-                             f"instead)\n")
-    assert not (tmp / "new.txt").exists()
+    _refused(tmp, f"has no column 'a' of the model {tmp / 'm.npz'}; its columns are 'c', 'b', "
+                  f"'z', the model's 'a', 'b', 'c' (give --columns to take DATA's columns by "
+                  f"position instead)")
 
 
 def test_a_bad_value_is_named_in_the_model_columns_not_in_another(work):
@@ -130,25 +135,16 @@ def test_data_that_repeats_a_name_of_the_model_is_refused(work):
     tmp, X, expected = work
     _write(tmp / "new.csv", ["c", "a", "b", "a"], np.column_stack([X[:, 2], X[:, 0], X[:, 1],
                                                                    X[:, 1]]))
+    refusal = (f"has 2 columns named 'a' (0-based indexes 1, 3), a column of the model "
+               f"{tmp / 'm.npz'}; give --columns to take DATA's columns by position")
     for args in ([], ["--with-data"]):
-        result = run(["predict", tmp / "m.npz", tmp / "new.csv", "--labels", tmp / "new.txt",
-                      *args])
-        assert result.exit_code == 1
-        assert result.stderr == (f"kkmeans: error: {tmp / 'new.csv'}: has 2 columns named 'a' "
-                                 f"(0-based indexes 1, 3), a column of the model "
-                                 f"{tmp / 'm.npz'}; give --columns to take DATA's columns by "
-                                 f"position\n")
-        assert not (tmp / "new.txt").exists()
+        _refused(tmp, refusal, *args)
     picked = run(["predict", tmp / "m.npz", tmp / "new.csv", "--columns", "1,2,0", "-q"])
     assert picked.exit_code == 0 and picked.stdout == expected
     # also where text in a column the model does not use stops the first read
     with open(tmp / "new.csv", "a") as f:
         f.write("zz," + ",".join(repr(float(v)) for v in (X[0, 0], X[0, 1], X[0, 1])) + "\n")
-    result = run(["predict", tmp / "m.npz", tmp / "new.csv", "--labels", tmp / "new.txt"])
-    assert result.exit_code == 1 and not (tmp / "new.txt").exists()
-    assert result.stderr == (f"kkmeans: error: {tmp / 'new.csv'}: has 2 columns named 'a' "
-                             f"(0-based indexes 1, 3), a column of the model {tmp / 'm.npz'}; "
-                             f"give --columns to take DATA's columns by position\n")
+    _refused(tmp, refusal)
 
 
 def test_a_name_data_repeats_that_the_model_lacks_is_no_matter(work):
