@@ -322,8 +322,10 @@ def read_model_columns(opts, names, read, reporter, hold=contextlib.nullcontext)
     the model does not use neither stops nor drops a row), within ``hold()``. When DATA read
     whole fails, the error of reading the model's columns stands (a column of the model that
     DATA lacks, or a problem in one the model uses); where those read, DATA's own."""
+    from ..io.text import reads_as_index
+
     if (not names or len(set(names)) != len(names) or opts["columns"] is not None
-            or opts["header"] is False or any(_reads_as_index(name) for name in names)):
+            or opts["header"] is False or any(reads_as_index(name) for name in names)):
         # a name twice (a header 'x,x') picks no column; a name '0' would pick column 0
         data = read(opts)
         if names and data.columns is not None and list(data.columns) != list(names) \
@@ -354,11 +356,6 @@ def read_model_columns(opts, names, read, reporter, hold=contextlib.nullcontext)
             return read(by_name), True
         except AmbiguousColumn as twice:    # which of them the model's is, only the user says
             raise _names_twice(twice.source, twice.name, twice.places, opts) from None
-
-
-def _reads_as_index(name):
-    """Whether ``--columns`` would take the column name ``name`` for a 0-based index."""
-    return str(name).lstrip("-").isdigit()
 
 
 def _names_twice(source, name, places, opts):

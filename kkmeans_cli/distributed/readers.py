@@ -21,6 +21,7 @@ from ..engine.features import CHUNK_ROWS
 from ..errors import DataError, UsageError
 from ..io.readers import (HDF5_SUFFIXES, NPY_SUFFIXES, check_npy, check_parts, expand_glob,
                           is_glob, read_data, split_hdf5_spec)
+from ..io.text import reads_as_index
 from . import chunks
 
 #: Bytes of a chunk's rows or features at most (about): the chunks never depend on the
@@ -202,7 +203,7 @@ def _column_select(columns, width, source):
     out = []
     for item in items:
         item = str(item).strip()
-        if not item.lstrip("-").isdigit():
+        if not reads_as_index(item):
             raise UsageError(f"--columns: {source} has no header; use 0-based indexes "
                              f"(got {item!r})")
         index = int(item)

@@ -611,6 +611,12 @@ def column_label(index, name=None):
 NO_HEADER = "has no header line; use 0-based indexes or --header"
 
 
+def reads_as_index(item):
+    """Whether ``--columns`` takes ``item`` for a 0-based index (digits, perhaps after a minus
+    sign, which the range check then refuses) rather than a column name."""
+    return str(item).lstrip("-").isdigit()
+
+
 def column_indexes(wanted, names, width, source, nameless=NO_HEADER):
     """The 0-based columns that ``--columns`` (parsed: ``wanted``) names, for a file of
     ``width`` columns with header ``names`` (or None); all of them when ``wanted`` is None.
@@ -619,7 +625,7 @@ def column_indexes(wanted, names, width, source, nameless=NO_HEADER):
         return list(range(width))
     out = []
     for item in wanted:
-        if item.lstrip("-").isdigit():
+        if reads_as_index(item):
             index = int(item)
             if not 0 <= index < width:
                 raise UsageError(f"--columns: index {index} is out of range; {source} has "
