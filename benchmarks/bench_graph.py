@@ -1341,6 +1341,78 @@ def bayes(args):
               f"{a.min():.3f} | {int(low.sum())} ({low.mean():.2%}) |", flush=True)
 
 
+def neighbour_vote(X, labels, k, m, scale, mode):
+    """Each point given the label that its m nearest points (itself among them, or not: mode
+    'loo') weigh most, with Gaussian weights exp(−d²/h²), h = ``scale`` × the median
+    distance to the 7th neighbour (a density classifier trained on ``labels``); once, or
+    until no label changes (mode 'fixed'). A point keeps its label on ties."""
+    from sklearn.neighbors import NearestNeighbors
+
+    dist, idx = NearestNeighbors(n_neighbors=m + 1).fit(X).kneighbors(X)
+    h = scale * np.median(dist[:, 7])
+    dist, idx = (dist[:, 1:], idx[:, 1:]) if mode == "loo" else (dist[:, :m], idx[:, :m])
+    weights, rows = np.exp(-(dist / h) ** 2), np.arange(X.shape[0])
+    for _ in range(50 if mode == "fixed" else 1):
+        sums = np.column_stack([np.sum(weights * (labels[idx] == c), axis=1)
+                                for c in range(k)])
+        new = np.argmax(sums, axis=1)
+        new = np.where(sums[rows, labels] >= sums[rows, new], labels, new)
+        if np.array_equal(new, labels):
+            break
+        labels = new
+    return labels
+
+
+def vote(args):
+    """The default's labels post-processed by ``neighbour_vote`` with each of ``--variants``
+    M:SCALE[:loo|:fixed], set by set on ``limit_groups`` and fresh noisy circles (.1)
+    (``--shape-seeds``; one default fit per set, the vote not applied where the Gaussian
+    mixture labels the points; ``--groups``: only the groups whose names start with one of
+    these): per group the mean ARI, the sets up and down against the
+    default, and those below 0.95 (shapes) or their bar (blob sets)."""
+    import warnings
+
+    from sklearn.metrics import adjusted_rand_score as ari
+
+    from kkmeans_cli.kernels.graph_fit import fit_graph, whiten_points
+
+    groups = limit_groups()
+    groups[f"circles (.1), seeds {args.shape_seeds[0]}–{args.shape_seeds[-1]}"] = [
+        (f"circles .1 {seed}", *gallery_data("circles", seed, 0.1), 2, seed)
+        for seed in args.shape_seeds]
+    if args.groups:
+        groups = {name: cases for name, cases in groups.items()
+                  if name.startswith(tuple(args.groups))}
+    variants = [(v, *(v.split(":") + ["once"])[:3]) for v in args.variants]
+    print(f"load average {os.getloadavg()[0]:.2f}; variants {args.variants}, one thread")
+    for group, cases in groups.items():
+        base, got, below = [], {v[0]: [] for v in variants}, {v[0]: 0 for v in variants}
+        below_base = 0
+        for name, X, y, k, seed in cases:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fit = fit_graph(X, k, random_state=seed, n_threads=1)
+                need = blob_bar(X, y, k, seed) if group.startswith("blob sets") else \
+                    0.95 if group.startswith(("shapes", "circles", "harder", "small")) \
+                    else -np.inf
+            base.append(ari(y, fit.labels))
+            below_base += base[-1] < need
+            points = X if fit.transform is None else whiten_points(X, fit.transform)
+            for v, m, scale, mode in variants:
+                labels = fit.labels if fit.mixture_model is not None else neighbour_vote(
+                    np.asarray(points, dtype=float), fit.labels, k, int(m), float(scale),
+                    mode)
+                got[v].append(ari(y, labels))
+                below[v] += got[v][-1] < need
+        base = np.array(base)
+        cells = [f"default: mean {base.mean():.4f}, below {below_base}"]
+        for v, a in got.items():
+            d = np.array(a) - base
+            cells.append(f"{v}: mean {np.mean(a):.4f}, {np.sum(d > 1e-12)} up, "
+                         f"{np.sum(d < -1e-12)} down, below {below[v]}")
+        print(f"{group} ({len(cases)} sets): " + "; ".join(cells), flush=True)
+
+
 SAMPLE_FAMILIES = ("moons", "circles", "varied", "aniso", "blobs")
 
 
@@ -1559,6 +1631,11 @@ def main(argv=None):
     rs.add_argument("--n", type=int, default=250_000)
     rs.add_argument("--seeds", type=int, nargs="+", default=list(range(7)))
     rs.add_argument("--threads", type=int, default=2)
+    vo = sub.add_parser("vote")
+    vo.add_argument("--variants", nargs="+", default=["50:1", "50:2", "50:2:loo",
+                                                        "50:2:fixed", "50:3", "30:2", "100:2"])
+    vo.add_argument("--shape-seeds", type=int, nargs="+", default=list(range(100, 300)))
+    vo.add_argument("--groups", nargs="+", default=None)
     lk = sub.add_parser("large-k")
     lk.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     sc = sub.add_parser("scale")
@@ -1569,7 +1646,7 @@ def main(argv=None):
     sc.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
     {"audit": audit, "bayes": bayes, "limits": limits, "neighbors": neighbors, "harder": harder, "refit-sample": refit_sample, "bars": bars, "scale": scale, "whiten": whiten, "ann-states": ann_states, "gallery": gallery, "real": real, "big": big, "files": files, "predict": predict,
-     "starts": starts, "knn": knn, "ann": ann, "large-k": large_k}[args.cmd](args)
+     "starts": starts, "knn": knn, "ann": ann, "large-k": large_k, "vote": vote}[args.cmd](args)
 
 
 if __name__ == "__main__":
