@@ -412,7 +412,8 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
                                  block's coordinates, costs, posteriors and weighted
                                  copies (8 (3k + 5d + 4) a row) and the components'
                                  moments, covariances and maps (48 k d²); the split
-                                 test after it reads at most 1,500 rows
+                                 test after it reads at most max(1,500, 100 k) rows
+                                 (a copy of fewer than the points)
     fit                          what the fit needs beyond the building, the graph held:
                                  four sparse matrices of up to 2e − n entries when the
                                  eigenvectors of the whole graph are needed (the normalized

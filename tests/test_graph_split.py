@@ -20,9 +20,10 @@ from kkmeans_cli import KernelKMeans
 from kkmeans_cli.engine.graph_starts import canonical_labels
 from kkmeans_cli.kernels import graph_fit
 from kkmeans_cli.kernels.graph_fit import (MIXTURE_MAX_ITER, MIXTURE_RIDGE, MIXTURE_TOL,
-                                           SPLIT_RATIO_MAX, SPLIT_SAMPLE, fit_graph,
+                                           SPLIT_RATIO_MAX, SPLIT_SAMPLE,
+                                           SPLIT_SAMPLE_PER_CLUSTER, fit_graph,
                                            gaussian_mixture, gaussian_step, mixture_step,
-                                           split_labels, split_test)
+                                           split_labels, split_sample, split_test)
 
 
 def _moons(seed=3, n=1500, noise=0.15):
@@ -177,6 +178,53 @@ def test_above_the_sample_size_the_test_reads_a_sample_drawn_from_its_seed():
     assert got.split_test["n_iter"] == passes
     assert split_test(X, mixed, stepped.labels, first, 2, seed=8).split_test["ratio"] != \
         got.split_test["ratio"]
+
+
+def _moon_pairs(pairs, per, seed):
+    """``pairs`` pairs of moons (noise .1, ``per`` points a moon) side by side on a grid of
+    five columns: 2·pairs clusters, and their classes."""
+    X, y = [], []
+    for p in range(pairs):
+        Xp, yp = make_moons(2 * per, noise=0.1, random_state=seed + p)
+        X.append(Xp + [3.5 * (p % 5), 2.5 * (p // 5)])
+        y.append(yp + 2 * p)
+    return np.vstack(X), np.concatenate(y)
+
+
+def test_the_sample_keeps_a_hundred_points_a_cluster_above_fifteen_clusters():
+    assert SPLIT_SAMPLE_PER_CLUSTER * 15 == SPLIT_SAMPLE == 1500
+    assert [split_sample(k) for k in (1, 2, 10, 15, 16, 40, 100)] == \
+        [1500, 1500, 1500, 1500, 1600, 4000, 10_000]
+
+
+def test_at_thirty_clusters_the_test_reads_them_all_and_undoes_the_steps():
+    """Fifteen pairs of moons (k = 30, 100 points a moon): the whitened refit and the
+    Gaussian steps cut moons in half; on 1,500 points (50 a cluster) 2k Gaussians gained
+    less than their charge (ratio 0.75, the steps kept: ARI 0.70), on all 3,000 more, and
+    the first fit is returned."""
+    X, y = _moon_pairs(15, 100, 0)
+    fit = fit_graph(X, 30, random_state=0, n_threads=1)
+    first = fit_graph(X, 30, random_state=0, n_threads=1, whiten=False)
+    assert fit.split_test["sample"] == 3000 and fit.split_test["kept"] is False
+    assert fit.split_test["ratio"] > SPLIT_RATIO_MAX
+    np.testing.assert_array_equal(fit.labels, first.labels)
+    assert adjusted_rand_score(y, fit.labels) > 0.95
+
+
+def test_above_fifteen_clusters_the_sample_is_drawn_a_hundred_a_cluster():
+    """Ten pairs of moons of 150 points a moon (k = 20, 3,000 points): the test reads
+    2,000 of them, drawn as the 1,500 are at fewer clusters, and its statistic is the
+    replay's on those rows."""
+    X, y = _moon_pairs(10, 150, 0)
+    first = fit_graph(X, 20, random_state=0, n_threads=1, whiten=False)
+    stepped = gaussian_step(X, first, 20)
+    mixed = mixture_step(X, stepped, 20)
+    got = split_test(X, mixed, stepped.labels, first, 20, seed=7).split_test
+    assert got.get("sample") == 2000, got
+    rows = np.sort(np.random.default_rng(7).choice(3000, 2000, replace=False))
+    ratio, passes = _replayed_ratio(X[rows], stepped.labels[rows], 20)
+    assert got["ratio"] == pytest.approx(ratio, rel=1e-6, abs=1e-6)
+    assert got["n_iter"] == passes
 
 
 def test_no_split_test_where_the_steps_changed_nothing_or_no_mixture_was_made():
