@@ -397,3 +397,106 @@ def test_precomputed_model_predicts_in_threads():
     for s, p in zip(serial, parallel):
         np.testing.assert_array_equal(p, s)
     np.testing.assert_array_equal(np.concatenate(serial[:9]), est.labels_)
+
+
+# -- what predictions read: the fit's state and parameters, checked arguments ---------------
+def _precomputed_fit():
+    X, _ = blobs(n=90, k=3, seed=1)
+    K = np.exp(-0.1 * ((X[:, None, :] - X[None, :, :]) ** 2).sum(axis=2))
+    return K, KernelKMeans(3, kernel="precomputed", random_state=0, n_init=2).fit(K)
+
+
+@pytest.mark.parametrize("diag, message", [
+    (np.full(5, np.nan), r"kernel_diag contains NaN or infinity \(first at row 0\)"),
+    (np.ones(1), r"each of the 5 rows of X: shape \(5,\), got \(1,\)"),
+    (np.ones((5, 1)), r"shape \(5,\), got \(5, 1\)"),
+    (["a"] * 5, "kernel_diag must hold numbers"),
+])
+def test_kernel_diag_is_checked_before_the_engine_reads_it(diag, message):
+    """A short, long or non-finite kernel_diag was handed to the compiled loops as it was:
+    they read past its end (labels that changed from run to run, distances of 1e233)."""
+    K, est = _precomputed_fit()
+    for method in (est.predict, est.transform):
+        with pytest.raises(ValueError, match=message):
+            method(K[:5], kernel_diag=diag)
+
+
+def test_kernel_diag_of_one_number_is_that_number_for_every_row():
+    K, est = _precomputed_fit()
+    np.testing.assert_array_equal(est.transform(K[:7], kernel_diag=1.0),
+                                  est.transform(K[:7], kernel_diag=np.ones(7)))
+    np.testing.assert_array_equal(est.predict(K[:7], kernel_diag=np.diag(K)[:7]),
+                                  est.labels_[:7])
+
+
+def test_kernel_diag_is_refused_where_the_kernel_computes_it():
+    X, _ = make_blobs(120, centers=3, random_state=0)
+    est = KernelKMeans(3, kernel="rbf", random_state=0).fit(X)
+    with pytest.raises(ValueError, match="kernel_diag is for a precomputed kernel; "
+                                         "kernel='rbf' computes K"):
+        est.predict(X, kernel_diag=np.ones(120))
+
+
+def test_fit_transform_of_a_precomputed_kernel_takes_its_diagonal():
+    """TransformerMixin.fit_transform could pass no kernel_diag, and transform needs one."""
+    K, est = _precomputed_fit()
+    got = clone(est).fit_transform(K)
+    np.testing.assert_array_equal(got, est.transform(K, kernel_diag=np.diag(K)))
+    np.testing.assert_array_equal(got.argmin(axis=1), est.labels_)
+
+
+@pytest.mark.parametrize("fitted, changed", [
+    (dict(kernel="rbf", objective="ncut"), dict(objective="kmeans")),
+    (dict(kernel="rbf"), dict(objective="ncut")),
+    (dict(kernel="rbf", approx="nystroem"), dict(approx="none")),
+    (dict(kernel="rbf", dtype="float32"), dict(dtype="float64")),
+])
+def test_predict_reads_the_parameters_of_the_fit_not_later_ones(fitted, changed):
+    """set_params after fit changed what predict read: 92 of 300 training points labelled
+    otherwise, or an AttributeError for a state the fit never made."""
+    X, _ = make_blobs(300, centers=3, random_state=0)
+    est = KernelKMeans(3, random_state=0, **fitted).fit(X)
+    labels, dist = est.predict(X), est.transform(X)
+    est.set_params(**changed)
+    np.testing.assert_array_equal(est.predict(X), labels)
+    np.testing.assert_array_equal(est.transform(X), dist)
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+
+
+def test_feature_names_count_the_clusters_of_the_fit():
+    X, _ = make_blobs(100, centers=2, random_state=0)
+    est = KernelKMeans(2, kernel="rbf", random_state=0).fit(X).set_params(n_clusters=3)
+    assert list(est.get_feature_names_out()) == ["kernelkmeans0", "kernelkmeans1"]
+    assert est.transform(X).shape == (100, 2)
+
+
+@pytest.mark.parametrize("first, second, gone", [
+    (dict(), dict(kernel="rbf"), ("ncut_", "graph_model_", "graph_info_")),
+    (dict(kernel="rbf", approx="nystroem"), dict(kernel="rbf"),
+     ("landmarks_", "nystroem_transform_", "centers_")),
+    (dict(kernel="rbf", objective="ncut"), dict(kernel="rbf"), ("degrees_",
+                                                                 "degree_weights_")),
+])
+def test_a_refit_of_another_kind_leaves_no_state_of_the_first(first, second, gone):
+    X, _ = make_blobs(200, centers=3, random_state=0)
+    est = KernelKMeans(3, random_state=0, **first).fit(X)
+    assert all(hasattr(est, name) for name in gone)
+    est.set_params(**{**{key: KernelKMeans().get_params()[key] for key in first}, **second})
+    est.fit(X)
+    assert [name for name in gone if hasattr(est, name)] == []
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+
+
+def test_a_graph_fit_refuses_a_kernel_matrix():
+    X, _ = make_blobs(60, centers=2, random_state=0)
+    with pytest.raises(ValueError, match="kernel_matrix is for the dense kernels: "
+                                         "kernel='knn' builds a sparse neighbour graph"):
+        KernelKMeans(2).fit(X, kernel_matrix=np.eye(60))
+
+
+def test_one_sample_weight_for_every_point_is_taken_as_scikit_learn_takes_it():
+    X, _ = make_blobs(120, centers=3, random_state=0)
+    one = KernelKMeans(3, kernel="rbf", random_state=0).fit(X, sample_weight=2.0)
+    every = KernelKMeans(3, kernel="rbf", random_state=0).fit(X, sample_weight=np.full(120, 2.0))
+    np.testing.assert_array_equal(one.labels_, every.labels_)
+    np.testing.assert_array_equal(one.sample_weight_, every.sample_weight_)

@@ -36,6 +36,29 @@ def check_data(X, kernel, square=True, estimator=None, reset=False):
     return np.ascontiguousarray(X)
 
 
+def check_kernel_diag(kernel_diag, n, kernel):
+    """``kernel_diag`` of ``predict``/``transform`` (K(x, x) of n new rows of a precomputed
+    kernel, or one number for all of them) as a C-contiguous float64 array of shape (n,)
+    with finite values; a ``ValueError`` otherwise, and for a kernel that computes K(x, x)
+    itself."""
+    if kernel not in PRECOMPUTED:
+        raise ValueError(f"kernel_diag is for a precomputed kernel; kernel={kernel!r} "
+                         f"computes K(x, x) itself")
+    try:
+        diag = np.asarray(kernel_diag, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError("kernel_diag must hold numbers, K(x, x) of each row of X") from None
+    if diag.ndim == 0:      # one value for every row (a kernel with K(x, x) = 1, say)
+        diag = np.full(n, float(diag))
+    if diag.shape != (n,):
+        raise ValueError(f"kernel_diag must hold K(x, x) of each of the {n} rows of X: "
+                         f"shape ({n},), got {diag.shape}")
+    bad = np.flatnonzero(~np.isfinite(diag))
+    if bad.size:
+        raise ValueError(f"kernel_diag contains NaN or infinity (first at row {bad[0]})")
+    return np.ascontiguousarray(diag)
+
+
 def check_graph_data(X, given, estimator=None):
     """(X, affinity) of a graph fit: for kernel 'knn' the points X checked as
     :func:`check_data` does (affinity None); for a sparse affinity given as X (kernel
@@ -62,11 +85,13 @@ def check_fit_values(X, kernel, weights, n_clusters, objective="kmeans"):
 
 
 def check_weights(sample_weight, n, n_clusters):
-    """The sample weights of a fit as a C-contiguous float64 array (ones when None):
-    shape (n,), then :func:`check_weight_values` (a :class:`WeightsError`)."""
+    """The sample weights of a fit as a C-contiguous float64 array (ones when None, a
+    number for every point): shape (n,), then :func:`check_weight_values` (a :class:`WeightsError`)."""
     if sample_weight is None:
         return np.ones(n)
     w = np.asarray(sample_weight, dtype=np.float64)
+    if w.ndim == 0:         # one weight for every point, as scikit-learn takes it
+        w = np.full(n, float(w))
     if w.shape != (n,):
         raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
     check_weight_values(w, n_clusters)

@@ -16,7 +16,7 @@ from ..measures import features as feature_measures
 from ..measures import metrics as quality
 from ..memory import check, plan
 from .checks import (check_data, check_fit_values, check_graph_data, check_graph_weights,
-                     check_init_labels, check_weights)
+                     check_init_labels, check_kernel_diag, check_weights)
 from .fitting import (check_graph_neighbors, fit_arrays, fit_graph_arrays, nystroem_plan,
                       resolved_kernel)
 from .params import PARAMETER_CONSTRAINTS, check_graph_settings, fit_rngs, validate_params
@@ -349,8 +349,10 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
 
     @property
     def _n_features_out(self):
-        """Columns of :meth:`transform` (one distance per cluster), for get_feature_names_out."""
-        return self.n_clusters
+        """Columns of :meth:`transform` (one distance per cluster of the fit), for
+        get_feature_names_out."""
+        fitted = getattr(self, "cluster_weights_", None)
+        return self.n_clusters if fitted is None else len(fitted)
 
     # -- fitting -----------------------------------------------------------------------------
     def fit(self, X, y=None, sample_weight=None, *, kernel_matrix=None, progress=None):
@@ -390,6 +392,9 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             return api.fit(X, sample_weight, params, fit_rngs(self.random_state), progress)
         if self.kernel in _options.GRAPH_KERNELS or (self.kernel == "precomputed"
                                                      and sparse.issparse(X)):
+            if kernel_matrix is not None:
+                raise ValueError(f"kernel_matrix is for the dense kernels: "
+                                 f"{graph_kind(self.kernel)} takes none")
             return self._graph_fit_result(X, sample_weight)
         X = check_data(X, self.kernel, estimator=self, reset=True)
         n = X.shape[0]
@@ -471,10 +476,12 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
                 for attribute, name in attributes:
                     setattr(self, attribute, getattr(state, name))
                     written.add(attribute)
-        # A graph fit's state does not outlive a refit with another kernel.
-        for attribute in ("graph_model_", "graph_info_"):
+        # No part's state outlives a refit of another kind (a graph, Nyström or ncut fit
+        # after another), and predictions read the parameters of the fit, not any set since.
+        for attribute, _ in (pair for pairs in _PART_ATTRIBUTES.values() for pair in pairs):
             if attribute not in written and hasattr(self, attribute):
                 delattr(self, attribute)
+        self._fit_params = self.get_params(deep=False)
         return self
 
     def starts_blocked(self, n_samples, n_features):
@@ -486,6 +493,15 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
     def fit_predict(self, X, y=None, sample_weight=None, **fit_params):
         """Fit and return ``labels_``."""
         return self.fit(X, sample_weight=sample_weight, **fit_params).labels_
+
+    def fit_transform(self, X, y=None, sample_weight=None, **fit_params):
+        """Fit and return :meth:`transform` of X (for ``kernel='precomputed'`` with X the
+        n×n kernel matrix, its diagonal is the ``kernel_diag`` of the training points)."""
+        self.fit(X, sample_weight=sample_weight, **fit_params)
+        diag = None
+        if self.kernel == "precomputed" and not sparse.issparse(X):
+            diag = np.diagonal(check_data(X, self.kernel)).copy()
+        return self.transform(X, kernel_diag=diag)
 
     def kernel_matrix(self, X, *, progress=None):
         """K(X, X) for this estimator's kernel (gamma and the offset resolved as ``fit``
@@ -554,8 +570,10 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
 
         Uses K(X, X_fit) in row blocks and the stored inner sums and cluster weights only,
         never the training kernel matrix. For ``kernel='precomputed'`` X holds the kernel rows
-        K(new, train); ``kernel_diag`` (K(new, new)) is optional there as it does not change
-        the labels.
+        K(new, train); ``kernel_diag`` (K(new, new): shape (n_samples,), or one number for
+        every row; finite) is optional there as it does not change the labels, and refused
+        for the other kernels. Reads the fitted model and the parameters of its fit (not any
+        ``set_params`` since).
         """
         if _on_cluster(self, X, fitted=True):
             from ..distributed import api  # imports Dask: only when a cluster is used
@@ -569,7 +587,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         """Squared feature-space distances d(x, c), shape (n_samples, k); for a graph fit
         that kept its Gaussian mixture (``whiten='auto'``), the mixture's cost of each
         component instead (−2 ln of its weight times its density, but for a constant), whose
-        least is the label."""
+        least is the label. For ``kernel='precomputed'`` X holds K(new, train) and
+        ``kernel_diag`` K(new, new) is needed (as in :meth:`predict`)."""
         _, dist = self._nearest(X, kernel_diag, want_distances=True)
         return dist
 
@@ -577,22 +596,28 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         """What predicting with this fitted Nyström model needs, as one picklable record
         (``kernels.nystroem.NystroemModel``; the Dask route sends it to the workers)."""
         self._check_fitted()
-        if self.approx != "nystroem":
+        if self._fitted_params()["approx"] != "nystroem":
             raise ValueError("predict on a Dask cluster needs a Nyström model "
                              "(approx='nystroem')")
         return self._predictor()
 
+    def _fitted_params(self):
+        """The parameters of the fit (``get_params`` as they were when it ran: predictions
+        do not follow a ``set_params`` made since)."""
+        return getattr(self, "_fit_params", None) or self.get_params(deep=False)
+
     def _predictor(self):
         """This fitted model as the record predictions read (``model/predictor.py``)."""
-        ncut = (NcutState(self.degrees_, self.degree_weights_) if self.objective == "ncut"
+        params = self._fitted_params()
+        ncut = (NcutState(self.degrees_, self.degree_weights_) if params["objective"] == "ncut"
                 and getattr(self, "graph_info_", None) is None else None)
         nys = (NystroemState(landmarks=self.landmarks_, transform=self.nystroem_transform_,
                              n_landmarks=self.n_landmarks_, rank=self.nystroem_rank_,
                              dtype=getattr(self, "nystroem_dtype_", None),
-                             centers=self.centers_) if self.approx == "nystroem" else None)
+                             centers=self.centers_) if params["approx"] == "nystroem" else None)
         graph = (GraphState(self.graph_model_, self.graph_info_, self.ncut_)
                  if getattr(self, "graph_info_", None) is not None else None)
-        return predictor(self.get_params(deep=False), kernel=self.kernel_, labels=self.labels_,
+        return predictor(params, kernel=self.kernel_, labels=self.labels_,
                          sample_weight=self.sample_weight_, inner_sums=self.inner_sums_,
                          cluster_weights=self.cluster_weights_,
                          n_features=self.n_features_in_, X_fit=self.X_fit_,
@@ -601,9 +626,12 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
     def _nearest(self, X, kernel_diag, want_distances):
         self._check_fitted()
         model = self._predictor()
-        if getattr(self, "graph_info_", None) is not None and self.kernel == "precomputed":
+        kernel = self._fitted_params()["kernel"]
+        if getattr(self, "graph_info_", None) is not None and kernel == "precomputed":
             raise ValueError(no_graph_coordinates())
-        X = check_data(X, self.kernel, square=False, estimator=self, reset=False)
+        X = check_data(X, kernel, square=False, estimator=self, reset=False)
+        if kernel_diag is not None:
+            kernel_diag = check_kernel_diag(kernel_diag, X.shape[0], kernel)
         return predictor_nearest(model, X, kernel_diag, want_distances,
                                  effective_n_threads(self.n_threads))
 
@@ -616,6 +644,12 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
 
     def _check_fitted(self):
         check_is_fitted(self, "labels_")
+
+
+def graph_kind(kernel):
+    """How a graph fit's kernel is named in a message."""
+    return ("kernel='knn' builds a sparse neighbour graph and" if kernel == "knn"
+            else "a sparse affinity graph given as X")
 
 
 def fitted_estimator(params, result):
