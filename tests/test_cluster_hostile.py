@@ -506,3 +506,28 @@ def test_predict_on_a_cluster_locates_a_value_out_of_range_as_one_process(client
                       f"large")
     assert dask.exit_code == 1 and dask.stderr == one.stderr
     assert sorted(os.listdir(tmp_path)) == ["m.npz", "new.npy", "x.npy"]
+
+
+@pytest.mark.parametrize("data, columns, needle", [
+    ("x.npy", "5", "index 5 is out of range; x.npy has 3 columns (0-based indexes 0..2)"),
+    ("x.npy", "0,0", "column '0' is listed twice; each column can be used once"),
+    ("x.npy", "x", "'x' is a name but x.npy is an array, whose columns have no names"),
+    ("x.csv", "z", "--columns: x.csv has no column 'z'; its columns are a, b, c"),
+    ("dup.csv", "a", "--columns: dup.csv has 2 columns named 'a' (0-based indexes 0, 2)"),
+])
+def test_bad_columns_on_a_cluster_are_said_as_in_one_process(client, tmp_path, monkeypatch,
+                                                             data, columns, needle):
+    """A cluster read an array's column twice where one process refuses it, worded its
+    --columns errors otherwise, and named a text file by the absolute path its worker read
+    instead of DATA as given."""
+    monkeypatch.chdir(tmp_path)
+    X = _points(tmp_path)
+    for name, header in (("x.csv", "a,b,c"), ("dup.csv", "a,b,a")):
+        with open(name, "w") as f:
+            f.write(header + "\n" + "".join(",".join(map(repr, row)) + "\n" for row in X))
+    args = ["fit", data, "--columns", columns, "-k", "3", *NYSTROEM, "-o", "m.npz", "-q"]
+    one = run(args)
+    dask = run(args + ["--scheduler", client.scheduler.address])
+    _one_line(one, 2, needle)
+    assert dask.exit_code == 2 and dask.stderr == one.stderr
+    assert sorted(os.listdir(tmp_path)) == ["dup.csv", "x.csv", "x.npy"]

@@ -19,9 +19,8 @@ import numpy as np
 
 from ..engine.features import CHUNK_ROWS
 from ..errors import DataError, UsageError
-from ..io.readers import (HDF5_SUFFIXES, NPY_SUFFIXES, check_npy, check_parts, expand_glob,
-                          is_glob, read_data, split_hdf5_spec)
-from ..io.text import reads_as_index
+from ..io.readers import (HDF5_SUFFIXES, NPY_SUFFIXES, array_columns, check_npy, check_parts,
+                          expand_glob, is_glob, parse_columns, read_data, split_hdf5_spec)
 from . import chunks
 
 #: Bytes of a chunk's rows or features at most (about): the chunks never depend on the
@@ -144,11 +143,20 @@ class FileReader:
                 data = read_data(self.path, missing="error", **self.options)
             except DataError as exc:
                 error = DataError(cluster_wording(str(exc).replace(self.path, shown)))
+            except UsageError as exc:       # --columns: DATA named as given, as ever
+                error = as_given(exc, self.path, shown)
             except OSError as exc:
                 error = _unreadable(shown, self.path, exc)
             else:
                 return data
         raise error  # (raised here, a new error: nothing of the reader's goes to the client)
+
+
+def as_given(exc, path, shown):
+    """The same error (its type and fields) naming DATA as given (``shown``) where it named
+    the absolute ``path`` a worker read."""
+    kind, args = exc.__reduce__()[:2]
+    return kind(*(arg.replace(path, shown) if isinstance(arg, str) else arg for arg in args))
 
 
 def cluster_wording(message):
@@ -196,24 +204,10 @@ class ChunkedData:
 
 
 def _column_select(columns, width, source):
-    """``--columns`` for binary data: 0-based indexes (names need a header: text files)."""
-    if columns is None:
-        return None
-    items = columns if isinstance(columns, (list, tuple)) else str(columns).split(",")
-    out = []
-    for item in items:
-        item = str(item).strip()
-        if not reads_as_index(item):
-            raise UsageError(f"--columns: {source} has no header; use 0-based indexes "
-                             f"(got {item!r})")
-        index = int(item)
-        if not 0 <= index < width:
-            raise UsageError(f"--columns: {source} has {width} columns (0..{width - 1}); "
-                             f"got {index}")
-        out.append(index)
-    if not out:
-        raise UsageError("--columns: no column given")
-    return tuple(out)
+    """``--columns`` for binary data (0-based indexes: an array's columns have no names), as
+    one process takes it (``io.readers.array_columns``); None for all of them."""
+    wanted = parse_columns(columns)
+    return None if wanted is None else tuple(array_columns(wanted, width, source))
 
 
 def open_data(client, spec, *, dataset=None, columns=None, header=None, delimiter=None,

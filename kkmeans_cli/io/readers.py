@@ -134,7 +134,7 @@ def read_data(spec, *, header=None, delimiter=None, columns=None, dataset=None,
     if inline_dataset and dataset and inline_dataset != dataset:
         raise UsageError(f"{spec}: names dataset {inline_dataset} but --dataset says {dataset}")
     dataset = dataset or inline_dataset
-    wanted = _parse_columns(columns)
+    wanted = parse_columns(columns)
     if path == STDIN:
         stream = stdin if stdin is not None else sys.stdin
         if announce is not None and _isatty(stream):
@@ -396,7 +396,9 @@ def _read_text(read, source, header, delimiter, wanted, missing, size=None):
 
 
 # -- columns --------------------------------------------------------------------------------
-def _parse_columns(columns):
+def parse_columns(columns):
+    """``--columns`` as a list of its items (names or indexes), or None; a ``UsageError``
+    for an empty item."""
     if columns is None:
         return None
     if isinstance(columns, str):
@@ -574,10 +576,16 @@ def _check_array(X, source, ndim):
     return X
 
 
+def array_columns(wanted, width, source):
+    """The 0-based columns of an array (NPY, HDF5, Zarr: no names) that ``--columns``
+    (parsed: ``wanted``) lists, all of them when ``wanted`` is None."""
+    return column_indexes(wanted, None, width, source,
+                          "is an array, whose columns have no names; use 0-based indexes")
+
+
 def _finish_array(X, source, wanted, missing):
     X = np.asarray(X, dtype=np.float64)
-    select = column_indexes(wanted, None, X.shape[1], source,
-                            "is an array, whose columns have no names; use 0-based indexes")
+    select = array_columns(wanted, X.shape[1], source)
     if select != list(range(X.shape[1])):
         X = X[:, select]
     X = np.ascontiguousarray(X)         # no copy of an array read whole, as is usual
