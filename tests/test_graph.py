@@ -506,6 +506,68 @@ def test_tiny_coordinates_give_the_graph_and_labels_of_ordinary_ones(dims, weigh
                                       predict_graph(fits[0].model(), X[::7]))
 
 
+def _tight_beside_ordinary(seed=0, spread=1e-200):
+    """Ten points spread ``spread`` about 0 beside ten spread 1 about (5, 5)."""
+    rng = np.random.default_rng(seed)
+    return np.r_[rng.normal(0.0, spread, (10, 2)), rng.normal(5.0, 1.0, (10, 2))]
+
+
+def test_self_tuned_scales_of_points_packed_far_below_the_data_are_not_zero():
+    """Beside points spread over 1, points 10⁻²⁰⁰ apart lie at distance 0 of each other in a
+    search (squares underflow), so their σ_i was 0 and their weights 0/0: NaN in the graph,
+    "Eigenvalues did not converge" or an inertia of NaN. Their distances are recomputed from
+    the differences; σ_i is then the one NumPy gives, the weights finite, and predict
+    places new points by them."""
+    X = _tight_beside_ordinary()
+    G = kgraph.knn_graph(X, 5, "self-tuning")
+    assert np.all(np.isfinite(G.affinity.data)) and np.all(G.scales > 0)
+    # σ_i of a tight point: its 7th nearest other point among the ten, as NumPy has it
+    # (the search listed its neighbours among ties: σ_i is one of the distances in its group)
+    group = X[G.node_of[:10]] if G.node_of is not None else X[:10]
+    unit = group * 1e200
+    within = np.sqrt(((unit[:, None, :] - unit[None, :, :]) ** 2).sum(-1))
+    for i in range(10):
+        node = G.node_of[i] if G.node_of is not None else i
+        assert np.any(np.isclose(G.scales[node] / 1e-200, within[i][within[i] > 0],
+                                 rtol=1e-12))
+    fit = fit_graph(X, 2, weighting="self-tuning", random_state=0, n_threads=1)
+    assert np.isfinite(fit.objective) and np.isfinite(fit.ncut)
+    np.testing.assert_array_equal(graph_starts.canonical_labels(fit.labels),
+                                  np.repeat([0, 1], 10))
+    model = fit.model()
+    np.testing.assert_array_equal(predict_graph(model, X), fit.labels)
+    new = np.array([[3e-200, -2e-200], [5.0, 5.5], [1e-100, 0.0]])
+    np.testing.assert_array_equal(predict_graph(model, new),
+                                  fit.labels[[0, 10, 0]])
+
+
+def test_the_command_fits_and_saves_points_packed_far_below_the_data(tmp_path):
+    """The same data through the command line: it ended "unexpected ValueError: Out of range
+    float values are not JSON compliant", no model written."""
+    from helpers import labels_of, run, write_csv
+
+    write_csv(tmp_path / "x.csv", _tight_beside_ordinary(), fmt="%.17g")
+    result = run(["fit", tmp_path / "x.csv", "-k", "2", "--weighting", "self-tuning",
+                  "-o", tmp_path / "m.npz", "-q"])
+    assert result.exit_code == 0 and result.stderr == ""
+    labels = labels_of(result.stdout)
+    np.testing.assert_array_equal(graph_starts.canonical_labels(labels), np.repeat([0, 1], 10))
+    again = run(["predict", tmp_path / "m.npz", tmp_path / "x.csv", "-q"])
+    assert again.exit_code == 0
+    np.testing.assert_array_equal(labels_of(again.stdout), labels)
+
+
+def test_exact_tiny_distances_leave_a_search_of_ordinary_data_as_it_was():
+    X = _tight_beside_ordinary(spread=1.0)
+    dist, idx = kgraph.nearest(X, X, 6)
+    got = kgraph.exact_tiny_distances(X, X, dist, idx)
+    assert got[0] is dist and got[1] is idx
+    tiny = np.ldexp(X, -800)        # all tiny: the search's own scale keeps its digits
+    dist, idx = kgraph.nearest(tiny, tiny, 6)
+    got = kgraph.exact_tiny_distances(tiny, tiny, dist, idx)
+    assert got[0] is dist and got[1] is idx
+
+
 def test_duplicates_are_one_node_with_their_edges():
     """Copies merge into one node carrying u_i u_j A_ij; the fit gives every copy its node's
     label and predict(X_fit) returns the labels."""

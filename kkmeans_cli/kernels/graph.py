@@ -426,6 +426,40 @@ def local_scales(dist):
     return np.array(dist[:, min(SCALE_NEIGHBOR, dist.shape[1] - 1)], dtype=np.float64)
 
 
+#: Below this distance (at the points' ``search_scale``) a search's distance, the root of a sum
+#: of squares, has lost its digits or underflowed to 0: points packed 10⁻²⁰⁰ apart beside
+#: others spread over 1 all lie at distance 0 of each other, and their self-tuned σ_i is 0.
+UNDERFLOW_DISTANCE = 1e-150
+
+
+def exact_tiny_distances(points, queries, dist, idx):
+    """(dist, idx) of a search of ``queries`` among ``points``, its entries below
+    ``UNDERFLOW_DISTANCE`` at the points' ``search_scale`` recomputed from the differences
+    without squares (‖v‖ = s ‖v/s‖, s = max |v_i|) and the rows that had any sorted again by
+    (distance, index). The neighbours themselves stay those the search listed (among
+    points it saw as ties, any of them); their distances, hence a self-tuned σ_i, are no
+    longer 0 between distinct points. Unchanged (the same arrays) where no entry between
+    distinct points is that small: whatever the scale of the data, the usual case."""
+    small = dist * search_scale(points) < UNDERFLOW_DISTANCE
+    if not small.any():
+        return dist, idx
+    rows, cols = np.nonzero(small)
+    diff = queries[rows] - points[idx[rows, cols]]
+    top = np.abs(diff).max(axis=1)
+    apart = top > 0             # not the point itself (or a copy): at distance 0 indeed
+    if not apart.any():
+        return dist, idx
+    rows, cols, diff, top = rows[apart], cols[apart], diff[apart], top[apart]
+    unit = diff / top[:, None]
+    dist, idx = dist.copy(), idx.copy()
+    dist[rows, cols] = top * np.sqrt(np.einsum("ij,ij->i", unit, unit))
+    touched = np.unique(rows)
+    order = np.lexsort((idx[touched], dist[touched]), axis=-1)
+    dist[touched] = np.take_along_axis(dist[touched], order, axis=1)
+    idx[touched] = np.take_along_axis(idx[touched], order, axis=1)
+    return dist, idx
+
+
 def edge_weights(dist, idx, weighting, scales_row, scales_col):
     """B_ij for the listed edges: 1 (connectivity) or exp(−d²/(σ_i σ_j)) (self-tuning), as
     (d/σ_i)(d/σ_j): no underflow of d² and σ_i σ_j at tiny scales."""
@@ -562,7 +596,10 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
     longer = idx if idx.shape[1] > k else None      # the lists of the choice graph
     if longer is not None:
         dist, idx = np.ascontiguousarray(dist[:, :k]), np.ascontiguousarray(idx[:, :k])
-    scales = local_scales(dist) if weighting == "self-tuning" else None
+    scales = None
+    if weighting == "self-tuning":
+        dist, idx = exact_tiny_distances(nodes, nodes, dist, idx)
+        scales = local_scales(dist)
     B = edge_weights(dist, idx, weighting, scales, scales)
     del dist
     n_comp, comp = _knn_graph.list_components(idx)

@@ -1574,6 +1574,7 @@ def new_point_rows(model, X, n_threads=1):
     if model.weighting == "connectivity":
         B = np.ones(dist.shape)
     else:
+        dist, idx = kgraph.exact_tiny_distances(model.nodes, X, dist, idx)
         sx = dist[:, min(kgraph.SCALE_NEIGHBOR - 1, kq - 1)]
         sx = np.where(match >= 0, model.scales[np.maximum(match, 0)], sx)
         sx = np.where(sx > 0, sx, 1.0)
