@@ -557,6 +557,23 @@ def test_the_command_fits_and_saves_points_packed_far_below_the_data(tmp_path):
     np.testing.assert_array_equal(labels_of(again.stdout), labels)
 
 
+@pytest.mark.parametrize("max_iter", [1, 2, 3])
+def test_max_iter_bounds_the_lloyd_passes_of_a_refinement(max_iter):
+    """Each round of Lloyd and Hartigan took at least one more Lloyd pass: max_iter = 1 ran
+    2 and said it converged."""
+    from helpers import ROOT
+
+    X = np.loadtxt(f"{ROOT}/examples/moons.csv", delimiter=",", skiprows=1)
+    fit = fit_graph(X, 5, whiten=False, max_iter=max_iter, random_state=0, n_threads=1)
+    full = fit_graph(X, 5, whiten=False, random_state=0, n_threads=1)
+    assert fit.n_iter <= max_iter
+    assert fit.converged == (full.n_iter <= max_iter)
+    kernel = fit.kernel
+    for _, start in graph_starts.default_starts(kernel, 5, np.random.default_rng(0))[:3]:
+        run = refine(kernel, start, 5, max_iter)
+        assert 1 <= run.n_iter <= max_iter
+
+
 def test_exact_tiny_distances_leave_a_search_of_ordinary_data_as_it_was():
     X = _tight_beside_ordinary(spread=1.0)
     dist, idx = kgraph.nearest(X, X, 6)

@@ -171,6 +171,11 @@ def corrupt_files(tmp_path, graph):
     dense.write_bytes(b"%%MatrixMarket matrix array real general\n1000000 1000000\n1.0\n")
     out.append((dense, r"dense\.mtx: truncated Matrix Market array file \(its header declares "
                        r"1,000,000,000,000 entries; its 61 bytes hold at most 30\)"))
+    big = tmp_path / "bigint.mtx"     # beyond int64: SciPy's OverflowError, not a ValueError
+    big.write_text("%%MatrixMarket matrix coordinate integer symmetric\n3 3 3\n2 1 5\n3 3 1\n"
+                   "3 1 99999999999999999999\n")
+    out.append((big, r"bigint\.mtx: corrupt Matrix Market coordinate file \(Line 5: Integer "
+                     r"out of range"))
     out.append((tmp_path / "absent.mtx", r"absent\.mtx: no such file"))
     folder = tmp_path / "folder.npz"
     folder.mkdir()

@@ -256,7 +256,9 @@ def refine(kernel, labels, k, max_iter=300, trace=None):
     """Lloyd then Hartigan, alternating until Hartigan moves nothing: the labels are then a
     Hartigan optimum of ncut and a Lloyd fixed point of exact sums.
 
-    Returns a GraphRun; ``converged`` is False when ``max_iter`` Lloyd passes ran out.
+    Returns a GraphRun; ``converged`` is False when ``max_iter`` Lloyd passes ran out (at
+    most ``max_iter`` passes in all, at least one: where Hartigan moved points after the
+    last, the labels are its).
     """
     trace = [] if trace is None else trace
     n_iter, moves, converged = 0, 0, True
@@ -271,6 +273,9 @@ def refine(kernel, labels, k, max_iter=300, trace=None):
         if moved == 0:
             break
         trace.append(sums.objective(kernel))
+        if n_iter >= max_iter:      # Hartigan moved points, and no Lloyd pass is left
+            converged = False
+            break
     else:
         converged = False
     return GraphRun(labels, sums, n_iter, converged, moves, trace)

@@ -332,7 +332,7 @@ def _read_mtx(path):
     try:
         with _mtx_source(path) as source:
             return mmread(source)
-    except (OSError, ValueError, EOFError, IndexError) as exc:
+    except (OSError, ValueError, EOFError, IndexError, OverflowError) as exc:
         word = "truncated" if "truncated" in str(exc).lower() else "corrupt"
         raise DataError(f"{path}: {word} Matrix Market {layout} file "
                         f"({_reason(exc)})") from None
