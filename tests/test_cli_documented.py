@@ -280,6 +280,15 @@ def test_with_data_and_json_is_a_usage_error(data_dir):
            "--with-data cannot be used with it")
 
 
+@pytest.mark.parametrize("process", [False, True])
+def test_labels_on_stdout_asked_for_beside_json_is_a_usage_error(data_dir, process):
+    """--json took stdout and dropped the labels that --labels - asked for there, exit 0."""
+    _fails(data_dir, ["fit", "data.csv", "-k", "3", "--json", "--labels", "-", "--no-model"], 2,
+           "--labels - asks for them there too", process=process)
+    written = run(["fit", data_dir / "data.csv", "-k", "3", "--json", "--no-model", "-q"])
+    assert written.exit_code == 0 and written.stdout.lstrip().startswith("{")
+
+
 # -- the small print ---------------------------------------------------------------------------
 def test_plural():
     assert plural(1, "sample") == "1 sample" and plural(0, "move") == "0 moves"

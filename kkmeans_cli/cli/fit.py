@@ -88,6 +88,11 @@ def fit(ctx, **_):
     if opts["json"] and opts["with_data"]:
         raise UsageError("--json prints the summary instead of the labels; --with-data "
                          "cannot be used with it (write the summary with --summary PATH)")
+    if opts["json"] and opts["labels"] == "-" and \
+            ctx.get_parameter_source("labels") == click.core.ParameterSource.COMMANDLINE:
+        raise UsageError("--json prints the summary on stdout instead of the labels; "
+                         "--labels - asks for them there too (write them with --labels PATH, "
+                         "or the summary with --summary PATH)")
     if opts["plot"] is not None and opts["kernel"] in PRECOMPUTED_KERNELS:
         raise UsageError("--plot draws the data points, but with --kernel precomputed DATA is "
                          "a kernel matrix, not points; drop --plot (or fit the original data "
