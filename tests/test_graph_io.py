@@ -192,6 +192,25 @@ def test_each_bad_file_gives_its_one_line_message(tmp_path, graph):
         assert str(path) in str(err.value)
 
 
+@pytest.mark.parametrize("pattern", ["g*.npz", "g*.mtx", "g*"])
+@pytest.mark.parametrize("command", ["fit", "sweep"])
+def test_a_pattern_of_graph_files_is_a_usage_error(tmp_path, graph, pattern, command):
+    """A glob's files are parts of one table: a pattern of graphs told the user to add the
+    --kernel precomputed they had given, or found no .mtx file at all."""
+    sparse.save_npz(tmp_path / "g1.npz", graph)
+    scipy.io.mmwrite(tmp_path / "g2.mtx", graph)
+    before = sorted(os.listdir(tmp_path))
+    args = [command, tmp_path / pattern, "--kernel", "precomputed"] + (
+        ["-k", "2", "-o", tmp_path / "m.npz"] if command == "fit" else ["--k", "2..3"])
+    result = run(args)
+    first = "g2.mtx" if pattern == "g*.mtx" else "g1.npz"
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == (f"kkmeans: error: {tmp_path / pattern}: the files of a pattern "
+                             f"are read as parts of one table; a sparse graph is one file: "
+                             f"give it by name ({tmp_path / first})\n")
+    assert sorted(os.listdir(tmp_path)) == before
+
+
 def test_a_header_beyond_memory_in_a_compressed_file_names_the_file(tmp_path, monkeypatch):
     """A compressed file's size does not bound its entries: where reading the declared arrays
     runs out of memory, the one line names the file and what its header declares."""

@@ -96,11 +96,24 @@ def prepare_fit_data(opts):
 
 def is_graph_data(opts):
     """Whether DATA is a sparse affinity graph (``--kernel precomputed`` and an ``.npz`` of
-    ``scipy.sparse.save_npz`` or a Matrix Market ``.mtx``: ``io/graphs.py``)."""
-    from ..io.graphs import is_graph_file
+    ``scipy.sparse.save_npz`` or a Matrix Market ``.mtx``: ``io/graphs.py``). A pattern of
+    files that matches graphs is a usage error: a glob's files are parts of one table, and a
+    graph is one file."""
+    import glob
 
-    return opts["kernel"] == "precomputed" and opts["data"] != "-" and is_graph_file(
-        opts["data"])
+    from ..io.graphs import is_graph_file
+    from ..io.readers import is_glob
+
+    data = opts["data"]
+    if opts["kernel"] != "precomputed" or data == "-":
+        return False
+    if not os.path.exists(data) and is_glob(data):
+        graphs = [path for path in sorted(glob.glob(data)) if is_graph_file(path)]
+        if graphs:
+            raise UsageError(f"{data}: the files of a pattern are read as parts of one table; "
+                             f"a sparse graph is one file: give it by name ({graphs[0]})")
+        return False
+    return is_graph_file(data)
 
 
 def _prepare_graph_data(opts):
