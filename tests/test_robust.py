@@ -44,6 +44,22 @@ def test_cli_fit_refuses_values_that_overflow_with_row_and_column(tmp_path, big)
     assert sorted(os.listdir(tmp_path)) == ["big.csv"]
 
 
+def test_cli_predict_names_the_value_in_the_data_where_the_model_scaled_it(tmp_path):
+    """A column spread 1e-300 in training, standardized by the model, makes a new 1 into
+    1e300: the message gave only the scaled value, which DATA does not hold."""
+    rng = np.random.default_rng(3)
+    X = np.c_[np.r_[rng.normal(0, 1, 40), rng.normal(10, 1, 40)], rng.normal(0, 1e-300, 80)]
+    data = _write(tmp_path / "x.csv", X, fmt="%.17g")
+    fitted = run(["fit", data, "-k", 2, "--scale", "standard", "-o", tmp_path / "m.npz", "-q"])
+    assert fitted.exit_code == 0
+    result = run(["predict", tmp_path / "m.npz", "-", "--labels", tmp_path / "l.txt"],
+                 input="x,y\n0,1\n")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert_one_error_line(result, "row 1, column y", "too large for floating point",
+                          "(the value is DATA's 1 after --scale standard)")
+    assert sorted(os.listdir(tmp_path)) == ["m.npz", "x.csv"]
+
+
 @pytest.mark.parametrize("kernel,rule", [
     ("linear", "4·‖x‖²·m²"), ("laplacian", "2·Σ|x_j|"), ("poly", "4·‖x‖²"),
     ("cosine", "squared norms"), ("sigmoid", "squared norms")])

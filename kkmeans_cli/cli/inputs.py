@@ -210,7 +210,10 @@ def check_values(data, X, kernel, total_weight, scale="none", resolved=None,
                   data_offset(kernel, X, objective, quiet=True))
         check_range(kernel, X, total_weight, kernel=resolved, offset=offset)
     except ValueRangeError as exc:
-        raise DataError(f"{where(data, exc.row, exc.column)}: {exc.detail}") from None
+        scaled = "" if scale == "none" else (f" (the value is DATA's "
+                                             f"{data.X[exc.row, exc.column]:g} after --scale "
+                                             f"{scale})")
+        raise DataError(f"{where(data, exc.row, exc.column)}: {exc.detail}{scaled}") from None
 
 
 def where(data, r, c):
