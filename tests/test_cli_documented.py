@@ -285,6 +285,11 @@ def test_labels_on_stdout_asked_for_beside_json_is_a_usage_error(data_dir, proce
     """--json took stdout and dropped the labels that --labels - asked for there, exit 0."""
     _fails(data_dir, ["fit", "data.csv", "-k", "3", "--json", "--labels", "-", "--no-model"], 2,
            "--labels - asks for them there too", process=process)
+    for config, flags in (("labels: '-'\njson: true\n", []), ("labels: '-'\n", ["--json"])):
+        (data_dir / "run.yaml").write_text(config)
+        _fails(data_dir, ["fit", "data.csv", "-k", "3", "--config", "run.yaml", "--no-model",
+                          *flags], 2, "--labels - asks for them there too", process=process)
+        (data_dir / "run.yaml").unlink()
     written = run(["fit", data_dir / "data.csv", "-k", "3", "--json", "--no-model", "-q"])
     assert written.exit_code == 0 and written.stdout.lstrip().startswith("{")
 

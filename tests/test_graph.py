@@ -574,6 +574,22 @@ def test_max_iter_bounds_the_lloyd_passes_of_a_refinement(max_iter):
         assert 1 <= run.n_iter <= max_iter
 
 
+def test_a_packed_point_lists_itself_first_and_its_neighbours_by_exact_distance():
+    """The search breaks ties at distance 0 its own way, and may leave a packed point out of
+    its own list; the rows recomputed are sorted by exact distance, the point itself first."""
+    rng = np.random.default_rng(1)
+    X = np.r_[rng.normal(0.0, 1e-200, (10, 2)), rng.normal(1e-199, 1e-200, (30, 2)),
+              rng.normal(5.0, 1.0, (40, 2))]
+    dist, idx = kgraph.nearest(X, X, 10)
+    got_dist, got_idx = kgraph.exact_tiny_distances(X, X, dist, idx, self_first=True)
+    np.testing.assert_array_equal(got_idx[:, 0], np.arange(X.shape[0]))
+    assert np.all(got_dist[:, 0] == 0) and np.all(np.diff(got_dist, axis=1) >= 0)
+    assert np.all(got_idx[:40] < 40)            # the packed points' neighbours are packed
+    unit = X[:40] * 1e199
+    exact = np.sqrt(((unit[:, None, :] - unit[got_idx[:40]]) ** 2).sum(-1)) / 1e199
+    np.testing.assert_allclose(got_dist[:40], exact, rtol=1e-12)
+
+
 def test_exact_tiny_distances_leave_a_search_of_ordinary_data_as_it_was():
     X = _tight_beside_ordinary(spread=1.0)
     dist, idx = kgraph.nearest(X, X, 6)

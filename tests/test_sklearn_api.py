@@ -450,6 +450,7 @@ def test_fit_transform_of_a_precomputed_kernel_takes_its_diagonal():
     (dict(kernel="rbf"), dict(objective="ncut")),
     (dict(kernel="rbf", approx="nystroem"), dict(approx="none")),
     (dict(kernel="rbf", dtype="float32"), dict(dtype="float64")),
+    (dict(kernel="rbf"), dict(approx="nystroem")),
 ])
 def test_predict_reads_the_parameters_of_the_fit_not_later_ones(fitted, changed):
     """set_params after fit changed what predict read: 92 of 300 training points labelled
@@ -457,10 +458,13 @@ def test_predict_reads_the_parameters_of_the_fit_not_later_ones(fitted, changed)
     X, _ = make_blobs(300, centers=3, random_state=0)
     est = KernelKMeans(3, random_state=0, **fitted).fit(X)
     labels, dist = est.predict(X), est.transform(X)
+    scores = est.scores(("silhouette",)) if "approx" not in fitted else None
     est.set_params(**changed)
     np.testing.assert_array_equal(est.predict(X), labels)
     np.testing.assert_array_equal(est.transform(X), dist)
     np.testing.assert_array_equal(est.predict(X), est.labels_)
+    if scores is not None:      # scored on the kernel matrix of the fit's own parameters
+        assert est.scores(("silhouette",)) == scores
 
 
 def test_feature_names_count_the_clusters_of_the_fit():

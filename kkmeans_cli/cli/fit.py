@@ -4,6 +4,7 @@ import time
 import click
 
 from ..errors import DataError, UsageError
+from ..io.config import ORIGINS, given_on_command_line
 from .inputs import (check_distinct, dropped_note, init_is_file, input_paths, is_graph_data,
                      labels_text, prepare_fit_data)
 from .._options import GRAPH_KERNELS
@@ -88,8 +89,8 @@ def fit(ctx, **_):
     if opts["json"] and opts["with_data"]:
         raise UsageError("--json prints the summary instead of the labels; --with-data "
                          "cannot be used with it (write the summary with --summary PATH)")
-    if opts["json"] and opts["labels"] == "-" and \
-            ctx.get_parameter_source("labels") == click.core.ParameterSource.COMMANDLINE:
+    if opts["json"] and opts["labels"] == "-" and (given_on_command_line(ctx, "labels")
+                                                  or "labels" in ORIGINS):
         raise UsageError("--json prints the summary on stdout instead of the labels; "
                          "--labels - asks for them there too (write them with --labels PATH, "
                          "or the summary with --summary PATH)")
@@ -178,8 +179,6 @@ def chosen_model(ctx, opts):
     usage error; one a flag and the other a config key, the flag wins (flags over the
     config); both config keys, ``no_model`` wins (one config serves every command, and
     ``model`` is also sweep's key)."""
-    from ..io.config import given_on_command_line
-
     if not opts["no_model"]:
         return opts["model"]
     flag_model, flag_none = (given_on_command_line(ctx, name) for name in ("model", "no_model"))

@@ -432,14 +432,16 @@ def local_scales(dist):
 UNDERFLOW_DISTANCE = 1e-150
 
 
-def exact_tiny_distances(points, queries, dist, idx):
+def exact_tiny_distances(points, queries, dist, idx, self_first=False):
     """(dist, idx) of a search of ``queries`` among ``points``, its entries below
     ``UNDERFLOW_DISTANCE`` at the points' ``search_scale`` recomputed from the differences
     without squares (‖v‖ = s ‖v/s‖, s = max |v_i|) and the rows that had any sorted again by
     (distance, index). The neighbours themselves stay those the search listed (among
     points it saw as ties, any of them); their distances, hence a self-tuned σ_i, are no
-    longer 0 between distinct points. Unchanged (the same arrays) where no entry between
-    distinct points is that small: whatever the scale of the data, the usual case."""
+    longer 0 between distinct points. With ``self_first`` (the queries are the points) a
+    row the search gave without its own point (a tie it broke otherwise) lists it first and
+    drops its last. Unchanged (the same arrays) where no entry between distinct points is
+    that small: whatever the scale of the data, the usual case."""
     small = dist * search_scale(points) < UNDERFLOW_DISTANCE
     if not small.any():
         return dist, idx
@@ -457,6 +459,10 @@ def exact_tiny_distances(points, queries, dist, idx):
     order = np.lexsort((idx[touched], dist[touched]), axis=-1)
     dist[touched] = np.take_along_axis(dist[touched], order, axis=1)
     idx[touched] = np.take_along_axis(idx[touched], order, axis=1)
+    if self_first:
+        lost = touched[idx[touched, 0] != touched]
+        dist[lost, 1:], idx[lost, 1:] = dist[lost, :-1], idx[lost, :-1]
+        dist[lost, 0], idx[lost, 0] = 0.0, lost
     return dist, idx
 
 
@@ -598,7 +604,7 @@ def knn_graph(X, n_neighbors=10, weighting="connectivity", n_threads=1, n_cluste
         dist, idx = np.ascontiguousarray(dist[:, :k]), np.ascontiguousarray(idx[:, :k])
     scales = None
     if weighting == "self-tuning":
-        dist, idx = exact_tiny_distances(nodes, nodes, dist, idx)
+        dist, idx = exact_tiny_distances(nodes, nodes, dist, idx, self_first=True)
         scales = local_scales(dist)
     B = edge_weights(dist, idx, weighting, scales, scales)
     del dist

@@ -1570,11 +1570,12 @@ def new_point_rows(model, X, n_threads=1):
     m = model.nodes.shape[0]
     kq = int(max(1, min(model.n_neighbors - 1, m)))
     dist, idx = kgraph.nearest(model.nodes, X, kq, n_threads)
+    if model.weighting != "connectivity":
+        dist, idx = kgraph.exact_tiny_distances(model.nodes, X, dist, idx)
     match = node_matches(model, X, idx[:, 0])
     if model.weighting == "connectivity":
         B = np.ones(dist.shape)
     else:
-        dist, idx = kgraph.exact_tiny_distances(model.nodes, X, dist, idx)
         sx = dist[:, min(kgraph.SCALE_NEIGHBOR - 1, kq - 1)]
         sx = np.where(match >= 0, model.scales[np.maximum(match, 0)], sx)
         sx = np.where(sx > 0, sx, 1.0)

@@ -363,8 +363,9 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         X : array-like of shape (n_samples, n_features)
             The data, or the n×n kernel matrix for ``kernel='precomputed'``.
         y : ignored
-        sample_weight : array-like of shape (n_samples,), optional
-            Non-negative weights (weighted kernel k-means); 1 for every point by default.
+        sample_weight : array-like of shape (n_samples,) or float, optional
+            Non-negative weights (weighted kernel k-means); one number weighs every point
+            alike; 1 for every point by default.
         kernel_matrix : ndarray of shape (n_samples, n_samples), optional
             K(X, X) for this estimator's kernel, already computed (by :meth:`kernel_matrix`),
             e.g. shared by the fits of a sweep over k. Not copied. Its diagonal is checked
@@ -500,7 +501,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         self.fit(X, sample_weight=sample_weight, **fit_params)
         diag = None
         if self.kernel == "precomputed" and not sparse.issparse(X):
-            diag = np.diagonal(check_data(X, self.kernel)).copy()
+            diag = np.diagonal(np.asarray(X)).copy()    # checked by transform with X
         return self.transform(X, kernel_diag=diag)
 
     def kernel_matrix(self, X, *, progress=None):
@@ -532,7 +533,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
                               "davies_bouldin"), *, kernel_matrix=None, **options):
         """Quality measures of ``labels_`` in feature space (see ``kkmeans_cli.measures.metrics``).
 
-        The training kernel matrix is rebuilt from ``X_fit_`` unless ``kernel_matrix`` is given
+        The training kernel matrix is rebuilt from ``X_fit_`` (as the fit stored it: the
+        parameters of the fit, not any ``set_params`` since) unless ``kernel_matrix`` is given
         (required for ``kernel='precomputed'``). ``options`` go to ``metrics.scores``
         (``max_exact``, ``sample_size``, ``random_state``: the silhouette's sampling rule).
 
@@ -546,7 +548,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         if getattr(self, "graph_info_", None) is not None:
             raise ValueError("a graph kernel's model is scored by the graph's silhouette "
                              "(kkmeans_cli.measures.graph_silhouette), not on a kernel matrix")
-        if self.approx == "nystroem":
+        params = self._fitted_params()
+        if params["approx"] == "nystroem":
             if not isinstance(kernel_matrix, NystroemFeatures):
                 raise ValueError("a Nyström model is scored on its features: pass "
                                  "kernel_matrix=estimator.kernel_matrix(X)")
@@ -558,7 +561,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
             if self.X_fit_ is None:
                 raise ValueError("a precomputed model needs kernel_matrix to be scored")
             with blas_threads(1):
-                kernel_matrix = self.kernel_.matrix(self.X_fit_, dtype=resolve_dtype(self.dtype),
+                kernel_matrix = self.kernel_.matrix(self.X_fit_,
+                                                    dtype=resolve_dtype(params["dtype"]),
                                                     n_threads=n_threads)
         return quality.scores(kernel_matrix, self.labels_, metrics=tuple(metrics),
                               sample_weight=self.sample_weight_, n_threads=n_threads, **options)
