@@ -32,6 +32,7 @@ MODULES = [
     "engine._elkan",
     "engine._features",
     "engine._graph",
+    "engine._mixture",
     "kernels._kernel_matrix",
     "kernels._knn_graph",
     "measures._silhouette",

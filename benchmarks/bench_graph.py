@@ -20,6 +20,7 @@ their defaults, against scikit-learn's SpectralClustering and kkmeans' rbf kerne
     python benchmarks/bench_graph.py neighbors [--values 20 24]    # the default neighbour count
     python benchmarks/bench_graph.py audit [--seeds 0 … 35]        # objective or starts, by graph
     python benchmarks/bench_graph.py large-k [--seeds 0 1]         # k = 20–100: the starts' pieces
+    python benchmarks/bench_graph.py em [--seeds 0 1]              # the mixtures' EM: C vs NumPy
 
 gallery: the data sets of scikit-learn's ``plot_cluster_comparison`` (n = 1500,
 StandardScaler): circles (factor .5) and moons at noise .03, .05, .08, .1, three concentric
@@ -939,6 +940,53 @@ def large_k(args):
     print(f"| all | | | {' / '.join(f'{t:.0f}' for t in total)} | | |")
 
 
+def em(args):
+    """The EM passes of the Gaussian mixtures summed in C (``engine._mixture``, the default
+    in up to ``MIXTURE_COMPILED_MAX_DIM`` coordinates) against NumPy's products (the route
+    above it, forced everywhere), both in this process, one thread, the fastest of
+    ``--repeats``: the whole default fit's seconds on the sets of ``large-k`` and the real
+    sets (whose 4–64 columns take either route), whether the labels are the same, and
+    SpectralClustering(nearest_neighbors) beside them."""
+    import warnings
+
+    from sklearn.metrics import adjusted_rand_score as ari
+
+    from kkmeans_cli.kernels import graph_fit
+
+    compiled = graph_fit.MIXTURE_COMPILED_MAX_DIM
+    print(f"load average {os.getloadavg()[0]:.2f}; one thread, the fastest of {args.repeats}")
+    print("| data | n | k | seconds: C / NumPy / SC | labels | ARI: default / SC |")
+    print("|---|---|---|---|---|---|")
+    total = np.zeros(3)
+    sets = large_k_sets(args.seeds) + [(name, X, y, k) for name, X, y, k in real_data()]
+    for name, X, y, k in sets:
+        times, labels = [], []
+        for most in (compiled, 0):
+            graph_fit.MIXTURE_COMPILED_MAX_DIM = most
+            try:
+                best = np.inf
+                for _ in range(args.repeats):
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        t = time.perf_counter()
+                        fit = graph_fit.fit_graph(X, k, random_state=0, n_threads=1)
+                        best = min(best, time.perf_counter() - t)
+                times.append(best)
+                labels.append(fit.labels)
+            finally:
+                graph_fit.MIXTURE_COMPILED_MAX_DIM = compiled
+        t = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sc = method_labels("spectral", X, k, 0)
+        times.append(time.perf_counter() - t)
+        total += times
+        same = "same" if np.array_equal(*labels) else "DIFFER"
+        print(f"| {name} | {len(X)} | {k} | {' / '.join(f'{t:.2f}' for t in times)} | {same} "
+              f"| {ari(y, labels[0]):.4f} / {ari(y, sc):.4f} |", flush=True)
+    print(f"| all | | | {' / '.join(f'{t:.1f}' for t in total)} | | |")
+
+
 def noisy_blobs(n, k, d, kind, sep, aniso, unequal, seed):
     """k blobs of n points in d columns with noise of unit variance of ``kind`` ('gauss',
     't5', 't10' (Student's t), 'laplace', 'lognorm' (centred, standardized), 'unif',
@@ -1638,6 +1686,9 @@ def main(argv=None):
     vo.add_argument("--groups", nargs="+", default=None)
     lk = sub.add_parser("large-k")
     lk.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    e = sub.add_parser("em")
+    e.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    e.add_argument("--repeats", type=int, default=3)
     sc = sub.add_parser("scale")
     sc.add_argument("--cases", nargs="+", default=list(SCALE_CASES), choices=SCALE_CASES)
     sc.add_argument("--modes", nargs="+", default=["default", "one"],
@@ -1646,7 +1697,7 @@ def main(argv=None):
     sc.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
     {"audit": audit, "bayes": bayes, "limits": limits, "neighbors": neighbors, "harder": harder, "refit-sample": refit_sample, "bars": bars, "scale": scale, "whiten": whiten, "ann-states": ann_states, "gallery": gallery, "real": real, "big": big, "files": files, "predict": predict,
-     "starts": starts, "knn": knn, "ann": ann, "large-k": large_k, "vote": vote}[args.cmd](args)
+     "starts": starts, "knn": knn, "ann": ann, "large-k": large_k, "vote": vote, "em": em}[args.cmd](args)
 
 
 if __name__ == "__main__":

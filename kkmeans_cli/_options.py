@@ -51,6 +51,10 @@ REFIT_TESTS = ("its clusters were not the likelier Gaussians", "it moved few poi
 #: Rows taken at a time by the graph fit's per-cluster scatters and Gaussian classification
 #: (``kernels.graph_fit``), and counted by its memory plan.
 SCATTER_BLOCK_ROWS = 1 << 16
+#: The graph fit's Gaussian mixtures sum their EM passes in C (``engine._mixture``) in up to
+#: this many coordinates, by NumPy's products above (``kernels.graph_fit``, where it is
+#: measured); the memory plan counts either's arrays.
+MIXTURE_COMPILED_MAX_DIM = 8
 
 # Defaults shared by ``KernelKMeans.__init__`` and the command line's options.
 DEFAULTS = {

@@ -39,7 +39,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ._options import SCATTER_BLOCK_ROWS, WHITEN_AUTO_MAX_DIM
+from ._options import MIXTURE_COMPILED_MAX_DIM, SCATTER_BLOCK_ROWS, WHITEN_AUTO_MAX_DIM
 from .errors import MemoryPlanError
 
 #: Fraction of the available RAM used when no limit is given.
@@ -411,7 +411,10 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
                                  and maps (24 k d²). The mixture: its labels (16 n), a
                                  block's coordinates, costs, posteriors and weighted
                                  copies (8 (3k + 5d + 4) a row) and the components'
-                                 moments, covariances and maps (48 k d²); the split
+                                 moments, covariances and maps (48 k d²); in up to
+                                 ``MIXTURE_COMPILED_MAX_DIM`` columns, summed in C, a
+                                 block's coordinates (8 (3d + 1) a row) and the moments
+                                 of its four pieces beside them (144 k d²); the split
                                  test after it reads at most max(1,500, 100 k) rows
                                  (a copy of fewer than the points)
     fit                          what the fit needs beyond the building, the graph held:
@@ -472,9 +475,11 @@ def graph_plan(n, n_neighbors, d, k, *, weighting="connectivity", start="auto",
     if whiten == "auto" and 2 <= d <= WHITEN_AUTO_MAX_DIM and k >= 2:
         items["first fit kept"] = (8 + i) * 2 * e + 40 * n
         rows = min(n, SCATTER_BLOCK_ROWS)
+        mixture = (16 * n + 8 * rows * (3 * d + 1) + 144 * k * d * d
+                   if d <= MIXTURE_COMPILED_MAX_DIM else
+                   16 * n + 8 * rows * (3 * k + 5 * d + 4) + 48 * k * d * d)
         items["Gaussian step"] = max(40 * n + 8 * rows * (k + 3 * d + 2) + 24 * k * d * d,
-                                     16 * n + 8 * rows * (3 * k + 5 * d + 4)
-                                     + 48 * k * d * d)
+                                     mixture)
     work, held = _graph_fit_work(n, nnz, i, k, start=start, eigengap=eigengap,
                                  sweep_ks=sweep_ks, row_entries=2 * nn)
     held += (8 + i) * 2 * e + choice

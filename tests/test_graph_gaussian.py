@@ -318,10 +318,13 @@ def test_the_memory_plan_counts_the_step():
     from kkmeans_cli.memory import graph_plan
 
     rows = graph_fit.SCATTER_BLOCK_ROWS
-    for n, k, d in ((100_000, 3, 2), (100_000, 20, 2), (6_000, 10, 64)):
+    for n, k, d in ((100_000, 3, 2), (100_000, 20, 2), (6_000, 10, 64), (20_000, 40, 8),
+                    (20_000, 40, 9)):
         auto = graph_plan(n, 21, d, k, whiten="auto")
         classification = 40 * n + 8 * min(n, rows) * (k + 3 * d + 2) + 24 * k * d * d
-        mixture = 16 * n + 8 * min(n, rows) * (3 * k + 5 * d + 4) + 48 * k * d * d
+        # summed in C in up to 8 columns: a block's coordinates and its pieces' moments
+        mixture = (16 * n + 8 * min(n, rows) * (3 * d + 1) + 144 * k * d * d if d <= 8 else
+                   16 * n + 8 * min(n, rows) * (3 * k + 5 * d + 4) + 48 * k * d * d)
         assert auto.items["Gaussian step"] == max(classification, mixture)
     n, k = 100_000, 3
     for whiten in (False, True):

@@ -67,6 +67,81 @@ def test_the_em_is_scikit_learns_gaussian_mixture(seed, monkeypatch):
             np.testing.assert_array_equal(again.arrays()[name], value)
 
 
+def _brute_force_pass(Z, means, covariances, weights, log_noise):
+    """One E-step and the M-step's sums by dense NumPy: every point's log densities under
+    each Gaussian (by ``numpy.linalg`` inverses and determinants), their log-sum-exp beside
+    the uniform component's, the posteriors and the weighted moments about the means."""
+    k, d = means.shape
+    logp = np.empty((Z.shape[0], k))
+    for c in range(k):
+        D = Z - means[c]
+        maha = np.einsum("ij,jk,ik->i", D, np.linalg.inv(covariances[c]), D)
+        logp[:, c] = (np.log(weights[c]) - 0.5 * np.linalg.slogdet(covariances[c])[1]
+                      - 0.5 * d * np.log(2 * np.pi) - 0.5 * maha)
+    every = np.c_[logp, np.full(Z.shape[0], log_noise)]
+    top = every.max(axis=1, keepdims=True)
+    density = np.exp(every - top).sum(axis=1)
+    r = np.exp(every - top) / density[:, None]
+    first = np.stack([r[:, c] @ (Z - means[c]) for c in range(k)])
+    second = np.stack([(Z - means[c]).T @ ((Z - means[c]) * r[:, c:c + 1])
+                       for c in range(k)])
+    return (r[:, :k].sum(axis=0), first, second, float((np.log(density) + top[:, 0]).sum()),
+            float(r[:, k].sum()))
+
+
+@pytest.mark.parametrize("log_noise", [-np.inf, -6.0])
+def test_the_compiled_pass_is_a_brute_force_e_step(log_noise):
+    """``engine._mixture``: the inverses of lower-triangular factors are NumPy's (zero above
+    the diagonal), and a pass over points in pieces of 37 rows, 40 Gaussians in 3 coordinates
+    (most points' posteriors under far Gaussians underflow to 0), gives dense NumPy's sums,
+    piece by piece; on 1, 2 and 3 threads the same sums to the bit."""
+    from kkmeans_cli.engine import _mixture
+
+    rng = np.random.default_rng(7)
+    k, d, n, piece = 40, 3, 500, 37
+    means = rng.uniform(-60, 60, (k, d))
+    A = rng.normal(size=(k, d, d))
+    covariances = A @ A.transpose(0, 2, 1) + 0.5 * np.eye(d)
+    weights = rng.dirichlet(np.ones(k))
+    Z = means[rng.integers(0, k, n)] + rng.normal(0, 2, (n, d))
+    L = np.linalg.cholesky(covariances)
+    inverses = _mixture.triangular_inverses(L)
+    np.testing.assert_allclose(inverses, np.linalg.inv(L), rtol=1e-12, atol=1e-14)
+    assert np.all(np.triu(inverses, 1) == 0)
+    consts = (2 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1) - 2 * np.log(weights)
+              + d * np.log(2 * np.pi))
+    got = _mixture.mixture_sums(Z, means, inverses, consts, log_noise, piece, 1)
+    assert got[0].shape == (14, k) and got[2].shape == (14, k, d, d)
+    for t in range(14):
+        rows = Z[t * piece:(t + 1) * piece]
+        want = _brute_force_pass(rows, means, covariances, weights, log_noise)
+        for have, expected in zip(got, want):
+            np.testing.assert_allclose(have[t], expected, rtol=1e-9, atol=1e-9)
+    assert np.count_nonzero(got[0] == 0) > 0                  # pieces far from a Gaussian
+    for threads in (2, 3):
+        again = _mixture.mixture_sums(Z, means, inverses, consts, log_noise, piece, threads)
+        for have, expected in zip(again, got):
+            np.testing.assert_array_equal(have, expected)
+
+
+def test_the_compiled_and_the_numpy_passes_give_the_same_em(monkeypatch):
+    """In few coordinates the EM's passes run in C (``_compiled_sums``), in many by NumPy
+    (``_pieces_sums``): on the same 2-D points, forced through either, the same passes,
+    labels and mean log-likelihood, with and without the uniform component."""
+    X, _ = _varied(4)
+    start = fit_graph(X, 3, random_state=4, n_threads=1, whiten=False).labels
+    for noise in (0.0, MIXTURE_NOISE):
+        compiled, info = gaussian_mixture(X, start, 3, noise=noise)
+        with monkeypatch.context() as patch:
+            patch.setattr(graph_fit, "MIXTURE_COMPILED_MAX_DIM", 1)
+            numpy_route, numpy_info = gaussian_mixture(X, start, 3, noise=noise)
+        assert numpy_info["n_iter"] == info["n_iter"] > 1
+        assert numpy_info["log_likelihood"] == pytest.approx(info["log_likelihood"],
+                                                             rel=1e-12)
+        np.testing.assert_array_equal(numpy_route.labels(X)[0], compiled.labels(X)[0])
+        np.testing.assert_allclose(numpy_route.means, compiled.means, rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.parametrize("seed", [4, 5])
 def test_the_uniform_component_is_a_brute_force_em(seed, monkeypatch):
     """With a uniform component (Banfield & Raftery 1993): the same passes, labels, mean
