@@ -575,3 +575,75 @@ def test_info_of_a_sweep_model_gives_options_the_sweep_takes_back(tmp_path, kern
                  tmp_path / "g.npz", "--table", tmp_path / "g.csv"])
     assert given.exit_code == 0, given.stderr
     assert "--n-neighbors=12" in run(["info", tmp_path / "g.npz"]).stdout
+
+
+def test_ks_that_are_not_whole_numbers_are_refused_and_an_iterator_of_ks_is_read_once():
+    """``sweep`` and ``graph_sweep`` took int(k): 2.9 and 3.7 swept 2 and 3, True swept 1; a
+    sparse affinity's sweep read an iterator of ks twice (for its memory plan, then for the
+    fits) and found none left. Whole floats and strings of digits are ks."""
+    from kkmeans_cli.kernels.graph import knn_graph
+    from kkmeans_cli.model.sweep import sweep
+
+    X, _ = small_rings()
+    for ks, bad in (([2.9, 3.7], "2.9"), ([True, 3], "True"), (["3", 4.5], "4.5"),
+                    ([2, None], "None"), ([2, "x"], "'x'")):
+        for kernel in ("knn", "rbf"):
+            with pytest.raises(ValueError, match=f"^every k must be a whole number of "
+                                                 f"clusters; got {bad}$"):
+                sweep(X, ks, kernel=kernel, random_state=0)
+    assert [r["k"] for r in sweep(X, np.array([3.0, 2.0]), kernel="knn",
+                                  random_state=0).rows] == [2, 3]
+    assert [r["k"] for r in sweep(X, ["2", 3], kernel="rbf", random_state=0).rows] == [2, 3]
+    A = knn_graph(X, 20).affinity
+    want = sweep(A, [3, 4], kernel="precomputed", random_state=0)
+    for ks in (iter([3, 4]), (k for k in (4, 3))):
+        got = sweep(A, ks, kernel="precomputed", random_state=0)
+        assert [r["k"] for r in got.rows] == [3, 4] and got.best_k == want.best_k == 3
+        for a, b in zip(got.labels, want.labels):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_eigengap_refuses_to_choose_where_every_gap_is_0(tmp_path):
+    """Six isolated nodes: λ_1 … λ_6 are all 0, so every gap of ks 2..4 is 0 and the eigengap
+    names no k (``eigengap_k`` None): ``metric='eigengap'`` chose the smallest k swept; now
+    it says why it cannot choose (exit 1 on the command line, one line, nothing written)."""
+    from kkmeans_cli.model.sweep import sweep
+
+    A = sparse.identity(6, format="csr")
+    message = ("every eigengap λ_(k+1) − λ_k of the ks swept is 0 (more than k connected "
+               "components, or a repeated eigenvalue), so it chooses none: sweep other ks, "
+               "or choose k by the cut ratio or the silhouette")
+    with pytest.warns(KKMeansWarning, match="6 connected components"):
+        with pytest.raises(ValueError, match=r"^every eigengap λ_\(k\+1\) − λ_k of the ks"):
+            sweep(A, "2..4", kernel="precomputed", metric="eigengap", random_state=0)
+        # the other measures still choose, and the eigengap's choice is None
+        result = sweep(A, "2..4", kernel="precomputed", random_state=0)
+    assert result.eigengap_k is None and [r["eigengap"] for r in result.rows] == [0.0] * 3
+    sparse.save_npz(tmp_path / "g.npz", A)
+    command = ["sweep", tmp_path / "g.npz", "--kernel", "precomputed", "--k", "2..4",
+               "--metric", "eigengap", "-o", tmp_path / "m.npz", "--table", tmp_path / "t.csv"]
+    for out, code in ((lambda r: (r, r.exit_code))(run(command)),
+                      (lambda r: (r, r.returncode))(run_process(command, cwd=tmp_path))):
+        assert code == 1
+        assert out.stderr.splitlines()[-1] == f"kkmeans: error: {tmp_path / 'g.npz'}: {message}"
+        assert out.stdout == ""
+        assert sorted(os.listdir(tmp_path)) == ["g.npz"]
+
+
+def test_the_best_estimator_of_a_graph_sweep_keeps_a_data_frames_column_names():
+    """It is fitted on the data as given, as a direct fit is: its ``feature_names_in_`` are
+    the DataFrame's, and predict checks them."""
+    import pandas as pd
+
+    from kkmeans_cli import KernelKMeans
+    from kkmeans_cli.model.sweep import sweep
+
+    X, _ = small_rings()
+    frame = pd.DataFrame(X, columns=["a", "b"])
+    best = sweep(frame, "2..4", kernel="knn", random_state=0).best_estimator
+    np.testing.assert_array_equal(best.feature_names_in_, ["a", "b"])
+    np.testing.assert_array_equal(
+        best.feature_names_in_, KernelKMeans(3, random_state=0).fit(frame).feature_names_in_)
+    np.testing.assert_array_equal(best.predict(frame), best.labels_)
+    with pytest.raises(ValueError, match="feature names"):
+        best.predict(frame.rename(columns={"a": "c"}))

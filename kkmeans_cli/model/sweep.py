@@ -341,6 +341,8 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
     if given:
         check_graph_settings(KernelKMeans(2, **params).get_params(),
                              "kernel='precomputed' with a sparse X", "that affinity graph")
+    if not isinstance(ks, (str, range)):
+        ks = list(ks)               # read twice below: an iterator once
     planned = _sorted_ks(ks, X.shape[0], X.shape[0]) if given and X.ndim == 2 else []
     if planned and 2 <= planned[0] and planned[-1] <= X.shape[0]:
         # planned before the checks of the affinity, which copy it
@@ -348,6 +350,7 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
                            memory_limit=params.get("memory_limit"),
                            init=params.get("init", "k-means++"), sweep=True, refit=refit_best,
                            eigengap=True if metric == "eigengap" else eigengap)
+    data = X                        # the best k is fitted on it as given (a DataFrame's names)
     X, affinity = check_graph_data(X, given)
     n = (affinity if given else X).shape[0]
     ks = _sorted_ks(ks, n, n)
@@ -400,7 +403,7 @@ def graph_sweep(X, ks, *, metric="cut_ratio", sample_weight=None, progress=None,
         if not given and info.n_neighbors < info.n_nodes:
             best_params["n_neighbors"] = info.n_neighbors
         best_params["whiten"] = False   # the sweep's own fit of best_k, on its one graph
-        best_est = KernelKMeans(best_k, **best_params).fit(affinity if given else X,
+        best_est = KernelKMeans(best_k, **best_params).fit(affinity if given else data,
                                                              sample_weight=sample_weight)
     return SweepResult(rows=rows, metric=metric, best_k=best_k, best_estimator=best_est,
                        silhouette_n_used=[n] * len(rows),
@@ -423,10 +426,22 @@ def _sorted_ks(ks, n_rows, largest=None):
         raise ValueError(f"every k must be between 2 and {bound}; "
                          f"got up to {max(ks[0], ks[-1])}")
     else:
-        ks = sorted({int(k) for k in ks})
+        ks = sorted({_whole(k) for k in ks})
     if not ks:
         raise ValueError("no k to sweep")
     return ks
+
+
+def _whole(k):
+    """k as an int: an integer, a float of a whole value or a string of digits; anything else
+    a ``ValueError`` (``int`` would cut 2.9 to 2)."""
+    if isinstance(k, str) and k.strip().isdigit():
+        return int(k)
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer, float,
+                                                               np.floating)) \
+            or (isinstance(k, (float, np.floating)) and not float(k).is_integer()):
+        raise ValueError(f"every k must be a whole number of clusters; got {k!r}")
+    return int(k)
 
 
 def _graph_row(record):
@@ -477,6 +492,11 @@ def choose_k(rows, metric):
                 "choose k by the silhouette" if metric == "cut_ratio" else "")
         raise ValueError(f"no k has a finite {metric.replace('_', ' ')}{hint}")
     ks, v = ks[ok], v[ok]
+    if metric == "eigengap" and not np.any(v > 0):
+        raise ValueError("every eigengap λ_(k+1) − λ_k of the ks swept is 0 (more than k "
+                         "connected components, or a repeated eigenvalue), so it chooses "
+                         "none: sweep other ks, or choose k by the cut ratio or the "
+                         "silhouette")
     if metric == "inertia":
         if ks.size < 3 or v.max() == v.min():
             return int(ks[np.argmin(v)])
