@@ -991,6 +991,49 @@ def test_a_training_row_gives_the_training_distances():
     np.testing.assert_array_equal(np.argmin(D, axis=1), res.node_labels)
 
 
+@pytest.mark.parametrize("weighting", ["connectivity", "self-tuning"])
+def test_a_training_point_is_given_its_own_neighbour_list_for_its_distances(weighting):
+    """transform's row of a training point J is J's list in the fit's graph, B_J: J (its
+    self-loop) and its n_neighbors − 1 nearest other points (scikit-learn's
+    ``NearestNeighbors``), with the training weights (it listed n_neighbors − 2 others, so
+    every training point's degree fell short); a new point lists n_neighbors − 1 nodes, as
+    before. The model keeps no reverse lists, so the row is not A_J = (B_J + B_Jᵀ)/2, but
+    where both are the same (two points, each the other's neighbour) the distances are the
+    fit's to the bit."""
+    from sklearn.datasets import make_blobs
+    from sklearn.neighbors import NearestNeighbors
+
+    X, _ = make_blobs(300, centers=3, random_state=1)
+    res = fit_graph(X, 3, weighting=weighting, random_state=0, whiten=False)
+    model, nn = res.model(), res.graph.info.n_neighbors
+    rows, match = new_point_rows(model, X, node_rows=True)
+    np.testing.assert_array_equal(match, res.graph.node_of)
+    want = NearestNeighbors(n_neighbors=nn).fit(model.nodes).kneighbors(X)[1]
+    for i in range(300):
+        assert set(rows[i].indices) == set(want[i]), i
+    np.testing.assert_array_equal(rows.getnnz(axis=1), nn)
+    if weighting == "connectivity":
+        np.testing.assert_array_equal(rows.data, 1.0)
+    else:   # the training weights of J's own list: exp(−‖x_J − x_j‖²/(σ_J σ_j))
+        J = np.repeat(match, nn)
+        d2 = ((model.nodes[J] - model.nodes[rows.indices]) ** 2).sum(axis=1)
+        np.testing.assert_allclose(
+            rows.data, np.exp(-d2 / (model.scales[J] * model.scales[rows.indices])),
+            rtol=1e-12)
+    new = X[:50] + 0.01
+    assert np.all(new_point_rows(model, new, node_rows=True)[0].getnnz(axis=1) == nn - 1)
+    # two points, each the other's neighbour: B = A, and the distances are the fit's
+    for two in (np.array([[0.0, 0.0], [1.0, 1.0]]), np.array([[0.0, 0.0], [1.0, 3.0]])):
+        fit = fit_graph(two, 2, weighting=weighting, random_state=0)
+        model = fit.model()
+        got = new_point_distances(model, *new_point_rows(model, two, node_rows=True))
+        want = distances(fit.kernel, fit.node_labels, fit.sums)[fit.graph.node_of]
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+        est = KernelKMeans(2, weighting=weighting, random_state=0).fit(two)
+        np.testing.assert_allclose(est.transform(two), want, rtol=1e-12, atol=1e-15)
+        assert est.inertia_ == pytest.approx(want[np.arange(2), fit.labels].sum(), abs=1e-15)
+
+
 def test_new_points_get_the_cluster_of_their_neighbourhood():
     from sklearn.datasets import make_moons
 
