@@ -39,8 +39,36 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from contextvars import ContextVar
+
 from ._options import MIXTURE_COMPILED_MAX_DIM, SCATTER_BLOCK_ROWS, WHITEN_AUTO_MAX_DIM
 from .errors import MemoryPlanError
+
+#: How :func:`check`'s message names what would help: 'python', as the estimator's and
+#: ``sweep``'s parameters (``n_neighbors=177``, ``memory_limit``), or 'cli', as the
+#: command line's options (``--n-neighbors 177``, ``--memory-limit``), which ``kkmeans``
+#: sets for its run.
+OPTION_NAMES = ContextVar("kkmeans_option_names", default="python")
+
+
+def named(text):
+    """``text``, whose settings are worded as the command line's options (``--n-neighbors
+    177``, ``--dtype float32``, ``--memory-limit``, ``--k 2..5``), worded for
+    ``OPTION_NAMES``: as they are for 'cli', else as parameters (``n_neighbors=177``,
+    ``dtype='float32'``, ``memory_limit``, ``ks='2..5'``)."""
+    if OPTION_NAMES.get() == "cli":
+        return text
+
+    def parameter(match):
+        name = {"k": "ks"}.get(match.group(1), match.group(1).replace("-", "_"))
+        value = match.group(2)
+        if value is None:
+            return name
+        return f"{name}={value}" if re.fullmatch(r"\d+(\.\d+)?", value) else \
+            f"{name}={value!r}"
+
+    text = re.sub(r" in --k\b", "", text)        # 'ks up to 5 in --k' → 'ks up to 5'
+    return re.sub(r"--([a-z][a-z-]*)(?: ([^\s,;()]+))?", parameter, text)
 
 #: Fraction of the available RAM used when no limit is given.
 DEFAULT_FRACTION = 0.8
@@ -620,11 +648,11 @@ def choose_storage(n, k, dtype="float64", *, limit=None, storage="auto", blocked
         'matrix' or 'blocked', and why, for the report.
     """
     if storage != "auto":
-        return storage, f"asked for (--storage {storage})"
+        return storage, f"asked for ({named(f'--storage {storage}')})"
     if kernel_given:
         return "matrix", "the kernel matrix was given"
     resolved = resolve_limit(limit)
-    source = "--memory-limit" if limit is not None else "80% of the available RAM"
+    source = named("--memory-limit") if limit is not None else "80% of the available RAM"
     matrix = plan(n, k, dtype, **plan_kwargs)
     if resolved is None or matrix.total <= resolved:
         room = "" if resolved is None else f" within the limit of {format_bytes(resolved)}"
@@ -679,8 +707,9 @@ def check(memory_plan, limit=None, **largest_kwargs):
     limit = resolve_limit(limit)
     if limit is None or memory_plan.total <= limit:
         return limit
-    source = "--memory-limit" if given else "80% of the available RAM"
-    ways = [f"{opt} (needs {format_bytes(need)}{'' if need <= limit else ', also too much'})"
+    source = named("--memory-limit") if given else "80% of the available RAM"
+    ways = [f"{named(opt)} (needs {format_bytes(need)}"
+            f"{'' if need <= limit else ', also too much'})"
             for opt, need in memory_plan.alternatives.items()]
     if largest_kwargs:
         max_n = largest_n(limit=limit, **largest_kwargs)
@@ -689,9 +718,9 @@ def check(memory_plan, limit=None, **largest_kwargs):
     else:
         ways.append(memory_plan.smaller)
     if not given:
-        ways.append("a larger --memory-limit if more memory is free")
+        ways.append(f"a larger {named('--memory-limit')} if more memory is free")
     elif not ways:  # nothing else helps: not even 2 rows fit
-        ways.append("a larger --memory-limit (not even 2 rows fit in this one)")
+        ways.append(f"a larger {named('--memory-limit')} (not even 2 rows fit in this one)")
     need_text, limit_text = format_need(memory_plan.total, limit)
     raise MemoryPlanError(
         f"not enough memory: {memory_plan.what} needs {need_text} "

@@ -187,7 +187,9 @@ def test_the_exact_search_is_named_only_when_it_fits(ann_from_600, tmp_path):
             assert "neighbour search" not in line
         assert "--neighbor-search exact" not in line
     assert listing(tmp_path) == ["X.csv"]
-    with pytest.raises(MemoryPlanError, match=r"try --neighbor-search exact \(needs "):
+    # the Python API names the parameters, not the options
+    with pytest.raises(MemoryPlanError, match=r"\(memory_limit\); try neighbor_search='exact' "
+                                              r"\(needs "):
         KernelKMeans(3, neighbor_search="approximate", memory_limit="100M").fit(X)
 
 
@@ -212,12 +214,14 @@ def test_a_wide_sweep_names_the_largest_k_that_fits(tmp_path):
     with pytest.raises(MemoryPlanError):
         plan(top + 1)
     # ks that are no range: the largest of them that fits
-    with pytest.raises(MemoryPlanError, match=r"try ks up to \d+ in --k \(needs "):
+    with pytest.raises(MemoryPlanError, match=r"try ks up to \d+ \(needs "):
         graph_sweep(X, [2, 3, 5, 8, 1400], memory_limit=limit)
+    with pytest.raises(MemoryPlanError, match=r"try ks='2\.\.\d+' \(needs "):
+        graph_sweep(X, "2..1500", memory_limit=limit)
     # no k fits: none is named
     with pytest.raises(MemoryPlanError) as info:
         check_graph_memory(3000, 2, range(2, 10), memory_limit="1M", sweep=True)
-    assert "--k" not in str(info.value)
+    assert "ks up to" not in str(info.value) and "ks=" not in str(info.value)
 
 
 # -- an explicit approximate search that cannot apply ------------------------------------------

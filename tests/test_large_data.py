@@ -109,13 +109,15 @@ def test_fit_refuses_a_million_points_before_allocating(monkeypatch):
         KernelKMeans(3, kernel="rbf", gamma=1.0, storage="matrix").fit(X)
     message = str(info.value)
     assert "7.28 TiB" in message and "80% of the available RAM" in message
-    assert "--dtype float32" in message and "--approx nystroem" in message
+    # the Python API names the parameters (the command line its options: tests below)
+    assert "dtype='float32'" in message and "approx='nystroem'" in message
+    assert "--" not in message
     assert "smaller sample" in message
 
 
 def test_explicit_limit_and_nystroem_way_out():
     X, k, gamma = _blobs(2000)
-    with pytest.raises(MemoryPlanError, match=r"limit is .*--memory-limit"):
+    with pytest.raises(MemoryPlanError, match=r"limit is 10 MiB \(memory_limit\)"):
         KernelKMeans(k, kernel="rbf", gamma=0.1, memory_limit="10M").fit(X)
     # The same limit admits the Nyström fit (n·m instead of n²).
     est = KernelKMeans(k, kernel="rbf", gamma=0.1, memory_limit="20M", approx="nystroem", n_landmarks=200,
@@ -130,7 +132,7 @@ def test_blocked_storage_is_planned_and_offered(monkeypatch):
                         lambda *a, **kw: pytest.fail("the kernel matrix was allocated"))
     with pytest.raises(MemoryPlanError) as info:
         KernelKMeans(k, kernel="rbf", gamma=0.1, memory_limit="200M", storage="matrix").fit(X)
-    assert "--storage blocked (needs 130 MiB)" in str(info.value)
+    assert "storage='blocked' (needs 130 MiB)" in str(info.value)
     blocked = memory.plan(6000, k, storage="blocked")
     assert "kernel matrix" not in blocked.items and "Elkan bounds" in blocked.items
     # ... which fits that limit without a kernel matrix and predicts its own labels ...
@@ -157,12 +159,23 @@ def test_auto_storage_takes_the_blocked_route_when_the_matrix_does_not_fit():
     storage, why = memory.choose_storage(n, k, limit=matrix_need - 1)
     assert storage == "blocked"
     assert f"more than the limit of {memory.format_bytes(matrix_need - 1)}" in why
-    assert "--memory-limit" in why and "computed in blocks" in why
+    assert "(memory_limit)" in why and "computed in blocks" in why
     storage, why = memory.choose_storage(n, k, limit=blocked_need)
     assert storage == "blocked"
     with pytest.raises(MemoryPlanError) as info:
         memory.choose_storage(n, k, limit=blocked_need - 1)
-    assert "--approx nystroem" in str(info.value)
+    assert "approx='nystroem'" in str(info.value)
+    # as the command line words them, where kkmeans runs
+    token = memory.OPTION_NAMES.set("cli")
+    try:
+        assert "(--memory-limit)" in memory.choose_storage(n, k, limit=matrix_need - 1)[1]
+        assert memory.choose_storage(n, k, storage="blocked")[1] == \
+            "asked for (--storage blocked)"
+        with pytest.raises(MemoryPlanError, match="--approx nystroem"):
+            memory.choose_storage(n, k, limit=blocked_need - 1)
+    finally:
+        memory.OPTION_NAMES.reset(token)
+    assert memory.choose_storage(n, k, storage="blocked")[1] == "asked for (storage='blocked')"
     # a kernel the blocked route cannot run (not PSD by construction): refused, not blocked
     with pytest.raises(MemoryPlanError):
         memory.choose_storage(n, k, limit=matrix_need - 1, blocked_ok=False)
@@ -180,10 +193,10 @@ def test_auto_fit_goes_blocked_instead_of_refusing(monkeypatch):
                        random_state=0).fit(X)
     assert est.fit_stats_["storage"] == "blocked"
     limit = memory.format_bytes(memory.parse_size("200M"))
-    assert f"more than the limit of {limit} (--memory-limit)" in est.fit_stats_["storage_reason"]
+    assert f"more than the limit of {limit} (memory_limit)" in est.fit_stats_["storage_reason"]
     np.testing.assert_array_equal(est.predict(X), est.labels_)
     # the sigmoid kernel has no blocked route (not PSD by construction): refused
-    with pytest.raises(MemoryPlanError, match="--approx nystroem"):
+    with pytest.raises(MemoryPlanError, match="approx='nystroem'"):
         KernelKMeans(k, kernel="sigmoid", gamma=0.01, memory_limit="200M").fit(X)
 
 
@@ -475,8 +488,8 @@ def test_a_limit_too_small_for_two_rows_says_so():
         KernelKMeans(3, kernel="rbf", approx="nystroem", refine="hartigan", n_landmarks=300,
                      memory_limit="1M", random_state=0).fit(X)
     message = str(info.value)
-    assert message.endswith("try a larger --memory-limit (not even 2 rows fit in this one)")
-    assert "the limit is 1 MiB (--memory-limit)" in message
+    assert message.endswith("try a larger memory_limit (not even 2 rows fit in this one)")
+    assert "the limit is 1 MiB (memory_limit)" in message
 
 
 # -- the graph kernel's plan -------------------------------------------------------------------
@@ -510,7 +523,7 @@ def test_graph_plan_refuses_too_many_neighbours_before_allocating(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.csv"]
     # the Python API refuses the same way (a MemoryError too)
     X = _graph_points(2000)
-    with pytest.raises(MemoryPlanError, match=f"try --n-neighbors {best} "):
+    with pytest.raises(MemoryPlanError, match=f"\\(memory_limit\\); try n_neighbors={best} "):
         KernelKMeans(2, n_neighbors=1999, memory_limit="20M").fit(X)
     from kkmeans_cli.model.sweep import graph_sweep
 

@@ -87,7 +87,7 @@ def test_plan_fit_takes_the_cost_models_choice():
     tight = plan_fit(_params(n_clusters=8, memory_limit="1G"), 20_000, 10)
     assert (tight.route, tight.screen, tight.matrix_fits) == ("blocked", True, False)
     assert tight.reason.startswith("the kernel matrix would need 3.05 GiB with the fit, more "
-                                   "than the limit of 1 GiB (--memory-limit)")
+                                   "than the limit of 1 GiB (memory_limit)")
     assert tight.reason.endswith("; restarts screened on a sample of 5,000 points")
 
 

@@ -17,6 +17,7 @@ from .._text import one_line
 from .._streams import CLOSED_STREAMS, guard_standard_streams, silence_stream
 from .._version import __version__
 from ..io.config import ORIGINS, cut, origin_note
+from ..memory import OPTION_NAMES
 from ..errors import (EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_USAGE, BrokenPipeOutput,
                       ConfigError, KKMeansError, OutputError)
 from .fit import fit
@@ -49,6 +50,7 @@ class KKMeansGroup(click.Group):
             if standalone_mode:
                 sys.exit(code)
             return code
+        words = OPTION_NAMES.set("cli")   # memory messages name options, not parameters
         with _signals.handled():
             try:
                 rv = super().main(argv, "kkmeans", complete_var,
@@ -67,6 +69,7 @@ class KKMeansGroup(click.Group):
                     code = _signals.exit_code(exc) if isinstance(
                         exc, KeyboardInterrupt) else EXIT_ERROR
             code = _flush_standard_streams(code)
+        OPTION_NAMES.reset(words)
         if standalone_mode:
             if _streams.WHOLE_PROCESS:      # the command's own process (main): its code is
                 _signals.ignored_to_the_end()   # decided; the teardown (0.2–0.3 s) keeps it
