@@ -395,6 +395,75 @@ def test_knn_model_file_checks(tmp_path):
             assert_one_error_line(result, f"{tmp_path / 'shown.npz'}: corrupt model: ", message)
 
 
+def _with_meta(arrays, change):
+    meta = json.loads(str(arrays["meta"]))
+    change(meta)
+    return dict(arrays, meta=np.array(json.dumps(meta)))
+
+
+def test_graph_models_whose_sigma_scales_or_sums_do_not_fit_are_refused(tmp_path):
+    """Entries predict reads that were not checked: σ of 10⁶ or of 0.5 beside inner sums of
+    another σ (every point took one cluster), self-tuned scales of 0 ("divide by zero", every
+    point one cluster) or below, inner sums times 10³⁰⁰, a negative inertia; meta 'graph'
+    null (a precomputed-graph model then predicted as a dense one) or deleted (said to miss
+    'degrees'). Each refused by predict and info, one line, exit 1, nothing written; the
+    model itself is read."""
+    X, _ = blobs(n=60, k=3)
+    write_csv(tmp_path / "x.csv", X[:5])
+    models = {}
+    for weighting in ("connectivity", "self-tuning"):
+        est = KernelKMeans(3, weighting=weighting, whiten=False, random_state=0).fit(X)
+        _save(est, tmp_path / "m.npz")
+        load_model(tmp_path / "m.npz")
+        with np.load(tmp_path / "m.npz", allow_pickle=False) as archive:
+            models[weighting] = dict(archive)
+    plain, tuned = models["connectivity"], models["self-tuning"]
+    cases = [
+        (_with_meta(plain, lambda m: m["graph"].update(sigma=1e6)),
+         "'sigma' must be a number from 0 to 1"),
+        (_with_meta(plain, lambda m: m["graph"].update(sigma=-0.1)),
+         "'sigma' must be a number from 0 to 1"),
+        (_with_meta(plain, lambda m: m["graph"].update(sigma=0.5 * m["graph"]["sigma"])),
+         "'inner_sums' must be σ·vol(c) + links(c, c)"),
+        (dict(plain, inner_sums=plain["inner_sums"] * 1e300),
+         "'inner_sums' must be σ·vol(c) + links(c, c)"),
+        (dict(plain, inertia=np.array(-5.0)), "'inertia' of a graph fit"),
+        (dict(tuned, graph_scales=tuned["graph_scales"] * 0), "'graph_scales' must be positive"),
+        (dict(tuned, graph_scales=-tuned["graph_scales"]), "'graph_scales' must be positive"),
+        (_with_meta(plain, lambda m: m.update(graph=None)), "meta 'graph' must be an object"),
+        (_with_meta(plain, lambda m: m.pop("graph")),
+         "meta 'graph' (needed by kernel 'knn') is missing")]
+    for arrays, message in cases:
+        np.savez(tmp_path / "bad.npz", **arrays)
+        for command in (["info", tmp_path / "bad.npz"],
+                        ["predict", tmp_path / "bad.npz", tmp_path / "x.csv", "--labels",
+                         tmp_path / "out.txt"]):
+            result = run(command)
+            assert result.exit_code == 1 and result.stdout == "", (message, result.stderr)
+            assert_one_error_line(result, f"{tmp_path / 'bad.npz'}: corrupt model: ", message)
+            assert not (tmp_path / "out.txt").exists()
+    # a model of a graph given as DATA: meta 'graph' null is refused, 'weighting' absent is
+    # read as 'precomputed' (info ended in "unexpected KeyError"), and so is a model without
+    # the optional 'n_init' (info's own KeyError)
+    sparse.save_npz(tmp_path / "g.npz", sparse.block_diag([np.ones((3, 3))] * 3).tocsr())
+    assert run(["fit", tmp_path / "g.npz", "--kernel", "precomputed", "-k", "3", "-o",
+                tmp_path / "gm.npz", "-q"]).exit_code == 0
+    with np.load(tmp_path / "gm.npz", allow_pickle=False) as archive:
+        given = dict(archive)
+    np.savez(tmp_path / "bad.npz", **_with_meta(given, lambda m: m.update(graph=None)))
+    result = run(["info", tmp_path / "bad.npz"])
+    assert result.exit_code == 1
+    assert_one_error_line(result, f"{tmp_path / 'bad.npz'}: corrupt model: meta 'graph' must "
+                                  f"be an object")
+    for arrays in (_with_meta(given, lambda m: m["graph"].pop("weighting")),
+                   _with_meta(given, lambda m: m.pop("n_init")),
+                   _with_meta(plain, lambda m: m.pop("n_init"))):
+        np.savez(tmp_path / "old.npz", **arrays)
+        result = run(["info", tmp_path / "old.npz"])
+        assert result.exit_code == 0, result.stderr
+        assert "graph:" in result.stdout and "unexpected" not in result.stderr
+
+
 def test_a_cut_of_nothing_is_saved_as_zero_and_read_back(tmp_path):
     """Two blobs 50 apart, self-tuning weights: their cut of nothing rounded to −4·10⁻¹⁶ and
     the model file it was saved in was refused by predict ('ncut' must be from 0 to k). The

@@ -647,3 +647,18 @@ def test_the_best_estimator_of_a_graph_sweep_keeps_a_data_frames_column_names():
     np.testing.assert_array_equal(best.predict(frame), best.labels_)
     with pytest.raises(ValueError, match="feature names"):
         best.predict(frame.rename(columns={"a": "c"}))
+
+
+def test_the_report_says_why_no_eigengap_names_a_k(tmp_path):
+    """The complete graph of 8 nodes is one component whose eigenvalues past 0 are all 8/7:
+    every gap of ks 2..4 is 0 because an eigenvalue repeats (the report said the eigenvalue
+    0 repeated in more components than k); a k of every node has no λ(k+1) (the report said
+    only "not computed")."""
+    sparse.save_npz(tmp_path / "k8.npz", sparse.csr_matrix(np.ones((8, 8)) - np.eye(8)))
+    for ks, line in (("2..4", "eigengap:   0 at every k swept (a repeated eigenvalue)\n"),
+                     ("8", "eigengap:   not computed (λ(k+1) needs more than k nodes)\n")):
+        result = run(["sweep", tmp_path / "k8.npz", "--kernel", "precomputed", "--k", ks,
+                      "--table", tmp_path / "t.csv"])
+        assert result.exit_code == 0, result.stderr
+        assert line in result.stderr
+        assert "more components" not in result.stderr

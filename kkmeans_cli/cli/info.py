@@ -58,7 +58,7 @@ def model_info(path, loaded):
     if getattr(result, "graph", None) is not None:
         info["ncut"] = result.graph.ncut    # as read: a file's cut of nothing rounded below 0 is 0
     if fixed_starts(info):
-        del info["n_init"]          # asked for, but it played no part (the starts are listed)
+        info.pop("n_init", None)    # asked for, but it played no part (the starts are listed)
     return info
 
 

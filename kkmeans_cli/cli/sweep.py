@@ -227,11 +227,16 @@ def _graph_sweep(opts, k_ranges):
     computed = any(row["eigengap"] is not None and row["eigengap"] == row["eigengap"]
                    for row in result.rows)
     if result.eigengap_k is None and computed:
+        top = max(row["k"] for row in result.rows)
         gap = ("0 at every k swept (the eigenvalue 0 repeats: the graph has more components "
-               "than any of them)")
+               "than any of them)" if info["n_components"] > top else
+               "0 at every k swept (a repeated eigenvalue)")
     elif result.eigengap_k is None:
         gap = "not computed" + (" (more than 20,000 nodes; give --metric eigengap)"
-                                if info["n_nodes"] > 20_000 else "")
+                                if info["n_nodes"] > 20_000 else
+                                " (λ(k+1) needs more than k nodes)"
+                                if all(row["k"] >= info["n_nodes"] for row in result.rows)
+                                else "")
     else:
         gap_row = next(r for r in result.rows if r["k"] == result.eigengap_k)
         k = result.eigengap_k

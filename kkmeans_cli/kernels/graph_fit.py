@@ -128,8 +128,10 @@ class GraphModel:
             fail(f"unknown graph weighting {weighting!r}")
         if not isinstance(n_neighbors, int) or n_neighbors < 1:
             fail("'n_neighbors' must be a positive integer")
-        if not isinstance(sigma, (int, float)) or not 0 <= sigma < np.inf:
-            fail("'sigma' must be a finite number ≥ 0")
+        # σ = max(0, max_i (1 − 2A_ii/d_i)) < 1 (engine.graph.shift_bound)
+        if not isinstance(sigma, (int, float)) or isinstance(sigma, bool) or \
+                not 0 <= sigma <= 1:
+            fail("'sigma' must be a number from 0 to 1")
         names = ["graph_nodes", "graph_counts", "graph_node_labels", "graph_degrees",
                  "graph_vol", "graph_links"] + (["graph_scales"]
                                                 if weighting == "self-tuning" else [])
@@ -150,6 +152,9 @@ class GraphModel:
             fail(f"'graph_node_labels' must lie in 0 … {k - 1}")
         if np.any(arrays["graph_degrees"] <= 0) or np.any(arrays["graph_counts"] <= 0):
             fail("'graph_degrees' and 'graph_counts' must be positive")
+        if "graph_scales" in names and np.any(arrays["graph_scales"] <= 0):
+            fail("'graph_scales' must be positive (each node's distance to its 7th "
+                 "neighbour, 1 where that is 0)")
         n_points = float(np.sum(arrays["graph_counts"]))
         # the default rule asks at least 2 (itself and one other; one row has only itself:
         # the graph caps the setting by its nodes, the model keeps the setting)

@@ -117,7 +117,8 @@ class ObjectivePart:
             fail("meta 'optima.start_kinds' must be a list of strings")
         if best is not None and not isinstance(best, str):
             fail("meta 'optima.best_start' must be a string")
-        if objective != "ncut" or "graph" in meta:  # a graph's cut: GraphPart
+        if objective != "ncut" or "graph" in meta or \
+                meta.get("kernel") in _options.GRAPH_KERNELS:  # a graph's cut: GraphPart
             return params, {}
         for key in ("degrees", "degree_weights"):
             if key not in arrays:
@@ -246,6 +247,8 @@ class GraphPart:
         """``n_neighbors``, ``weighting`` and the :class:`GraphState` (its GraphModel checked by
         ``GraphModel.from_file``), or nothing for a model without a graph."""
         graph, kernel = meta.get("graph"), meta["kernel"]
+        if graph is None and "graph" in meta:
+            fail("meta 'graph' must be an object")
         if graph is None:
             if kernel in _options.GRAPH_KERNELS:
                 fail(f"meta 'graph' (needed by kernel {kernel!r}) is missing")
@@ -267,8 +270,11 @@ class GraphPart:
                 fail(f"meta 'graph.{key}' must be an integer from 0 to n")
         if graph.get("n_points", n) != n or isinstance(graph.get("n_points"), bool):
             fail(f"meta 'graph.n_points' must be n = {n}, the training points")
-        if kernel == "precomputed" and graph.get("weighting", "precomputed") != "precomputed":
-            fail("meta 'graph.weighting' of an affinity given as DATA must be 'precomputed'")
+        if kernel == "precomputed":
+            if graph.get("weighting", "precomputed") != "precomputed":
+                fail("meta 'graph.weighting' of an affinity given as DATA must be "
+                     "'precomputed'")
+            graph.setdefault("weighting", "precomputed")    # read with its default, as shown
         if "search" in graph and graph["search"] not in cls.SEARCHES:
             fail(f"meta 'graph.search' must be one of {', '.join(cls.SEARCHES)}")
         for key in ("whitening", "gaussian", "mixture", "split_test"):  # shown by info
@@ -313,6 +319,15 @@ class GraphPart:
             fail(str(exc).removesuffix("; rescale the data"))
         if model.vol.shape != (k,):
             fail(f"'graph_vol' must have shape ({k},)")
+        inner = arrays.get("inner_sums")
+        if inner is not None and inner.shape == (k,) and inner.dtype.kind == "f" and \
+                not np.allclose(inner, model.inner_sums, rtol=1e-8, atol=0.0):
+            fail("'inner_sums' must be σ·vol(c) + links(c, c): meta 'graph.sigma' times "
+                 "'graph_vol' plus 'graph_links'")
+        inertia = arrays.get("inertia")
+        if inertia is not None and inertia.dtype.kind == "f" and inertia.size == 1 and \
+                not float(inertia) >= 0:
+            fail("'inertia' of a graph fit (σ(n − k) + ncut) must be ≥ 0")
         if abs(float(model.counts.sum()) - n) > 1e-9 * n:
             fail(f"'graph_counts' must sum to the {n} training points")
         return ({"n_neighbors": int(model.n_neighbors), "weighting": model.weighting},
