@@ -432,7 +432,11 @@ def test_graph_models_whose_sigma_scales_or_sums_do_not_fit_are_refused(tmp_path
         (dict(tuned, graph_scales=-tuned["graph_scales"]), "'graph_scales' must be positive"),
         (_with_meta(plain, lambda m: m.update(graph=None)), "meta 'graph' must be an object"),
         (_with_meta(plain, lambda m: m.pop("graph")),
-         "meta 'graph' (needed by kernel 'knn') is missing")]
+         "meta 'graph' (needed by kernel 'knn') is missing"),
+        # a shape's free size was shown as the placeholder ('r',)
+        (dict(plain, graph_counts=plain["graph_counts"][None]),
+         "'graph_counts' has shape (1, 60), expected (r,) from meta (n = 60, d = 2, k = 3, r "
+         "any size from 1 to 60)")]
     for arrays, message in cases:
         np.savez(tmp_path / "bad.npz", **arrays)
         for command in (["info", tmp_path / "bad.npz"],

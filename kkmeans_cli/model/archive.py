@@ -157,9 +157,12 @@ def read_archive(path):
             if len(shape) != len(want) or any(
                     (w is not None and s != w) or (w is None and not 1 <= s <= n)
                     for s, w in zip(shape, want)):
-                shown = tuple("r" if w is None else w for w in want)
+                shown = "(" + ", ".join("r" if w is None else str(w) for w in want) + \
+                    ("," if len(want) == 1 else "") + ")"
+                free = f", r any size from 1 to {n}" if None in want else ""
                 corrupt(path, f"'{key}' has shape {tuple(shape)}, expected {shown} from meta "
-                            f"(n = {n}, d = {meta['n_features']}, k = {meta['n_clusters']})")
+                            f"(n = {n}, d = {meta['n_features']}, k = {meta['n_clusters']}"
+                            f"{free})")
             kind = MEMBER_KINDS[key]
             if dtype.kind not in ("iu" if kind == "i" else "fiu") or dtype.itemsize > 8:
                 corrupt(path, f"'{key}' has dtype {dtype}, expected "
