@@ -640,3 +640,37 @@ def test_bad_graph_files_name_rows_as_their_format_counts_them(tmp_path, suffix,
         assert result.stderr == f"kkmeans: error: {path} {message}\n"
         assert not (tmp_path / "m.npz").exists()
         path.unlink()
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".mtx"])
+def test_a_graph_that_is_not_square_or_has_an_empty_row_is_named_so(tmp_path, suffix):
+    """A 3×4 graph of 2 entries was said to hold too few entries for its rows (a square
+    one of 3 entries was said not square), and a 4×4 graph whose row 3 is empty, with fewer
+    entries than rows, was said to leave "some row" empty: the shape is checked first, and
+    a file of up to 10⁶ rows is read so that the row is named (one line, exit 1, nothing
+    written; from 0 in an .npz, from 1 in a Matrix Market file, as their indices count); a
+    file declaring more rows than that and fewer entries is refused from its header, as
+    before."""
+    rect = sparse.csr_matrix(np.array([[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]], float))
+    empty = np.zeros((4, 4))
+    empty[0, 1] = empty[1, 0] = empty[2, 2] = 1.0
+    for name, matrix, line in (
+            ("rect", rect, "{} must be square, got 3×4"),
+            ("row3", sparse.csr_matrix(empty),   # a Matrix Market file counts from 1
+             "{} row " + ("3" if suffix == ".npz" else "4") + " has no positive weight (a point of degree 0 belongs to no cut); "
+             "give it an edge or a self-loop")):
+        path = tmp_path / (name + suffix)
+        if suffix == ".npz":
+            sparse.save_npz(path, matrix)
+        else:
+            scipy.io.mmwrite(path, matrix)
+        for command in (["fit", path, "-k", "2", "--kernel", "precomputed", "-o",
+                         tmp_path / "m.npz"],
+                        ["sweep", path, "--k", "2", "--kernel", "precomputed", "--table",
+                         tmp_path / "t.csv"]):
+            result = run_process(command, cwd=tmp_path)
+            assert result.returncode == 1, result.stderr
+            assert result.stderr == f"kkmeans: error: {line.format(path)}\n"
+            assert result.stdout == ""
+        assert sorted(os.listdir(tmp_path)) == sorted(
+            p for p in os.listdir(tmp_path) if p.startswith(("rect", "row3")))

@@ -217,7 +217,9 @@ def _checked_matrix(fmt, arrays, path):
     data = arrays["data"]
     if not (np.issubdtype(data.dtype, np.number) or data.dtype == np.bool_):
         raise DataError(f"{path}: holds values of type {data.dtype}, not numbers")
-    if rows > data.size:
+    if rows != cols:
+        raise DataError(f"{path} must be square, got {rows}×{cols}")
+    if rows > max(data.size, FEW_ENTRIES_MIN_ROWS):
         raise DataError(_too_few_entries(path, rows, data.size))
     if fmt in ("csr", "csc", "bsr"):
         blocks = (1, 1)
@@ -324,7 +326,10 @@ def _read_mtx(path):
                f"symmetric)" if symmetry not in MTX_SYMMETRIES else None)
     if refusal is not None:
         raise DataError(f"{path}: {refusal}")
-    if layout == "coordinate" and _rows > (2 if symmetry == "symmetric" else 1) * _entries:
+    if _rows != _cols:
+        raise DataError(f"{path} must be square, got {_rows}×{_cols}")
+    if layout == "coordinate" and _rows > max((2 if symmetry == "symmetric" else 1) *
+                                              _entries, FEW_ENTRIES_MIN_ROWS):
         # every row of an affinity needs an entry (one symmetric entry serves two rows):
         # said before the sparse matrix of the declared size is made (8 bytes a row)
         raise DataError(_too_few_entries(path, _rows, _entries))
@@ -364,6 +369,12 @@ def _check_mtx_size(path, layout, rows, cols, entries, symmetry):
         raise DataError(f"{path}: truncated Matrix Market {layout} file (its header declares "
                         f"{plural(entries, 'entry', 'entries', thousands=True)}; its "
                         f"{size:,} bytes hold at most {most:,})")
+
+
+#: A graph file declaring more rows than it holds entries has a row without an edge: above
+#: this many rows that is said from its header, before a matrix of the declared size is made
+#: (8 bytes a row); up to it the matrix is read and the check of the graph names the row.
+FEW_ENTRIES_MIN_ROWS = 10 ** 6
 
 
 def _too_few_entries(path, rows, entries):
