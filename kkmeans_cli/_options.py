@@ -32,6 +32,11 @@ STORAGES = ("auto", "matrix", "blocked")
 DTYPES = ("float64", "float32")
 APPROXES = ("none", "nystroem")
 OBJECTIVES = ("kmeans", "ncut")
+#: The measures a sweep chooses k by (``model.sweep``): over a kernel matrix, and on a graph;
+#: a sweep's model file names one of them (``model.archive`` checks it).
+SWEEP_METRICS = ("silhouette", "simplified_silhouette", "calinski_harabasz", "davies_bouldin",
+                 "inertia")
+GRAPH_SWEEP_METRICS = ("cut_ratio", "silhouette", "eigengap")
 REFINES = ("auto", "hartigan", "none")
 PSD_REPAIRS = ("none", "lingoes", "clip")
 SOLVERS = ("lloyd", "embed")

@@ -662,3 +662,41 @@ def test_the_report_says_why_no_eigengap_names_a_k(tmp_path):
         assert result.exit_code == 0, result.stderr
         assert line in result.stderr
         assert "more components" not in result.stderr
+
+
+@pytest.mark.parametrize("kernel", ["knn", "rbf"])
+def test_a_sweep_models_meta_that_does_not_fit_the_model_is_refused(tmp_path, rings_csv, kernel):
+    """meta 'sweep' was checked for its types only: best_k null or 7 on a k = 3 model, ks
+    null, a metric 'bogus' (or a graph's on a dense model), an eigengap_k no k swept, and a
+    silhouette of 5 were shown by info ('k = None chosen by bogus among None')."""
+    path, X, y = rings_csv
+    assert run(["sweep", path, "--kernel", kernel, "--k", "2..4", "-o", tmp_path / "s.npz",
+                "-q"]).exit_code == 0
+    with np.load(tmp_path / "s.npz", allow_pickle=False) as archive:
+        arrays = dict(archive)
+    meta = json.loads(str(arrays["meta"]))
+    k = meta["n_clusters"]
+    cases = [({"best_k": None, "ks": None, "metric": "bogus"}, "meta 'sweep' must hold ks "
+              f"that include best_k, the model's k = {k}"),
+             ({"best_k": 7}, f"meta 'sweep' must hold ks that include best_k, the model's "
+                             f"k = {k}"),
+             ({"ks": [k + 1, k + 2]}, "meta 'sweep' must hold ks that include best_k"),
+             ({"metric": "bogus"}, "meta 'sweep.metric' must be one of"),
+             ({"metric": "inertia" if kernel == "knn" else "cut_ratio"},
+              "meta 'sweep.metric' must be one of")]
+    if kernel == "knn":
+        cases.append(({"eigengap_k": 9}, "meta 'sweep.eigengap_k' must be one of its ks"))
+    for change, message in cases + [(None, "meta 'silhouette' must lie between −1 and 1")]:
+        changed = json.loads(str(arrays["meta"]))
+        if change is None:
+            changed["silhouette"] = 5
+        else:
+            changed["sweep"].update(change)
+        np.savez(tmp_path / "bad.npz", **dict(arrays, meta=np.array(json.dumps(changed))))
+        for command in (["info", tmp_path / "bad.npz"],
+                        ["predict", tmp_path / "bad.npz", path]):
+            result = run(command)
+            assert result.exit_code == 1 and result.stdout == "", (change, result.stderr)
+            assert result.stderr.startswith(
+                f"kkmeans: error: {tmp_path / 'bad.npz'}: corrupt model: {message}")
+            assert result.stderr.count("\n") == 1, result.stderr

@@ -14,7 +14,7 @@ import zipfile
 
 import numpy as np
 
-from .. import memory
+from .. import _options, memory
 from .._version import __version__
 from ..errors import ModelFileError, UsageError
 from ..io.graphs import ZIP_MAGIC
@@ -340,6 +340,20 @@ def _check_meta(path, raw):
     if not (_optional(_list_of(_count(1)))(sweep.get("ks")) and _optional(_STR)(
             sweep.get("metric")) and _optional(_count(1))(sweep.get("best_k"))):
         corrupt(path, "meta 'sweep' must hold ks (integers), metric (a string) and best_k")
+    if "sweep" in meta:
+        # as a sweep writes it: the k chosen is the model's and one of the ks, by a measure
+        metrics = _options.GRAPH_SWEEP_METRICS if "graph" in meta else _options.SWEEP_METRICS
+        ks = sweep.get("ks")
+        if not ks or sweep.get("best_k") != meta["n_clusters"] or meta["n_clusters"] not in ks:
+            corrupt(path, f"meta 'sweep' must hold ks that include best_k, the model's "
+                          f"k = {meta['n_clusters']}")
+        if sweep.get("metric") not in metrics:
+            corrupt(path, f"meta 'sweep.metric' must be one of {', '.join(metrics)}")
+        if sweep.get("eigengap_k") is not None and sweep["eigengap_k"] not in ks:
+            corrupt(path, "meta 'sweep.eigengap_k' must be one of its ks, or null")
+    silhouette = meta.get("silhouette")
+    if silhouette is not None and not -1 - 1e-9 <= silhouette <= 1 + 1e-9:
+        corrupt(path, "meta 'silhouette' must lie between −1 and 1")
     if meta["n_clusters"] > meta["n_samples"]:
         corrupt(path, "meta 'n_clusters' is larger than 'n_samples'")
     if meta["kernel"] in ("precomputed", "precomputed-distance") \

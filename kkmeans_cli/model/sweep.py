@@ -51,8 +51,7 @@ from .params import InvalidParameterError, check_graph_settings, fit_rngs, valid
 
 COLUMNS = ("k", "inertia", "silhouette", "simplified_silhouette", "calinski_harabasz",
            "davies_bouldin", "n_iter", "seconds")
-SWEEP_METRICS = ("silhouette", "simplified_silhouette", "calinski_harabasz", "davies_bouldin",
-                 "inertia")
+SWEEP_METRICS = _options.SWEEP_METRICS
 # The fits' outer sums (k×n each) are kept for the measures up to this many bytes in all.
 MAX_HELD_SUMS = 256 * 2**20
 HIGHER_IS_BETTER = {"silhouette": True, "simplified_silhouette": True,
@@ -63,7 +62,7 @@ HIGHER_IS_BETTER = {"silhouette": True, "simplified_silhouette": True,
 # silhouette and the eigengap λ_{k+1} − λ_k.
 GRAPH_COLUMNS = ("k", "objective", "ncut", "cut_ratio", "silhouette", "eigengap", "n_iter",
                  "seconds")
-GRAPH_SWEEP_METRICS = ("cut_ratio", "silhouette", "eigengap")
+GRAPH_SWEEP_METRICS = _options.GRAPH_SWEEP_METRICS
 
 
 @dataclass
