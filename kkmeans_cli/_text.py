@@ -37,3 +37,15 @@ def one_line(text):
 
 
 _LINE_BREAKS = re.compile(r"[ \r\n]+")
+
+
+#: ``--delimiter`` words for the tab and for any run of whitespace
+DELIMITER_WORDS = ("\\t", "tab", "whitespace", "space", " ")
+
+
+def delimiter_problem(delimiter):
+    """What is wrong with a ``--delimiter`` value (None: it is one character or a word of
+    ``DELIMITER_WORDS``)."""
+    if len(delimiter) == 1 or delimiter.lower() in DELIMITER_WORDS:
+        return None
+    return f"must be one character, 'tab' or 'whitespace'; got {delimiter!r}"

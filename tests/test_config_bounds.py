@@ -113,6 +113,17 @@ def test_a_long_value_used_as_is_is_cut_in_the_message(work):
     ("n_init: abc\n", ["--n-init", "5"], "key 'n_init' must be an integer; got 'abc'"),
     ("gamma: -1\n", ["--gamma", "2"], "key 'gamma'"),
     ("kernel: rbff\n", ["--kernel", "rbf"], "key 'kernel'"),
+    # values checked only as DATA was read or an output written (exit 0 when overridden)
+    ("delimiter: ''\n", ["--delimiter", ","],
+     "key 'delimiter': must be one character, 'tab' or 'whitespace'; got ''"),
+    ("init: kmeans++\n", ["--init", "random"], "key 'init': not a start method (k-means++, "
+                                               "spectral, random) and no such file; did you "
+                                               "mean --init k-means++?"),
+    ("columns: 'a,,b'\n", ["--columns", "0,1"], "key 'columns': must list names or 0-based "
+                                                "indexes separated by commas; got 'a,,b'"),
+    ("labels: ''\n", [], "key 'labels': the path is empty"),
+    ("plot: p.txt\n", [], "key 'plot': unknown plot format '.txt'; name the file .png, .pdf "
+                          "or .svg"),
 ])
 def test_a_config_value_a_flag_overrides_is_still_checked(work, text, flag, needle):
     _one_line(_fit(work, text, *flag), 2, needle)
@@ -122,6 +133,20 @@ def test_a_value_for_another_command_is_still_checked(work):
     _one_line(_fit(work, "n_clusters: abc\n", command="sweep"), 2,
               "key 'n_clusters' must be an integer")
     _one_line(_fit(work, "distances: [1, 2]\n"), 2, "key 'distances'")
+    _one_line(_fit(work, "distances: ''\n"), 2, "key 'distances': the path is empty")
+    _one_line(_fit(work, "plot: p.txt\n", command="sweep"), 2, "key 'plot': unknown plot "
+                                                                "format '.txt'")
+    _one_line(_fit(work, "labels: ''\n", command="sweep"), 2, "key 'labels': the path is empty")
+
+
+def test_a_bad_delimiter_is_a_usage_error_before_data_is_opened(tmp_path):
+    """--delimiter '' was found reading DATA: a missing DATA was said first (exit 1)."""
+    result = run(["fit", tmp_path / "missing.csv", "-k", "2", "--delimiter", ""])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == ("kkmeans: error: Invalid value for '--delimiter': must be one "
+                             "character, 'tab' or 'whitespace'; got '' (see 'kkmeans fit "
+                             "--help')\n")
+    assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("text, extra, needle", [

@@ -8,7 +8,7 @@ from ..io.config import ORIGINS, given_on_command_line
 from .inputs import (check_distinct, dropped_note, init_is_file, input_paths, is_graph_data,
                      labels_text, prepare_fit_data)
 from .._options import GRAPH_KERNELS
-from .options import (PRECOMPUTED_KERNELS, Integer, check_memory_plan, check_option_combination,
+from .options import (PRECOMPUTED_KERNELS, Integer, OutputPath, check_memory_plan, check_option_combination,
                       cluster_options, data_options, effective_options, estimator_kwargs,
                       fit_options, on_cluster, require_matplotlib, run_options,
                       stored_options, warn_unused_options)
@@ -34,12 +34,14 @@ Examples:
 @click.option("-k", "--n-clusters", type=Integer(min=1), default=None,
               help="Number of clusters, 1 ≤ k ≤ rows (required).")
 @fit_options
-@click.option("-o", "--model", default="model.npz", show_default=True, metavar="PATH",
+@click.option("-o", "--model", type=OutputPath(), default="model.npz", show_default=True,
+              metavar="PATH",
               help="Where the model goes.")
 @click.option("--no-model", is_flag=True, help="Do not save a model.")
-@click.option("--labels", default="-", show_default=True, metavar="PATH",
+@click.option("--labels", type=OutputPath(), default="-", show_default=True, metavar="PATH",
               help="Where the labels go, one per row of DATA (- is stdout).")
-@click.option("--summary", default=None, metavar="PATH", help="Also write a JSON summary.")
+@click.option("--summary", type=OutputPath(), default=None, metavar="PATH",
+              help="Also write a JSON summary.")
 @click.option("--with-data", is_flag=True,
               help="Write each row of DATA followed by its label, as CSV (the columns used; "
                    "a header line, when DATA has one, ends in 'label').")
@@ -47,7 +49,7 @@ Examples:
 @click.option("--silhouette", is_flag=True,
               help="Also compute the feature-space silhouette (exact up to 20,000 rows, else "
                    "on a stratified sample of 10,000, reported).")
-@click.option("--plot", default=None, metavar="PATH",
+@click.option("--plot", type=OutputPath(plot=True), default=None, metavar="PATH",
               help="Draw the points coloured by cluster (first two principal axes when there "
                    "are more than two features) as .png, .pdf or .svg by PATH's extension; "
                    "needs matplotlib.")

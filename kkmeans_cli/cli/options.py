@@ -185,6 +185,89 @@ class WhereType(click.ParamType):
         return str(value).strip()
 
 
+class DelimiterType(click.ParamType):
+    """``--delimiter``: one character, 'tab' or 'whitespace', checked when parsed (before
+    DATA is opened; a config's value too, ``_text.delimiter_problem``)."""
+
+    name = "char"
+
+    def convert(self, value, param, ctx):
+        from .._text import delimiter_problem
+
+        problem = delimiter_problem(str(value))
+        if problem is not None:
+            self.fail(problem, param, ctx)
+        return str(value)
+
+
+class OutputPath(click.ParamType):
+    """An output's PATH, taken as given (the command checks it when it writes); a config's
+    value is checked at once (``io.config.convert_value``), also one a flag overrides or one
+    of another command: not empty, and for ``plot`` of a plot format."""
+
+    name = "path"
+
+    def __init__(self, plot=False):
+        self.plot = plot
+
+    def convert(self, value, param, ctx):
+        return str(value)
+
+    def check_config(self, value):
+        if value == "":
+            raise click.BadParameter("the path is empty")
+        if self.plot:
+            from .plotting import plot_format
+
+            try:
+                plot_format(value)
+            except UsageError as exc:
+                raise click.BadParameter(str(exc).removeprefix(f"--plot {value}: ")) from None
+
+
+class ColumnsType(click.ParamType):
+    """``--columns``, read when DATA is; a config's value is parsed at once
+    (``io.readers.parse_columns``), also one a flag overrides."""
+
+    name = "columns"
+
+    def convert(self, value, param, ctx):
+        return str(value) if not isinstance(value, str) else value
+
+    @staticmethod
+    def check_config(value):
+        from ..io.readers import parse_columns
+
+        try:
+            parse_columns(value)
+        except UsageError as exc:
+            raise click.BadParameter(str(exc).removeprefix("--columns ")) from None
+
+
+class InitType(click.ParamType):
+    """``--init``: a start method or a file of labels, read when DATA is; a config's value is
+    checked at once, also one a flag overrides (``cli.inputs.init_is_file``: a method, or a
+    path; a path-like one that does not exist is said when it is read, with the key it came
+    from)."""
+
+    name = "init"
+
+    def convert(self, value, param, ctx):
+        return str(value)
+
+    @staticmethod
+    def check_config(value):
+        from ..errors import DataError
+        from .inputs import init_is_file
+
+        try:
+            init_is_file(value)
+        except UsageError as exc:
+            raise click.BadParameter(str(exc).removeprefix(f"--init {value}: ")) from None
+        except DataError:
+            pass
+
+
 # -- shared option groups ------------------------------------------------------------------
 def _apply(options, f):
     for option in reversed(options):
@@ -236,7 +319,7 @@ def fit_options(f, kernel=DEFAULTS["kernel"]):
         click.option("--scale", type=click.Choice(SCALE_CHOICES), default=DEFAULTS["scale"],
                      show_default=True,
                      help="Feature scaling fitted on DATA, stored in the model."),
-        click.option("--init", default=DEFAULTS["init"], show_default=True,
+        click.option("--init", type=InitType(), default=DEFAULTS["init"], show_default=True,
                      metavar="k-means++|spectral|random|PATH",
                      help="Starting centres, or a file with one initial label per row. "
                           "spectral: k-means on the leading eigenvectors of K. With "
@@ -322,10 +405,10 @@ def data_options(f):
                      help="Whether text DATA starts with a header line  [default: detect: "
                           "a first line with no number in it]. Lines starting with # are "
                           "comments."),
-        click.option("--delimiter", default=None, metavar="CHAR",
+        click.option("--delimiter", type=DelimiterType(), default=None, metavar="CHAR",
                      help="Field separator of text DATA ('tab', 'whitespace')  "
                           "[default: detect , tab ; or whitespace]"),
-        click.option("--columns", default=None, metavar="A,B,...",
+        click.option("--columns", type=ColumnsType(), default=None, metavar="A,B,...",
                      help="Columns to use, by header (or Parquet/Feather) name or 0-based "
                           "index (a name with a comma in double quotes: '\"a,b\",c')."),
         click.option("--dataset", default=None, metavar="/PATH",

@@ -10,7 +10,7 @@ from .._text import plural
 from ..errors import DataError, UsageError, ValueRangeError
 from .inputs import (check_values, columns_row, input_paths, labels_text, read_input,
                      read_model_columns, stdin_open, where)
-from .options import (Integer, cluster_options, data_options, effective_options, on_cluster,
+from .options import (Integer, OutputPath, cluster_options, data_options, effective_options, on_cluster,
                       run_options, warn_unused_options)
 
 
@@ -26,9 +26,9 @@ Examples:
 @click.command(epilog=PREDICT_EPILOG)
 @click.argument("model_path", metavar="MODEL")
 @click.argument("data")
-@click.option("--labels", default="-", show_default=True, metavar="PATH",
+@click.option("--labels", type=OutputPath(), default="-", show_default=True, metavar="PATH",
               help="Where the labels go (- is stdout).")
-@click.option("--distances", default=None, metavar="PATH",
+@click.option("--distances", type=OutputPath(), default=None, metavar="PATH",
               help="Write the n×k squared feature-space distances (.npy, else CSV); for "
                    "a knn model that kept its Gaussian mixture, each component's cost "
                    "-2 ln(w N(x)) instead.")

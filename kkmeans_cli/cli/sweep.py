@@ -9,7 +9,7 @@ from .._text import plural
 from ..errors import DataError, UsageError
 from .inputs import (check_distinct, dropped_note, init_is_file, input_paths,
                      is_graph_data, prepare_fit_data)
-from .options import (KsType, check_memory_plan, check_option_combination, data_options,
+from .options import (KsType, OutputPath, check_memory_plan, check_option_combination, data_options,
                       effective_options, estimator_kwargs, fit_options, require_matplotlib,
                       run_options, stored_options, warn_unused_options, whiten_setting)
 
@@ -62,11 +62,11 @@ def sweep_fit_options(f):
               help="The measure that chooses k  [default: cut-ratio on a graph, silhouette "
                    "with a kernel matrix]")
 @sweep_fit_options
-@click.option("-o", "--model", default=None, metavar="PATH",
+@click.option("-o", "--model", type=OutputPath(), default=None, metavar="PATH",
               help="Save the chosen k's model here  [default: no model]")
-@click.option("--table", default="-", show_default=True, metavar="PATH",
+@click.option("--table", type=OutputPath(), default="-", show_default=True, metavar="PATH",
               help="Where the CSV table goes (- is stdout).")
-@click.option("--plot", default=None, metavar="PATH",
+@click.option("--plot", type=OutputPath(plot=True), default=None, metavar="PATH",
               help="Draw every measure against k as .png, .pdf or .svg by PATH's extension "
                    "(needs matplotlib).")
 @data_options

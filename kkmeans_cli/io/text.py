@@ -25,7 +25,7 @@ import warnings
 
 import numpy as np
 
-from .._text import plural
+from .._text import delimiter_problem, plural
 from ..errors import AmbiguousColumn, ColumnNotFound, DataError, UsageError
 
 MISSING_TOKENS = frozenset({"", "na", "nan", "n/a", "null", "none", "?"})
@@ -535,9 +535,9 @@ def _resolve_delimiter(delimiter, first_line, source):
         return "\t"
     if delimiter.lower() in ("whitespace", "space", " "):
         return None
-    if len(delimiter) != 1:
-        raise UsageError(f"--delimiter must be one character, 'tab' or 'whitespace'; got "
-                         f"{delimiter!r} (reading {source})")
+    problem = delimiter_problem(delimiter)
+    if problem is not None:
+        raise UsageError(f"--delimiter {problem} (reading {source})")
     return delimiter
 
 
