@@ -337,6 +337,18 @@ def test_a_sweep_above_the_rows_left_after_dropping_says_so(tmp_path):
                                   "missing values were dropped (a sweep on a graph needs k ≤ "
                                   "rows = 2); use a smaller --k", code=1)
     assert listing(tmp_path) == sorted(["holes.csv"])
+    # two rows of one point: no k ≥ 2 fits, and no smaller --k helps
+    (tmp_path / "twice.csv").write_text("1,1\n1,1\n")
+    for kernel, line in (("knn", "the data have 1 distinct point (of positive weight), fewer "
+                                 "than the 2 clusters asked for; k can be at most 1; a "
+                                 "sweep's ks start at 2, so these data cannot be swept"),
+                         ("rbf", "k = 2 is too large for 2 rows (a sweep needs k ≤ rows − 1 "
+                                 "= 1); a sweep's ks start at 2, so these data cannot be "
+                                 "swept")):
+        result = run(["sweep", tmp_path / "twice.csv", "--k", "2", "--kernel", kernel,
+                      "--table", tmp_path / "t.csv"])
+        assert_one_error_line(result, f"{tmp_path / 'twice.csv'}: {line}", code=1)
+        assert listing(tmp_path) == sorted(["holes.csv", "twice.csv"])
 
 
 # ---- a huge --n-init is a usage error, not a failed allocation --------------------------------

@@ -185,8 +185,10 @@ def check_distinct(data, X, k, weights, kernel, option="-k"):
 
     distinct = count_distinct(X, k, weights, kernel)
     if distinct < k:
+        advice = (f"use a smaller {option}" if option == "-k" or distinct >= 2 else
+                  "a sweep's ks start at 2, so these data cannot be swept")
         raise DataError(f"{data.source}: {TooFewDistinctPointsError(distinct, k)}"
-                        f"{dropped_note(data)}; use a smaller {option}")
+                        f"{dropped_note(data)}; {advice}")
 
 
 def check_values(data, X, kernel, total_weight, scale="none", resolved=None,

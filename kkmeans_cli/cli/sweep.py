@@ -320,9 +320,10 @@ def _read_for_sweep(opts, k_ranges, graph=False):
         of, need = (f"a graph of {plural(n, 'node')}", f"k ≤ {n}") if graph and \
             is_graph_data(opts) else (plural(n, "row"), f"k ≤ rows = {n}" if graph else
                                       f"k ≤ rows − 1 = {n - 1}")
+        advice = ("use a smaller --k" if largest >= 2 else
+                  "a sweep's ks start at 2, so these data cannot be swept")
         raise DataError(f"{data.source}: k = {top} is too large for {of}{dropped_note(data)} "
-                        f"(a sweep {'on a graph ' if graph else ''}needs {need}); use a "
-                        f"smaller --k")
+                        f"(a sweep {'on a graph ' if graph else ''}needs {need}); {advice}")
     ks = parse_ks(opts["k"], max_k=largest)
     return reporter, data, scaler, X, weights, ks
 
