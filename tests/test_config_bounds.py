@@ -139,6 +139,14 @@ def test_a_value_for_another_command_is_still_checked(work):
     _one_line(_fit(work, "labels: ''\n", command="sweep"), 2, "key 'labels': the path is empty")
 
 
+@pytest.mark.parametrize("key", ["delimiter", "columns", "init", "labels"])
+def test_a_config_value_of_the_wrong_type_is_worded_as_text(work, key):
+    """The options checked by their own types are texts (paths) to a config: 'must be a
+    char', 'a columns' and 'a init' were said."""
+    word = "a path" if key == "labels" else "a text"
+    _one_line(_fit(work, f"{key}: [a]\n"), 2, f"key '{key}' must be {word}; got ['a'] (list)")
+
+
 def test_a_bad_delimiter_is_a_usage_error_before_data_is_opened(tmp_path):
     """--delimiter '' was found reading DATA: a missing DATA was said first (exit 1)."""
     result = run(["fit", tmp_path / "missing.csv", "-k", "2", "--delimiter", ""])

@@ -1022,6 +1022,17 @@ def test_a_training_point_is_given_its_own_neighbour_list_for_its_distances(weig
             rtol=1e-12)
     new = X[:50] + 0.01
     assert np.all(new_point_rows(model, new, node_rows=True)[0].getnnz(axis=1) == nn - 1)
+    # one neighbour, the point itself: its list is the point alone (a row of two tied each
+    # point with its neighbour's cluster, and the least distance was not the label)
+    six = np.array([[0, 0], [1, 0], [5, 5], [6, 5], [20, 20], [21, 20]], dtype=float)
+    one = fit_graph(six, 6, n_neighbors=1, weighting=weighting, random_state=0, whiten=False)
+    rows, match = new_point_rows(one.model(), six, node_rows=True)
+    np.testing.assert_array_equal(rows.getnnz(axis=1), 1)
+    np.testing.assert_array_equal(rows.indices, match)
+    got = new_point_distances(one.model(), rows, match)
+    np.testing.assert_allclose(got, distances(one.kernel, one.node_labels, one.sums)
+                               [one.graph.node_of], rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(np.argmin(got, axis=1), one.labels)
     # two points, each the other's neighbour: B = A, and the distances are the fit's
     for two in (np.array([[0.0, 0.0], [1.0, 1.0]]), np.array([[0.0, 0.0], [1.0, 3.0]])):
         fit = fit_graph(two, 2, weighting=weighting, random_state=0)

@@ -428,6 +428,10 @@ def test_graph_models_whose_sigma_scales_or_sums_do_not_fit_are_refused(tmp_path
         (dict(plain, inner_sums=plain["inner_sums"] * 1e300),
          "'inner_sums' must be σ·vol(c) + links(c, c)"),
         (dict(plain, inertia=np.array(-5.0)), "'inertia' of a graph fit"),
+        # integers are read as numbers, and checked as such
+        (dict(plain, inertia=np.array(-5)), "'inertia' of a graph fit"),
+        (dict(plain, inner_sums=np.array([10 ** 12, 760, 758])),
+         "'inner_sums' must be σ·vol(c) + links(c, c)"),
         (dict(tuned, graph_scales=tuned["graph_scales"] * 0), "'graph_scales' must be positive"),
         (dict(tuned, graph_scales=-tuned["graph_scales"]), "'graph_scales' must be positive"),
         (_with_meta(plain, lambda m: m.update(graph=None)), "meta 'graph' must be an object"),
@@ -466,6 +470,31 @@ def test_graph_models_whose_sigma_scales_or_sums_do_not_fit_are_refused(tmp_path
         result = run(["info", tmp_path / "old.npz"])
         assert result.exit_code == 0, result.stderr
         assert "graph:" in result.stdout and "unexpected" not in result.stderr
+
+
+def test_an_objective_of_a_cluster_a_node_is_saved_as_zero_and_read_back(tmp_path):
+    """k = the distinct points: the objective's two sums of the same terms, added in other
+    orders, rounded to −4.4·10⁻¹⁶, which the model check of a graph fit's inertia refused
+    (fit exited 0, info and predict 1): it is kept at least 0, as the cut is, and a file
+    holding such a rounding is read."""
+    rows = "1,1\n1,1\n2,2\n3,1\n3,1\n0,5\n"
+    (tmp_path / "d6.csv").write_text(rows)
+    for seed in range(4):
+        fit = run(["fit", tmp_path / "d6.csv", "-k", "4", "--seed", str(seed), "-o",
+                   tmp_path / "m.npz", "-q"])
+        assert fit.exit_code == 0, fit.stderr
+        for command in (["info", tmp_path / "m.npz"],
+                        ["predict", tmp_path / "m.npz", tmp_path / "d6.csv"]):
+            result = run(command)
+            assert result.exit_code == 0, result.stderr
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        X = rng.normal(size=(int(rng.integers(3, 9)), 2))
+        assert KernelKMeans(len(X), random_state=trial).fit(X).inertia_ >= 0.0
+    with np.load(tmp_path / "m.npz", allow_pickle=False) as archive:
+        arrays = dict(archive)
+    np.savez(tmp_path / "old.npz", **dict(arrays, inertia=np.array(-4.4e-16)))
+    assert run(["info", tmp_path / "old.npz"]).exit_code == 0
 
 
 def test_a_cut_of_nothing_is_saved_as_zero_and_read_back(tmp_path):

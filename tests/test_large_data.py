@@ -185,6 +185,21 @@ def test_auto_storage_takes_the_blocked_route_when_the_matrix_does_not_fit():
     assert memory.choose_storage(n, k, limit=None, storage="blocked")[0] == "blocked"
 
 
+def test_a_blocked_route_asked_for_is_worded_for_who_asked(tmp_path):
+    """The route's reason names the parameter in the Python API and the option on the
+    command line (fit gives its reason before the memory plan is made)."""
+    X, k, _ = _blobs(600)
+    est = KernelKMeans(k, kernel="rbf", gamma=0.1, storage="blocked", n_init=1,
+                       random_state=0).fit(X)
+    assert est.fit_stats_["storage_reason"] == "asked for (storage='blocked')"
+    write_csv(tmp_path / "b.csv", X)
+    result = run(["fit", tmp_path / "b.csv", "-k", str(k), "--kernel", "rbf", "--storage",
+                  "blocked", "--no-model"])
+    assert result.exit_code == 0, result.stderr
+    assert "asked for (--storage blocked)" in result.stderr
+    assert "storage='blocked'" not in result.stderr
+
+
 def test_auto_fit_goes_blocked_instead_of_refusing(monkeypatch):
     X, k, _ = _blobs(6000)
     monkeypatch.setattr(Kernel, "matrix",

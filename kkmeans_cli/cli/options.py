@@ -189,7 +189,7 @@ class DelimiterType(click.ParamType):
     """``--delimiter``: one character, 'tab' or 'whitespace', checked when parsed (before
     DATA is opened; a config's value too, ``_text.delimiter_problem``)."""
 
-    name = "char"
+    name = "text"
 
     def convert(self, value, param, ctx):
         from .._text import delimiter_problem
@@ -229,7 +229,7 @@ class ColumnsType(click.ParamType):
     """``--columns``, read when DATA is; a config's value is parsed at once
     (``io.readers.parse_columns``), also one a flag overrides."""
 
-    name = "columns"
+    name = "text"
 
     def convert(self, value, param, ctx):
         return str(value) if not isinstance(value, str) else value
@@ -250,7 +250,7 @@ class InitType(click.ParamType):
     path; a path-like one that does not exist is said when it is read, with the key it came
     from)."""
 
-    name = "init"
+    name = "text"
 
     def convert(self, value, param, ctx):
         return str(value)

@@ -120,10 +120,13 @@ def ncut_of(links, vol):
 
 
 def objective_of(kernel, links, vol):
-    """J = σ(n − k) + Σ_i A_ii/d_i − Σ_c links(c, c)/vol(c) (k: the non-empty clusters)."""
+    """J = σ(n − k) + Σ_i A_ii/d_i − Σ_c links(c, c)/vol(c) (k: the non-empty clusters), at
+    least 0 (a sum of squared distances: with a cluster for every node its two sums can
+    round to −4·10⁻¹⁶, which a model file would refuse)."""
     ok = vol > 0
-    return float(kernel.sigma * (kernel.n - np.count_nonzero(ok))
-                 + np.sum(kernel.self_loops / kernel.degrees) - np.sum(links[ok] / vol[ok]))
+    return max(0.0, float(kernel.sigma * (kernel.n - np.count_nonzero(ok))
+                          + np.sum(kernel.self_loops / kernel.degrees)
+                          - np.sum(links[ok] / vol[ok])))
 
 
 def normalized_cut(A, labels):

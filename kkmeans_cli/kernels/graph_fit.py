@@ -42,7 +42,8 @@ Out-of-sample extension (predict)
     not the symmetrized A_J = (B_J + B_Jᵀ)/2, whose reverse lists the model does not keep, so
     they approximate J's fit distances (Σ_i w_i d(i, labels_i) within 0.4 % of the
     objective on the sets measured with connectivity weights, 2 % with self-tuned ones) and
-    equal them where B_J = A_J; their least was J's label on every set measured.
+    equal them where B_J = A_J and no node has copies; their least was J's label on every
+    set measured.
     A fit that kept its Gaussian mixture (``mixture_step``) gives a new point the mixture's
     likeliest component instead, and a point equal to a node, as ever, the node's label.
 """
@@ -153,8 +154,7 @@ class GraphModel:
         if np.any(arrays["graph_degrees"] <= 0) or np.any(arrays["graph_counts"] <= 0):
             fail("'graph_degrees' and 'graph_counts' must be positive")
         if "graph_scales" in names and np.any(arrays["graph_scales"] <= 0):
-            fail("'graph_scales' must be positive (each node's distance to its 7th "
-                 "neighbour, 1 where that is 0)")
+            fail("'graph_scales' must be positive (each node's local scale σ_j)")
         n_points = float(np.sum(arrays["graph_counts"]))
         # the default rule asks at least 2 (itself and one other; one row has only itself:
         # the graph caps the setting by its nodes, the model keeps the setting)
@@ -1610,17 +1610,18 @@ def new_point_rows(model, X, n_threads=1, node_rows=False):
     X = new_points(model, X)[1]
     m = model.nodes.shape[0]
     kq = int(max(1, min(model.n_neighbors - 1, m)))
+    own = int(min(model.n_neighbors, m))        # a node's list in the fit, itself included
     dist, idx = _nearest_nodes(model, X, kq, n_threads)
     match = node_matches(model, X, idx[:, 0])
-    hit = np.flatnonzero(match >= 0) if node_rows and kq < m else np.empty(0, dtype=np.intp)
+    hit = np.flatnonzero(match >= 0) if node_rows and own > kq else np.empty(0, dtype=np.intp)
     lengths = np.full(X.shape[0], kq, dtype=np.int64)
-    lengths[hit] = kq + 1
+    lengths[hit] = own
     indptr = np.concatenate([[0], np.cumsum(lengths)])
     data, indices = np.empty(indptr[-1]), np.empty(indptr[-1], dtype=np.int64)
     blocks = [(np.flatnonzero(lengths == kq), dist, idx)]
     if hit.size:
         blocks[0] = (blocks[0][0], dist[blocks[0][0]], idx[blocks[0][0]])
-        blocks.append((hit, *_nearest_nodes(model, X[hit], kq + 1, n_threads)))
+        blocks.append((hit, *_nearest_nodes(model, X[hit], own, n_threads)))
     for which, d, i in blocks:
         at = indptr[which][:, None] + np.arange(i.shape[1])
         data[at] = _row_weights(model, d, i, match[which], kq)

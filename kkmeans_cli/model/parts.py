@@ -320,14 +320,18 @@ class GraphPart:
         if model.vol.shape != (k,):
             fail(f"'graph_vol' must have shape ({k},)")
         inner = arrays.get("inner_sums")
-        if inner is not None and inner.shape == (k,) and inner.dtype.kind == "f" and \
-                not np.allclose(inner, model.inner_sums, rtol=1e-8, atol=0.0):
+        if inner is not None and inner.shape == (k,) and inner.dtype.kind in "fiu" and \
+                not np.allclose(np.asarray(inner, dtype=np.float64), model.inner_sums,
+                                rtol=1e-8, atol=0.0):
             fail("'inner_sums' must be σ·vol(c) + links(c, c): meta 'graph.sigma' times "
                  "'graph_vol' plus 'graph_links'")
         inertia = arrays.get("inertia")
-        if inertia is not None and inertia.dtype.kind == "f" and inertia.size == 1 and \
-                not float(inertia) >= 0:
-            fail("'inertia' of a graph fit (σ(n − k) + ncut) must be ≥ 0")
+        # the objective, a sum of squared distances (files written before it was kept at
+        # least 0 may hold −4·10⁻¹⁶ for a cluster a node)
+        if inertia is not None and inertia.dtype.kind in "fiu" and inertia.size == 1 and \
+                not float(inertia) >= -NCUT_ROUNDING:
+            fail("'inertia' of a graph fit (its objective, a sum of squared distances) must "
+                 "be ≥ 0")
         if abs(float(model.counts.sum()) - n) > 1e-9 * n:
             fail(f"'graph_counts' must sum to the {n} training points")
         return ({"n_neighbors": int(model.n_neighbors), "weighting": model.weighting},

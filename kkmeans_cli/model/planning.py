@@ -31,7 +31,7 @@ from ..kernels.psd import PRECOMPUTED, needs_psd_check
 from ..engine.exact_restarts import sample_size as screen_sample_size
 from ..measures.graph_sweep import EIGENGAP_MAX_NODES
 from ..memory import RESTARTS_COMPLETED, check, choose_storage, format_bytes, \
-    given_graph_plan, graph_plan, plan, resolve_limit
+    given_graph_plan, graph_plan, named, plan, resolve_limit
 
 # storage='auto' (route 'lazy'): a fit with one start of at least LAZY_MIN_N points starts
 # without the kernel matrix and builds it once the blocked iterations have computed
@@ -280,7 +280,7 @@ def route_of(params, n, n_features, kernel_given=False):
     if params["approx"] == "nystroem":
         return "nystroem", None
     if params["storage"] == "blocked":
-        return "blocked", "asked for (storage='blocked')"
+        return "blocked", f"asked for ({named('--storage blocked')})"
     chosen = cost_choice(params, n, n_features, kernel_given)
     if chosen is not None:
         return chosen[0], chosen[2]

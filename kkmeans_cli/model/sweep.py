@@ -434,7 +434,7 @@ def _sorted_ks(ks, n_rows, largest=None):
 def _whole(k):
     """k as an int: an integer, a float of a whole value or a string of digits; anything else
     a ``ValueError`` (``int`` would cut 2.9 to 2)."""
-    if isinstance(k, str) and k.strip().isdigit():
+    if isinstance(k, str) and re.fullmatch(r"\s*[+-]?[0-9]+\s*", k):
         return int(k)
     if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer, float,
                                                                np.floating)) \
