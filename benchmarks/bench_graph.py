@@ -892,6 +892,18 @@ def large_k_sets(seeds):
                                                             random_state=0), 50)]
 
 
+def timed_spectral(X, k):
+    """(seconds, labels) of SpectralClustering(nearest_neighbors) with ``method_labels``'
+    settings and random_state 0, its warnings silenced."""
+    import warnings
+
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        labels = method_labels("spectral", X, k, 0)
+    return time.perf_counter() - t, labels
+
+
 def large_k(args):
     """The default starts at large k: split into 2k pieces and the other multiples only up to
     ``PIECES_MAX`` pieces (now) against the rule before (2k, 3k, 4k and 6k at every k, 10k up
@@ -928,11 +940,8 @@ def large_k(args):
                     row.append((time.perf_counter() - t, ari(y, fit.labels), fit.ncut))
             finally:
                 graph_starts.oversegment_multiples = now
-        t = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            sc = method_labels("spectral", X, k, 0)
-        row.append((time.perf_counter() - t, ari(y, sc), np.nan))
+        seconds, sc = timed_spectral(X, k)
+        row.append((seconds, ari(y, sc), np.nan))
         total += [r[0] for r in row]
         print(f"| {name} | {len(X)} | {k} | {' / '.join(f'{r[0]:.1f}' for r in row)} | "
               f"{' / '.join(f'{r[1]:.4f}' for r in row)} | {row[0][2]:.4f} / {row[1][2]:.4f} "
@@ -975,11 +984,8 @@ def em(args):
                 labels.append(fit.labels)
             finally:
                 graph_fit.MIXTURE_COMPILED_MAX_DIM = compiled
-        t = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            sc = method_labels("spectral", X, k, 0)
-        times.append(time.perf_counter() - t)
+        seconds, sc = timed_spectral(X, k)
+        times.append(seconds)
         total += times
         same = "same" if np.array_equal(*labels) else "DIFFER"
         print(f"| {name} | {len(X)} | {k} | {' / '.join(f'{t:.2f}' for t in times)} | {same} "
