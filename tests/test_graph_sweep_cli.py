@@ -700,3 +700,21 @@ def test_a_sweep_models_meta_that_does_not_fit_the_model_is_refused(tmp_path, ri
             assert result.stderr.startswith(
                 f"kkmeans: error: {tmp_path / 'bad.npz'}: corrupt model: {message}")
             assert result.stderr.count("\n") == 1, result.stderr
+
+
+def test_the_python_sweep_takes_the_estimators_default_kernel(rings_csv):
+    """sweep(X, ks) swept the rbf kernel where KernelKMeans() and `kkmeans sweep` take the
+    graph kernel: now the same default, the same rows as graph_sweep's, and the best
+    estimator a knn fit; kernel='rbf' still sweeps the kernel matrix."""
+    from kkmeans_cli import KernelKMeans
+    from kkmeans_cli.model.sweep import COLUMNS, GRAPH_COLUMNS, graph_sweep, sweep
+
+    _, X, y = rings_csv
+    default, graph = sweep(X, "2..4", random_state=0), graph_sweep(X, "2..4", random_state=0)
+    assert KernelKMeans().kernel == "knn" == default.best_estimator.kernel
+    assert default.columns == GRAPH_COLUMNS and default.metric == "cut_ratio"
+    assert default.best_k == graph.best_k == 3
+    for a, b in zip(default.labels, graph.labels):
+        np.testing.assert_array_equal(a, b)
+    dense = sweep(X, "2..4", kernel="rbf", random_state=0)
+    assert dense.columns == COLUMNS and dense.metric == "silhouette"

@@ -381,8 +381,8 @@ def test_nystroem_sweep_shares_features(tmp_path, monkeypatch):
                         lambda *a, **kw: calls.append(1) or original(*a, **kw))
     from kkmeans_cli.model.sweep import sweep
 
-    result = sweep(X, "2..6", gamma=0.05, n_init=2, random_state=0, n_threads=1,
-                   approx="nystroem")
+    result = sweep(X, "2..6", kernel="rbf", gamma=0.05, n_init=2, random_state=0,
+                   n_threads=1, approx="nystroem")
     assert len(calls) == 1
     assert result.best_k == 5
     best = result.best_estimator

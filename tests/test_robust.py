@@ -287,11 +287,11 @@ def test_sweep_skips_ks_above_the_distinct_points(tmp_path):
 def test_sweep_api_never_scores_or_chooses_skipped_ks():
     X = np.repeat(np.array([[0.0, 0.0], [3.0, 3.0], [0.0, 3.0]]), 10, axis=0)
     with pytest.warns(KKMeansWarning, match=r"k = 4\.\.6 skipped: the data have only 3"):
-        res = sweep(X, [2, 3, 4, 5, 6], random_state=0, n_init=2, n_threads=1)
+        res = sweep(X, [2, 3, 4, 5, 6], kernel="rbf", random_state=0, n_init=2, n_threads=1)
     assert [r["k"] for r in res.rows] == [2, 3] and res.skipped_ks == [4, 5, 6]
     assert res.best_k == 3  # the three points: silhouette 1
     with pytest.raises(TooFewDistinctPointsError):
-        sweep(np.ones((10, 2)), [2, 3], random_state=0, n_init=1, n_threads=1)
+        sweep(np.ones((10, 2)), [2, 3], kernel="rbf", random_state=0, n_init=1, n_threads=1)
 
 
 def test_count_distinct():
@@ -317,9 +317,9 @@ def test_huge_k_range_is_checked_before_it_is_expanded(tmp_path):
     with pytest.raises(ValueError, match="k = 99999999999 is above the largest k"):
         parse_ks("2..99999999999", max_k=39)
     with pytest.raises(ValueError, match="above the largest k possible here, 39"):
-        sweep(gaussian(40, 2, decimals=4), "2..99999999999")
+        sweep(gaussian(40, 2, decimals=4), "2..99999999999", kernel="rbf")
     with pytest.raises(ValueError, match="between 2 and n_samples - 1 = 39"):
-        sweep(gaussian(40, 2, decimals=4), range(2, 10**11))
+        sweep(gaussian(40, 2, decimals=4), range(2, 10**11), kernel="rbf")
 
 
 def test_silhouette_of_a_blocked_start_never_builds_the_kernel_matrix(tmp_path, monkeypatch):

@@ -187,8 +187,9 @@ def sweep(X, ks, *, metric=None, sample_weight=None, progress=None,
         K(X, X) already computed for these params (else computed once here).
     **params
         ``KernelKMeans`` parameters other than ``n_clusters``, the same for every k (the
-        kernel is 'rbf' unless given; the graph kernel 'knn', or a sparse X with
-        'precomputed', goes to :func:`graph_sweep`). When
+        kernel is the estimator's default, the graph kernel 'knn', unless given: it, or a
+        sparse X with 'precomputed', goes to :func:`graph_sweep`; a dense kernel such as
+        'rbf' is swept over one kernel matrix here). When
         ``random_state`` is None or a Generator, one int seed is drawn from it and used for
         the kernel and every fit (``SweepResult.random_state``).
 
@@ -198,9 +199,10 @@ def sweep(X, ks, *, metric=None, sample_weight=None, progress=None,
     """
     if "n_clusters" in params:
         raise TypeError("sweep() sets n_clusters itself; give the ks instead")
-    # One kernel matrix for every k: rbf unless another kernel is named; the graph kernel
-    # 'knn' (and a sparse affinity) has no kernel matrix: one graph for every k instead.
-    params.setdefault("kernel", "rbf")
+    # The estimator's default kernel, 'knn', unless another is named: the graph kernel (and a
+    # sparse affinity) has no kernel matrix, one graph serves every k; a dense kernel's one
+    # kernel matrix does.
+    params.setdefault("kernel", _options.DEFAULTS["kernel"])
     if params["kernel"] in _options.GRAPH_KERNELS or (params["kernel"] == "precomputed"
                                                       and sparse.issparse(X)):
         return graph_sweep(X, ks, metric="cut_ratio" if metric is None else metric,
