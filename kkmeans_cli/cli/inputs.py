@@ -178,6 +178,10 @@ def dropped_note(data):
             f"{'was' if dropped == 1 else 'were'} dropped" if dropped else "")
 
 
+#: what a sweep of data too few for k = 2 is told (no smaller --k helps)
+CANNOT_SWEEP = "a sweep's ks start at 2, so these data cannot be swept"
+
+
 def check_distinct(data, X, k, weights, kernel, option="-k"):
     """Refuse (exit 1) a k above the number of distinct points of DATA, before any work."""
     from ..errors import TooFewDistinctPointsError
@@ -185,8 +189,8 @@ def check_distinct(data, X, k, weights, kernel, option="-k"):
 
     distinct = count_distinct(X, k, weights, kernel)
     if distinct < k:
-        advice = (f"use a smaller {option}" if option == "-k" or distinct >= 2 else
-                  "a sweep's ks start at 2, so these data cannot be swept")
+        advice = f"use a smaller {option}" if option == "-k" or distinct >= 2 else \
+            CANNOT_SWEEP
         raise DataError(f"{data.source}: {TooFewDistinctPointsError(distinct, k)}"
                         f"{dropped_note(data)}; {advice}")
 

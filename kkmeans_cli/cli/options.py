@@ -200,18 +200,25 @@ class DelimiterType(click.ParamType):
         return str(value)
 
 
-class OutputPath(click.ParamType):
-    """An output's PATH, taken as given (the command checks it when it writes); a config's
-    value is checked at once (``io.config.convert_value``), also one a flag overrides or one
-    of another command: not empty, and for ``plot`` of a plot format."""
+class CheckedLater(click.ParamType):
+    """A text the command reads when it runs (its flag taken as given); a config's value is
+    checked at once by ``check_config`` (``io.config.convert_value``), also one a flag
+    overrides or one of another command."""
+
+    name = "text"
+
+    def convert(self, value, param, ctx):
+        return str(value)
+
+
+class OutputPath(CheckedLater):
+    """An output's PATH (the command checks it when it writes); a config's: not empty, and
+    for ``plot`` of a plot format."""
 
     name = "path"
 
     def __init__(self, plot=False):
         self.plot = plot
-
-    def convert(self, value, param, ctx):
-        return str(value)
 
     def check_config(self, value):
         if value == "":
@@ -225,14 +232,9 @@ class OutputPath(click.ParamType):
                 raise click.BadParameter(str(exc).removeprefix(f"--plot {value}: ")) from None
 
 
-class ColumnsType(click.ParamType):
-    """``--columns``, read when DATA is; a config's value is parsed at once
-    (``io.readers.parse_columns``), also one a flag overrides."""
-
-    name = "text"
-
-    def convert(self, value, param, ctx):
-        return str(value) if not isinstance(value, str) else value
+class ColumnsType(CheckedLater):
+    """``--columns``, read when DATA is; a config's parsed at once
+    (``io.readers.parse_columns``)."""
 
     @staticmethod
     def check_config(value):
@@ -244,16 +246,10 @@ class ColumnsType(click.ParamType):
             raise click.BadParameter(str(exc).removeprefix("--columns ")) from None
 
 
-class InitType(click.ParamType):
-    """``--init``: a start method or a file of labels, read when DATA is; a config's value is
-    checked at once, also one a flag overrides (``cli.inputs.init_is_file``: a method, or a
-    path; a path-like one that does not exist is said when it is read, with the key it came
-    from)."""
-
-    name = "text"
-
-    def convert(self, value, param, ctx):
-        return str(value)
+class InitType(CheckedLater):
+    """``--init``: a start method or a file of labels, read when DATA is; a config's checked
+    at once (``cli.inputs.init_is_file``: a method, or a path; a path-like one that does not
+    exist is said when it is read, with the key it came from)."""
 
     @staticmethod
     def check_config(value):

@@ -7,7 +7,7 @@ from .._options import GRAPH_KERNELS
 
 from .._text import plural
 from ..errors import DataError, UsageError
-from .inputs import (check_distinct, dropped_note, init_is_file, input_paths,
+from .inputs import (CANNOT_SWEEP, check_distinct, dropped_note, init_is_file, input_paths,
                      is_graph_data, prepare_fit_data)
 from .options import (KsType, OutputPath, check_memory_plan, check_option_combination, data_options,
                       effective_options, estimator_kwargs, fit_options, require_matplotlib,
@@ -320,8 +320,7 @@ def _read_for_sweep(opts, k_ranges, graph=False):
         of, need = (f"a graph of {plural(n, 'node')}", f"k ≤ {n}") if graph and \
             is_graph_data(opts) else (plural(n, "row"), f"k ≤ rows = {n}" if graph else
                                       f"k ≤ rows − 1 = {n - 1}")
-        advice = ("use a smaller --k" if largest >= 2 else
-                  "a sweep's ks start at 2, so these data cannot be swept")
+        advice = "use a smaller --k" if largest >= 2 else CANNOT_SWEEP
         raise DataError(f"{data.source}: k = {top} is too large for {of}{dropped_note(data)} "
                         f"(a sweep {'on a graph ' if graph else ''}needs {need}); {advice}")
     ks = parse_ks(opts["k"], max_k=largest)

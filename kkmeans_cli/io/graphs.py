@@ -217,8 +217,7 @@ def _checked_matrix(fmt, arrays, path):
     data = arrays["data"]
     if not (np.issubdtype(data.dtype, np.number) or data.dtype == np.bool_):
         raise DataError(f"{path}: holds values of type {data.dtype}, not numbers")
-    if rows != cols:
-        raise DataError(f"{path} must be square, got {rows}×{cols}")
+    _check_square(path, rows, cols)
     if rows > max(data.size, FEW_ENTRIES_MIN_ROWS):
         raise DataError(_too_few_entries(path, rows, data.size))
     if fmt in ("csr", "csc", "bsr"):
@@ -326,8 +325,7 @@ def _read_mtx(path):
                f"symmetric)" if symmetry not in MTX_SYMMETRIES else None)
     if refusal is not None:
         raise DataError(f"{path}: {refusal}")
-    if _rows != _cols:
-        raise DataError(f"{path} must be square, got {_rows}×{_cols}")
+    _check_square(path, _rows, _cols)
     if layout == "coordinate" and _rows > max((2 if symmetry == "symmetric" else 1) *
                                               _entries, FEW_ENTRIES_MIN_ROWS):
         # every row of an affinity needs an entry (one symmetric entry serves two rows):
@@ -375,6 +373,13 @@ def _check_mtx_size(path, layout, rows, cols, entries, symmetry):
 #: this many rows that is said from its header, before a matrix of the declared size is made
 #: (8 bytes a row); up to it the matrix is read and the check of the graph names the row.
 FEW_ENTRIES_MIN_ROWS = 10 ** 6
+
+
+def _check_square(path, rows, cols):
+    """An affinity is square: said from the file's declared shape, before its entries are
+    counted (the words of ``kernels.graph.check_affinity``)."""
+    if rows != cols:
+        raise DataError(f"{path} must be square, got {rows}×{cols}")
 
 
 def _too_few_entries(path, rows, entries):

@@ -1618,10 +1618,11 @@ def new_point_rows(model, X, n_threads=1, node_rows=False):
     lengths[hit] = own
     indptr = np.concatenate([[0], np.cumsum(lengths)])
     data, indices = np.empty(indptr[-1]), np.empty(indptr[-1], dtype=np.int64)
-    blocks = [(np.flatnonzero(lengths == kq), dist, idx)]
-    if hit.size:
-        blocks[0] = (blocks[0][0], dist[blocks[0][0]], idx[blocks[0][0]])
-        blocks.append((hit, *_nearest_nodes(model, X[hit], own, n_threads)))
+    blocks = [(np.arange(X.shape[0]), dist, idx)]
+    if hit.size:        # the others' rows as searched; the matched points' searched again
+        rest = np.flatnonzero(lengths == kq)
+        blocks = [(rest, dist[rest], idx[rest]),
+                  (hit, *_nearest_nodes(model, X[hit], own, n_threads))]
     for which, d, i in blocks:
         at = indptr[which][:, None] + np.arange(i.shape[1])
         data[at] = _row_weights(model, d, i, match[which], kq)
