@@ -384,7 +384,23 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
 
     def _fit_result(self, X, sample_weight, kernel_matrix, progress=None):
         """Validate, plan and run a fit; return its :class:`FitResult` (nothing fitted is
-        written here: :meth:`_set_fitted` does that, for every route)."""
+        written here: :meth:`_set_fitted` does that, for every route). scikit-learn's
+        ``validate_data`` records X's ``n_features_in_`` and ``feature_names_in_`` before the
+        checks after it (finite values, the kernel's domain, distinct points, ...): a fit
+        they refuse puts back what a fit before had recorded, so that its model still
+        predicts."""
+        recorded = {name: self.__dict__[name] for name in _RECORDED_BY_VALIDATION
+                    if name in self.__dict__}
+        try:
+            return self._run_fit(X, sample_weight, kernel_matrix, progress)
+        except BaseException:
+            for name in _RECORDED_BY_VALIDATION:
+                self.__dict__.pop(name, None)
+            self.__dict__.update(recorded)
+            raise
+
+    def _run_fit(self, X, sample_weight, kernel_matrix, progress):
+        """:meth:`_fit_result`'s work."""
         self._validate_params()
         params = self.get_params(deep=False)
         if _on_cluster(self, X):
@@ -654,6 +670,10 @@ def graph_kind(kernel):
     """How a graph fit's kernel is named in a message."""
     return ("kernel='knn' builds a sparse neighbour graph and" if kernel == "knn"
             else "a sparse affinity graph given as X")
+
+
+#: What scikit-learn's ``validate_data(reset=True)`` writes on the estimator
+_RECORDED_BY_VALIDATION = ("n_features_in_", "feature_names_in_")
 
 
 def fitted_estimator(params, result):
