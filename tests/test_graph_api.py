@@ -93,6 +93,66 @@ def test_knn_transform_and_new_points():
     np.testing.assert_array_equal(est.predict(new), np.argmin(D, axis=1))
 
 
+def test_transform_of_training_points_is_never_negative():
+    """A training point's distances take its own list B_J for the fit's symmetrized row
+    (docs/engine.md, out-of-sample extension); on a few points that approximation took the
+    point's own cluster below 0 (the point (3, 0) here: −0.0051). Squared distances are
+    ≥ 0, and the label's is still the least."""
+    X = np.array([[7., 7.], [9., 7.], [3., 0.], [8., 7.]])
+    est = KernelKMeans(2, random_state=0, whiten=False).fit(X)
+    T = est.transform(X)
+    assert T.min() == 0.0 and T[2, est.labels_[2]] == 0.0
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        n, k = int(rng.integers(5, 61)), int(rng.integers(2, 4))
+        X = np.round(rng.normal(size=(n, 2)) * 3, 1)
+        est = KernelKMeans(k, random_state=trial).fit(X)
+        T = est.transform(X)
+        assert np.all(T >= 0), trial
+        np.testing.assert_array_equal(T[np.arange(n), est.labels_], T.min(axis=1))
+
+
+def test_points_the_graph_cannot_tell_apart_are_at_one_distance():
+    """Two distinct points, each the other's neighbour: rows equal, so every distance is the
+    same (0; with copies 0.0225) and either labelling is optimal; predict gives the fit's
+    labels, argmin transform the first cluster (docs/engine.md)."""
+    for X, value in ((np.array([[0., 0.], [1., 1.]]), 0.0),
+                     (np.repeat([[0., 0.], [1., 1.]], 10, axis=0), 0.0225)):
+        est = KernelKMeans(2, random_state=0).fit(X)
+        np.testing.assert_allclose(est.transform(X), value, atol=1e-15)
+        np.testing.assert_array_equal(est.predict(X), est.labels_)
+        assert sorted(set(est.labels_)) == [0, 1]
+
+
+def test_a_refused_fit_leaves_the_model_before_it():
+    """scikit-learn's validate_data records n_features_in_ and feature_names_in_ before the
+    later checks (finite values, a chi2 kernel's domain, distinct points): a refit they
+    refuse puts them back, so that the model before still predicts (as KMeans, which refuses
+    NaN first)."""
+    import pandas as pd
+
+    X, _ = _moons(100)
+    bad = np.c_[X, X[:, 0]]
+    bad[0, 2] = np.nan
+    fitted = pd.DataFrame(X, columns=["a", "b"])
+    for kernel in ("knn", "rbf"):
+        est = KernelKMeans(2, kernel=kernel, random_state=0).fit(fitted)
+        labels = est.labels_.copy()
+        for refit_kernel, refused in ((kernel, pd.DataFrame(bad, columns=["a", "b", "c"])),
+                                      (kernel, bad),                    # NaN
+                                      (kernel, np.zeros((5, 3))),       # one distinct point
+                                      ("chi2", np.c_[X, X[:, :1]])):    # negative values
+            with pytest.raises(ValueError):
+                est.set_params(kernel=refit_kernel).fit(refused)
+            est.set_params(kernel=kernel)
+            assert est.n_features_in_ == 2 and list(est.feature_names_in_) == ["a", "b"]
+            np.testing.assert_array_equal(est.predict(fitted), labels)
+    est = KernelKMeans(2)
+    with pytest.raises(ValueError, match="NaN"):
+        est.fit(bad)
+    assert not hasattr(est, "n_features_in_") and not hasattr(est, "feature_names_in_")
+
+
 def test_knn_threads_do_not_change_the_fit():
     # 2,400 points: below 2,000 a fit runs on one thread whatever n_threads says
     X, _ = make_circles(2400, factor=0.5, noise=0.05, random_state=0)

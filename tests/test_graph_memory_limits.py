@@ -9,6 +9,8 @@ import json
 import re
 import tracemalloc
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.io
@@ -251,10 +253,16 @@ def test_an_approximate_search_that_cannot_apply_says_so(tmp_path, rows, columns
     assert [w for w in sweep.stderr.splitlines() if "warning" in w] == \
         [warned[0].replace("for 20 neighbours", "for 21 neighbours")]
     n_neighbors = int(extra[1]) if extra else None
-    with pytest.warns(KKMeansWarning, match="the approximate neighbour search"):
-        est = KernelKMeans(3, neighbor_search="approximate", n_neighbors=n_neighbors,
-                           random_state=0).fit(X)
-    assert est.fit_stats_["graph"]["search"] in ("exact", "kd-tree")
+    # once in Python too, though the whitened refit builds a second graph
+    for whiten in ("auto", True, False):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            est = KernelKMeans(3, neighbor_search="approximate", n_neighbors=n_neighbors,
+                               whiten=whiten, random_state=0).fit(X)
+        assert [str(w.message) for w in caught] == [
+            warned[0].removeprefix("kkmeans: warning: ")], whiten
+        assert issubclass(caught[0].category, KKMeansWarning)
+        assert est.fit_stats_["graph"]["search"] in ("exact", "kd-tree")
 
 
 def test_copies_count_as_one_point_for_the_approximate_search(tmp_path):

@@ -330,6 +330,8 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
         raise ValueError("whiten needs the points X: a given affinity has no coordinates")
     graph = build_graph(X, n_clusters, affinity, n_neighbors, weighting, n_threads,
                         neighbor_search, search_seed(rng), start)
+    if neighbor_search == "approximate" and graph.info.search != "approximate":
+        neighbor_search = "exact"   # later graphs search as the first (its warning said why)
     fit = fit_on_graph(graph, n_clusters, start=start, n_init=n_init, max_iter=max_iter,
                        rng=rng, n_threads=n_threads)
     if not whiten or affinity is not None:
@@ -1699,7 +1701,9 @@ def labels_and_distances(model, X, n_threads=1, want_distances=False):
         rows, match = new_point_rows(model, X, n_threads, node_rows=want_distances)
         D = new_point_distances(model, rows, match)
         labels = np.argmin(D, axis=1)
-        D = D if want_distances else None
+        # squared distances, ≥ 0: a training point's row B_J approximates its fit's
+        # symmetrized row, which on a few points can take its cluster's below 0
+        D = np.maximum(D, 0.0) if want_distances else None
     labels = labels.astype(np.int32)
     hit = match >= 0
     labels[hit] = model.node_labels[match[hit]]
