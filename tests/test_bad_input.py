@@ -169,6 +169,25 @@ def test_a_column_name_where_there_are_no_names_says_what_works(work, name, extr
                        "x"], 2, f"--columns: 'x' is a name but {source} {why}")
 
 
+def test_a_columns_item_of_two_minus_signs_is_a_name(work):
+    """'--1' is no index (int() reads it not): a name the file lacks, exit 2 — it was
+    'unexpected ValueError' for text, .npy, configs and predict, and for Parquet 'not a
+    readable Parquet file'."""
+    np.save(work / "x.npy", np.random.default_rng(0).standard_normal((30, 2)))
+    (work / "c.yaml").write_text('columns: "--1"\n')
+    for args, message in (
+            (["fit", work / "data.csv", "-k", "2", "--columns=--1"],
+             "has no column '--1'"),
+            (["fit", work / "data.csv", "-k", "2", "--columns=0,--1"], "has no column '--1'"),
+            (["fit", work / "data.csv", "-k", "2", "--config", work / "c.yaml"],
+             "has no column '--1'"),
+            (["fit", work / "x.npy", "-k", "2", "--columns=--0"],
+             "'--0' is a name but"),
+            (["predict", work / "model.npz", work / "data.csv", "--columns=--1,0"],
+             "has no column '--1'")):
+        check_fails(work, args, 2, message)
+
+
 def test_with_columns_given_a_line_end_is_no_hint_to_give_them(work):
     """A missing value in the last cell of a line, in a column --columns picked: the plain
     advice, not the hint to pick columns."""
@@ -302,6 +321,17 @@ def test_hdf5_dataset_not_2d(work):
     check_fails(work, ["fit", "--kernel", "rbf", f"{work / 'd.h5'}:/vector", "-k", "2"], 1,
                 "expected a 2-D array (rows × features), got 1-D shape (5,)")
     check_fails(work, ["fit", "--kernel", "rbf", f"{work / 'd.h5'}:/cube", "-k", "2"], 1, "got 3-D")
+
+
+def test_hdf5_dataset_of_no_array(work):
+    """A null dataspace (h5py.Empty) holds no array: one line, not 'unexpected TypeError'."""
+    with h5py.File(work / "e.h5", "w") as f:
+        f["e"] = h5py.Empty("f8")
+    for spec in (f"{work / 'e.h5'}:/e", work / "e.h5"):
+        check_fails(work, ["fit", spec, "-k", "2"], 1,
+                    f"{work / 'e.h5'}:/e: holds no array (an empty dataspace)")
+    check_fails(work, ["predict", work / "model.npz", f"{work / 'e.h5'}:/e"], 1,
+                "holds no array (an empty dataspace)")
 
 
 def test_dataset_of_a_file_that_is_not_hdf5(work):

@@ -549,6 +549,8 @@ def _hdf5_datasets(handle, path):
 
 def _check_array_header(shape, dtype, source, ndim):
     """Shape and dtype checks that need no data (run before reading it)."""
+    if shape is None:       # HDF5's null dataspace (h5py.Empty): no array at all
+        raise DataError(f"{source}: holds no array (an empty dataspace)")
     if len(shape) not in ndim:
         hint = "; reshape a single feature to (n, 1)" if len(shape) == 1 else ""
         raise DataError(f"{source}: expected a 2-D array (rows × features), got "
