@@ -281,6 +281,28 @@ def test_output_path_naming_a_folder(fitted):
     assert not (fitted / "newdir").exists()
 
 
+def test_names_up_to_the_file_systems_longest_are_written(fitted):
+    """The staging file .NAME.XXXXXXXX.tmp adds 14 bytes: names of 242-255 bytes, which the
+    file system takes, were refused after the fit ('File name too long'). Now written; a
+    name longer than the longest is refused before any work, nothing written."""
+    longest = os.pathconf(fitted, "PC_NAME_MAX")
+    want = _expected_labels(fitted)
+    for name in ("m" * (longest - 13), "n" * longest, "é" * (longest // 2)):
+        result = run(["predict", fitted / "model.npz", fitted / "data.csv", "--quiet",
+                      "--labels", fitted / name])
+        assert result.exit_code == 0, result.stderr
+        assert (fitted / name).read_text() == want
+        fit = run(["fit", "--kernel", "rbf", fitted / "data.csv", "-k", "3", *FAST, "-q",
+                   "-o", fitted / (name[:-4] + ".npz"), "--labels", os.devnull])
+        assert fit.exit_code == 0, fit.stderr
+    before = listing(fitted)
+    result = run(["fit", "--kernel", "rbf", fitted / "data.csv", "-k", "3", "--no-model",
+                  "--labels", fitted / ("x" * (longest + 1))])
+    assert_one_error_line(result, f"the name is longer than the {longest} bytes a file name "
+                                  f"may have there", code=1)
+    assert listing(fitted) == before
+
+
 def test_full_device_is_a_one_line_error(fitted):
     result = run(["predict", fitted / "model.npz", fitted / "data.csv", "--labels", "/dev/full"])
     assert_one_error_line(result, "cannot write the labels to /dev/full: No space left on "

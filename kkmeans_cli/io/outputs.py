@@ -188,11 +188,32 @@ def check_output_path(path, what, force=False):
     if not os.access(folder, os.W_OK | os.X_OK):
         raise OutputError(f"cannot write the {what} to {shown}: folder {folder} is not "
                           f"writable")
+    longest = _longest_name(folder)
+    if len(os.fsencode(os.path.basename(target.real))) > longest:
+        raise OutputError(f"{fail}: the name is longer than the {longest} bytes a file name "
+                          f"may have there")
     if st is not None and not force and (not st.st_mode & 0o222
                                          or not os.access(target.real, os.W_OK)):
         raise OutputError(f"cannot write the {what} to {shown}: the file is read-only "
                           f"(use --force to replace it)")
     return target
+
+
+def _temporary_name(folder, base):
+    """``.BASE.XXXXXXXX.tmp``, the staging file of the output ``base`` in ``folder``; BASE cut
+    short where the whole would pass the folder's longest name (NAME_MAX, 255 bytes on most
+    file systems), so that any name the file system takes can be written."""
+    suffix = f".{os.urandom(4).hex()}.tmp"
+    raw = os.fsencode(base)[:max(1, _longest_name(folder) - 1 - len(suffix))]
+    return "." + os.fsdecode(raw) + suffix
+
+
+def _longest_name(folder):
+    """The longest file name, in bytes, that ``folder``'s file system takes (NAME_MAX)."""
+    try:
+        return os.pathconf(folder or ".", "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        return 255
 
 
 def check_outputs(outputs, force=False, inputs=()):
@@ -350,7 +371,7 @@ class AtomicOutputs:
         base = os.path.basename(target.real)
         with deferred():  # a temporary file is known for removal as soon as it exists
             while True:
-                tmp = os.path.join(folder, f".{base}.{os.urandom(4).hex()}.tmp")
+                tmp = os.path.join(folder, _temporary_name(folder, base))
                 try:
                     # 0o666 and the umask: the mode any newly created file gets.
                     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
