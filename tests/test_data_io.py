@@ -35,6 +35,38 @@ def test_text_formats_and_header_detection(tmp_path, content):
     assert data.columns == (["a", "b", "c"] if content[0] in 'a"' else None)
 
 
+@pytest.mark.parametrize("content, names", [
+    # a header whose names hold another candidate: the row of numbers holds one alone
+    ("weight, kg\theight, cm, total\tc\n1\t2\t3\n4\t5\t6.5\n-7\t8\t9.25\n",
+     ["weight, kg", "height, cm, total", "c"]),
+    ("Gewicht, kg;Groesse, cm;c\n# a comment\n1;2;3\n4;5;6.5\n-7;8;9.25\n",
+     ["Gewicht, kg", "Groesse, cm", "c"]),
+    # a candidate inside quotes is part of a name
+    ('"a,b"\tc\td\n1\t2\t3\n4\t5\t6.5\n-7\t8\t9.25\n', ["a,b", "c", "d"]),
+    ('"a;b",c,d\n1,2,3\n4,5,6.5\n-7,8,9.25\n', ["a;b", "c", "d"]),
+    # the row decides, though the names then fall short
+    ("a,b;c\n1,2,3\n", None),
+])
+def test_the_delimiter_told_past_the_names_of_a_header(tmp_path, content, names):
+    """Without --delimiter the first line tells it, the first of ',', tab and ';' it holds
+    outside quotes; where it holds several, the next line of data decides (a row of numbers
+    holds the delimiter alone). It was the first anywhere on the line: 'line 2 has 1 field,
+    expected 3'."""
+    path = _text(tmp_path, "d.tsv", content)
+    if names is None:
+        with pytest.raises(DataError, match="line 2 has 3 fields, expected 2"):
+            read_data(path)
+        return
+    data = read_data(path)
+    np.testing.assert_array_equal(data.X, X)
+    assert data.columns == names
+
+
+def test_one_quoted_name_holding_a_comma(tmp_path):
+    data = read_data(_text(tmp_path, "d.csv", '"a,b"\n1\n2\n'))
+    assert data.columns == ["a,b"] and np.array_equal(data.X, [[1], [2]])
+
+
 def test_header_flag_and_delimiter(tmp_path):
     path = _text(tmp_path, "d.csv", "10|20\n1|2\n")
     assert np.array_equal(read_data(path, delimiter="|").X, [[10, 20], [1, 2]])

@@ -205,7 +205,8 @@ class _TextReader:
         """Find the first line that is not a comment or blank: the delimiter, the header and
         the width come from it. Returns the rest of the block (the data) or None."""
         used = 0
-        for line in text.splitlines(keepends=True):
+        lines = text.splitlines(keepends=True)
+        for index, line in enumerate(lines):
             body = line.rstrip("\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
             stripped = body.strip()
             if stripped and not body.lstrip().startswith("#"):
@@ -221,9 +222,10 @@ class _TextReader:
         number = self.line + 1
         try:
             auto = self.delimiter is None
-            self.delimiter = _resolve_delimiter(self.delimiter, body, self.source)
+            self.delimiter = _resolve_delimiter(self.delimiter, body, self.source,
+                                                lines[index + 1:index + 1 + LINES_SEEN])
             if (auto or self.delimiter is not None) and _ends_in_quote(
-                    body, ",\t;" if auto else self.delimiter):
+                    body, AUTO_DELIMITERS if auto else self.delimiter):
                 # The line ends inside a quoted cell: a header cell cannot span lines either
                 # (a delimiter found on half a line would be wrong; whitespace has no quotes).
                 raise DataError(f"{self.source}: line {number}: a quoted cell does not close "
@@ -505,11 +507,17 @@ def _plain(block):
 
 # -- the cell rules -------------------------------------------------------------------------
 def _ends_in_quote(line, delimiters):
-    """Whether ``line`` ends inside a quoted cell, read as the csv module reads it: a quote
-    opens a cell only as its first character (at the start of the line or right after one of
-    ``delimiters``), ``""`` inside it is a quote, and the next lone quote closes it; a quote
-    elsewhere is a character of its cell (``a"b``)."""
-    inside, start, i = False, True, 0
+    """Whether ``line`` ends inside a quoted cell (:func:`_scan_quotes`)."""
+    return _scan_quotes(line, delimiters)[1]
+
+
+def _scan_quotes(line, delimiters):
+    """(outside, inside): the characters of ``line`` outside its quoted cells, and whether it
+    ends inside one, read as the csv module reads it: a quote opens a cell only as its first
+    character (at the start of the line or right after one of ``delimiters``), ``""`` inside
+    it is a quote, and the next lone quote closes it; a quote elsewhere is a character of its
+    cell (``a"b``)."""
+    outside, inside, start, i = [], False, True, 0
     while i < len(line):
         ch = line[i]
         if inside:
@@ -520,17 +528,37 @@ def _ends_in_quote(line, delimiters):
                     inside = False
         elif ch == '"' and start:
             inside = True
+        else:
+            outside.append(ch)
         start = not inside and ch in delimiters
         i += 1
-    return inside
+    return "".join(outside), inside
 
 
-def _resolve_delimiter(delimiter, first_line, source):
+#: The delimiters told from the first line when --delimiter is not given, in order
+AUTO_DELIMITERS = ",\t;"
+#: The lines after the first that may settle which of several is the delimiter
+LINES_SEEN = 20
+
+
+def _resolve_delimiter(delimiter, first_line, source, later=()):
+    """The delimiter of ``--delimiter``, or told from the first line: the first of
+    ``AUTO_DELIMITERS`` it holds outside quotes (None: whitespace). Where it holds several,
+    as a header whose names hold one (``weight, kg<TAB>height, cm``), the first of the
+    ``later`` lines that is no comment or blank decides when it holds one of them alone (a
+    row of numbers holds only the delimiter)."""
     if delimiter is None:
-        for candidate in (",", "\t", ";"):
-            if candidate in first_line:
-                return candidate
-        return None  # whitespace
+        outside = _scan_quotes(first_line, AUTO_DELIMITERS)[0]
+        found = [c for c in AUTO_DELIMITERS if c in outside] or \
+            [c for c in AUTO_DELIMITERS if c in first_line][:1]   # one quoted name: '"a,b"'
+        if len(found) > 1:
+            for line in later:
+                if line.strip() and not line.lstrip().startswith("#"):
+                    there = [c for c in found if c in _scan_quotes(line, AUTO_DELIMITERS)[0]]
+                    if len(there) == 1:
+                        return there[0]
+                    break
+        return found[0] if found else None  # None: whitespace
     if delimiter.lower() in ("\\t", "tab"):
         return "\t"
     if delimiter.lower() in ("whitespace", "space", " "):
