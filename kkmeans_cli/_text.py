@@ -46,6 +46,13 @@ DELIMITER_WORDS = ("\\t", "tab", "whitespace", "space", " ")
 def delimiter_problem(delimiter):
     """What is wrong with a ``--delimiter`` value (None: it is one character or a word of
     ``DELIMITER_WORDS``)."""
-    if len(delimiter) == 1 or delimiter.lower() in DELIMITER_WORDS:
+    if delimiter.lower() in DELIMITER_WORDS:
         return None
-    return f"must be one character, 'tab' or 'whitespace'; got {delimiter!r}"
+    if len(delimiter) != 1:
+        return f"must be one character, 'tab' or 'whitespace'; got {delimiter!r}"
+    if delimiter.isascii() and (delimiter.isalnum() or delimiter in ".+-"):
+        return (f"cannot be {delimiter!r}: letters, digits, '.', '+' and '-' write numbers "
+                f"(1.5e-3, inf, nan), which it would split")
+    if delimiter in "\r\n\"":
+        return f"cannot be {delimiter!r}: it ends lines or quotes cells"
+    return None

@@ -100,6 +100,21 @@ def test_missing_drop_prints_minus_one(work):
                 "every row has a missing value")
 
 
+@pytest.mark.parametrize("delimiter, needle", [
+    (".", "cannot be '.': letters, digits, '.', '+' and '-' write numbers (1.5e-3, inf, nan), "
+          "which it would split"),
+    ("-", "cannot be '-'"), ("e", "cannot be 'e'"), ("5", "cannot be '5'"),
+    ("n", "cannot be 'n'"), ('"', "cannot be '\"': it ends lines or quotes cells"),
+])
+def test_a_delimiter_that_would_split_numbers_is_refused(work, delimiter, needle):
+    """'1.5' read with --delimiter . was two columns, 1 and 5: a usage error now, from the
+    command line and from a config."""
+    check_fails(work, ["fit", work / "data.csv", "-k", "2", "--delimiter", delimiter], 2, needle)
+    (work / "c.yaml").write_text(f"delimiter: '{delimiter}'\n")
+    check_fails(work, ["fit", work / "data.csv", "-k", "2", "--config", work / "c.yaml"], 2,
+                "key 'delimiter': " + needle)
+
+
 def test_a_delimiter_ending_every_line_names_the_empty_column(work):
     """A delimiter at the end of every line (``x,y,``) makes a last column with no value:
     the first such cell says so and names --columns, --missing drop then says that the
