@@ -176,6 +176,17 @@ def corrupt_files(tmp_path, graph):
                    "3 1 99999999999999999999\n")
     out.append((big, r"bigint\.mtx: corrupt Matrix Market coordinate file \(Line 5: Integer "
                      r"out of range"))
+    # a symmetric file lists each weight once: mmread mirrors and adds, doubling them unseen
+    both = tmp_path / "both.mtx"
+    both.write_text("%%MatrixMarket matrix coordinate real symmetric\n3 3 4\n2 1 1.0\n"
+                    "1 2 1.0\n3 2 2.0\n3 1 0.5\n")
+    out.append((both, r"both\.mtx: is symmetric and lists the weight of \(2, 1\) more than "
+                      r"once \(both triangles, or an entry again\), which reading would add up"))
+    again = tmp_path / "again.mtx"
+    again.write_text("%%MatrixMarket matrix coordinate pattern symmetric\n3 3 3\n3 2\n2 1\n"
+                     "3 2\n")
+    out.append((again, r"again\.mtx: is symmetric and lists the weight of \(3, 2\) more than "
+                       r"once"))
     out.append((tmp_path / "absent.mtx", r"absent\.mtx: no such file"))
     folder = tmp_path / "folder.npz"
     folder.mkdir()

@@ -11,9 +11,9 @@ Two formats:
     before any SciPy matrix is made of them: SciPy's compiled conversions trust them.
 Matrix Market ``.mtx`` (also ``.mtx.gz``, ``.mtx.bz2``)
     Read by ``scipy.io.mmread``: coordinate files (``real``, ``integer`` or ``pattern``
-    entries; ``symmetric`` storage lists one triangle and is expanded) and dense ``array``
-    files of real or integer numbers. Complex, Hermitian and skew-symmetric files are refused:
-    an affinity is real and symmetric.
+    entries; ``symmetric`` storage lists one triangle, each weight once, and is expanded)
+    and dense ``array`` files of real or integer numbers. Complex, Hermitian and
+    skew-symmetric files are refused: an affinity is real and symmetric.
 
 ``read_graph`` returns the matrix canonical: CSR float64, duplicates summed, indices sorted.
 Whether it *is* an affinity (square, symmetric, finite, non-negative, no empty row) is checked
@@ -334,7 +334,7 @@ def _read_mtx(path):
     _check_mtx_size(path, layout, _rows, _cols, _entries, symmetry)
     try:
         with _mtx_source(path) as source:
-            return mmread(source)
+            A = mmread(source)
     except (OSError, ValueError, EOFError, IndexError, OverflowError) as exc:
         word = "truncated" if "truncated" in str(exc).lower() else "corrupt"
         raise DataError(f"{path}: {word} Matrix Market {layout} file "
@@ -343,6 +343,25 @@ def _read_mtx(path):
         raise DataError(f"{path}: its header declares {_rows:,} × {_cols:,} with "
                         f"{plural(_entries, 'entry', 'entries', thousands=True)}, more than "
                         f"memory holds") from None
+    if layout == "coordinate" and symmetry == "symmetric":
+        _check_each_weight_once(A, path)
+    return A
+
+
+def _check_each_weight_once(A, path):
+    """A symmetric coordinate file lists each weight once, in one triangle; ``mmread``
+    mirrors every entry and adds the copies, so a file that lists both triangles (or an
+    entry again) would double its weights unseen: refused, the first such pair named."""
+    keys = np.asarray(A.row, dtype=np.int64) * A.shape[1] + np.asarray(A.col, dtype=np.int64)
+    keys.sort()
+    again = np.flatnonzero(keys[1:] == keys[:-1])
+    if again.size:
+        i, j = divmod(int(keys[again[0]]), A.shape[1])
+        i, j = max(i, j) + 1, min(i, j) + 1
+        raise DataError(f"{path}: is symmetric and lists the weight of ({i}, {j}) more than "
+                        f"once (both triangles, or an entry again), which reading would add "
+                        f"up; a symmetric Matrix Market file lists each weight once, in one "
+                        f"triangle (or write the file as general)")
 
 
 #: The fewest bytes an entry takes in a Matrix Market file: ``i j\n`` in a coordinate file
