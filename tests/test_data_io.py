@@ -78,6 +78,28 @@ def test_header_flag_and_delimiter(tmp_path):
         read_data(path, delimiter="||")
 
 
+def test_zero_bytes_are_no_text(tmp_path):
+    """Zero bytes are valid UTF-8 but in no text: a file of them (space set aside and never
+    written) was 'has a header line but no data rows', UTF-16 without its byte-order mark
+    "'\\x003\\x00' is not a number"."""
+    zeros = tmp_path / "zeros.csv"
+    zeros.write_bytes(b"\0" * 4096)
+    with pytest.raises(DataError, match=r"zeros\.csv: not a text file \(a zero byte at byte "
+                                        r"0, line 1\); .*; it begins with zero bytes only"):
+        read_data(str(zeros))
+    utf16 = tmp_path / "u16.csv"
+    utf16.write_bytes("1,2\n3,4\n".encode("utf-16-le"))
+    with pytest.raises(DataError, match=r"u16\.csv: not a text file \(a zero byte at byte 1, "
+                                        r"line 1\); .*it looks like UTF-16 text"):
+        read_data(str(utf16))
+    late = tmp_path / "late.csv"
+    late.write_bytes(b"a,b\n1,2\n3\0,4\n")
+    with pytest.raises(DataError, match=r"late\.csv: not a text file \(a zero byte at byte 9, "
+                                        r"line 3\); binary data must be .npy, HDF5, Parquet "
+                                        r"or Feather \(given as a file\)$"):
+        read_data(str(late))
+
+
 def test_columns_by_name_and_index(tmp_path):
     path = _text(tmp_path, "d.csv", "id,a,b\n1,2,3\n4,5,6\n")
     data = read_data(path, columns="b,a")
@@ -98,7 +120,13 @@ def test_text_errors_name_file_line_and_column(tmp_path):
     with pytest.raises(DataError, match="line 3 has 3 fields, expected 2"):
         read_data(_text(tmp_path, "r.csv", "1,2\n3,4\n5,6,7\n"))
     with pytest.raises(DataError, match="the file is empty"):
+        read_data(_text(tmp_path, "e.csv", ""))
+    with pytest.raises(DataError, match=r"e\.csv: holds no data \(only blank lines\)"):
         read_data(_text(tmp_path, "e.csv", "\n\n"))
+    with pytest.raises(DataError, match=r"w\.csv: holds no data \(only blank lines\)"):
+        read_data(_text(tmp_path, "w.csv", "  \t \n\n"))        # was 'the file is empty'
+    with pytest.raises(DataError, match=r"c\.csv: holds no data \(only comments and blank"):
+        read_data(_text(tmp_path, "c.csv", "# a\n\n"))
     with pytest.raises(DataError, match="no data rows"):
         read_data(_text(tmp_path, "h.csv", "a,b\n"))
     with pytest.raises(DataError, match="no such file"):

@@ -163,13 +163,21 @@ class _TextReader:
 
     def _decode(self, block):
         try:
-            return block.decode("utf-8")
+            text = block.decode("utf-8")
         except UnicodeDecodeError as exc:
             line = self.newlines + block.count(b"\n", 0, exc.start) + 1
             raise DataError(f"{self.source}: not a text file ({exc.reason} at byte "
                             f"{self.offset + exc.start}, line {line}); {BINARY_FORMATS}; "
                             f"{encoding_hint(block)}") \
                 from None
+        zero = block.find(b"\0")     # valid UTF-8, but no text holds it (UTF-16 does)
+        if zero >= 0:
+            line = self.newlines + block.count(b"\n", 0, zero) + 1
+            hint = encoding_hint(block, other=None)
+            raise DataError(f"{self.source}: not a text file (a zero byte at byte "
+                            f"{self.offset + zero}, line {line}); {BINARY_FORMATS}"
+                            + (f"; {hint}" if hint else ""))
+        return text
 
     # -- the whole input --------------------------------------------------------------------
     def run(self):
@@ -193,8 +201,10 @@ class _TextReader:
             # holds it (a cycle that pickling, e.g. Dask sending it from a worker, cannot end).
             self._rest(blocks, found)
         if self.rows is None:
-            raise DataError(f"{self.source}: the file is empty" if not seen_text else
-                            f"{self.source}: holds no data (only comments and blank lines)")
+            raise DataError(f"{self.source}: the file is empty" if not self.offset else
+                            f"{self.source}: holds no data (only blank lines)" if not seen_text
+                            else f"{self.source}: holds no data (only comments and blank "
+                            f"lines)")
         X, kept = self.rows.result()
         if self.names is not None and X.shape[0] == 0:
             raise DataError(f"{self.source}: has a header line but no data rows")
@@ -680,12 +690,17 @@ def column_indexes(wanted, names, width, source, nameless=NO_HEADER):
     return out
 
 
-def encoding_hint(block):
+LATIN_HINT = "text is read as UTF-8: save a Latin-1 (or other) text file as UTF-8"
+
+
+def encoding_hint(block, other=LATIN_HINT):
     """The end of the message for bytes that are not UTF-8: text is read as UTF-8, and what
-    to do with UTF-16 (its byte-order mark, or a zero byte beside ASCII characters) or with
-    another encoding such as Latin-1."""
+    to do with UTF-16 (its byte-order mark, or a zero byte beside ASCII characters), with
+    zero bytes alone, or with another encoding such as Latin-1 (``other``)."""
     head = block[:4096]
+    if head and not head.strip(b"\0"):
+        return "it begins with zero bytes only (space set aside, never written?)"
     if head[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(head) >= 4
                                                  and head.count(b"\0") * 3 >= len(head)):
         return "it looks like UTF-16 text: save it as UTF-8"
-    return "text is read as UTF-8: save a Latin-1 (or other) text file as UTF-8"
+    return other
