@@ -37,6 +37,18 @@ class WeightsError(DataError):
         self.problem, self.index, self.value, self.detail = problem, index, value, detail
 
 
+class NoRowLeft(DataError):
+    """``--missing drop`` dropped every row of DATA: nothing to fit, but ``predict`` gives
+    each row the label -1 (``data``: the empty ``DataSet``, its ``kept`` all False)."""
+
+    def __init__(self, message, data):
+        super().__init__(message)
+        self.data = data
+
+    def __reduce__(self):
+        return type(self), (str(self), self.data)
+
+
 class ModelFileError(KKMeansError, ValueError):
     """A model file is missing, corrupt, unsafe or of an unsupported version."""
 

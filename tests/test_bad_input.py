@@ -100,6 +100,44 @@ def test_missing_drop_prints_minus_one(work):
                 "every row has a missing value")
 
 
+@pytest.mark.parametrize("kernel", ["rbf", "knn"])
+def test_predict_of_rows_that_all_have_a_missing_value_labels_each_minus_one(work, kernel):
+    """fit has nothing to cluster when --missing drop drops every row (above); predict gives
+    each row -1, as it gives a dropped row among others, so its lines stay aligned (it was
+    'nothing is left to cluster', exit 1); --distances writes NaN rows."""
+    fit = run(["fit", "--kernel", kernel, work / "data.csv", "-k", "3", "-o", work / "m.npz",
+               "-q", "--labels", os.devnull])
+    assert fit.exit_code == 0, fit.stderr
+    (work / "allnan.csv").write_text("x0,x1\nnan,1\n2,\n")
+    result = run(["predict", work / "m.npz", work / "allnan.csv", "--missing", "drop",
+                  "--distances", work / "d.csv"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == "-1\n-1\n"
+    assert "0 rows (2 dropped)" in result.stderr
+    assert np.isnan(np.loadtxt(work / "d.csv", delimiter=",")).all()
+    np.testing.assert_array_equal(np.loadtxt(work / "d.csv", delimiter=",").shape, (2, 3))
+    check_fails(work, ["predict", work / "m.npz", work / "allnan.csv"], 1,
+                "allnan.csv: line 2, column 1 ('x0'): missing value")
+
+
+def test_a_part_of_a_glob_whose_rows_are_all_dropped_leaves_the_others(work):
+    """With --missing drop a file of a glob whose every row has a missing value adds none;
+    it stopped the whole read ('every row has a missing value'); all parts so: an error."""
+    (work / "parts").mkdir()
+    (work / "parts" / "a.csv").write_text("x,y\n1,\n,2\n")
+    (work / "parts" / "b.csv").write_text("x,y\n0,0\n0.1,0\n5,5\n5.1,5\n")
+    pattern = str(work / "parts" / "*.csv")
+    fit = run(["fit", "--kernel", "rbf", pattern, "-k", "2", "--missing", "drop", "--no-model",
+               *FAST])
+    assert fit.exit_code == 0, fit.stderr
+    labels = labels_of(fit.stdout)
+    assert labels.tolist()[:2] == [-1, -1] and labels[2] == labels[3] != labels[4] == labels[5]
+    (work / "parts" / "b.csv").write_text("x,y\n,0\n1,\n")
+    check_fails(work, ["fit", "--kernel", "rbf", pattern, "-k", "1", "--missing", "drop"], 1,
+                f"{pattern}: every row of its files has a missing value; nothing is left to "
+                f"cluster")
+
+
 @pytest.mark.parametrize("delimiter, needle", [
     (".", "cannot be '.': letters, digits, '.', '+' and '-' write numbers (1.5e-3, inf, nan), "
           "which it would split"),

@@ -7,7 +7,7 @@ import sys
 import click
 
 from .._text import plural
-from ..errors import DataError, UsageError, ValueRangeError
+from ..errors import DataError, NoRowLeft, UsageError, ValueRangeError
 from .inputs import (check_values, columns_row, input_paths, labels_text, read_input,
                      read_model_columns, stdin_open, where)
 from .options import (Integer, OutputPath, cluster_options, data_options, effective_options, on_cluster,
@@ -83,7 +83,10 @@ def predict(ctx, **_):
         from .distributed import predict_command
 
         return predict_command(opts, reporter, loaded)
-    data, by_name = _read_model_columns(opts, loaded.meta.get("columns"), reporter)
+    try:
+        data, by_name = _read_model_columns(opts, loaded.meta.get("columns"), reporter)
+    except NoRowLeft as exc:    # --missing drop dropped every row: each is labelled -1
+        data, by_name = exc.data, False
     expected = loaded.meta["n_features"]
     if data.X.shape[1] != expected:
         what = {"precomputed": "kernel column", "precomputed-distance": "distance column"
@@ -100,8 +103,14 @@ def predict(ctx, **_):
                  loaded.meta.get("scale", "none"), resolved=kernel)
     with reporter.engine_warnings(), reporter.progress(f"predicting {data.source}"):
         try:
-            labels, dist = nearest(loaded.predictor, X, want_distances=bool(opts["distances"]),
-                                   n_threads=effective_n_threads(opts["threads"]))
+            if X.shape[0]:
+                labels, dist = nearest(loaded.predictor, X,
+                                       want_distances=bool(opts["distances"]),
+                                       n_threads=effective_n_threads(opts["threads"]))
+            else:   # every row dropped (--missing drop): all labelled -1, no distance
+                k = loaded.params["n_clusters"]
+                labels, dist = np.empty(0, dtype=np.int64), (np.empty((0, k))
+                                                            if opts["distances"] else None)
         except ValueRangeError as exc:       # a row the model cannot place in float64
             raise DataError(f"{where(data, exc.row, exc.column)}: {exc.detail}") from None
         except ValueError as exc:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._text import plural
-from ..errors import DataError, KKMeansError, UsageError
+from ..errors import DataError, KKMeansError, NoRowLeft, UsageError
 from .arrow import TABLE_NAMES, read_table, table_kind
 from .graphs import ZIP_MAGIC, graph_kind, is_graph_file, starts_as_zip, zip_damage
 from .text import column_indexes, column_label, column_name, read_text
@@ -332,13 +332,20 @@ def _read_parts(spec, paths, **options):
     messages). Parts of different widths or column names are an error naming the part."""
     parts = []
     for path in paths:
-        parts.append(read_data(path, **options))
+        try:
+            parts.append(read_data(path, **options))
+        except NoRowLeft as exc:    # --missing drop took all of this part: the others stay
+            parts.append(exc.data)
         check_parts(spec, [(p.source, p.X.shape[1], p.columns) for p in (parts[0], parts[-1])])
     columns = next((p.columns for p in parts if p.columns is not None), None)
     X = parts[0].X if len(parts) == 1 else np.concatenate([p.X for p in parts])
     kept = np.concatenate([p.kept for p in parts])
-    return DataSet(X=X, kept=kept, source=spec, columns=columns,
+    data = DataSet(X=X, kept=kept, source=spec, columns=columns,
                    parts=[(p.source, p.n_rows) for p in parts])
+    if not kept.any():
+        raise NoRowLeft(f"{spec}: every row of its files has a missing value; nothing is left "
+                        f"to cluster", data)
+    return data
 
 
 # -- compressed text ------------------------------------------------------------------------
@@ -626,7 +633,9 @@ def _kept_dataset(X, kept, source, names, columns):
             raise DataError(f"{source}: column{'s' if len(empty) > 1 else ''} {shown} "
                             f"hold{'' if len(empty) > 1 else 's'} no value on any row; "
                             f"--columns picks the columns to read")
-        raise DataError(f"{source}: every row has a missing value; nothing is left to cluster")
+        raise NoRowLeft(f"{source}: every row has a missing value; nothing is left to cluster",
+                        DataSet(X=np.empty((0, X.shape[1])), kept=kept, source=source,
+                                columns=names))
     if not kept.all():
         X = np.ascontiguousarray(X[kept])
     return DataSet(X=X, kept=kept, source=source, columns=names)
