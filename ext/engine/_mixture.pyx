@@ -15,8 +15,9 @@ passes of a few operations each (a grid of 100 blobs: the split test's 2k = 200 
 in many coordinates NumPy's products by BLAS are quicker (``kernels/graph_fit.py``,
 ``MIXTURE_COMPILED_MAX_DIM``).
 """
-from cython.parallel cimport parallel, prange, threadid
+from cython.parallel cimport parallel, prange
 from libc.math cimport exp, log, INFINITY
+from libc.stdlib cimport malloc, free
 
 
 def mixture_sums(const double[:, ::1] Z, const double[:, ::1] means,
@@ -43,20 +44,22 @@ def mixture_sums(const double[:, ::1] Z, const double[:, ::1] means,
     cdef Py_ssize_t t, i, c, a, b, lo, hi
     cdef double top, total, s, cost, r, da, rda
     cdef bint has_noise = log_noise > -INFINITY
-    if n_threads < 1:
-        n_threads = 1
-    # each thread's scratch row (a component's log density, a point's difference), made here
-    # so that no allocation inside the threads can fail unseen
-    scratch_logp = np.empty((n_threads, k + 1))
-    scratch_diff = np.empty((n_threads, d + 1))
-    cdef double[:, ::1] logps = scratch_logp
-    cdef double[:, ::1] diffs = scratch_diff
+    # each thread's scratch rows from malloc (fresh memory, which the compiler knows aliases
+    # no output: rows of a NumPy array here took twice the time); one that fails is flagged
+    # through a pointer (shared by the threads), its pieces skipped, and MemoryError raised
+    failed_ = np.zeros(1, dtype=np.intc)
+    cdef int[::1] failed_view = failed_
+    cdef int *failed = &failed_view[0]
     cdef double *logp = NULL
     cdef double *diff = NULL
     with nogil, parallel(num_threads=n_threads):
-        logp = &logps[threadid(), 0]
-        diff = &diffs[threadid(), 0]
+        logp = <double *> malloc((k + 1) * sizeof(double))
+        diff = <double *> malloc((d + 1) * sizeof(double))
+        if logp == NULL or diff == NULL:
+            failed[0] = 1
         for t in prange(pieces, schedule="static"):
+            if logp == NULL or diff == NULL:
+                continue
             lo = t * piece
             hi = lo + piece
             if hi > n:
@@ -98,6 +101,10 @@ def mixture_sums(const double[:, ::1] Z, const double[:, ::1] means,
                         rda = r * da
                         for b in range(a, d):
                             second[t, c, a, b] += rda * diff[b]
+        free(logp)
+        free(diff)
+    if failed_[0]:
+        raise MemoryError(f"mixture_sums: no memory for a thread's {k + 1} + {d + 1} doubles")
     for a in range(d):
         for b in range(a):
             second_[:, :, a, b] = second_[:, :, b, a]
