@@ -95,6 +95,9 @@ def test_devices_are_written_before_stdout(work):
 @pytest.mark.parametrize("outputs, fails, needle", [
     (("old.npz", "old.txt", "old.json"), "second", "Permission denied"),
     (("new.npz", "new.txt", "new.json"), "new.json", "cannot write the summary to"),
+    # names of 250 bytes: their backups' names are cut short as the staging files' are
+    ((f"old{'a' * 243}.npz", f"old{'b' * 243}.txt", f"old{'c' * 242}.json"), "second",
+     "Permission denied"),
 ])
 def test_a_failed_rename_puts_back_the_files_already_replaced(work, monkeypatch, outputs,
                                                                fails, needle):

@@ -303,6 +303,22 @@ def test_names_up_to_the_file_systems_longest_are_written(fitted):
     assert listing(fitted) == before
 
 
+def test_a_name_cut_short_keeps_whole_characters(tmp_path):
+    """The staging and backup names of a long output name are cut at a character's start:
+    a name of 127 'é' (254 bytes) gave a staging name ending in half of one (invalid UTF-8,
+    which some file systems refuse)."""
+    from kkmeans_cli.io.outputs import _temporary_name
+
+    longest = os.pathconf(tmp_path, "PC_NAME_MAX")
+    for base in ("é" * 127, "a" + "€" * 84, "m" * 300, "short"):
+        for kind in ("tmp", "bak"):
+            name = _temporary_name(str(tmp_path), base, kind)
+            raw = os.fsencode(name)
+            assert len(raw) <= longest and name.endswith(f".{kind}")
+            stem = raw.decode("utf-8")[1:-13]                      # valid UTF-8, else raises
+            assert base.startswith(stem) and len(stem) >= min(len(base), 1)
+
+
 def test_full_device_is_a_one_line_error(fitted):
     result = run(["predict", fitted / "model.npz", fitted / "data.csv", "--labels", "/dev/full"])
     assert_one_error_line(result, "cannot write the labels to /dev/full: No space left on "

@@ -199,12 +199,19 @@ def check_output_path(path, what, force=False):
     return target
 
 
-def _temporary_name(folder, base):
-    """``.BASE.XXXXXXXX.tmp``, the staging file of the output ``base`` in ``folder``; BASE cut
-    short where the whole would pass the folder's longest name (NAME_MAX, 255 bytes on most
-    file systems), so that any name the file system takes can be written."""
-    suffix = f".{os.urandom(4).hex()}.tmp"
-    raw = os.fsencode(base)[:max(1, _longest_name(folder) - 1 - len(suffix))]
+def _temporary_name(folder, base, kind="tmp"):
+    """``.BASE.XXXXXXXX.tmp`` (``kind``: also ``bak``), a file beside the output ``base`` in
+    ``folder``: its staging file, or the backup of the file it replaces. BASE is cut short
+    where the whole would pass the folder's longest name (NAME_MAX, 255 bytes on most file
+    systems), at a character's start, so that any name the file system takes can be written
+    and replaced together with the others."""
+    suffix = f".{os.urandom(4).hex()}.{kind}"
+    raw = os.fsencode(base)
+    cut = max(1, _longest_name(folder) - 1 - len(suffix))
+    if cut < len(raw):
+        while cut > 1 and raw[cut] & 0xC0 == 0x80:     # not inside a UTF-8 character
+            cut -= 1
+        raw = raw[:cut]
     return "." + os.fsdecode(raw) + suffix
 
 
@@ -476,8 +483,9 @@ def _rename_all(files):
         backup = None
         existed = os.path.lexists(real)
         if existed:
-            backup = os.path.join(os.path.dirname(real),
-                                  f".{os.path.basename(real)}.{os.urandom(4).hex()}.bak")
+            folder = os.path.dirname(real)
+            backup = os.path.join(folder, _temporary_name(folder, os.path.basename(real),
+                                                          "bak"))
             try:
                 os.link(real, backup)
             except OSError:
