@@ -53,6 +53,6 @@ def delimiter_problem(delimiter):
     if delimiter.isascii() and (delimiter.isalnum() or delimiter in ".+-"):
         return (f"cannot be {delimiter!r}: letters, digits, '.', '+' and '-' write numbers "
                 f"(1.5e-3, inf, nan), which it would split")
-    if delimiter in "\r\n\"":
+    if delimiter == '"' or len(f"a{delimiter}b".splitlines()) > 1:   # \n, \x0c, \u2028, ...
         return f"cannot be {delimiter!r}: it ends lines or quotes cells"
     return None

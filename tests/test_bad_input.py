@@ -143,12 +143,15 @@ def test_a_part_of_a_glob_whose_rows_are_all_dropped_leaves_the_others(work):
           "which it would split"),
     ("-", "cannot be '-'"), ("e", "cannot be 'e'"), ("5", "cannot be '5'"),
     ("n", "cannot be 'n'"), ('"', "cannot be '\"': it ends lines or quotes cells"),
+    # every character that ends a line where text is split into lines
+    *[(ch, f"cannot be {ch!r}: it ends lines or quotes cells")
+      for ch in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"],
 ])
 def test_a_delimiter_that_would_split_numbers_is_refused(work, delimiter, needle):
     """'1.5' read with --delimiter . was two columns, 1 and 5: a usage error now, from the
     command line and from a config."""
     check_fails(work, ["fit", work / "data.csv", "-k", "2", "--delimiter", delimiter], 2, needle)
-    (work / "c.yaml").write_text(f"delimiter: '{delimiter}'\n")
+    (work / "c.yaml").write_text(f"delimiter: {json.dumps(delimiter)}\n")    # YAML's escapes
     check_fails(work, ["fit", work / "data.csv", "-k", "2", "--config", work / "c.yaml"], 2,
                 "key 'delimiter': " + needle)
 

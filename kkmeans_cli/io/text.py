@@ -651,8 +651,8 @@ NO_HEADER = "has no header line; use 0-based indexes or --header"
 
 def reads_as_index(item):
     """Whether ``--columns`` takes ``item`` for a 0-based index (digits, perhaps after a minus
-    sign, which the range check then refuses) rather than a column name: ``--1`` or ``²``
-    are names (``int`` reads neither)."""
+    sign, which the range check then refuses) rather than a column name: ``--1`` is a name
+    (``int`` reads it not; the command line refuses digits other than 0-9 before)."""
     return re.fullmatch(r"-?[0-9]+", str(item)) is not None
 
 
