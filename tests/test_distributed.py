@@ -6,11 +6,13 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import numpy as np
 import pytest
 
 from helpers import LOOPBACK, ROOT, loopback_cluster, mixture as _mixture, run, write_csv
+from kkmeans_cli.errors import DataError
 from kkmeans_cli.model.estimator import KernelKMeans
 
 
@@ -116,6 +118,33 @@ def test_api_with_client_and_dask_array(client):
     np.testing.assert_array_equal(est.labels_, ref.labels_)
     assert est.inertia_ == pytest.approx(ref.inertia_, rel=1e-9)
     np.testing.assert_array_equal(est.predict(X), ref.labels_)
+
+
+def test_a_cluster_fit_after_a_dataframe_fit_keeps_no_feature_names(client, tmp_path):
+    """A cluster fit runs no validate_data: a fit on a DataFrame before left its
+    feature_names_in_, so predict of the new 3 columns warned, or refused their names. Now
+    dropped; and a cluster fit that fails (a null HDF5 dataspace: one process's message,
+    not 'unexpected TypeError') leaves the fit before whole."""
+    import h5py
+    import pandas as pd
+
+    X = mixture(n=600, d=2, seed=3)
+    frame = pd.DataFrame(X, columns=["a", "b"])
+    est = KernelKMeans(3, kernel="rbf", approx="nystroem", n_landmarks=30, random_state=0,
+                       cluster=client).fit(frame.to_numpy())
+    est.set_params(cluster=None).fit(frame)
+    assert list(est.feature_names_in_) == ["a", "b"]
+    with h5py.File(tmp_path / "e.h5", "w") as f:
+        f["e"] = h5py.Empty("f8")
+    with pytest.raises(DataError, match=r"e\.h5:/e: holds no array \(an empty dataspace\)"):
+        est.set_params(cluster=client).fit(str(tmp_path / "e.h5"))
+    assert list(est.feature_names_in_) == ["a", "b"] and est.n_features_in_ == 2
+    X3 = mixture(n=600, d=3, seed=4)
+    est.fit(da.from_array(X3, chunks=(200, 3)))
+    assert est.n_features_in_ == 3 and not hasattr(est, "feature_names_in_")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # it warned 'fitted with feature names'
+        np.testing.assert_array_equal(est.predict(X3), est.labels_)
 
 
 def test_killing_a_worker_mid_fit_gives_the_same_result(client, tmp_path):

@@ -19,8 +19,9 @@ import numpy as np
 
 from ..engine.features import CHUNK_ROWS
 from ..errors import DataError, UsageError
-from ..io.readers import (HDF5_SUFFIXES, NPY_SUFFIXES, array_columns, check_npy, check_parts,
-                          expand_glob, is_glob, parse_columns, read_data, split_hdf5_spec)
+from ..io.readers import (HDF5_SUFFIXES, NPY_SUFFIXES, array_columns, check_array_header,
+                          check_npy, check_parts, expand_glob, is_glob, parse_columns,
+                          read_data, split_hdf5_spec)
 from . import chunks
 
 #: Bytes of a chunk's rows or features at most (about): the chunks never depend on the
@@ -246,11 +247,9 @@ def open_data(client, spec, *, dataset=None, columns=None, header=None, delimite
 
 
 def _shape_2d(shape, dtype, source):
-    if len(shape) != 2:
-        raise DataError(f"{source}: expected a 2-D array (rows × features), got "
-                        f"{len(shape)}-D shape {tuple(shape)}")
-    if np.dtype(dtype).kind not in "biuf":
-        raise DataError(f"{source}: holds {dtype} values; a numeric array is needed")
+    """The one process's checks of an array's header (a null dataspace, not 2-D, not
+    numeric, empty), with its messages."""
+    check_array_header(shape, np.dtype(dtype), source, (2,))
 
 
 def _npy(path, columns):

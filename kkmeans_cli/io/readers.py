@@ -470,7 +470,7 @@ def check_npy(path, ndim=(2,)):
     if dtype.hasobject:
         raise DataError(f"{path}: holds Python objects; only numeric arrays are read "
                         f"(pickles are never loaded)")
-    _check_array_header(shape, dtype, path, ndim)
+    check_array_header(shape, dtype, path, ndim)
     expected = offset + int(np.prod(shape, dtype=object)) * dtype.itemsize
     if size != expected:
         raise DataError(f"{path}: {'truncated' if size < expected else 'corrupt'}: its "
@@ -500,7 +500,7 @@ def _read_hdf5(path, dataset):
             raise DataError(f"{source}: is an HDF5 group, not a dataset")
         if not isinstance(node, h5py.Dataset):
             raise DataError(f"{source}: is not an HDF5 dataset")
-        _check_array_header(node.shape, node.dtype, source, (2,))
+        check_array_header(node.shape, node.dtype, source, (2,))
         _check_fits_in_memory(node.shape, source)
         try:
             X = node[()]
@@ -554,7 +554,7 @@ def _hdf5_datasets(handle, path):
     return names
 
 
-def _check_array_header(shape, dtype, source, ndim):
+def check_array_header(shape, dtype, source, ndim):
     """Shape and dtype checks that need no data (run before reading it)."""
     if shape is None:       # HDF5's null dataspace (h5py.Empty): no array at all
         raise DataError(f"{source}: holds no array (an empty dataspace)")
@@ -581,7 +581,7 @@ def _check_fits_in_memory(shape, source):
 
 
 def _check_array(X, source, ndim):
-    _check_array_header(X.shape, X.dtype, source, ndim)
+    check_array_header(X.shape, X.dtype, source, ndim)
     return X
 
 

@@ -406,6 +406,9 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         if _on_cluster(self, X):
             from ..distributed import api  # imports Dask: only when a cluster is used
 
+            # no validate_data on this route: feature names a fit before recorded are not
+            # these data's (put back if the fit fails, above)
+            self.__dict__.pop("feature_names_in_", None)
             return api.fit(X, sample_weight, params, fit_rngs(self.random_state), progress)
         if self.kernel in _options.GRAPH_KERNELS or (self.kernel == "precomputed"
                                                      and sparse.issparse(X)):
