@@ -39,14 +39,15 @@ class WeightsError(DataError):
 
 class NoRowLeft(DataError):
     """``--missing drop`` dropped every row of DATA: nothing to fit, but ``predict`` gives
-    each row the label -1 (``data``: the empty ``DataSet``, its ``kept`` all False)."""
+    each row the label -1 (``data``: the empty ``DataSet``, its ``kept`` all False);
+    ``empty_columns``: the message names columns with no value on any row."""
 
-    def __init__(self, message, data):
+    def __init__(self, message, data, empty_columns=False):
         super().__init__(message)
-        self.data = data
+        self.data, self.empty_columns = data, empty_columns
 
     def __reduce__(self):
-        return type(self), (str(self), self.data)
+        return type(self), (str(self), self.data, self.empty_columns)
 
 
 class ModelFileError(KKMeansError, ValueError):

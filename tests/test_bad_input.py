@@ -118,6 +118,10 @@ def test_predict_of_rows_that_all_have_a_missing_value_labels_each_minus_one(wor
     np.testing.assert_array_equal(np.loadtxt(work / "d.csv", delimiter=",").shape, (2, 3))
     check_fails(work, ["predict", work / "m.npz", work / "allnan.csv"], 1,
                 "allnan.csv: line 2, column 1 ('x0'): missing value")
+    # the same where a column holds no value on any row (fit names the column: below)
+    (work / "nocolumn.csv").write_text("x0,x1\n,1\n,2\n")
+    result = run(["predict", work / "m.npz", work / "nocolumn.csv", "--missing", "drop"])
+    assert result.exit_code == 0 and result.stdout == "-1\n-1\n", result.stderr
 
 
 def test_a_part_of_a_glob_whose_rows_are_all_dropped_leaves_the_others(work):
@@ -132,10 +136,21 @@ def test_a_part_of_a_glob_whose_rows_are_all_dropped_leaves_the_others(work):
     assert fit.exit_code == 0, fit.stderr
     labels = labels_of(fit.stdout)
     assert labels.tolist()[:2] == [-1, -1] and labels[2] == labels[3] != labels[4] == labels[5]
+    (work / "parts" / "c.csv").write_text("x,y\n,0\n,1\n")        # a column of no value
+    fit = run(["fit", "--kernel", "rbf", pattern, "-k", "2", "--missing", "drop", "--no-model",
+               *FAST])
+    assert fit.exit_code == 0, fit.stderr
+    assert labels_of(fit.stdout).tolist()[6:] == [-1, -1]
     (work / "parts" / "b.csv").write_text("x,y\n,0\n1,\n")
     check_fails(work, ["fit", "--kernel", "rbf", pattern, "-k", "1", "--missing", "drop"], 1,
                 f"{pattern}: every row of its files has a missing value; nothing is left to "
                 f"cluster")
+    # every part ending its lines with a delimiter: the column is named, as for one file
+    for name in "abc":
+        (work / "parts" / f"{name}.csv").write_text("1,2,\n3,4,\n")
+    check_fails(work, ["fit", "--kernel", "rbf", pattern, "-k", "1", "--missing", "drop"], 1,
+                f"{work / 'parts' / 'a.csv'}: column 3 holds no value on any row; --columns "
+                f"picks the columns to read")
 
 
 @pytest.mark.parametrize("delimiter, needle", [

@@ -330,21 +330,23 @@ def _read_parts(spec, paths, **options):
     """The files of a glob read one by one as DATA and joined: the same rows as the
     concatenated file (each part is read by its own rules: header detection, line numbers in
     messages). Parts of different widths or column names are an error naming the part."""
-    parts = []
+    parts, first = [], None
     for path in paths:
         try:
             parts.append(read_data(path, **options))
         except NoRowLeft as exc:    # --missing drop took all of this part: the others stay
             parts.append(exc.data)
+            first = first or exc
         check_parts(spec, [(p.source, p.X.shape[1], p.columns) for p in (parts[0], parts[-1])])
     columns = next((p.columns for p in parts if p.columns is not None), None)
     X = parts[0].X if len(parts) == 1 else np.concatenate([p.X for p in parts])
     kept = np.concatenate([p.kept for p in parts])
     data = DataSet(X=X, kept=kept, source=spec, columns=columns,
                    parts=[(p.source, p.n_rows) for p in parts])
-    if not kept.any():
-        raise NoRowLeft(f"{spec}: every row of its files has a missing value; nothing is left "
-                        f"to cluster", data)
+    if not kept.any():      # a column with no value says which (a delimiter ends lines)
+        raise NoRowLeft(str(first), data, empty_columns=True) if first.empty_columns else \
+            NoRowLeft(f"{spec}: every row of its files has a missing value; nothing is left "
+                      f"to cluster", data)
     return data
 
 
@@ -626,16 +628,16 @@ def _kept_dataset(X, kept, source, names, columns):
     columns with no value on any row by their place in the file (``columns``: the file's
     0-based column of each of X's) and their header ``names`` (X's, or None)."""
     if not kept.any():
+        data = DataSet(X=np.empty((0, X.shape[1])), kept=kept, source=source, columns=names)
         empty = np.flatnonzero(np.isnan(X).all(axis=0)) if X.shape[0] else []
         if 0 < len(empty) < X.shape[1]:     # a column with no value (a delimiter ends lines)
             shown = ", ".join(column_label(columns[c], names[c] if names else None)
                               for c in empty)
-            raise DataError(f"{source}: column{'s' if len(empty) > 1 else ''} {shown} "
+            raise NoRowLeft(f"{source}: column{'s' if len(empty) > 1 else ''} {shown} "
                             f"hold{'' if len(empty) > 1 else 's'} no value on any row; "
-                            f"--columns picks the columns to read")
+                            f"--columns picks the columns to read", data, empty_columns=True)
         raise NoRowLeft(f"{source}: every row has a missing value; nothing is left to cluster",
-                        DataSet(X=np.empty((0, X.shape[1])), kept=kept, source=source,
-                                columns=names))
+                        data)
     if not kept.all():
         X = np.ascontiguousarray(X[kept])
     return DataSet(X=X, kept=kept, source=source, columns=names)
