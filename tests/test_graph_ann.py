@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -301,3 +302,9 @@ def test_a_pynndescent_that_fails_to_import(tmp_path, monkeypatch):
     with pytest.raises(UsageError, match=r"could not be imported \(ImportError: Numba needs "
                                          r"NumPy 2\.2 or less\); repair it with pip install"):
         kgraph.knn_graph(X, 9, neighbor_search="approximate")
+    # once a fit, though the whitened refit builds a second graph
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = KernelKMeans(3, whiten=True, random_state=0).fit(X)
+    assert [str(w.message)[:33] for w in caught] == ["pynndescent could not be imported"]
+    assert fit.fit_stats_["graph"]["search"] == "exact"

@@ -330,8 +330,9 @@ def fit_graph(X=None, n_clusters=2, *, affinity=None, n_neighbors=None,
         raise ValueError("whiten needs the points X: a given affinity has no coordinates")
     graph = build_graph(X, n_clusters, affinity, n_neighbors, weighting, n_threads,
                         neighbor_search, search_seed(rng), start)
-    if neighbor_search == "approximate" and graph.info.search != "approximate":
-        neighbor_search = "exact"   # later graphs search as the first (its warning said why)
+    if neighbor_search != "exact" and graph.info.search != "approximate":
+        neighbor_search = "exact"   # later graphs search as the first (its warning said why:
+        # 'approximate' that cannot apply, or 'auto' whose pynndescent failed to import)
     fit = fit_on_graph(graph, n_clusters, start=start, n_init=n_init, max_iter=max_iter,
                        rng=rng, n_threads=n_threads)
     if not whiten or affinity is not None:
