@@ -1702,9 +1702,12 @@ def labels_and_distances(model, X, n_threads=1, want_distances=False):
         rows, match = new_point_rows(model, X, n_threads, node_rows=want_distances)
         D = new_point_distances(model, rows, match)
         labels = np.argmin(D, axis=1)
-        # squared distances, ≥ 0: a training point's row B_J approximates its fit's
-        # symmetrized row, which on a few points can take its cluster's below 0
-        D = np.maximum(D, 0.0) if want_distances else None
+        if want_distances:      # squared distances, ≥ 0: a training point's row B_J
+            # approximates its fit's symmetrized row, which on a few points can take its
+            # cluster's below 0 (a new point's are argmin'd as they are: labels above)
+            D[match >= 0] = np.maximum(D[match >= 0], 0.0)
+        else:
+            D = None
     labels = labels.astype(np.int32)
     hit = match >= 0
     labels[hit] = model.node_labels[match[hit]]
