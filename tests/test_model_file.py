@@ -57,6 +57,33 @@ def test_round_trip_predicts_like_the_fitted_estimator(tmp_path, kernel, params)
     assert meta["seed"] == 3 and meta["n_init"] == 2 and meta["approx"] == "none"
 
 
+@pytest.mark.parametrize("args", [
+    ["--kernel", "sigmoid", "--approx", "nystroem"],
+    ["--kernel", "poly", "--coef0", "-1", "--approx", "nystroem"],
+    ["--kernel", "poly", "--coef0", "-1", "--psd-repair", "lingoes"],
+    ["--kernel", "sigmoid", "--psd-repair", "lingoes"],
+    ["--kernel", "sigmoid", "--psd-repair", "clip"],
+    ["--kernel", "poly", "--coef0", "-1", "--psd-repair", "clip"],
+])
+def test_a_model_of_a_kernel_that_is_not_psd_is_read_back(tmp_path, args):
+    """The loader's checks hold only where they are true: a sigmoid (or poly, coef0 < 0)
+    Nystroem model keeps K(L, L)'s positive part, whose features may be longer than
+    K(x, x); Lingoes' repair makes the centred kernel PSD, not K' itself, so a cluster's
+    inner sum may be below 0. Such files, which fit wrote, were refused as corrupt by
+    predict and info; each is read, and predicts its labels."""
+    from helpers import run, write_csv
+
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(c, 0.5, size=(50, 3)) for c in [(0, 0, 0), (4, 4, 0), (0, 4, 4)]])
+    write_csv(tmp_path / "x.csv", X)
+    fit = run(["fit", tmp_path / "x.csv", "-k", "3", *args, "-o", tmp_path / "m.npz", "-q"])
+    assert fit.exit_code == 0, fit.stderr
+    predicted = run(["predict", tmp_path / "m.npz", tmp_path / "x.csv", "-q"])
+    assert predicted.exit_code == 0, predicted.stderr
+    assert predicted.stdout == fit.stdout
+    assert run(["info", tmp_path / "m.npz"]).exit_code == 0
+
+
 def test_archive_holds_plain_arrays_only(tmp_path):
     X, Xs, est, scaler = _fit(scale="minmax")
     path = _save(tmp_path / "m.npz", est, scaler)

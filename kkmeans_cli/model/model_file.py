@@ -246,11 +246,13 @@ def load_model(path):
     return LoadedModel(result=result, params=params, meta=meta, scaler=scaler)
 
 
-def _check_nystroem(path, result, slack, unit):
-    """Nystroem features phi(x) = K(x, L) T satisfy |phi(x)|^2 <= K(x, x) (the Nystroem
-    kernel is the original one minus a positive semidefinite Schur complement; Williams and
-    Seeger, "Using the Nystroem method to speed up kernel machines"): checked on the
-    landmarks. The centres are means of features, so |mu_c|^2 <= 1 for kernels bounded by 1.
+def _check_nystroem(path, result, slack, unit, psd):
+    """Nystroem features phi(x) = K(x, L) T satisfy |phi(x)|^2 <= K(x, x) for a positive
+    semidefinite kernel (``psd``: the Nystroem kernel is the original one minus a positive
+    semidefinite Schur complement; Williams and Seeger, "Using the Nystroem method to speed
+    up kernel machines"): checked on the landmarks. A kernel that is not (sigmoid, poly with
+    coef0 < 0) keeps the positive part of K(L, L), whose features can be longer. The centres
+    are means of features, so |mu_c|^2 <= 1 for kernels bounded by 1.
     """
     # the Nyström map only for a Nyström model: an exact model's predict loads no SciPy
     from ..kernels.nystroem import features
@@ -264,7 +266,7 @@ def _check_nystroem(path, result, slack, unit):
     if not (np.all(np.isfinite(norms)) and np.all(np.isfinite(diag))):
         corrupt(path, "the Nystroem features of the landmarks are not finite numbers")
     scale = max(1.0, float(np.max(np.abs(diag))))
-    if np.any(norms > diag * (1 + slack) + slack * scale):
+    if psd and np.any(norms > diag * (1 + slack) + slack * scale):
         corrupt(path, "'nystroem_transform' does not fit 'landmarks' (its features are longer "
                     "than the kernel allows)")
     if unit and np.any(np.einsum("ij,ij->i", nys.centers, nys.centers) > 1 + slack):
@@ -308,7 +310,9 @@ def _check_consistency(path, meta, result, params):
             corrupt(path, f"'degrees' exceed the sum of 'degree_weights' (the {kernel} kernel "
                         f"is at most 1)")
     if params.get("approx", "none") == "nystroem":
-        _check_nystroem(path, result, slack, unit)
+        _check_nystroem(path, result, slack, unit,
+                        kernel in _PSD_KERNELS or (kernel == "poly"
+                                                   and meta.get("coef0", 1.0) >= 0))
         centers = result.nystroem.centers
         expected = W ** 2 * np.einsum("ij,ij->i", centers, centers)
         if not np.allclose(g, expected, rtol=slack, atol=slack * W ** 2 * 1e-12):
@@ -327,8 +331,10 @@ def _check_consistency(path, meta, result, params):
             corrupt(path, "meta 'psd_grand_mean' is not the mean of 'psd_col_means'")
         if kernel == "sigmoid" and np.any(np.abs(means) > 1 + slack):
             corrupt(path, "'psd_col_means' exceed 1, the bound of the sigmoid kernel")
+    # Lingoes' repair makes the centred kernel positive semidefinite, not K' itself (K' =
+    # K − σ/n·11ᵀ + σI): a cluster's inner sum can be below 0 (the distances are not)
     psd = (kernel in _PSD_KERNELS or (kernel == "poly" and meta.get("coef0", 1.0) >= 0)
-           or repair in ("lingoes", "clip")
+           or repair == "clip"
            or (bool(meta.get("psd_checked")) and meta.get("psd") is True))
     diag = None
     if repair != "clip":
@@ -364,11 +370,15 @@ def _check_consistency(path, meta, result, params):
                 corrupt(path, f"'inner_sums' is too large for the {kernel} kernel: cluster {c} "
                             f"has {g[c]:g}, at most {bound[c]:g} for its points and weights")
     elif kernel == "sigmoid":
-        high = np.abs(g) > W ** 2 * (1 + slack)
+        # |K| ≤ 1; Lingoes' K' = K − σ/n·11ᵀ + σI adds at most σ/n off and σ on the diagonal
+        sigma = state.sigma if repair == "lingoes" and state is not None else 0.0
+        most = W ** 2 * (1 + sigma / labels.shape[0]) + sigma * np.bincount(
+            labels, weights=weights ** 2, minlength=k)
+        high = np.abs(g) > most * (1 + slack)
         if np.any(high):
             c = int(np.flatnonzero(high)[0])
             corrupt(path, f"'inner_sums' is too large for the sigmoid kernel: cluster {c} has "
-                        f"{g[c]:g}, at most {W[c] ** 2:g} in absolute value")
+                        f"{g[c]:g}, at most {most[c]:g} in absolute value")
 
 
 def _kernel_offset(path, arrays, meta, d):
