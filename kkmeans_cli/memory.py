@@ -35,6 +35,7 @@ a graph given as DATA        the checks' copies of its entries, the checked grap
 The data X itself is already in memory when the plan is made and is not counted.
 """
 import math
+import numbers
 import os
 import re
 from dataclasses import dataclass, field
@@ -214,7 +215,8 @@ def resolve_limit(limit):
         return default_limit()
     if isinstance(limit, str):
         return parse_size(limit)
-    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit >= 1:
+    if isinstance(limit, bool) or not isinstance(limit, numbers.Real) or not limit >= 1 \
+            or not math.isfinite(limit):
         raise ValueError(f"memory_limit must be a positive number of bytes, a size such as "
                          f"'8G', or None; got {limit!r}")
     return int(limit)

@@ -265,6 +265,20 @@ def test_an_approximate_search_that_cannot_apply_says_so(tmp_path, rows, columns
         assert est.fit_stats_["graph"]["search"] in ("exact", "kd-tree")
 
 
+def test_memory_limit_takes_numpy_numbers():
+    """np.int64(10**9) was refused ('must be a positive number of bytes ... got
+    np.int64(1000000000)') where np.float64 was taken; an infinite limit is refused, not an
+    OverflowError."""
+    for value in (np.int64(10 ** 9), np.int32(10 ** 9), np.float64(1e9), 10 ** 9):
+        assert memory.resolve_limit(value) == 10 ** 9
+    X = _points(60, 2, seed=1)
+    est = KernelKMeans(2, kernel="rbf", memory_limit=np.int64(10 ** 9), random_state=0).fit(X)
+    assert est.labels_.shape == (60,)
+    for bad in (float("inf"), np.float64("nan"), 0, True):
+        with pytest.raises(ValueError, match="memory_limit must be a positive number of bytes"):
+            memory.resolve_limit(bad)
+
+
 def test_copies_count_as_one_point_for_the_approximate_search(tmp_path):
     X = np.repeat(np.round(_points(50, 20, seed=6), 4), 8, axis=0)
     with pytest.warns(KKMeansWarning, match=r"there are 50 distinct points \(of 400 rows\) "

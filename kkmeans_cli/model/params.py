@@ -144,7 +144,7 @@ def check_param_combination(params):
         if params["psd_repair"] != "none" or params["solver"] != "lloyd":
             raise InvalidParameterError(
                 "psd_repair and solver='embed' need the exact kernel matrix; they cannot be "
-                "used with an approximation (approx)")
+                "used with approx='nystroem'")
         if params["objective"] == "ncut":
             raise InvalidParameterError(
                 "objective='ncut' needs the exact kernel matrix; it cannot be used with "
