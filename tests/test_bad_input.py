@@ -153,6 +153,40 @@ def test_a_part_of_a_glob_whose_rows_are_all_dropped_leaves_the_others(work):
                 f"picks the columns to read")
 
 
+@pytest.mark.parametrize("files, args, message", [
+    # int64 cannot hold it: a cast warning and a label -9223372036854775808 before
+    ({"ib.txt": "0\n1\n100000000000000000000\n"}, ["--init", "ib.txt"],
+     "ib.txt: initial labels value 3 (1e+20) is too large for a whole number"),
+    # --missing drop is DATA's: no advice to give it for a weights or labels file
+    ({"wn.txt": "1\nnan\n1\n"}, ["--weights", "wn.txt", "--missing", "drop"],
+     "wn.txt: line 2, column 1: missing value ('nan')"),
+    # a blank line of a file of one column: no delimiter ends it
+    ({"ie.txt": "0\n\n1\n"}, ["--init", "ie.txt"], "ie.txt: line 2, column 1: missing value"),
+])
+def test_weights_and_labels_files_say_what_is_wrong_with_them(work, files, args, message):
+    (work / "p3.csv").write_text("1,1\n2,2\n3,3\n")
+    for name, text in files.items():
+        (work / name).write_text(text)
+    args = [str(work / a) if a in files else a for a in args]
+    line = check_fails(work, ["fit", "--kernel", "rbf", work / "p3.csv", "-k", "2", *args], 1,
+                       message)
+    assert line.endswith(message), line
+
+
+def test_a_repair_with_an_approximation_is_said_in_the_command_lines_words(work):
+    check_fails(work, ["fit", "--kernel", "rbf", work / "data.csv", "-k", "2", "--approx",
+                       "nystroem", "--psd-repair", "lingoes"], 2,
+                "--psd-repair and --solver embed need the exact kernel matrix; they cannot be "
+                "used with --approx nystroem")
+
+
+def test_a_blank_line_of_one_column_is_no_delimiter_ending_it(work):
+    (work / "one.csv").write_text("a\n1\n\n2\n")
+    line = check_fails(work, ["fit", "--kernel", "rbf", work / "one.csv", "-k", "2"], 1,
+                       "one.csv: line 3, column 1 ('a'): missing value; use --missing drop")
+    assert "delimiter" not in line
+
+
 @pytest.mark.parametrize("delimiter, needle", [
     (".", "cannot be '.': letters, digits, '.', '+' and '-' write numbers (1.5e-3, inf, nan), "
           "which it would split"),

@@ -12,7 +12,6 @@ The client only opens file headers (shape and dtype). Rows with NaN or infinite 
 error on the cluster route (``--missing drop`` would need the kept rows on the client).
 """
 import os
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +21,7 @@ from ..errors import DataError, UsageError
 from ..io.readers import (HDF5_SUFFIXES, NPY_SUFFIXES, array_columns, check_array_header,
                           check_npy, check_parts, expand_glob, is_glob, parse_columns,
                           read_data, split_hdf5_spec)
+from ..io.text import MISSING_DROP_HINT
 from . import chunks
 
 #: Bytes of a chunk's rows or features at most (about): the chunks never depend on the
@@ -163,8 +163,8 @@ def as_given(exc, path, shown):
 def cluster_wording(message):
     """A reader's message as the cluster route says it: ``--missing drop`` is not offered
     (the cluster route reads every row)."""
-    return re.sub(r"; use --missing drop to skip such rows",
-                  "; the cluster route reads every row (clean the data first)", message)
+    return message.replace(MISSING_DROP_HINT,
+                           "; the cluster route reads every row (clean the data first)")
 
 
 @dataclass

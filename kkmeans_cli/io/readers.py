@@ -17,7 +17,7 @@ from .._text import plural
 from ..errors import DataError, KKMeansError, NoRowLeft, UsageError
 from .arrow import TABLE_NAMES, read_table, table_kind
 from .graphs import ZIP_MAGIC, graph_kind, is_graph_file, starts_as_zip, zip_damage
-from .text import column_indexes, column_label, column_name, read_text
+from .text import MISSING_DROP_HINT, column_indexes, column_label, column_name, read_text
 
 NPY_SUFFIXES = (".npy",)
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
@@ -274,7 +274,10 @@ def read_vector(path, what, *, integer=False):
         values = values.reshape(values.shape[0], -1)
         source = path
     else:
-        data = read_data(path, header=None, delimiter=None)
+        try:
+            data = read_data(path, header=None, delimiter=None)
+        except DataError as exc:    # --missing drop is DATA's: a vector needs every value
+            raise DataError(str(exc).replace(MISSING_DROP_HINT, "")) from None
         values, source = data.X, data.source
     if values.shape[1] != 1:
         raise DataError(f"{source}: {what} need one value per line; found "
@@ -288,6 +291,10 @@ def read_vector(path, what, *, integer=False):
             row = int(np.flatnonzero(values != np.round(values))[0]) + 1
             raise DataError(f"{source}: {what} value {row} ({values[row - 1]:g}) is not a "
                             f"whole number")
+        if np.any(np.abs(values) >= 2.0 ** 63):     # int64 cannot hold it
+            row = int(np.flatnonzero(np.abs(values) >= 2.0 ** 63)[0]) + 1
+            raise DataError(f"{source}: {what} value {row} ({values[row - 1]:g}) is too "
+                            f"large for a whole number")
         return values.astype(np.int64)
     return values
 
@@ -617,7 +624,7 @@ def _finish_table(X, source, select, names, missing, nan="null or NaN"):
             raise DataError(f"{source}: row {r + 1}, column {column_name(select[c], names)}: "
                             f"infinite value")
         raise DataError(f"{source}: row {r + 1}, column {column_name(select[c], names)}: "
-                        f"missing value ({nan}); use --missing drop to skip such rows")
+                        f"missing value ({nan}){MISSING_DROP_HINT}")
     nan_rows = np.isnan(X).any(axis=1)
     return _kept_dataset(X, ~nan_rows, source, [names[i] for i in select] if names else None,
                          select)

@@ -437,12 +437,12 @@ class _TextReader:
             if np.isnan(value):
                 if self.missing == "error":
                     ends = (" (the line ends with a delimiter: --columns picks the columns "
-                            "to read)") if (not cell and col == len(cells) - 1
+                            "to read)") if (not cell and col == len(cells) - 1 > 0
                                             and self.wanted is None) else ""
                     raise DataError(f"{source}: line {line}, column {column_name(col, names)}: "
                                     f"missing value"
-                                    f"{'' if not cell else f' ({cell!r})'}{ends}; use --missing "
-                                    f"drop to skip such rows")
+                                    f"{'' if not cell else f' ({cell!r})'}{ends}"
+                                    f"{MISSING_DROP_HINT}")
                 kept[r] = False
             elif np.isinf(value):
                 raise DataError(f"{source}: line {line}, column {column_name(col, names)}: "
@@ -545,6 +545,8 @@ def _scan_quotes(line, delimiters):
     return "".join(outside), inside
 
 
+#: The end of a missing value's message where ``--missing drop`` would skip the row
+MISSING_DROP_HINT = "; use --missing drop to skip such rows"
 #: The delimiters told from the first line when --delimiter is not given, in order
 AUTO_DELIMITERS = ",\t;"
 #: The lines after the first that may settle which of several is the delimiter
