@@ -6,6 +6,7 @@ Every refusal is checked for its message, its exit code and the files it leaves 
 """
 import contextlib
 import os
+import re
 import time
 import warnings
 
@@ -224,6 +225,32 @@ def test_weights_whose_sums_overflow_are_refused(tmp_path):
     assert result.exit_code == 1 and result.stdout == ""
     assert_one_error_line(result, "w.txt: sums to 3e+154", "only their ratios matter")
     assert not (tmp_path / "m.npz").exists()
+
+
+@pytest.mark.parametrize("scale, message", [
+    (1e80, "sums to 2.4e+81: 4·(Σw)⁴ must stay below 1.8e+308 (the normalized cut weighs a "
+           "point by its weight times its degree"),
+    (1e-90, "sums to 2.4e-89: (Σw)⁴ must stay above 2.23e-308"),
+])
+def test_ncut_weights_whose_fourth_power_leaves_floating_point_are_refused(tmp_path, scale,
+                                                                           message):
+    """The normalized cut weighs a point by u_i·d_i: with all weights 1e80 it overflowed
+    (raw NumPy warnings, clusters of 147, 2 and 1, exit 0), with 1e-90 'the data's kernel
+    values overflow'. Refused, naming the weights; 1e60 fits as 1 does."""
+    X = np.vstack([np.random.default_rng(0).normal(c, 0.5, size=(8, 2))
+                   for c in [(0, 0), (4, 4), (0, 4)]])
+    with pytest.raises(DataError, match=re.escape("sample_weight " + message)):
+        KernelKMeans(3, kernel="rbf", objective="ncut").fit(X, sample_weight=np.full(24, scale))
+    np.savetxt(tmp_path / "w.txt", np.full(24, scale))
+    result = run(["fit", "--kernel", "rbf", _write(tmp_path / "d.csv", X), "-k", 3,
+                  "--objective", "ncut", "--weights", tmp_path / "w.txt", "--no-model"])
+    assert_one_error_line(result, "w.txt: " + message, code=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        one = KernelKMeans(3, kernel="rbf", objective="ncut", random_state=0).fit(X)
+        big = KernelKMeans(3, kernel="rbf", objective="ncut", random_state=0).fit(
+            X, sample_weight=np.full(24, 1e60))
+    np.testing.assert_array_equal(one.labels_, big.labels_)
 
 
 def test_a_fit_near_the_limit_stays_finite():

@@ -78,7 +78,7 @@ def prepare_fit_data(opts):
     data = read_input(opts, opts["data"])
     weights = _per_row(opts["weights"], "--weights", "weights", data)
     if weights is not None:
-        _check_weights(weights, opts["weights"], opts["kernel"])
+        _check_weights(weights, opts["weights"], opts["kernel"], opts.get("objective"))
     init = opts["init"]
     if init_is_file(init):
         init = _per_row(init, "--init", "initial labels", data, integer=True)
@@ -148,14 +148,15 @@ def _prepare_graph_data(opts):
     return data, Scaler("none"), A, None, opts["init"]
 
 
-def _check_weights(weights, path, kernel):
+def _check_weights(weights, path, kernel, objective=None):
     """The estimator's checks of the weights read from ``path`` for a fit with ``kernel``
-    (``model/checks.py``), their error worded for the command line (exit 1)."""
+    and ``objective`` (``model/checks.py``), their error worded for the command line (exit
+    1)."""
     from ..errors import WeightsError
     from ..model.checks import check_graph_weights, check_weight_values
 
     try:
-        check_weight_values(weights)
+        check_weight_values(weights, objective=objective or "kmeans")
         if kernel in GRAPH_KERNELS:
             check_graph_weights(weights, kernel)
     except WeightsError as exc:

@@ -84,7 +84,7 @@ def check_fit_values(X, kernel, weights, n_clusters, objective="kmeans"):
         raise TooFewDistinctPointsError(distinct, n_clusters)
 
 
-def check_weights(sample_weight, n, n_clusters):
+def check_weights(sample_weight, n, n_clusters, objective="kmeans"):
     """The sample weights of a fit as a C-contiguous float64 array (ones when None, a
     number for every point): shape (n,), then :func:`check_weight_values` (a :class:`WeightsError`)."""
     if sample_weight is None:
@@ -94,11 +94,11 @@ def check_weights(sample_weight, n, n_clusters):
         w = np.full(n, float(w))
     if w.shape != (n,):
         raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
-    check_weight_values(w, n_clusters)
+    check_weight_values(w, n_clusters, objective)
     return np.ascontiguousarray(w)
 
 
-def check_weight_values(w, n_clusters=None):
+def check_weight_values(w, n_clusters=None, objective="kmeans"):
     """Refuse sample weights that cannot be used, with a :class:`WeightsError` saying which
     problem (and where): a weight not finite or negative, fewer positive weights than
     ``n_clusters`` (or none at all when k is not known yet), a sum too large or too small for
@@ -114,7 +114,7 @@ def check_weight_values(w, n_clusters=None):
                                       f"than n_clusters={n_clusters}")
     if count == 0:
         raise WeightsError("all zero", "sample_weight is 0 everywhere")
-    problem = weights_too_large(w)
+    problem = weights_too_large(w, objective)
     if problem:
         raise WeightsError("scale", f"sample_weight {problem}", detail=problem)
 
@@ -128,23 +128,28 @@ def check_graph_weights(w, kernel):
         raise WeightsError("unequal", f"sample_weight {detail}", detail=detail)
 
 
-def weights_too_large(w):
+def weights_too_large(w, objective="kmeans"):
     """Why sample weights are too large (or too small) for floating point, or None: kernel
     k-means forms sums of up to (Σ w)² weighted kernel values (the inner sums), so 4·(Σ w)²
     must stay below 1.8e308, and (Σ w)² above the smallest normal number 2.2e-308 (below it
-    the weight products underflow: k-means++ draws from 0/0). Only the ratios of the weights matter: dividing them all by one number keeps the
-    clustering."""
+    the weight products underflow: k-means++ draws from 0/0). The normalized cut weighs
+    point i by u_i·d_i, its degree d_i = Σ_j u_j K_ij up to Σu for the kernels bounded by 1,
+    so its sums reach (Σu)⁴ (``engine/ncut.py``). Only the ratios of the weights matter:
+    dividing them all by one number keeps the clustering."""
     with np.errstate(over="ignore", invalid="ignore"):
         total = float(np.sum(w, dtype=np.float64))
-    if 0.0 < total < FLOAT_TINY ** 0.5:
-        return (f"sums to {total:.6g}: (Σw)² must stay above {FLOAT_TINY:.3g} (below it the "
+    power, sums, why = (4, "(Σw)⁴", "the normalized cut weighs a point by its weight times "
+                        "its degree, up to Σw, and sums up to (Σw)² of those") \
+        if objective == "ncut" else (2, "(Σw)²", "kernel k-means sums up to (Σw)² weighted "
+                                                 "kernel values")
+    if 0.0 < total < FLOAT_TINY ** (1.0 / power):
+        return (f"sums to {total:.6g}: {sums} must stay above {FLOAT_TINY:.3g} (below it the "
                 f"products of weights underflow floating point); multiply the weights by a "
                 f"common factor (only their ratios matter)")
-    if 4.0 * total * total < FLOAT_MAX:
+    if total < (FLOAT_MAX / 4.0) ** (1.0 / power):
         return None
-    return (f"sums to {total:.6g}: 4·(Σw)² must stay below {FLOAT_MAX:.3g} (kernel k-means "
-            f"sums up to (Σw)² weighted kernel values); divide the weights by a common "
-            f"factor (only their ratios matter)")
+    return (f"sums to {total:.6g}: 4·{sums} must stay below {FLOAT_MAX:.3g} ({why}); divide "
+            f"the weights by a common factor (only their ratios matter)")
 
 
 def check_init_labels(init, n, n_clusters):

@@ -421,7 +421,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         if self.n_clusters > n:
             raise ValueError(f"n_clusters={self.n_clusters} is larger than the number of "
                              f"samples (n_samples={n})")
-        weights = check_weights(sample_weight, n, self.n_clusters)
+        weights = check_weights(sample_weight, n, self.n_clusters, self.objective)
         check_fit_values(X, self.kernel, weights, self.n_clusters, self.objective)
         init_labels = check_init_labels(self.init, n, self.n_clusters)
         # Resolved once, before anything large is allocated (like scikit-learn's self._n_threads).
