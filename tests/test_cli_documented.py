@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from helpers import ROOT, blobs, labels_of, listing, run, run_process, write_csv
-from kkmeans_cli import __version__
+from kkmeans_cli import KernelKMeans, __version__
 from kkmeans_cli._text import plural
 from kkmeans_cli.cli import cli
 from kkmeans_cli.cli.inputs import format_data_with_labels
@@ -171,6 +171,24 @@ def test_ncut_on_a_kernel_with_a_negative_degree_is_a_usage_error(data_dir):
                          "ncut", "--no-model"], 2,
                   "--objective ncut needs positive degrees", "or --objective kmeans")
     assert "='" not in line
+
+
+def test_ncut_on_a_kernel_with_a_degree_too_small_for_floating_point(data_dir):
+    """A point all but unlinked (degree 1e-300): 1/d² overflowed, 'divide by zero' warnings
+    on fit and a raw RuntimeWarning on predict; one usage error now, and a new point of such
+    a degree is a ValueError."""
+    K = np.array([[1.0, 0.5, 0.0], [0.5, 1.0, 0.0], [0.0, 0.0, 1e-300]])
+    np.savetxt(data_dir / "k.csv", K, delimiter=",")
+    line = _fails(data_dir, ["fit", "k.csv", "-k", "2", "--kernel", "precomputed", "--objective",
+                         "ncut", "--no-model"], 2,
+                  "--objective ncut: training point 2 has degree Σ_j u_j K_ij = 1e-300, too "
+                  "small for floating point", "or use --objective kmeans")
+    assert "='" not in line
+    K[2, 2] = 1.0
+    est = KernelKMeans(2, kernel="precomputed", objective="ncut", random_state=0).fit(K)
+    with pytest.raises(ValueError, match="new point 0 has degree Σ_j u_j K_ij = 1e-300, too "
+                                         "small for floating point"):
+        est.predict(np.array([[0.0, 0.0, 1e-300]]), kernel_diag=np.ones(1))
 
 
 def test_engine_warnings_are_in_cli_words(data_dir):

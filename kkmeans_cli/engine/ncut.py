@@ -36,15 +36,26 @@ def degrees(K_rows, point_weights, n_threads=1):
     return out[0]
 
 
+#: The least degree whose 1/d² (the kernel K_ij/(d_i d_j) and its diagonal) stays finite
+DEGREE_MIN = float(np.finfo(np.float64).max) ** -0.5
+
+
 def check_degrees(d, what="training point"):
-    """Degrees must be positive and finite for the normalized cut."""
+    """Degrees must be positive and finite for the normalized cut, and at least
+    ``DEGREE_MIN``: K_ii/d_i² of a smaller one overflows."""
     bad = np.flatnonzero(~(d > 0) | ~np.isfinite(d))
+    # Training degrees follow from the kernel chosen: a different option is the remedy.
+    error = OptionConflictError if what == "training point" else ValueError
     if bad.size:
-        # Training degrees follow from the kernel chosen: a different option is the remedy.
-        error = OptionConflictError if what == "training point" else ValueError
         raise error(f"objective='ncut' needs positive degrees Σ_j u_j K_ij, but {what} "
                          f"{bad[0]} has degree {d[bad[0]]:.6g}; use a non-negative kernel "
                          f"(rbf, laplacian, chi2) or objective='kmeans'")
+    tiny = np.flatnonzero(d < DEGREE_MIN)
+    if tiny.size:
+        raise error(f"objective='ncut': {what} {tiny[0]} has degree Σ_j u_j K_ij = "
+                    f"{d[tiny[0]]:.6g}, too small for floating point (1/d² overflows below "
+                    f"{DEGREE_MIN:.3g}): it is all but unlinked to the others; drop it, or use "
+                    f"objective='kmeans'")
 
 
 def scale_rows(K_rows, inv_row, inv_col):
