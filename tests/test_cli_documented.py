@@ -173,6 +173,24 @@ def test_ncut_on_a_kernel_with_a_negative_degree_is_a_usage_error(data_dir):
     assert "='" not in line
 
 
+def test_ncut_with_the_clip_repair_is_a_usage_error(data_dir):
+    """Clip gives the kernel of centred features, whose rows sum to 0: with the normalized cut
+    every degree was about 0 and the error blamed the kernel, even rbf's ('use a
+    non-negative kernel (rbf, ...)'). Said up front; Lingoes' repair keeps the degrees."""
+    line = _fails(data_dir, ["fit", os.path.join(ROOT, "examples", "blobs.csv"), "-k", "3",
+                             "--kernel", "rbf", "--objective", "ncut", "--psd-repair", "clip",
+                             "--no-model"], 2,
+                  "--objective ncut needs positive degrees Σ_j K_ij, but --psd-repair clip "
+                  "gives the kernel of centred features", "use --psd-repair lingoes")
+    assert "='" not in line
+    with pytest.raises(ValueError, match="psd_repair='clip' gives the kernel of centred"):
+        KernelKMeans(3, objective="ncut", kernel="rbf", psd_repair="clip").fit(np.eye(5))
+    result = run(["fit", os.path.join(ROOT, "examples", "blobs.csv"), "-k", "3", "--kernel",
+                  "sigmoid", "--objective", "ncut", "--psd-repair", "lingoes", "--no-model",
+                  "-q", *FAST])
+    assert result.exit_code == 0, result.stderr
+
+
 def test_ncut_on_a_kernel_with_a_degree_too_small_for_floating_point(data_dir):
     """A point all but unlinked (degree 1e-300): 1/d² overflowed, 'divide by zero' warnings
     on fit and a raw RuntimeWarning on predict; one usage error now, and a new point of such

@@ -155,6 +155,13 @@ def check_param_combination(params):
             "matrix (kernel='precomputed-distance', Gower double centring) has every row sum "
             "0; use objective='kmeans', or give a similarity matrix with "
             "kernel='precomputed'")
+    if params["objective"] == "ncut" and params["psd_repair"] == "clip":
+        raise InvalidParameterError(
+            "objective='ncut' needs positive degrees Σ_j K_ij, but psd_repair='clip' gives "
+            "the kernel of centred features (the nearest positive semidefinite one after "
+            "double centring), whose every row sums to 0; use psd_repair='lingoes', which "
+            "keeps the degrees, or psd_repair='none' for a kernel that needs no repair (rbf, "
+            "laplacian, chi2)")
     if params["kernel"] == "poly" and abs(params["coef0"]) > 1:
         if math.log(4.0) + params["degree"] * math.log(abs(params["coef0"])) > math.log(
                 FLOAT_MAX):
