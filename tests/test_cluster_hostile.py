@@ -127,6 +127,21 @@ def test_a_folder_as_scheduler_file_and_config_values_are_checked_too(tmp_path, 
     _one_line(result, 2, "key 'cluster': '2': expected local or local:N")
 
 
+@pytest.mark.parametrize("content, needle", [
+    ('{"address": "tcp://127.0.0.1"}', "the scheduler file's address 'tcp://127.0.0.1': no port"),
+    ("{not json", "not a Dask scheduler file (JSONDecodeError"),
+    ('{"other": 1}', "not a Dask scheduler file (KeyError"),
+])
+def test_a_scheduler_file_that_cannot_work_is_a_usage_error(tmp_path, never_connect, content,
+                                                             needle):
+    """As the same address typed is (exit 2, before any connection); it was exit 1."""
+    _points(tmp_path)
+    (tmp_path / "s.json").write_text(content)
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--no-model",
+                  "--scheduler", tmp_path / "s.json"])
+    _one_line(result, 2, needle)
+
+
 @pytest.mark.parametrize("value", ["inf", "nan", "0", "-3", "abc", "1e400"])
 def test_a_bad_connect_timeout_is_a_usage_error(tmp_path, never_connect, monkeypatch, value):
     _points(tmp_path)

@@ -149,15 +149,16 @@ def _scheduler_address(scheduler):
         with open(value, encoding="utf-8") as f:
             address = json.load(f)["address"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ClusterError(f"--scheduler {scheduler}: not a Dask scheduler file "
-                           f"({type(exc).__name__}: {exc})") from None
+        # a file that cannot work, as an address that cannot: a usage error at once
+        raise UsageError(f"--scheduler {scheduler}: not a Dask scheduler file "
+                         f"({type(exc).__name__}: {exc})") from None
     try:
         kind, address = parse_scheduler(address, option="address")
     except UsageError as exc:
-        raise ClusterError(f"--scheduler {scheduler}: the scheduler file's {exc}") from None
+        raise UsageError(f"--scheduler {scheduler}: the scheduler file's {exc}") from None
     if kind != "address":
-        raise ClusterError(f"--scheduler {scheduler}: the scheduler file's address "
-                           f"{address!r} is not tcp://HOST:PORT")
+        raise UsageError(f"--scheduler {scheduler}: the scheduler file's address "
+                         f"{address!r} is not tcp://HOST:PORT")
     return address, value
 
 
@@ -186,7 +187,7 @@ def open_client(cluster=None, scheduler=None, *, worker_memory=None, timeout=Non
     if cluster is not None and scheduler is not None and isinstance(cluster, str):
         raise UsageError("give --cluster local[:N] or --scheduler ADDRESS, not both")
     if scheduler is not None:
-        parse_scheduler(scheduler)
+        _scheduler_address(scheduler)   # a scheduler file read too: its address checked
     elif isinstance(cluster, str):
         parse_local(cluster)
         check_worker_memory(worker_memory)
