@@ -142,6 +142,21 @@ def test_a_scheduler_file_that_cannot_work_is_a_usage_error(tmp_path, never_conn
     _one_line(result, 2, needle)
 
 
+@pytest.mark.parametrize("where", [["--cluster", "local:2"],
+                                   ["--scheduler", "tcp://127.0.0.1:1"]])
+def test_a_missing_data_file_is_said_before_any_cluster(tmp_path, never_connect, where):
+    """The client reads DATA's header: a missing file was said after a local cluster had
+    started (its dashboard line first) or never, after 13 s waiting for a scheduler."""
+    result = run(["fit", tmp_path / "none.npy", "-k", "3", *NYSTROEM, "--no-model", *where])
+    _one_line(result, 1, f"{tmp_path / 'none.npy'}: no such file")
+    _points(tmp_path)
+    fit = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "-o", tmp_path / "m.npz",
+               "-q"])
+    assert fit.exit_code == 0, fit.stderr
+    result = run(["predict", tmp_path / "m.npz", tmp_path / "none.h5:/x", *where])
+    _one_line(result, 1, f"{tmp_path / 'none.h5'}: no such file")
+
+
 @pytest.mark.parametrize("value", ["inf", "nan", "0", "-3", "abc", "1e400"])
 def test_a_bad_connect_timeout_is_a_usage_error(tmp_path, never_connect, monkeypatch, value):
     _points(tmp_path)

@@ -2,6 +2,7 @@
 outputs as in one process (labels in input order, the model file, the report), with DATA
 read by the workers and only summaries on the client. Labels are written chunk by chunk."""
 import contextlib
+import os
 from types import SimpleNamespace
 
 from .._options import PRECOMPUTED_KERNELS
@@ -55,9 +56,15 @@ def check_where(opts):
     from ..distributed.cluster import (check_worker_memory, connect_timeout, parse_local,
                                        parse_scheduler)
     from ..distributed.readers import STDIN_REFUSED
+    from ..io.readers import is_glob, split_hdf5_spec
 
     if opts.get("data") == "-":
         raise UsageError(STDIN_REFUSED)
+    spec = opts.get("data")
+    if spec is not None and not is_glob(spec) and not os.path.exists(split_hdf5_spec(spec)[0]):
+        # the client reads DATA's header (distributed.readers.open_data): said before any
+        # cluster is started or reached
+        raise DataError(f"{split_hdf5_spec(spec)[0]}: no such file")
     if opts.get("cluster") is not None and opts.get("scheduler") is not None:
         raise UsageError("give --cluster local[:N] or --scheduler ADDRESS, not both")
     if opts.get("scheduler") is not None:
