@@ -157,6 +157,20 @@ def test_a_missing_data_file_is_said_before_any_cluster(tmp_path, never_connect,
     _one_line(result, 1, f"{tmp_path / 'none.h5'}: no such file")
 
 
+def test_an_unreachable_scheduler_a_config_set_says_where_it_came_from(tmp_path, monkeypatch):
+    """docs/cli.md: an error found later about an option a config set ends with where it came
+    from; 'cannot reach the Dask scheduler' did not (it named no option)."""
+    _points(tmp_path)
+    monkeypatch.setenv("KKMEANS_CONNECT_TIMEOUT", "1")
+    (tmp_path / "c.yaml").write_text("scheduler: tcp://127.0.0.1:1\n")
+    result = run(["fit", tmp_path / "x.npy", "-k", "3", *NYSTROEM, "--no-model", "--config",
+                  tmp_path / "c.yaml"])
+    _one_line(result, 1, "--scheduler: cannot reach the Dask scheduler at tcp://127.0.0.1:1 "
+                         "within 1 s")
+    assert result.stderr.rstrip().endswith(
+        f"(--scheduler is key 'scheduler' of config {tmp_path / 'c.yaml'})"), result.stderr
+
+
 @pytest.mark.parametrize("value", ["inf", "nan", "0", "-3", "abc", "1e400"])
 def test_a_bad_connect_timeout_is_a_usage_error(tmp_path, never_connect, monkeypatch, value):
     _points(tmp_path)

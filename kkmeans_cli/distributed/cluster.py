@@ -422,7 +422,8 @@ def _connect(scheduler, timeout):
         client = Client(address, timeout=timeout, set_as_default=False)
     except Exception as exc:  # noqa: BLE001 -- OSError, TimeoutError, CommClosedError...
         reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise ClusterError(f"cannot reach the Dask scheduler at {where} within "
+        # named by its option, so that one a config set says so (io.config.origin_note)
+        raise ClusterError(f"--scheduler: cannot reach the Dask scheduler at {where} within "
                            f"{timeout:g} s: {reason[:300]}") from None
     try:
         client.wait_for_workers(1, timeout=timeout)
