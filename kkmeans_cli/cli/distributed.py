@@ -61,10 +61,11 @@ def check_where(opts):
     if opts.get("data") == "-":
         raise UsageError(STDIN_REFUSED)
     spec = opts.get("data")
-    if spec is not None and not is_glob(spec) and not os.path.exists(split_hdf5_spec(spec)[0]):
+    path = None if spec is None or is_glob(spec) else split_hdf5_spec(spec)[0]
+    if path is not None and not os.path.exists(path):
         # the client reads DATA's header (distributed.readers.open_data): said before any
         # cluster is started or reached
-        raise DataError(f"{split_hdf5_spec(spec)[0]}: no such file")
+        raise DataError(f"{path}: no such file")
     if opts.get("cluster") is not None and opts.get("scheduler") is not None:
         raise UsageError("give --cluster local[:N] or --scheduler ADDRESS, not both")
     if opts.get("scheduler") is not None:

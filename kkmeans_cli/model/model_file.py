@@ -300,6 +300,7 @@ def _check_consistency(path, meta, result, params):
     slack = 1e-4  # float32 kernels, summation order
     kernel = meta["kernel"]
     unit = kernel in ("rbf", "laplacian", "chi2", "cosine")  # |K(x, y)| <= 1
+    psd_kernel = kernel in _PSD_KERNELS or (kernel == "poly" and meta.get("coef0", 1.0) >= 0)
     ncut = result.ncut
     if params.get("objective", "kmeans") == "ncut" and ncut is not None:
         # The fit's weights are the degree weights times the degrees (Dhillon, Guan and
@@ -310,9 +311,7 @@ def _check_consistency(path, meta, result, params):
             corrupt(path, f"'degrees' exceed the sum of 'degree_weights' (the {kernel} kernel "
                         f"is at most 1)")
     if params.get("approx", "none") == "nystroem":
-        _check_nystroem(path, result, slack, unit,
-                        kernel in _PSD_KERNELS or (kernel == "poly"
-                                                   and meta.get("coef0", 1.0) >= 0))
+        _check_nystroem(path, result, slack, unit, psd_kernel)
         centers = result.nystroem.centers
         expected = W ** 2 * np.einsum("ij,ij->i", centers, centers)
         if not np.allclose(g, expected, rtol=slack, atol=slack * W ** 2 * 1e-12):
@@ -333,8 +332,7 @@ def _check_consistency(path, meta, result, params):
             corrupt(path, "'psd_col_means' exceed 1, the bound of the sigmoid kernel")
     # Lingoes' repair makes the centred kernel positive semidefinite, not K' itself (K' =
     # K − σ/n·11ᵀ + σI): a cluster's inner sum can be below 0 (the distances are not)
-    psd = (kernel in _PSD_KERNELS or (kernel == "poly" and meta.get("coef0", 1.0) >= 0)
-           or repair == "clip"
+    psd = (psd_kernel or repair == "clip"
            or (bool(meta.get("psd_checked")) and meta.get("psd") is True))
     diag = None
     if repair != "clip":
